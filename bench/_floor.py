@@ -1,0 +1,130 @@
+"""Measure the C-level ``cuLaunchKernel`` floor for comparison with Python launchers.
+
+The measurement itself lives in ``launch_floor.c`` next to this module: a
+standalone program that opens ``libcuda.so.1`` with ``dlopen`` and times
+back-to-back launches of a trivial kernel. This module compiles it with the
+system C compiler (once per process), runs it and parses its output.
+
+Only the standard library is used, so this works without any CUDA Python
+bindings installed; it needs a C compiler and an NVIDIA driver.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+__all__ = ["measure_launch_floor"]
+
+_SOURCE = Path(__file__).resolve().with_name("launch_floor.c")
+
+# Output keys printed by launch_floor.c, mapped to the keys returned here.
+_KEYS = {
+    "launch_floor_us_enqueue": "enqueue_us",
+    "launch_floor_us_with_sync": "with_sync_us",
+}
+
+# Generous upper bound for one run: the default 20 rounds x 10000 launches
+# take well under a second on a healthy GPU; this only guards against hangs.
+_RUN_TIMEOUT_S = 600.0
+_COMPILE_TIMEOUT_S = 120.0
+
+_lock = threading.Lock()
+_binary: Path | None = None
+
+
+def _find_compiler() -> str:
+    """Return the path of a C compiler, preferring ``$CC``, then ``cc``, then ``gcc``."""
+    candidates = [os.environ.get("CC", ""), "cc", "gcc"]
+    for name in candidates:
+        if name:
+            path = shutil.which(name)
+            if path is not None:
+                return path
+    raise RuntimeError("no C compiler found (tried $CC, cc, gcc)")
+
+
+def _build() -> Path:
+    """Compile ``launch_floor.c`` into a per-process temp dir and return the binary.
+
+    The result is cached for the life of the process; the temp dir is removed
+    at interpreter exit.
+    """
+    global _binary
+    with _lock:
+        if _binary is not None and _binary.exists():
+            return _binary
+        if not _SOURCE.is_file():
+            raise RuntimeError(f"missing benchmark source {_SOURCE}")
+        tmpdir = Path(tempfile.mkdtemp(prefix="thork_launch_floor_"))
+        atexit.register(shutil.rmtree, tmpdir, ignore_errors=True)
+        exe = tmpdir / "launch_floor"
+        cmd = [_find_compiler(), "-O2", "-o", str(exe), str(_SOURCE), "-ldl"]
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=_COMPILE_TIMEOUT_S
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"compiling {_SOURCE} timed out: {' '.join(cmd)}") from exc
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"compiling {_SOURCE} failed (exit {proc.returncode}): "
+                f"{' '.join(cmd)}\n{proc.stderr.strip()}"
+            )
+        _binary = exe
+        return exe
+
+
+def _parse(stdout: str) -> dict[str, float]:
+    """Extract the ``key=value`` result lines printed by ``launch_floor``."""
+    result: dict[str, float] = {}
+    for line in stdout.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key in _KEYS:
+            result[_KEYS[key]] = float(value)
+    return result
+
+
+def measure_launch_floor(
+    cubin_path: str, kernel_name: str, n: int = 1024, rounds: int = 20
+) -> dict[str, float]:
+    """Measure the per-launch host cost of ``cuLaunchKernel`` from C.
+
+    Args:
+        cubin_path: Path to a cubin or PTX image containing the kernel.
+        kernel_name: Name of a kernel taking ``(float* out, const float* a,
+            const float* b)``; it is launched with grid ``n // 128``, block 128.
+        n: Floats per device buffer; must be a positive multiple of 128.
+        rounds: Timed rounds of 10000 back-to-back launches each.
+
+    Returns:
+        ``{"enqueue_us": ..., "with_sync_us": ...}``: the median over rounds
+        of microseconds per launch, timing the launches alone and the launches
+        plus the final ``cuCtxSynchronize`` respectively.
+
+    Raises:
+        RuntimeError: If compiling or running the program fails (the message
+            carries its stderr), or its output lacks the expected lines.
+    """
+    exe = _build()
+    cmd = [str(exe), os.fspath(cubin_path), kernel_name, str(n), str(rounds)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"launch_floor timed out after {_RUN_TIMEOUT_S:.0f}s") from exc
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"launch_floor failed (exit {proc.returncode}): {proc.stderr.strip()}"
+        )
+    result = _parse(proc.stdout)
+    missing = sorted(set(_KEYS.values()) - result.keys())
+    if missing:
+        raise RuntimeError(
+            f"launch_floor output lacks {missing}:\n{proc.stdout}{proc.stderr}"
+        )
+    return result

@@ -1,0 +1,98 @@
+"""NVRTC through cuda-python: CUDA C++ → cubin (or PTX) in-process, no GPU needed."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from thork_core import Artifact, CompileError, Compiler
+
+__all__ = ["NvrtcCompiler"]
+
+
+@functools.cache
+def _nvrtc() -> Any:
+    from cuda.bindings import nvrtc
+
+    return nvrtc
+
+
+def _check(result: Any, what: str) -> Any:
+    err = result[0]
+    if int(err) != 0:
+        _, msg = _nvrtc().nvrtcGetErrorString(err)
+        raise CompileError(f"NVRTC {what} failed: {msg.decode() if isinstance(msg, bytes) else msg}")
+    return result[1] if len(result) == 2 else None
+
+
+class NvrtcCompiler(Compiler):
+    """The default compiler: fast, in-process, cubin for the exact arch."""
+
+    name = "nvrtc"
+    priority = 100
+    produces = ("cubin", "ptx")
+    language = "cuda"
+    package = "thork-backend-nvrtc"
+
+    @functools.cache  # noqa: B019 - one instance per process
+    def version(self) -> str:
+        err, major, minor = _nvrtc().nvrtcVersion()
+        if int(err) != 0:
+            raise CompileError(f"nvrtcVersion failed: {err}")
+        return f"{major}.{minor}"
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            self.version()
+        except Exception as exc:
+            return False, f"NVRTC cannot be loaded ({type(exc).__name__}: {exc})"
+        return True, ""
+
+    @functools.cache  # noqa: B019
+    def supported_archs(self) -> tuple[str, ...]:
+        nv = _nvrtc()
+        archs = _check(nv.nvrtcGetSupportedArchs(), "nvrtcGetSupportedArchs")
+        return tuple(f"sm_{a}" for a in archs)
+
+    def flags(self, kind: str, arch: str) -> list[str]:
+        virtual = arch.replace("sm_", "compute_")
+        gpu = arch if kind == "cubin" else virtual
+        return [f"--gpu-architecture={gpu}", "-std=c++17", "-lineinfo"]
+
+    def compile(
+        self, source: str, *, entry: str, kind: str, arch: str, options: Sequence[str] = ()
+    ) -> Artifact:
+        if kind not in self.produces:
+            raise CompileError(f"NVRTC cannot produce {kind!r} artifacts (only cubin, ptx)")
+        base = arch.rstrip("af")
+        if base not in self.supported_archs():
+            raise CompileError(
+                f"NVRTC {self.version()} cannot compile for {arch}; it supports "
+                f"{', '.join(self.supported_archs())}")
+        nv = _nvrtc()
+        opts = [o.encode() for o in (*self.flags(kind, arch), *options)]
+        prog = _check(nv.nvrtcCreateProgram(source.encode(), f"{entry}.cu".encode(), 0, [], []),
+                      "nvrtcCreateProgram")
+        try:
+            (err,) = nv.nvrtcCompileProgram(prog, len(opts), opts)
+            size = _check(nv.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+            buf = b" " * size
+            nv.nvrtcGetProgramLog(prog, buf)
+            log = buf.rstrip(b"\0 ").decode(errors="replace")
+            if int(err) != 0:
+                raise CompileError(f"NVRTC failed to compile kernel {entry!r} for {arch}",
+                                   log=log, source=source)
+            if kind == "cubin":
+                n = _check(nv.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+                data = b" " * n
+                _check(nv.nvrtcGetCUBIN(prog, data), "nvrtcGetCUBIN")
+            else:
+                n = _check(nv.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+                data = b" " * n
+                _check(nv.nvrtcGetPTX(prog, data), "nvrtcGetPTX")
+                data = data.rstrip(b"\0")
+        finally:
+            nv.nvrtcDestroyProgram(prog)
+        return Artifact(kind=kind, data=bytes(data), entry=entry, compiler=self.identity(),
+                        arch=arch, log=log)

@@ -1,0 +1,102 @@
+"""The host C++ compiler (g++ or clang++) producing a shared library for the CPU target."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+
+from thork_core import Artifact, CompileError, Compiler
+
+__all__ = ["HostCompiler"]
+
+
+@functools.cache
+def _find_cxx() -> str | None:
+    env = os.environ.get("CXX")
+    if env:
+        return shutil.which(env) or (env if os.path.exists(env) else None)
+    for name in ("g++", "clang++", "c++"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@functools.cache
+def _version(cxx: str) -> str:
+    out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
+    return out.stdout.splitlines()[0].strip() if out.stdout else "unknown"
+
+
+@functools.cache
+def _openmp_works(cxx: str) -> bool:
+    """Whether ``-fopenmp`` links here (libgomp or libomp present)."""
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "t.cpp")
+        with open(src, "w") as f:
+            f.write('extern "C" int f(){int s=0;\n#pragma omp parallel for reduction(+:s)\n'
+                    "for(int i=0;i<4;++i)s+=i;return s;}\n")
+        r = subprocess.run([cxx, "-fopenmp", "-shared", "-fPIC", src, "-o",
+                            os.path.join(d, "t.so")], capture_output=True, timeout=60)
+        return r.returncode == 0
+
+
+class HostCompiler(Compiler):
+    """``$CXX``, else g++, else clang++: C++17, ``-O2``, OpenMP when it links."""
+
+    name = "host-cxx"
+    priority = 100
+    produces = ("hostlib",)
+    language = "c++"
+    package = "thork-target-cpu"
+
+    def _cxx(self) -> str:
+        cxx = _find_cxx()
+        if cxx is None:
+            raise CompileError("no host C++ compiler found (set CXX, or install g++ or clang++)")
+        return cxx
+
+    def version(self) -> str:
+        return _version(self._cxx())
+
+    def available(self) -> tuple[bool, str]:
+        cxx = _find_cxx()
+        if cxx is None:
+            return False, "no host C++ compiler (set CXX, or install g++ or clang++)"
+        return True, ""
+
+    def flags(self, kind: str, arch: str) -> list[str]:
+        flags = ["-O2", "-std=c++17", "-shared", "-fPIC", "-fno-strict-aliasing", "-w"]
+        if _openmp_works(self._cxx()):
+            flags.append("-fopenmp")
+        return flags
+
+    def compile(
+        self, source: str, *, entry: str, kind: str, arch: str, options: Sequence[str] = ()
+    ) -> Artifact:
+        if kind != "hostlib":
+            raise CompileError(f"the host compiler produces 'hostlib' artifacts, not {kind!r}")
+        cxx = self._cxx()
+        with tempfile.TemporaryDirectory(prefix="thork-cpu-") as d:
+            src = os.path.join(d, f"{entry}.cpp")
+            out = os.path.join(d, f"{entry}.so")
+            with open(src, "w") as f:
+                f.write(source)
+            cmd = [cxx, *self.flags(kind, arch), *options, src, "-o", out]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                raise CompileError(f"{os.path.basename(cxx)} failed to compile kernel {entry!r}",
+                                   log=r.stderr, source=source)
+            with open(out, "rb") as f:
+                data = f.read()
+        return Artifact(kind="hostlib", data=data, entry=entry, compiler=self.identity(),
+                        arch=arch, log=r.stderr, info={"openmp": "-fopenmp" in cmd})
+
+
+def host_arch() -> str:
+    return f"{platform.system().lower()}-{platform.machine()}"

@@ -1,0 +1,19 @@
+"""Entry point of the ``cpu`` plugin: the CPU target and the host C++ compiler."""
+
+from __future__ import annotations
+
+from thork_core import Compiler, Target, hookimpl
+
+
+@hookimpl
+def thork_register_targets() -> list[Target]:
+    from ._target import CpuTarget
+
+    return [CpuTarget()]
+
+
+@hookimpl
+def thork_register_compilers() -> list[Compiler]:
+    from ._compiler import HostCompiler
+
+    return [HostCompiler()]

@@ -1,0 +1,115 @@
+"""The CPU target: loads host shared libraries and runs kernels on NumPy arrays."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from thork_core import (
+    ArgumentError,
+    Artifact,
+    Dim3,
+    Executable,
+    KernelIR,
+    LaunchError,
+    PointerType,
+    Renderer,
+    Target,
+    cache_dir,
+)
+from thork_core._binding import array_view, check_array, scalar_ctype, scalar_value
+
+from ._compiler import host_arch
+from ._renderer import ENTRY, CppRenderer
+
+__all__ = ["CpuTarget", "CpuExecutable"]
+
+
+def _library_path(artifact: Artifact) -> str:
+    """Write the artifact to a content-addressed .so file (dlopen needs a path)."""
+    digest = hashlib.sha256(artifact.data).hexdigest()
+    folder = cache_dir() / "cpu-so"
+    path = folder / f"{digest}.so"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".tmp-{os.getpid()}-{digest}.so"
+        tmp.write_bytes(artifact.data)
+        os.replace(tmp, path)
+    return str(path)
+
+
+class CpuExecutable(Executable):
+    """A kernel in a host shared library; blocks run in parallel, threads in order."""
+
+    def __init__(self, artifact: Artifact, kernel: KernelIR) -> None:
+        self.kernel = kernel
+        self._lib = ctypes.CDLL(_library_path(artifact))
+        fn = getattr(self._lib, ENTRY)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        self._fn = fn
+        self._slots = [
+            ctypes.c_void_p() if isinstance(p.type, PointerType) else scalar_ctype(p.type)()
+            for p in kernel.params
+        ]
+        self._argv = (ctypes.c_void_p * max(len(self._slots), 1))(
+            *[ctypes.addressof(s) for s in self._slots])
+        self._grid = (ctypes.c_uint * 3)()
+        self._block = (ctypes.c_uint * 3)()
+        self.attributes: dict[str, Any] = {"openmp": bool(artifact.info.get("openmp"))}
+
+    def launch(
+        self, grid: Dim3, block: Dim3, args: Sequence[Any], *, stream: Any = None,
+        shared_mem: int = 0,
+    ) -> None:
+        kernel = self.kernel
+        keep = []
+        for i, (p, arg) in enumerate(zip(kernel.params, args)):
+            if not isinstance(p.type, PointerType):
+                self._slots[i].value = scalar_value(arg, p, kernel)
+                continue
+            view = array_view(arg, p, kernel, None)
+            if view.device != "cpu":
+                raise ArgumentError(
+                    f"{kernel.name}(): parameter '{p.name}' is on cuda:{view.device_id} but "
+                    "the CPU target needs host arrays (NumPy); copy it to the host first")
+            check_array(view, p, kernel)
+            keep.append(view)
+            self._slots[i].value = view.ptr
+        self._grid[:] = grid
+        self._block[:] = block
+        rc = self._fn(self._argv, self._grid, self._block)
+        if rc != 0:
+            raise LaunchError(f"{kernel.name} failed on the CPU target (code {rc})")
+
+
+class CpuTarget(Target):
+    """Runs kernels as host C++; chosen when asked or when no GPU is visible."""
+
+    name = "cpu"
+    consumes = ("hostlib",)
+    language = "c++"
+    priority = 10
+
+    def available(self) -> tuple[bool, str]:
+        from ._compiler import _find_cxx
+
+        if _find_cxx() is None:
+            return False, "no host C++ compiler (set CXX, or install g++ or clang++)"
+        return True, ""
+
+    def renderer(self) -> Renderer:
+        return CppRenderer()
+
+    def arch(self) -> str:
+        return host_arch()
+
+    def load(self, artifact: Artifact, kernel: KernelIR) -> Executable:
+        return CpuExecutable(artifact, kernel)
+
+    def describe(self) -> str:
+        ok, why = self.available()
+        return f"cpu: {host_arch()}, {os.cpu_count()} cores" if ok else f"cpu: unavailable ({why})"

@@ -1,0 +1,241 @@
+"""Array adapters: turn NumPy arrays and foreign device arrays into :class:`ArrayView`.
+
+Core ships three: NumPy (host), ``__cuda_array_interface__`` v3 and DLPack (versioned and
+legacy capsules). Plugins add more through ``thork_register_array_adapters``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any
+
+from ._dtype import DType, from_dlpack_code, from_numpy
+
+__all__ = [
+    "ArrayView", "ArrayAdapter", "NumpyAdapter", "CudaArrayInterfaceAdapter", "DLPackAdapter",
+    "c_contiguous",
+]
+
+
+@dataclass
+class ArrayView:
+    """What a target needs to know about one array argument.
+
+    ``ptr`` is the address of element 0 (host or device); ``strides`` are in bytes, or
+    None for C-contiguous; ``device`` is ``"cpu"`` or ``"cuda"`` with ``device_id``;
+    ``stream`` is the producer's CUDA stream handle when it asked consumers to wait on it.
+    ``keepalive`` holds whatever must stay referenced while the array is in use.
+    """
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None
+    dtype: DType
+    device: str
+    device_id: int = 0
+    readonly: bool = False
+    host: Any = None
+    stream: int | None = None
+    keepalive: Any = None
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def contiguous(self) -> bool:
+        return self.strides is None or c_contiguous(self.shape, self.strides, self.dtype.itemsize)
+
+
+def c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """True when byte ``strides`` describe a C-contiguous layout (size-1 axes ignored)."""
+    expected = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != expected:
+            return False
+        expected *= n
+    return True
+
+
+class ArrayAdapter:
+    """Base of adapters. ``view`` returns an :class:`ArrayView` or None if not handled."""
+
+    name = ""
+    priority = 0
+
+    def view(self, obj: Any, stream: int | None) -> ArrayView | None:  # pragma: no cover
+        raise NotImplementedError
+
+
+class NumpyAdapter(ArrayAdapter):
+    """Host arrays: ``numpy.ndarray`` (and subclasses)."""
+
+    name = "numpy"
+    priority = 100
+
+    def view(self, obj: Any, stream: int | None) -> ArrayView | None:
+        import numpy as np
+
+        if not isinstance(obj, np.ndarray):
+            return None
+        return ArrayView(
+            ptr=obj.ctypes.data,
+            shape=obj.shape,
+            strides=None if obj.flags.c_contiguous else obj.strides,
+            dtype=from_numpy(obj.dtype),
+            device="cpu",
+            readonly=not obj.flags.writeable,
+            host=obj,
+        )
+
+
+class CudaArrayInterfaceAdapter(ArrayAdapter):
+    """Device arrays exposing ``__cuda_array_interface__`` (CuPy, Numba, PyTorch, fkl)."""
+
+    name = "cuda_array_interface"
+    priority = 90
+
+    def view(self, obj: Any, stream: int | None) -> ArrayView | None:
+        cai = getattr(obj, "__cuda_array_interface__", None)
+        if cai is None:
+            return None
+        import numpy as np
+
+        ptr, readonly = cai["data"]
+        producer_stream = cai.get("stream")
+        return ArrayView(
+            ptr=ptr or 0,
+            shape=tuple(cai["shape"]),
+            strides=tuple(cai["strides"]) if cai.get("strides") else None,
+            dtype=from_numpy(np.dtype(cai["typestr"])),
+            device="cuda",
+            device_id=_device_of_pointer(ptr) if ptr else 0,
+            readonly=bool(readonly),
+            stream=producer_stream if producer_stream not in (None, 1, 2) else None,
+            keepalive=obj,
+        )
+
+
+# -- DLPack -------------------------------------------------------------------------------
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+_FLAG_READ_ONLY = 1
+
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype = ctypes.c_void_p
+_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_get_name = ctypes.pythonapi.PyCapsule_GetName
+_get_name.restype = ctypes.c_char_p
+_get_name.argtypes = [ctypes.py_object]
+
+
+class DLPackAdapter(ArrayAdapter):
+    """Objects with ``__dlpack__``/``__dlpack_device__`` (PyTorch, JAX, CuPy, NumPy ≥ 1.22).
+
+    The capsule is left unconsumed, so its destructor releases the producer's reference
+    when the view is dropped; the producer object itself is kept alive by the view.
+    """
+
+    name = "dlpack"
+    priority = 80
+
+    def view(self, obj: Any, stream: int | None) -> ArrayView | None:
+        if not hasattr(obj, "__dlpack__"):
+            return None
+        dev_type, dev_id = obj.__dlpack_device__()
+        kwargs: dict[str, Any] = {}
+        if dev_type == _DL_CUDA:
+            # DLPack's stream handshake: 1 is CUDA's legacy default stream.
+            kwargs["stream"] = stream if stream else 1
+        try:
+            capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)
+        except TypeError:
+            capsule = obj.__dlpack__(**kwargs)
+        name = _get_name(capsule)
+        readonly = False
+        if name == b"dltensor_versioned":
+            managed = _DLManagedTensorVersioned.from_address(_get_pointer(capsule, name))
+            readonly = bool(managed.flags & _FLAG_READ_ONLY)
+        elif name == b"dltensor":
+            managed = _DLManagedTensor.from_address(_get_pointer(capsule, name))  # type: ignore[assignment]
+        else:
+            raise TypeError(f"__dlpack__ returned a capsule named {name!r}; expected a DLTensor")
+        t = managed.dl_tensor
+        if t.dtype.lanes != 1:
+            raise TypeError(f"DLPack tensors with {t.dtype.lanes} lanes are not supported")
+        shape = tuple(t.shape[i] for i in range(t.ndim))
+        dtype = from_dlpack_code(t.dtype.code, t.dtype.bits)
+        strides = (
+            tuple(t.strides[i] * dtype.itemsize for i in range(t.ndim)) if t.strides else None
+        )
+        if t.device.device_type in (_DL_CUDA, _DL_CUDA_MANAGED):
+            device = "cuda"
+        elif t.device.device_type in (_DL_CPU, _DL_CUDA_HOST):
+            device = "cpu"
+        else:
+            raise TypeError(f"DLPack device type {t.device.device_type} is not supported")
+        host = None
+        if device == "cpu":
+            import numpy as np
+
+            host = np.from_dlpack(obj) if hasattr(np, "from_dlpack") else None
+        return ArrayView(
+            ptr=(t.data or 0) + t.byte_offset,
+            shape=shape,
+            strides=strides,
+            dtype=dtype,
+            device=device,
+            device_id=t.device.device_id,
+            readonly=readonly,
+            host=host,
+            keepalive=(obj, capsule),
+        )
+
+
+def _device_of_pointer(ptr: int) -> int:
+    """The CUDA device ordinal owning ``ptr`` (0 when it cannot be asked)."""
+    from . import _cuda
+
+    return _cuda.pointer_device(ptr)

@@ -1,0 +1,117 @@
+"""Binding call arguments to kernel parameters: the checks every target shares.
+
+Each failure is an :class:`ArgumentError` naming the kernel, the parameter, what it
+expected and what it got.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ._adapter import ArrayView
+from ._dtype import DType, dt
+from ._errors import ArgumentError
+from ._ir import KernelIR, Param, PointerType
+
+__all__ = ["check_arg_count", "array_view", "check_array", "scalar_ctype", "scalar_value"]
+
+
+def check_arg_count(kernel: KernelIR, args: Sequence[Any]) -> None:
+    if len(args) != len(kernel.params):
+        names = ", ".join(p.name for p in kernel.params)
+        raise ArgumentError(
+            f"{kernel.name}() takes {len(kernel.params)} argument(s) ({names}), "
+            f"got {len(args)}"
+        )
+
+
+def array_view(obj: Any, param: Param, kernel: KernelIR, stream: int | None) -> ArrayView:
+    """Adapt ``obj`` through the registered array adapters."""
+    from ._plugins import plugins
+
+    for adapter in plugins().array_adapters():
+        view = adapter.view(obj, stream)
+        if view is not None:
+            return view
+    raise ArgumentError(
+        f"{kernel.name}(): parameter '{param.name}' expects an array of "
+        f"{_elem(param).name} (NumPy, __cuda_array_interface__ or DLPack), "
+        f"got {type(obj).__name__}"
+    )
+
+
+def check_array(view: ArrayView, param: Param, kernel: KernelIR) -> None:
+    """Check dtype, dimensions, contiguity and writability against ``param``."""
+    elem = _elem(param)
+    where = f"{kernel.name}(): parameter '{param.name}'"
+    if view.dtype != elem:
+        raise ArgumentError(f"{where} expects dtype {elem.name}, got {view.dtype.name}")
+    if param.ndim is not None and view.ndim != param.ndim:
+        raise ArgumentError(
+            f"{where} expects a {param.ndim}-D array, got {view.ndim}-D with shape {view.shape}"
+        )
+    if not view.contiguous:
+        raise ArgumentError(
+            f"{where} needs a C-contiguous array, got shape {view.shape} with strides "
+            f"{view.strides} (use numpy.ascontiguousarray or .copy())"
+        )
+    if param.writes and view.readonly:
+        raise ArgumentError(f"{where} is written by the kernel but the array is read-only")
+
+
+_CTYPES = {
+    "bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
+    "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
+    "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
+    "float16": ctypes.c_uint16, "bfloat16": ctypes.c_uint16, "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
+}
+
+
+def scalar_ctype(t: DType) -> type:
+    """The ctypes type holding a scalar parameter of ``t`` (16-bit floats as raw bits)."""
+    return _CTYPES[t.name]
+
+
+def scalar_value(value: Any, param: Param, kernel: KernelIR) -> Any:
+    """Check a scalar argument and return what its ctypes slot should hold."""
+    import numpy as np
+
+    t = param.type
+    assert isinstance(t, DType)
+    where = f"{kernel.name}(): parameter '{param.name}'"
+    if isinstance(value, np.ndarray) and value.ndim > 0 or hasattr(value, "__cuda_array_interface__"):
+        raise ArgumentError(
+            f"{where} is a scalar {t.name}, got an array (ndim {getattr(value, 'ndim', '?')})"
+        )
+    if isinstance(value, np.generic):
+        value = value.item()
+    if t == dt.bool:
+        if not isinstance(value, (bool, int)):
+            raise ArgumentError(f"{where} expects a bool, got {type(value).__name__}")
+        return bool(value)
+    if t.is_int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ArgumentError(f"{where} expects an int for {t.name}, got {type(value).__name__} {value!r}")
+        lo, hi = (-(2 ** (t.bits - 1)), 2 ** (t.bits - 1) - 1) if t.kind == "i" else (0, 2**t.bits - 1)
+        if not lo <= value <= hi:
+            raise ArgumentError(f"{where} value {value} is out of range for {t.name} [{lo}, {hi}]")
+        return value
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ArgumentError(f"{where} expects a number for {t.name}, got {type(value).__name__}")
+    if t == dt.float16:
+        return int(np.array(value, dtype=np.float16).view(np.uint16))
+    if t == dt.bfloat16:
+        bits = int(np.array(value, dtype=np.float32).view(np.uint32))
+        if math.isnan(value):
+            return (bits >> 16) | 0x40
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    return float(value)
+
+
+def _elem(param: Param) -> DType:
+    assert isinstance(param.type, PointerType)
+    return param.type.elem

@@ -1,0 +1,74 @@
+"""From kernel IR to something that runs: render → disk cache or compile → load.
+
+The in-memory level of the cache belongs to the front-end (it knows its call
+signatures); this module is the shared path behind it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._cache import cache_key, disk_cache
+from ._compiler import Compiler
+from ._ir import KernelIR
+from ._plugins import plugins
+from ._target import Executable, Target
+
+__all__ = ["CompileInfo", "build", "choose"]
+
+
+@dataclass
+class CompileInfo:
+    """How a kernel was built: ``cache`` is ``disk`` (hit) or ``compiled`` (miss);
+    times are milliseconds; ``attributes`` are the target's resource report
+    (registers, shared and local bytes on the GPU)."""
+
+    target: str
+    compiler: str
+    arch: str
+    kind: str
+    flags: list[str]
+    cache: str
+    key: str
+    compile_ms: float
+    load_ms: float
+    log: str = ""
+    fallback: str = ""
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+def choose(target: str | Target | None, compiler: str | None) -> tuple[Target, Compiler]:
+    """Resolve the target and compiler a build will use."""
+    reg = plugins()
+    tgt = target if isinstance(target, Target) else reg.target(target)
+    return tgt, reg.compiler(compiler, tgt)
+
+
+def build(
+    kernel: KernelIR, source: str, target: Target, compiler: Compiler
+) -> tuple[Executable, CompileInfo]:
+    """Compile ``source`` (rendered for ``target``) or take it from the disk cache; load."""
+    arch = target.arch()
+    kind = next(k for k in target.consumes if k in compiler.produces)
+    flags = compiler.flags(kind, arch)
+    key = cache_key(source, compiler.identity(), flags, kind, arch)
+    cache = disk_cache()
+    t0 = time.perf_counter()
+    artifact = cache.get(key)
+    hit = artifact is not None
+    if artifact is None:
+        artifact = compiler.compile(source, entry=kernel.name, kind=kind, arch=arch)
+        cache.put(key, artifact)
+    t1 = time.perf_counter()
+    exe = target.load(artifact, kernel)
+    exe.cache = "disk" if hit else "compiled"
+    t2 = time.perf_counter()
+    info = CompileInfo(
+        target=target.name, compiler=artifact.compiler, arch=arch, kind=kind, flags=flags,
+        cache=exe.cache, key=key, compile_ms=(t1 - t0) * 1e3, load_ms=(t2 - t1) * 1e3,
+        log=artifact.log, fallback=str(artifact.info.get("fallback", "")),
+        attributes=dict(getattr(exe, "attributes", {})),
+    )
+    return exe, info

@@ -1,0 +1,140 @@
+"""Thin, lazy access to the CUDA driver through ``cuda.bindings``.
+
+Nothing here imports cuda-python until a function is called, so ``import thork`` works
+on machines without it and without a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from ._errors import LaunchError
+
+__all__ = [
+    "driver", "check", "gpu_status", "device_count", "compute_capability", "device_name",
+    "context", "pointer_device", "stream_handle",
+]
+
+
+@functools.cache
+def driver() -> Any:
+    """The ``cuda.bindings.driver`` module, imported on first use."""
+    from cuda.bindings import driver as drv
+
+    return drv
+
+
+def check(result: Any, what: str = "CUDA call") -> Any:
+    """Unpack a cuda-bindings ``(error, *values)`` result; raise LaunchError on failure."""
+    err = result[0]
+    if int(err) != 0:
+        drv = driver()
+        _, name = drv.cuGetErrorName(err)
+        _, text = drv.cuGetErrorString(err)
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        raise LaunchError(f"{what} failed: {name}: {text}")
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else result[1:]
+
+
+@functools.cache
+def gpu_status() -> tuple[bool, str]:
+    """Whether a CUDA GPU is usable here, and why not when it is not. Cached."""
+    try:
+        drv = driver()
+    except Exception as exc:  # ImportError, or cuda-python's own loader errors
+        return False, f"cuda-python is not usable ({type(exc).__name__}: {exc})"
+    try:
+        err = drv.cuInit(0)[0]
+    except Exception as exc:  # no libcuda.so: cuda.pathfinder raises its own error type
+        return False, f"no NVIDIA driver ({type(exc).__name__})"
+    if int(err) != 0:
+        return False, f"cuInit failed ({err.name if hasattr(err, 'name') else err})"
+    err, n = drv.cuDeviceGetCount()
+    if int(err) != 0 or n == 0:
+        return False, "no CUDA device visible"
+    return True, f"{n} CUDA device(s)"
+
+
+def device_count() -> int:
+    ok, _ = gpu_status()
+    if not ok:
+        return 0
+    return int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))
+
+
+@functools.cache
+def compute_capability(ordinal: int = 0) -> tuple[int, int]:
+    drv = driver()
+    dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    attr = drv.CUdevice_attribute
+    major = check(drv.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
+    minor = check(drv.cuDeviceGetAttribute(
+        attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
+    return int(major), int(minor)
+
+
+@functools.cache
+def device_name(ordinal: int = 0) -> str:
+    drv = driver()
+    dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    raw = check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    return raw.split(b"\0", 1)[0].decode()
+
+
+@functools.cache
+def context(ordinal: int = 0) -> Any:
+    """Retain device ``ordinal``'s primary context (shared with CuPy and PyTorch)."""
+    ok, why = gpu_status()
+    if not ok:
+        raise LaunchError(f"cannot use the GPU: {why}")
+    drv = driver()
+    dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return ctx
+
+
+def make_current(ordinal: int = 0) -> Any:
+    """Make device ``ordinal``'s primary context current on this thread; return it."""
+    ctx = context(ordinal)
+    check(driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return ctx
+
+
+def pointer_device(ptr: int) -> int:
+    """Device ordinal of a device pointer (0 if the driver cannot tell)."""
+    drv = driver()
+    err, ordinal = drv.cuPointerGetAttribute(
+        drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    return int(ordinal) if int(err) == 0 else 0
+
+
+def stream_handle(stream: Any) -> int:
+    """The raw ``CUstream`` handle of anything that names a stream (0: legacy default).
+
+    Accepts None, an int handle, ``cuda.bindings`` ``CUstream``, objects with the
+    ``__cuda_stream__`` protocol (cuda.core), ``.cuda_stream`` (PyTorch) or ``.ptr`` (CuPy).
+    """
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        return int(proto()[1])
+    for attr in ("cuda_stream", "ptr", "handle"):
+        h = getattr(stream, attr, None)
+        if h is not None:
+            return int(h)
+    try:
+        return int(stream)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"stream must be None, an int handle or a CUDA stream object, got "
+            f"{type(stream).__name__}"
+        ) from None

@@ -1,0 +1,42 @@
+"""Exceptions raised by Thork. Each message names what was expected and what came."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ThorkError", "TraceError", "CompileError", "LaunchError", "ArgumentError",
+    "PluginError", "NoTargetError",
+]
+
+
+class ThorkError(Exception):
+    """Base of every Thork error."""
+
+
+class TraceError(ThorkError, TypeError):
+    """The Python function did something a kernel cannot express."""
+
+
+class CompileError(ThorkError):
+    """A compiler rejected generated source. ``log`` holds the compiler's diagnostics,
+    which point at Python files and lines through ``#line`` directives."""
+
+    def __init__(self, message: str, log: str = "", source: str = "") -> None:
+        super().__init__(message + (f"\n{log}" if log else ""))
+        self.log = log
+        self.source = source
+
+
+class LaunchError(ThorkError):
+    """The driver or the CPU runtime failed to run a kernel."""
+
+
+class ArgumentError(ThorkError, TypeError):
+    """A launch argument or launch geometry does not match the kernel's signature."""
+
+
+class PluginError(ThorkError):
+    """A requested compiler or target is not installed or not usable here."""
+
+
+class NoTargetError(PluginError):
+    """No installed target can run the kernel."""

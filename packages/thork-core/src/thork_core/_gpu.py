@@ -1,0 +1,189 @@
+"""The GPU target: load cubin/PTX through the CUDA driver and launch with cuLaunchKernel.
+
+Launch arguments are pre-packed: each executable owns one ctypes slot per parameter and a
+``void*`` array pointing at them, so a launch with device arrays writes the slots and
+makes one driver call. NumPy arguments are staged through pinned memory and the pool.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+from . import _cuda
+from ._adapter import ArrayView
+from ._arch import gpu_arch
+from ._artifact import Artifact
+from ._binding import array_view, check_array, scalar_ctype, scalar_value
+from ._errors import ArgumentError, LaunchError
+from ._ir import KernelIR, PointerType
+from ._renderer import CudaRenderer, Renderer
+from ._target import Dim3, Executable, Target
+
+__all__ = ["GpuTarget", "GpuExecutable"]
+
+
+class GpuExecutable(Executable):
+    """A kernel loaded into a CUDA module on one device."""
+
+    def __init__(self, artifact: Artifact, kernel: KernelIR, ordinal: int = 0) -> None:
+        drv = _cuda.driver()
+        _cuda.make_current(ordinal)
+        self.ordinal = ordinal
+        self.kernel = kernel
+        data = artifact.data + (b"\0" if artifact.kind == "ptx" else b"")
+        self._module = _cuda.check(drv.cuModuleLoadData(data), "cuModuleLoadData")
+        self._function = _cuda.check(
+            drv.cuModuleGetFunction(self._module, artifact.entry.encode()),
+            "cuModuleGetFunction",
+        )
+        self._launch_fn = drv.cuLaunchKernel
+        self._slots: list[Any] = []
+        for p in kernel.params:
+            ctype = ctypes.c_void_p if isinstance(p.type, PointerType) else scalar_ctype(p.type)
+            self._slots.append(ctype())
+        self._argv = (ctypes.c_void_p * max(len(self._slots), 1))(
+            *[ctypes.addressof(s) for s in self._slots]
+        )
+        self._argv_addr = ctypes.addressof(self._argv)
+        self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
+        self.attributes = self._read_attributes()
+
+    def _read_attributes(self) -> dict[str, int]:
+        drv = _cuda.driver()
+        a = drv.CUfunction_attribute
+        out = {}
+        for key, attr in (
+            ("registers", a.CU_FUNC_ATTRIBUTE_NUM_REGS),
+            ("shared_bytes", a.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+            ("local_bytes", a.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            ("max_threads_per_block", a.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+        ):
+            err, v = drv.cuFuncGetAttribute(attr, self._function)
+            if int(err) == 0:
+                out[key] = int(v)
+        return out
+
+    def launch(
+        self, grid: Dim3, block: Dim3, args: Sequence[Any], *, stream: Any = None,
+        shared_mem: int = 0,
+    ) -> None:
+        handle = _cuda.stream_handle(stream)
+        kernel = self.kernel
+        host: list[tuple[int, ArrayView]] = []
+        slots = self._slots
+        for i, arg in enumerate(args):
+            param = kernel.params[i]
+            if not self._pointer[i]:
+                slots[i].value = scalar_value(arg, param, kernel)
+                continue
+            view = array_view(arg, param, kernel, handle)
+            check_array(view, param, kernel)
+            if view.device == "cpu":
+                if view.host is None:
+                    raise ArgumentError(
+                        f"{kernel.name}(): parameter '{param.name}' is host memory that "
+                        "Thork cannot copy (not a NumPy array)"
+                    )
+                host.append((i, view))
+                continue
+            if view.device_id != self.ordinal:
+                raise ArgumentError(
+                    f"{kernel.name}(): parameter '{param.name}' lives on cuda:{view.device_id} "
+                    f"but the kernel is loaded on cuda:{self.ordinal}"
+                )
+            if view.stream is not None and view.stream != handle:
+                _wait_on(view.stream, handle)
+            slots[i].value = view.ptr
+        if host:
+            self._launch_staged(grid, block, host, handle, shared_mem)
+            return
+        self._call(grid, block, handle, shared_mem)
+
+    def _call(self, grid: Dim3, block: Dim3, handle: int, shared_mem: int) -> None:
+        (err,) = self._launch_fn(
+            self._function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+            shared_mem, handle, self._argv_addr, 0,
+        )
+        if int(err) != 0:
+            _cuda.check((err,), f"launching {self.kernel.name} (grid={grid}, block={block})")
+
+    def _launch_staged(
+        self, grid: Dim3, block: Dim3, host: list[tuple[int, ArrayView]], handle: int,
+        shared_mem: int,
+    ) -> None:
+        """Copy NumPy arrays in, launch, copy written arrays back, synchronize."""
+        from ._memory import device_pool, pinned_staging
+
+        drv = _cuda.driver()
+        pool, staging = device_pool(self.ordinal), pinned_staging()
+        total = sum(v.nbytes for _, v in host)
+        pinned = staging.buffer(total)
+        offsets, ptrs = [], []
+        try:
+            off = 0
+            for i, view in host:
+                ptr = pool.alloc(view.nbytes, handle)
+                ptrs.append(ptr)
+                offsets.append(off)
+                self._slots[i].value = ptr
+                # Every array goes in (unwritten elements must keep their host values).
+                staging.upload(view.host, pinned + off, ptr, handle)
+                off += view.nbytes
+            self._call(grid, block, handle, shared_mem)
+            event = 0
+            pending = []
+            for (i, view), ptr, off in zip(host, ptrs, offsets):
+                if self.kernel.params[i].writes and view.nbytes:
+                    count = staging.download_start(ptr, pinned + off, view.nbytes, handle, event)
+                    pending.append((view, off, event))
+                    event += count
+            for view, off, first in pending:
+                staging.download_finish(view.host, pinned + off, first)
+            _cuda.check(drv.cuStreamSynchronize(handle), f"running {self.kernel.name}")
+        finally:
+            for ptr in ptrs:
+                pool.free(ptr, handle)
+
+
+def _wait_on(producer: int, consumer: int) -> None:
+    """Order ``consumer`` after the work queued so far on ``producer`` (CAI v3 stream)."""
+    drv = _cuda.driver()
+    ev = _cuda.check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    _cuda.check(drv.cuEventRecord(ev, producer), "cuEventRecord")
+    _cuda.check(drv.cuStreamWaitEvent(consumer, ev, 0), "cuStreamWaitEvent")
+    _cuda.check(drv.cuEventDestroy(ev), "cuEventDestroy")
+
+
+class GpuTarget(Target):
+    """NVIDIA GPUs through cuda-python's driver API."""
+
+    name = "gpu"
+    consumes = ("cubin", "ptx")
+    language = "cuda"
+    priority = 100
+
+    def available(self) -> tuple[bool, str]:
+        return _cuda.gpu_status()
+
+    def renderer(self) -> Renderer:
+        return CudaRenderer()
+
+    def arch(self) -> str:
+        return gpu_arch(0)
+
+    def load(self, artifact: Artifact, kernel: KernelIR) -> Executable:
+        if artifact.kind not in self.consumes:
+            raise LaunchError(f"the GPU target cannot load a {artifact.kind!r} artifact")
+        return GpuExecutable(artifact, kernel, 0)
+
+    def describe(self) -> str:
+        ok, why = self.available()
+        if not ok:
+            return f"gpu: unavailable ({why})"
+        names = [
+            f"cuda:{i} {_cuda.device_name(i)} (sm_{''.join(map(str, _cuda.compute_capability(i)))})"
+            for i in range(_cuda.device_count())
+        ]
+        return "gpu: " + ", ".join(names)

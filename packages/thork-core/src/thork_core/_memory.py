@@ -1,0 +1,125 @@
+"""Device memory from the driver's stream-ordered pool, and pinned host staging.
+
+Device allocations use ``cuMemAllocAsync`` on the device's default memory pool with its
+release threshold raised, so freed blocks stay cached in the pool instead of going back
+to the OS: allocation after warm-up costs about a microsecond. Host staging for NumPy
+arguments goes through one growing page-locked buffer, copied in chunks so that the
+host copy of one chunk overlaps the DMA of the previous one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+from ._cuda import check, driver
+
+__all__ = ["DevicePool", "PinnedStaging", "device_pool", "pinned_staging"]
+
+#: Bytes per staging chunk: small enough to overlap copies, large enough to amortize calls.
+CHUNK = 2 << 20
+
+
+class DevicePool:
+    """Stream-ordered device allocations for one device."""
+
+    def __init__(self, ordinal: int) -> None:
+        drv = driver()
+        self.ordinal = ordinal
+        dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+        self._pool = check(drv.cuDeviceGetDefaultMemPool(dev), "cuDeviceGetDefaultMemPool")
+        keep_all = drv.cuuint64_t(2**64 - 1)
+        check(
+            drv.cuMemPoolSetAttribute(
+                self._pool, drv.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, keep_all
+            ),
+            "cuMemPoolSetAttribute",
+        )
+
+    def alloc(self, nbytes: int, stream: int) -> int:
+        """Allocate ``nbytes`` (at least 1) ordered on ``stream``; return the address."""
+        ptr = check(driver().cuMemAllocAsync(max(nbytes, 1), stream), "cuMemAllocAsync")
+        return int(ptr)
+
+    def free(self, ptr: int, stream: int) -> None:
+        check(driver().cuMemFreeAsync(ptr, stream), "cuMemFreeAsync")
+
+
+class PinnedStaging:
+    """A page-locked host buffer that grows to the largest request and is reused."""
+
+    def __init__(self) -> None:
+        self._ptr = 0
+        self._size = 0
+        self._events: list[Any] = []
+
+    def buffer(self, nbytes: int) -> int:
+        """Address of at least ``nbytes`` of pinned memory (previous contents undefined)."""
+        if nbytes > self._size:
+            drv = driver()
+            if self._ptr:
+                check(drv.cuMemFreeHost(self._ptr), "cuMemFreeHost")
+                self._ptr, self._size = 0, 0
+            size = max(nbytes, 8 << 20)
+            self._ptr = int(check(drv.cuMemHostAlloc(size, 0), "cuMemHostAlloc"))
+            self._size = size
+        return self._ptr
+
+    def event(self, i: int) -> Any:
+        """The ``i``-th reusable event (created on demand, timing disabled)."""
+        drv = driver()
+        while len(self._events) <= i:
+            flags = drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
+            self._events.append(check(drv.cuEventCreate(flags), "cuEventCreate"))
+        return self._events[i]
+
+    def upload(self, host: Any, pinned: int, dst: int, stream: int) -> None:
+        """Copy NumPy array ``host`` to device ``dst`` through pinned memory at ``pinned``."""
+        import numpy as np
+
+        drv = driver()
+        src = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+        n = src.nbytes
+        for off in range(0, n, CHUNK):
+            k = min(CHUNK, n - off)
+            stage = np.ctypeslib.as_array((ctypes.c_uint8 * k).from_address(pinned + off))
+            stage[...] = src[off:off + k]
+            check(drv.cuMemcpyHtoDAsync(dst + off, pinned + off, k, stream),
+                  "cuMemcpyHtoDAsync")
+
+    def download_start(self, src: int, pinned: int, nbytes: int, stream: int,
+                       first_event: int) -> int:
+        """Queue device→pinned copies in chunks, each followed by an event; return count."""
+        drv = driver()
+        count = 0
+        for off in range(0, nbytes, CHUNK):
+            k = min(CHUNK, nbytes - off)
+            check(drv.cuMemcpyDtoHAsync(pinned + off, src + off, k, stream),
+                  "cuMemcpyDtoHAsync")
+            check(drv.cuEventRecord(self.event(first_event + count), stream), "cuEventRecord")
+            count += 1
+        return count
+
+    def download_finish(self, host: Any, pinned: int, first_event: int) -> None:
+        """Wait chunk by chunk and copy pinned memory into NumPy array ``host``."""
+        import numpy as np
+
+        drv = driver()
+        dst = host.reshape(-1).view(np.uint8)
+        n = dst.nbytes
+        for i, off in enumerate(range(0, n, CHUNK)):
+            k = min(CHUNK, n - off)
+            check(drv.cuEventSynchronize(self.event(first_event + i)), "cuEventSynchronize")
+            dst[off:off + k] = np.ctypeslib.as_array(
+                (ctypes.c_uint8 * k).from_address(pinned + off))
+
+
+@functools.cache
+def device_pool(ordinal: int = 0) -> DevicePool:
+    return DevicePool(ordinal)
+
+
+@functools.cache
+def pinned_staging() -> PinnedStaging:
+    return PinnedStaging()

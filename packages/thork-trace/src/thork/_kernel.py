@@ -1,0 +1,234 @@
+"""``tk.jit``: a traced :class:`Kernel` and its :class:`Launch` configurations."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+from thork_core import (
+    CompileInfo,
+    CudaRenderer,
+    Executable,
+    KernelIR,
+    Param,
+    PointerType,
+    TraceError,
+    build,
+    choose,
+    normalize_dims,
+)
+from thork_core._binding import check_arg_count
+from thork_core._ir import Let, Special, Var
+
+from ._trace import Dim3, Pointer, Trace, Value, set_current
+from ._types import _EMPTY, BuiltinSpec, PointerSpec, ScalarSpec, spec_of
+
+__all__ = ["Kernel", "Launch", "jit"]
+
+# Names that cannot be C++ identifiers in generated code.
+_RESERVED = frozenset("""
+alignas alignof and asm auto bitand bitor bool break case catch char class compl const
+constexpr const_cast continue decltype default delete do double dynamic_cast else enum
+explicit export extern false float for friend goto if inline int long mutable namespace new
+noexcept not nullptr operator or private protected public register reinterpret_cast return
+short signed sizeof static static_assert static_cast struct switch template this throw true
+try typedef typeid typename union unsigned using virtual void volatile wchar_t while xor
+blockIdx threadIdx blockDim gridDim warpSize main args
+""".split())
+
+
+def _c_name(name: str) -> str:
+    if name in _RESERVED or re.fullmatch(r"_t\d+", name) or name.startswith("thork_"):
+        return f"p_{name}"
+    return name
+
+
+class Kernel:
+    """A Python function traced into a CUDA kernel on first use.
+
+    ``kernel[grid, block](*arrays)`` launches it (``kernel[grid, block, shared_bytes]``
+    adds dynamic shared memory). ``source`` is the generated CUDA C++ and
+    ``compile_info`` how it was built.
+    """
+
+    def __init__(
+        self, fn: Callable[..., Any], *, target: str | None = None, compiler: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not re.fullmatch(r"[A-Za-z_]\w*", self.name):
+            raise TraceError(f"kernel name {self.name!r} is not a valid identifier")
+        self.target = target
+        self.compiler = compiler
+        self._ir: KernelIR | None = None
+        self._exes: dict[Any, tuple[Executable, CompileInfo]] = {}
+        self._launches: dict[Any, Launch] = {}
+        self._last_info: CompileInfo | None = None
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<thork kernel {self.name}>"
+
+    # -- tracing --------------------------------------------------------------------------
+    @property
+    def ir(self) -> KernelIR:
+        """The kernel's IR, traced on first access."""
+        if self._ir is None:
+            self._ir = self._trace()
+        return self._ir
+
+    def _trace(self) -> KernelIR:
+        sig = inspect.signature(self.fn)
+        try:
+            hints = inspect.get_annotations(self.fn, eval_str=True)
+        except Exception:
+            hints = dict(getattr(self.fn, "__annotations__", {}))
+        params: list[Param] = []
+        prologue = []
+        args: list[Any] = []
+        for pname, p in sig.parameters.items():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TraceError(f"{self.name}(): *args/**kwargs parameters are not supported")
+            spec = spec_of(hints.get(pname, _EMPTY), pname, self.name)
+            cname = _c_name(pname)
+            if isinstance(spec, PointerSpec):
+                param = Param(cname, PointerType(spec.dtype), ndim=spec.ndim)
+                params.append(param)
+                args.append(Pointer(param))
+            elif isinstance(spec, ScalarSpec):
+                param = Param(cname, spec.dtype)
+                params.append(param)
+                args.append(Value(Var(spec.dtype, cname)))
+            else:
+                assert isinstance(spec, BuiltinSpec)
+                if spec.vector:
+                    args.append(Dim3(spec.builtin.cuda_name))
+                else:
+                    from thork_core import dt
+
+                    var = Var(dt.uint32, cname)
+                    prologue.append(Let(var, Special(dt.uint32, f"{spec.builtin.cuda_name}.x")))
+                    args.append(Value(var))
+        trace = Trace(self.name, params)
+        from thork_core import Loc
+
+        src = inspect.getsourcefile(self.fn) or "<unknown>"
+        loc = Loc(os.path.abspath(src), self.fn.__code__.co_firstlineno)
+        for stmt in prologue:
+            stmt.loc = loc
+            trace.body.append(stmt)
+        prev = set_current(trace)
+        try:
+            result = self.fn(*args)
+        finally:
+            set_current(prev)
+        if result is not None:
+            raise TraceError(f"{self.name}(): a kernel returns nothing; store results "
+                             f"through a DevicePointer (got a {type(result).__name__})")
+        return KernelIR(self.name, params, trace.body, loc)
+
+    @property
+    def source(self) -> str:
+        """The generated CUDA C++ (the same text every CUDA compiler plugin receives)."""
+        return CudaRenderer().render(self.ir)
+
+    def source_for(self, target: str | None = None) -> str:
+        """The source the given target compiles (host C++ for ``"cpu"``)."""
+        tgt, _ = choose(target or self.target, self.compiler)
+        return tgt.renderer().render(self.ir)
+
+    @property
+    def params(self) -> list[Param]:
+        """Launch parameters in call order (built-ins excluded), with read/write flags."""
+        return self.ir.params
+
+    # -- compilation ----------------------------------------------------------------------
+    def compile(self, target: str | None = None, compiler: str | None = None) -> CompileInfo:
+        """Build (or fetch from cache) for ``target``; return how it was built."""
+        return self._executable(target, compiler)[1]
+
+    @property
+    def compile_info(self) -> CompileInfo | None:
+        """How the most recently used build was made (None before the first build)."""
+        return self._last_info
+
+    def _executable(self, target: str | None, compiler: str | None = None) -> tuple[Executable, CompileInfo]:
+        key = (target, compiler)
+        hit = self._exes.get(key)
+        if hit is not None:
+            self._last_info = hit[1]
+            return hit
+        ir = self.ir
+        tgt, comp = choose(target or self.target, compiler or self.compiler)
+        source = tgt.renderer().render(ir)
+        exe, info = build(ir, source, tgt, comp)
+        self._exes[key] = (exe, info)
+        self._last_info = info
+        return exe, info
+
+    # -- launching ------------------------------------------------------------------------
+    def __getitem__(self, config: Any) -> Launch:
+        launch = self._launches.get(config)
+        if launch is None:
+            launch = Launch(self, config)
+            self._launches[config] = launch
+        return launch
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"kernel {self.name} needs a launch configuration: "
+            f"{self.name}[grid, block](...)")
+
+
+class Launch:
+    """A kernel bound to a grid, a block and dynamic shared memory bytes."""
+
+    __slots__ = ("kernel", "grid", "block", "shared_mem")
+
+    def __init__(self, kernel: Kernel, config: Any) -> None:
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 3:
+            raise TypeError(
+                f"{kernel.name}[...] takes [grid, block] or [grid, block, shared_bytes], "
+                f"got {config!r}")
+        self.kernel = kernel
+        self.grid = normalize_dims(config[0], "grid")
+        self.block = normalize_dims(config[1], "block")
+        shared = config[2] if len(config) == 3 else 0
+        if not isinstance(shared, int) or shared < 0:
+            raise TypeError(f"shared_bytes must be a non-negative int, got {shared!r}")
+        self.shared_mem = shared
+
+    def __call__(self, *args: Any, stream: Any = None, target: str | None = None) -> None:
+        """Run the kernel. NumPy arrays are copied in and (if written) back, synchronously;
+        device arrays are used in place and the launch is asynchronous on ``stream``."""
+        kernel = self.kernel
+        hit = kernel._exes.get((target, None))
+        exe = hit[0] if hit is not None else kernel._executable(target)[0]
+        ir = kernel._ir
+        assert ir is not None
+        if len(args) != len(ir.params):
+            check_arg_count(ir, args)
+        exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
+
+    def __repr__(self) -> str:
+        return f"<launch {self.kernel.name} grid={self.grid} block={self.block}>"
+
+
+def jit(
+    fn: Callable[..., Any] | None = None, *, target: str | None = None,
+    compiler: str | None = None, name: str | None = None,
+) -> Any:
+    """Decorate a Python function as a Thork kernel (``@tk.jit`` or ``@tk.jit(...)``).
+
+    ``target`` (``"gpu"``/``"cpu"``) and ``compiler`` (``"nvrtc"``...) pin the defaults;
+    ``THORK_TARGET`` and ``THORK_COMPILER`` set them per process.
+    """
+    if fn is None:
+        return lambda f: Kernel(f, target=target, compiler=compiler, name=name)
+    return Kernel(fn, target=target, compiler=compiler, name=name)
+

@@ -1,0 +1,10 @@
+"""Entry point of the ``trace`` plugin: registers the tracing front-end."""
+
+from __future__ import annotations
+
+from thork_core import Frontend, hookimpl
+
+
+@hookimpl
+def thork_register_frontends() -> list[Frontend]:
+    return [Frontend("trace", "thork", "tracing DSL: @tk.jit Python functions become CUDA kernels")]

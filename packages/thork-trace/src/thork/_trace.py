@@ -1,0 +1,329 @@
+"""Tracing: run a Python function on symbolic values and record what it does as IR.
+
+A :class:`Trace` is the recording in progress: the statement list being appended to,
+fresh temporary names, and which parameters were loaded and stored. Traced values
+(:class:`Value`, :class:`Pointer`, :class:`Dim3`) turn Python operators into IR.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+from thork_core import DType, Loc, PointerType, TraceError, dt, literal_dtype, promote
+from thork_core._ir import (
+    Binary,
+    Cast,
+    Const,
+    Expr,
+    Let,
+    Load,
+    Param,
+    Select,
+    Special,
+    Stmt,
+    Store,
+    Var,
+)
+
+__all__ = ["Trace", "Value", "Pointer", "Dim3", "current", "where", "cast", "as_value"]
+
+_PACKAGE_DIRS = tuple(
+    os.path.dirname(os.path.abspath(m.__file__))  # type: ignore[arg-type]
+    for m in (sys.modules[__name__.rsplit(".", 1)[0]], sys.modules["thork_core"])
+)
+
+
+def user_loc() -> Loc | None:
+    """The first stack frame outside Thork's own packages: where the user's code is."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PACKAGE_DIRS):
+            return Loc(os.path.abspath(fn), f.f_lineno)
+        f = f.f_back  # type: ignore[assignment]
+    return None
+
+
+class Trace:
+    """The IR being recorded for one kernel."""
+
+    def __init__(self, name: str, params: list[Param]) -> None:
+        self.name = name
+        self.params = params
+        self.body: list[Stmt] = []
+        self._block = self.body
+        self._counter = 0
+
+    def emit(self, stmt: Stmt) -> None:
+        if stmt.loc is None:
+            stmt.loc = user_loc()
+        self._block.append(stmt)
+
+    def temp(self, expr: Expr, hint: str = "t") -> Var:
+        """Bind ``expr`` to a fresh immutable temporary and return it."""
+        var = Var(expr.type, f"_{hint}{self._counter}")
+        self._counter += 1
+        self.emit(Let(var, expr))
+        return var
+
+
+_local = threading.local()
+
+
+def current() -> Trace:
+    trace = getattr(_local, "trace", None)
+    if trace is None:
+        raise TraceError(
+            "traced values can only be used while a @tk.jit kernel is being traced")
+    return trace
+
+
+def set_current(trace: Trace | None) -> Trace | None:
+    prev = getattr(_local, "trace", None)
+    _local.trace = trace
+    return prev
+
+
+# -- values -------------------------------------------------------------------------------
+def as_value(x: Any, like: DType | None = None) -> Value:
+    """Wrap a Python number as a constant; Python floats take ``like``'s float type."""
+    if isinstance(x, Value):
+        return x
+    if isinstance(x, (Pointer, Dim3)):
+        raise TraceError(f"cannot use {type(x).__name__} {x!r} as a number in a kernel")
+    try:
+        import numpy as np
+
+        if isinstance(x, np.generic):
+            from thork_core import dtype_of
+
+            return Value(Const(dtype_of(x.dtype), x.item()))
+    except ImportError:  # pragma: no cover
+        pass
+    t = literal_dtype(x)
+    if isinstance(x, float) and like is not None and like.is_float:
+        t = like  # float literals are 'weak': 2.0 * half stays half, 2.0 * double is double
+    return Value(Const(t, x))
+
+
+def _bin(op: str, a: Any, b: Any, *, reverse: bool = False) -> Value:
+    if reverse:
+        a, b = b, a
+    va = as_value(a, b.dtype if isinstance(b, Value) else None)
+    vb = as_value(b, va.dtype)
+    ta, tb = va.dtype, vb.dtype
+    if op in ("land", "lor"):
+        return Value(current().temp(Binary(dt.bool, op, _to(va, dt.bool), _to(vb, dt.bool))))
+    if op in ("shl", "shr"):
+        if not (ta.is_int or ta == dt.bool) or not (tb.is_int or tb == dt.bool):
+            raise TraceError(f"shift needs integer operands, got {ta.name} and {tb.name}")
+        rt = promote(ta, ta)
+        return Value(current().temp(Binary(rt, op, _to(va, rt), _to(vb, promote(tb, tb)))))
+    if op == "div" and not ta.is_float and not tb.is_float:
+        # '/' is true division (as in Python and Triton); '//' is C++ integer division.
+        ct: DType = dt.float32
+    else:
+        ct = promote(ta, tb)
+    if op in ("and", "or", "xor") and ct.is_float:
+        raise TraceError(f"bitwise operator on {ta.name} and {tb.name}; needs integers or bool")
+    if op in ("and", "or", "xor") and ta == dt.bool and tb == dt.bool:
+        ct = dt.bool
+    if op in ("floordiv", "mod") and ct.is_float:
+        raise TraceError(
+            f"'{'//' if op == 'floordiv' else '%'}' on {ct.name} is not supported; "
+            "use integer operands (C++ truncating division/remainder)")
+    rt = dt.bool if op in _CMP else ct
+    return Value(current().temp(Binary(rt, op, _to(va, ct), _to(vb, ct))))
+
+
+_CMP = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+
+
+def _to(v: Value, t: DType) -> Expr:
+    """``v`` converted to ``t`` (constants fold, other values get a Cast)."""
+    if v.dtype == t:
+        return v.expr
+    if isinstance(v.expr, Const):
+        return Const(t, _convert_const(v.expr.value, t))
+    return Cast(t, v.expr)
+
+
+def _convert_const(value: Any, t: DType) -> Any:
+    if t == dt.bool:
+        return bool(value)
+    if t.is_float:
+        return float(value)
+    iv = int(value)
+    if t.kind == "u":
+        return iv % (1 << t.bits)
+    half = 1 << (t.bits - 1)
+    return (iv + half) % (1 << t.bits) - half
+
+
+class Value:
+    """A traced scalar. Python operators record IR; ``bool()`` is an error."""
+
+    __slots__ = ("expr",)
+    __hash__ = object.__hash__
+
+    def __init__(self, expr: Expr) -> None:
+        self.expr = expr
+
+    @property
+    def dtype(self) -> DType:
+        t = self.expr.type
+        assert isinstance(t, DType)
+        return t
+
+    def __repr__(self) -> str:
+        name = self.expr.name if isinstance(self.expr, Var) else type(self.expr).__name__
+        return f"<traced {self.dtype.name} {name}>"
+
+    def __bool__(self) -> bool:
+        raise TraceError(
+            "a traced value has no Python truth value: its value is only known when the "
+            "kernel runs. Use tk.where(cond, a, b) to select a value, tk.if_(cond) for a "
+            "branch, or compare Python numbers only")
+
+    def __index__(self) -> int:
+        raise TraceError("a traced value cannot be used as a Python int (e.g. in range() or "
+                         "as a list index); use tk.range() for loops over traced bounds")
+
+    def to(self, dtype: Any) -> Value:
+        """This value converted to ``dtype`` (C++ ``static_cast``)."""
+        return cast(self, dtype)
+
+    astype = to
+
+    # arithmetic
+    def __add__(self, o: Any) -> Value: return _bin("add", self, o)
+    def __radd__(self, o: Any) -> Value: return _bin("add", self, o, reverse=True)
+    def __sub__(self, o: Any) -> Value: return _bin("sub", self, o)
+    def __rsub__(self, o: Any) -> Value: return _bin("sub", self, o, reverse=True)
+    def __mul__(self, o: Any) -> Value: return _bin("mul", self, o)
+    def __rmul__(self, o: Any) -> Value: return _bin("mul", self, o, reverse=True)
+    def __truediv__(self, o: Any) -> Value: return _bin("div", self, o)
+    def __rtruediv__(self, o: Any) -> Value: return _bin("div", self, o, reverse=True)
+    def __floordiv__(self, o: Any) -> Value: return _bin("floordiv", self, o)
+    def __rfloordiv__(self, o: Any) -> Value: return _bin("floordiv", self, o, reverse=True)
+    def __mod__(self, o: Any) -> Value: return _bin("mod", self, o)
+    def __rmod__(self, o: Any) -> Value: return _bin("mod", self, o, reverse=True)
+    # bitwise
+    def __and__(self, o: Any) -> Value: return _bin("and", self, o)
+    def __rand__(self, o: Any) -> Value: return _bin("and", self, o, reverse=True)
+    def __or__(self, o: Any) -> Value: return _bin("or", self, o)
+    def __ror__(self, o: Any) -> Value: return _bin("or", self, o, reverse=True)
+    def __xor__(self, o: Any) -> Value: return _bin("xor", self, o)
+    def __rxor__(self, o: Any) -> Value: return _bin("xor", self, o, reverse=True)
+    def __lshift__(self, o: Any) -> Value: return _bin("shl", self, o)
+    def __rlshift__(self, o: Any) -> Value: return _bin("shl", self, o, reverse=True)
+    def __rshift__(self, o: Any) -> Value: return _bin("shr", self, o)
+    def __rrshift__(self, o: Any) -> Value: return _bin("shr", self, o, reverse=True)
+    # comparisons
+    def __lt__(self, o: Any) -> Value: return _bin("lt", self, o)  # type: ignore[override]
+    def __le__(self, o: Any) -> Value: return _bin("le", self, o)  # type: ignore[override]
+    def __gt__(self, o: Any) -> Value: return _bin("gt", self, o)  # type: ignore[override]
+    def __ge__(self, o: Any) -> Value: return _bin("ge", self, o)  # type: ignore[override]
+    def __eq__(self, o: Any) -> Value: return _bin("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Value: return _bin("ne", self, o)  # type: ignore[override]
+
+    def __neg__(self) -> Value:
+        from thork_core._ir import Unary
+
+        t = promote(self.dtype, self.dtype)
+        return Value(current().temp(Unary(t, "neg", _to(self, t))))
+
+    def __pos__(self) -> Value:
+        return self
+
+    def __invert__(self) -> Value:
+        from thork_core._ir import Unary
+
+        if self.dtype == dt.bool:
+            return Value(current().temp(Unary(dt.bool, "not", self.expr)))
+        if not self.dtype.is_int:
+            raise TraceError(f"'~' needs an integer or bool, got {self.dtype.name}")
+        t = promote(self.dtype, self.dtype)
+        return Value(current().temp(Unary(t, "invert", _to(self, t))))
+
+
+def cast(x: Any, dtype: Any) -> Value:
+    """Convert ``x`` to ``dtype`` with C++ ``static_cast`` semantics."""
+    from thork_core import dtype_of
+
+    t = dtype_of(dtype)
+    v = as_value(x)
+    if v.dtype == t:
+        return v
+    if isinstance(v.expr, Const):
+        return Value(Const(t, _convert_const(v.expr.value, t)))
+    return Value(current().temp(Cast(t, v.expr)))
+
+
+def where(cond: Any, if_true: Any, if_false: Any) -> Value:
+    """``cond ? if_true : if_false`` evaluated per thread (both sides are computed)."""
+    c = as_value(cond)
+    a = as_value(if_true, if_false.dtype if isinstance(if_false, Value) else None)
+    b = as_value(if_false, a.dtype)
+    t = promote(a.dtype, b.dtype) if a.dtype != b.dtype else a.dtype
+    return Value(current().temp(Select(t, _to(c, dt.bool), _to(a, t), _to(b, t))))
+
+
+class Pointer:
+    """A traced array parameter: ``p[i]`` loads, ``p[i] = v`` stores (``v`` converted)."""
+
+    __slots__ = ("param", "expr")
+
+    def __init__(self, param: Param) -> None:
+        self.param = param
+        self.expr = Var(param.type, param.name)
+
+    @property
+    def dtype(self) -> DType:
+        t = self.param.type
+        assert isinstance(t, PointerType)
+        return t.elem
+
+    def _index(self, i: Any) -> Expr:
+        if isinstance(i, tuple):
+            raise TraceError(
+                f"'{self.param.name}' is a flat pointer: index it with one integer "
+                "(compute row * width + col), got a tuple")
+        v = as_value(i)
+        if not (v.dtype.is_int or v.dtype == dt.bool):
+            raise TraceError(
+                f"index into '{self.param.name}' must be an integer, got {v.dtype.name}")
+        return v.expr
+
+    def __getitem__(self, i: Any) -> Value:
+        idx = self._index(i)
+        self.param.reads = True
+        return Value(current().temp(Load(self.dtype, self.expr, idx)))
+
+    def __setitem__(self, i: Any, value: Any) -> None:
+        idx = self._index(i)
+        v = as_value(value, self.dtype)
+        self.param.writes = True
+        current().emit(Store(self.expr, idx, _to(v, self.dtype)))
+
+    def __bool__(self) -> bool:
+        raise TraceError(f"pointer '{self.param.name}' has no truth value in a kernel")
+
+    def __repr__(self) -> str:
+        return f"<traced {self.dtype.name}* {self.param.name}>"
+
+
+class Dim3:
+    """A built-in 3-vector (``tk.Uint3[...]``) with ``.x``, ``.y``, ``.z``."""
+
+    __slots__ = ("x", "y", "z")
+
+    def __init__(self, cuda_name: str) -> None:
+        for axis in "xyz":
+            object.__setattr__(self, axis, Value(Special(dt.uint32, f"{cuda_name}.{axis}")))
+
+    def __repr__(self) -> str:
+        return f"<traced uint3 {self.x.expr.name.split('.')[0]}>"  # type: ignore[union-attr]

@@ -1,0 +1,120 @@
+"""Annotations that declare a kernel's parameters.
+
+``tk.DevicePointer[tk.dt.float32]`` is an array argument; ``tk.Uint[tk.BlockIdx]`` and
+``tk.Uint3[tk.ThreadIdx]`` are the CUDA built-ins (not passed at launch); a dtype such as
+``tk.dt.int32`` (or Python ``int``/``float``/``bool``) is a scalar argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from thork_core import DType, TraceError, dt, dtype_of
+
+__all__ = [
+    "DevicePointer", "Uint", "Uint3", "BlockIdx", "ThreadIdx", "BlockDim", "GridDim",
+    "PointerSpec", "BuiltinSpec", "ScalarSpec", "spec_of",
+]
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """One of the four CUDA built-in index/dimension registers."""
+
+    cuda_name: str
+
+    def __repr__(self) -> str:
+        return f"tk.{self.cuda_name[0].upper()}{self.cuda_name[1:]}"
+
+
+BlockIdx = Builtin("blockIdx")
+ThreadIdx = Builtin("threadIdx")
+BlockDim = Builtin("blockDim")
+GridDim = Builtin("gridDim")
+
+
+@dataclass(frozen=True)
+class PointerSpec:
+    """An array parameter of element type ``dtype``; ``ndim`` None accepts any rank."""
+
+    dtype: DType
+    ndim: int | None = None
+
+
+@dataclass(frozen=True)
+class BuiltinSpec:
+    """A built-in register: ``vector`` gives .x/.y/.z, else the .x component."""
+
+    builtin: Builtin
+    vector: bool
+
+
+@dataclass(frozen=True)
+class ScalarSpec:
+    dtype: DType
+
+
+class _PointerFactory:
+    """``DevicePointer[dtype]`` or ``DevicePointer[dtype, ndim]``."""
+
+    def __getitem__(self, item: Any) -> PointerSpec:
+        if isinstance(item, tuple):
+            if len(item) != 2:
+                raise TraceError(
+                    f"DevicePointer takes [dtype] or [dtype, ndim], got {len(item)} items")
+            dtype, ndim = item
+            if not isinstance(ndim, int) or ndim < 0:
+                raise TraceError(f"DevicePointer ndim must be a non-negative int, got {ndim!r}")
+            return PointerSpec(dtype_of(dtype), ndim)
+        return PointerSpec(dtype_of(item))
+
+    def __repr__(self) -> str:
+        return "tk.DevicePointer"
+
+
+class _BuiltinFactory:
+    def __init__(self, vector: bool) -> None:
+        self.vector = vector
+
+    def __getitem__(self, item: Any) -> BuiltinSpec:
+        if not isinstance(item, Builtin):
+            name = "Uint3" if self.vector else "Uint"
+            raise TraceError(
+                f"tk.{name}[...] takes tk.BlockIdx, tk.ThreadIdx, tk.BlockDim or tk.GridDim, "
+                f"got {item!r}")
+        return BuiltinSpec(item, self.vector)
+
+    def __repr__(self) -> str:
+        return "tk.Uint3" if self.vector else "tk.Uint"
+
+
+DevicePointer = _PointerFactory()
+Uint = _BuiltinFactory(vector=False)
+Uint3 = _BuiltinFactory(vector=True)
+
+
+def spec_of(annotation: Any, param: str, func: str) -> PointerSpec | BuiltinSpec | ScalarSpec:
+    """Interpret one parameter annotation; errors name the function and parameter."""
+    if isinstance(annotation, (PointerSpec, BuiltinSpec, ScalarSpec)):
+        return annotation
+    if isinstance(annotation, DType):
+        return ScalarSpec(annotation)
+    if annotation is bool:
+        return ScalarSpec(dt.bool)
+    if annotation is int:
+        return ScalarSpec(dt.int32)
+    if annotation is float:
+        return ScalarSpec(dt.float32)
+    if annotation is _EMPTY:
+        raise TraceError(
+            f"{func}(): parameter '{param}' has no annotation; annotate it with "
+            "tk.DevicePointer[dtype], tk.Uint[...]/tk.Uint3[...] or a dtype such as tk.dt.int32")
+    raise TraceError(f"{func}(): parameter '{param}' has an unsupported annotation {annotation!r}")
+
+
+class _Empty:
+    pass
+
+
+_EMPTY: Any = _Empty
