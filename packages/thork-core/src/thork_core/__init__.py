@@ -9,7 +9,7 @@ from __future__ import annotations
 from ._adapter import ArrayAdapter, ArrayView
 from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch
 from ._artifact import ARTIFACT_KINDS, Artifact
-from ._build import CompileInfo, build, choose
+from ._build import CompileInfo, build, choose, compile_artifact
 from ._cache import DiskCache, cache_dir, cache_key, disk_cache
 from ._compiler import Compiler
 from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
@@ -35,7 +35,7 @@ __all__ = [
     "DEFAULT_ARCH", "DType", "Dim3", "DiskCache", "Executable", "Frontend", "KernelIR",
     "LaunchError", "Loc", "NoTargetError", "Param", "PluginError", "PluginInfo",
     "PluginWarning", "Plugins", "PointerType", "Renderer", "Target", "ThorkError",
-    "TraceError", "build", "cache_dir", "cache_key", "choose", "disk_cache", "dt",
+    "TraceError", "build", "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt",
     "dtype_of", "gpu_arch", "hookimpl", "hookspec", "literal_dtype", "normalize_dims",
     "parse_arch", "plugins", "promote", "reset_plugins",
 ]

@@ -10,13 +10,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._artifact import Artifact
 from ._cache import cache_key, disk_cache
 from ._compiler import Compiler
 from ._ir import KernelIR
 from ._plugins import plugins
 from ._target import Executable, Target
 
-__all__ = ["CompileInfo", "build", "choose"]
+__all__ = ["CompileInfo", "build", "choose", "compile_artifact"]
 
 
 @dataclass
@@ -46,27 +47,38 @@ def choose(target: str | Target | None, compiler: str | None) -> tuple[Target, C
     return tgt, reg.compiler(compiler, tgt)
 
 
+def compile_artifact(
+    kernel: KernelIR, source: str, compiler: Compiler, kind: str, arch: str
+) -> tuple[Artifact, str, bool]:
+    """The artifact for ``source``: from the disk cache, else compiled and stored.
+
+    Returns the artifact, its cache key and whether it was a cache hit. Needs no GPU.
+    """
+    key = cache_key(source, compiler.identity(), compiler.flags(kind, arch), kind, arch)
+    cache = disk_cache()
+    artifact = cache.get(key)
+    if artifact is not None:
+        return artifact, key, True
+    artifact = compiler.compile(source, entry=kernel.name, kind=kind, arch=arch)
+    cache.put(key, artifact)
+    return artifact, key, False
+
+
 def build(
     kernel: KernelIR, source: str, target: Target, compiler: Compiler
 ) -> tuple[Executable, CompileInfo]:
     """Compile ``source`` (rendered for ``target``) or take it from the disk cache; load."""
     arch = target.arch()
     kind = next(k for k in target.consumes if k in compiler.produces)
-    flags = compiler.flags(kind, arch)
-    key = cache_key(source, compiler.identity(), flags, kind, arch)
-    cache = disk_cache()
     t0 = time.perf_counter()
-    artifact = cache.get(key)
-    hit = artifact is not None
-    if artifact is None:
-        artifact = compiler.compile(source, entry=kernel.name, kind=kind, arch=arch)
-        cache.put(key, artifact)
+    artifact, key, hit = compile_artifact(kernel, source, compiler, kind, arch)
     t1 = time.perf_counter()
     exe = target.load(artifact, kernel)
     exe.cache = "disk" if hit else "compiled"
     t2 = time.perf_counter()
     info = CompileInfo(
-        target=target.name, compiler=artifact.compiler, arch=arch, kind=kind, flags=flags,
+        target=target.name, compiler=artifact.compiler, arch=arch, kind=kind,
+        flags=compiler.flags(kind, arch),
         cache=exe.cache, key=key, compile_ms=(t1 - t0) * 1e3, load_ms=(t2 - t1) * 1e3,
         log=artifact.log, fallback=str(artifact.info.get("fallback", "")),
         attributes=dict(getattr(exe, "attributes", {})),

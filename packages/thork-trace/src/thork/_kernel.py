@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thork_core import (
+    Artifact,
     CompileInfo,
     CudaRenderer,
     Executable,
@@ -18,6 +19,7 @@ from thork_core import (
     TraceError,
     build,
     choose,
+    compile_artifact,
     normalize_dims,
 )
 from thork_core._binding import check_arg_count
@@ -151,6 +153,16 @@ class Kernel:
     def compile(self, target: str | None = None, compiler: str | None = None) -> CompileInfo:
         """Build (or fetch from cache) for ``target``; return how it was built."""
         return self._executable(target, compiler)[1]
+
+    def artifact(self, arch: str = "sm_90", compiler: str | None = None,
+                 kind: str = "cubin") -> Artifact:
+        """Compile the CUDA source for ``arch`` without loading it (no GPU needed)."""
+        from thork_core import parse_arch, plugins
+        from thork_core._gpu import GpuTarget
+
+        comp = plugins().compiler(compiler or self.compiler, GpuTarget())
+        art, _, _ = compile_artifact(self.ir, self.source, comp, kind, parse_arch(arch))
+        return art
 
     @property
     def compile_info(self) -> CompileInfo | None:
