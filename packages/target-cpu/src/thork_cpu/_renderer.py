@@ -25,6 +25,7 @@ class CppRenderer(Renderer):
     """Host C++17 for g++ or clang++."""
 
     language = "C++"
+    math_prefix = "__builtin_"
 
     def translation_unit(self, kernel: KernelIR, body: str) -> str:
         params = self.param_decl(kernel)

@@ -47,6 +47,16 @@ _BINARY_C = {
     "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=",
 }
 _UNARY_C = {"neg": "-", "invert": "~", "not": "!"}
+# Generic math function → C spelling for double (float adds an 'f' suffix).
+_MATH_NAMES = {
+    "sqrt": "sqrt", "rsqrt": "rsqrt", "exp": "exp", "exp2": "exp2", "log": "log",
+    "log2": "log2", "log10": "log10", "sin": "sin", "cos": "cos", "tan": "tan",
+    "tanh": "tanh", "pow": "pow", "fma": "fma", "floor": "floor", "ceil": "ceil",
+    "round": "round", "rint": "rint", "trunc": "trunc", "abs": "fabs", "copysign": "copysign",
+    "atan2": "atan2", "fmod": "fmod", "erf": "erf", "expm1": "expm1", "log1p": "log1p",
+    "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh",
+    "cbrt": "cbrt", "hypot": "hypot",
+}
 _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 
 # float16/bfloat16 conversions written once in portable C++; a target's prelude defines
@@ -240,9 +250,47 @@ class Renderer:
             return f"(({e.type.ctype})({lhs} {op} {rhs}))"
         return f"({lhs} {op} {rhs})"
 
+    #: Spelling of float32 math functions; the float64 name drops the ``f`` suffix.
+    #: Host C++ uses the GCC/Clang builtins so that no header is needed.
+    math_prefix = ""
+
     def call(self, e: Call) -> str:
-        args = ", ".join(self.expr(a) for a in e.args)
-        return f"{e.func}({args})"
+        """Render a math intrinsic. float16/bfloat16 compute in float32 and round back."""
+        t = e.type
+        assert isinstance(t, DType)
+        arg_t = e.args[0].type if e.args else t
+        assert isinstance(arg_t, DType)
+        args = [self.expr(a) for a in e.args]
+        if arg_t.is_half:
+            args = [self.to_float(a, arg_t) for a in args]
+            text = self._math(e.func, dt.float32, args)
+            return text if t == dt.bool else self.from_float(text, arg_t)
+        return self._math(e.func, arg_t, args)
+
+    def _math(self, func: str, t: DType, args: list[str]) -> str:
+        a = args[0] if args else ""
+        if func == "min":
+            return f"(({args[1]}) < ({a}) ? ({args[1]}) : ({a}))"
+        if func == "max":
+            return f"(({a}) < ({args[1]}) ? ({args[1]}) : ({a}))"
+        if func == "isnan":
+            return f"(({a}) != ({a}))"
+        if not t.is_float:
+            if func == "abs":
+                return f"(({a}) < 0 ? -({a}) : ({a}))" if t.is_signed else a
+            raise TypeError(f"{func} is not defined for {t.name}")
+        if func == "isinf":
+            inf = "thork_u2f(0x7f800000u)" if t == dt.float32 else "thork_u2d(0x7ff0000000000000ull)"
+            return f"({self._math('abs', t, [a])} == {inf})"
+        if func == "rsqrt" and not self.has_rsqrt:
+            one = "1.0f" if t == dt.float32 else "1.0"
+            return f"({one} / {self._math('sqrt', t, [a])})"
+        name = _MATH_NAMES[func]
+        suffix = "f" if t == dt.float32 else ""
+        return f"{self.math_prefix}{name}{suffix}({', '.join(args)})"
+
+    #: Whether the target has a native reciprocal square root (CUDA does).
+    has_rsqrt = False
 
     def to_float(self, text: str, t: DType) -> str:
         return f"thork_h2f({text})" if t == dt.float16 else f"thork_b2f({text})"
@@ -297,6 +345,7 @@ class CudaRenderer(Renderer):
     """CUDA C++ for NVRTC, nvcc and clang: one ``extern "C" __global__`` function."""
 
     language = "CUDA C++"
+    has_rsqrt = True
 
     def prelude(self) -> str:
         # The hardware float16 conversions must follow the struct definition.

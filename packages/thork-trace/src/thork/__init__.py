@@ -19,6 +19,11 @@ from thork_core import (
 )
 
 from ._kernel import Kernel, Launch, jit
+from ._math import (
+    abs, acos, asin, atan, atan2, cbrt, ceil, copysign, cos, cosh, erf, exp, exp2, expm1,
+    floor, fma, fmod, hypot, isinf, isnan, log, log1p, log2, log10, max, min, pow, rint, round,
+    rsqrt, sin, sinh, sqrt, tan, tanh, trunc,
+)
 from ._trace import cast, where
 from ._types import BlockDim, BlockIdx, DevicePointer, GridDim, ThreadIdx, Uint, Uint3
 
@@ -26,5 +31,9 @@ __all__ = [
     "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "DType", "DevicePointer",
     "GridDim", "Kernel", "Launch", "LaunchError", "PluginError", "ThreadIdx", "ThorkError",
     "TraceError", "Uint", "Uint3", "cast", "dt", "jit", "where",
+    "abs", "acos", "asin", "atan", "atan2", "cbrt", "ceil", "copysign", "cos", "cosh", "erf",
+    "exp", "exp2", "expm1", "floor", "fma", "fmod", "hypot", "isinf", "isnan", "log", "log1p",
+    "log2", "log10", "max", "min", "pow", "rint", "round", "rsqrt", "sin", "sinh", "sqrt",
+    "tan", "tanh", "trunc",
 ]
 __version__ = "0.1.0"
