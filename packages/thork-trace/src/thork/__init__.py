@@ -18,6 +18,7 @@ from thork_core import (
     dt,
 )
 
+from ._control import else_, if_, return_
 from ._kernel import Kernel, Launch, jit
 from ._math import (
     abs, acos, asin, atan, atan2, cbrt, ceil, copysign, cos, cosh, erf, exp, exp2, expm1,
@@ -30,7 +31,7 @@ from ._types import BlockDim, BlockIdx, DevicePointer, GridDim, ThreadIdx, Uint,
 __all__ = [
     "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "DType", "DevicePointer",
     "GridDim", "Kernel", "Launch", "LaunchError", "PluginError", "ThreadIdx", "ThorkError",
-    "TraceError", "Uint", "Uint3", "cast", "dt", "jit", "where",
+    "TraceError", "Uint", "Uint3", "cast", "dt", "else_", "if_", "jit", "return_", "where",
     "abs", "acos", "asin", "atan", "atan2", "cbrt", "ceil", "copysign", "cos", "cosh", "erf",
     "exp", "exp2", "expm1", "floor", "fma", "fmod", "hypot", "isinf", "isnan", "log", "log1p",
     "log2", "log10", "max", "min", "pow", "rint", "round", "rsqrt", "sin", "sinh", "sqrt",
