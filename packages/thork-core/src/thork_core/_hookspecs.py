@@ -50,7 +50,8 @@ def thork_register_targets() -> list[Target]:
 def thork_register_frontends() -> list[Frontend]:
     """Return descriptions of the front-ends this plugin provides (tracer, compose).
 
-    Informational: listed by ``thork info``; front-ends are imported by users directly.
+    Called once, when ``thork info`` runs or the registry is first loaded. Lists are
+    concatenated; informational only, since users import front-ends directly.
     """
     raise NotImplementedError
 
