@@ -1,0 +1,144 @@
+"""The ``gpu-hostlib`` target: launch kernels through nvcc's host library and ctypes.
+
+This is seed 004's path: the compiled ``.so`` carries the kernel and a C entry
+``thork_launch`` that calls ``cudaLaunchKernel``; Python dlopens it and makes one ctypes
+call per launch. Argument binding, NumPy staging and stream handling are the GPU target's
+(this executable reuses them); only the final call differs from ``cuLaunchKernel``.
+
+It is an alternative to the ``gpu`` target, never chosen by default (lower priority):
+ask for it with ``target="gpu-hostlib"`` or ``THORK_TARGET=gpu-hostlib``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+from typing import Any
+
+from thork_core import (
+    Artifact,
+    CudaRenderer,
+    Executable,
+    KernelIR,
+    LaunchError,
+    PointerType,
+    Renderer,
+    Target,
+    cache_dir,
+    gpu_arch,
+)
+from thork_core._binding import scalar_ctype
+from thork_core._gpu import GpuExecutable
+
+from ._compiler import HOST_ENTRY
+
+__all__ = ["HostlibTarget", "HostlibExecutable", "library_path"]
+
+
+def library_path(artifact: Artifact) -> str:
+    """Write the library to a content-addressed file once (dlopen needs a path)."""
+    digest = hashlib.sha256(artifact.data).hexdigest()
+    folder = cache_dir() / "nvcc-so"
+    path = folder / f"{digest}.so"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".tmp-{os.getpid()}-{digest}.so"
+        tmp.write_bytes(artifact.data)
+        os.replace(tmp, path)  # atomic: concurrent loaders never see half a library
+    return str(path)
+
+
+class HostlibExecutable(GpuExecutable):
+    """A kernel in an nvcc host library, launched with one ctypes call.
+
+    Deliberately skips :class:`GpuExecutable`'s module loading; it keeps its argument
+    slots, so ``launch`` (binding, staging, stream waits) is inherited unchanged.
+    """
+
+    def __init__(self, artifact: Artifact, kernel: KernelIR, ordinal: int = 0) -> None:
+        from thork_core import _cuda
+
+        # The runtime inside the library adopts the context current on this thread:
+        # make it the primary context the rest of Thork (pool, staging) uses.
+        _cuda.make_current(ordinal)
+        self.ordinal = ordinal
+        self.kernel = kernel
+        self._lib = ctypes.CDLL(library_path(artifact))
+        try:
+            fn = getattr(self._lib, artifact.info.get("host_entry", HOST_ENTRY))
+        except AttributeError:
+            raise LaunchError(
+                f"{kernel.name}: the host library has no {HOST_ENTRY!r} entry (was it built "
+                "by thork-backend-nvcc?)") from None
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                       ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        self._entry = fn
+        self._errstr = self._lib.thork_error_string
+        self._errstr.argtypes = [ctypes.c_int]
+        self._errstr.restype = ctypes.c_char_p
+        self._slots: list[Any] = [
+            ctypes.c_void_p() if isinstance(p.type, PointerType) else scalar_ctype(p.type)()
+            for p in kernel.params
+        ]
+        self._argv = (ctypes.c_void_p * max(len(self._slots), 1))(
+            *[ctypes.addressof(s) for s in self._slots])
+        self._argv_addr = ctypes.addressof(self._argv)
+        self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
+        self._grid = (ctypes.c_uint * 3)()
+        self._block = (ctypes.c_uint * 3)()
+        self.attributes = self._read_attributes()
+
+    def _read_attributes(self) -> dict[str, int]:
+        out = (ctypes.c_int * 4)()
+        fn = self._lib.thork_attributes
+        fn.argtypes = [ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        if fn(out) != 0:
+            return {}
+        return {"registers": out[0], "shared_bytes": out[1], "local_bytes": out[2],
+                "max_threads_per_block": out[3]}
+
+    def _call(self, grid: Any, block: Any, handle: int, shared_mem: int) -> None:
+        self._grid[:] = grid
+        self._block[:] = block
+        rc = self._entry(self._argv_addr, self._grid, self._block, shared_mem, handle or None)
+        if rc != 0:
+            text = (self._errstr(rc) or b"?").decode(errors="replace")
+            raise LaunchError(
+                f"launching {self.kernel.name} through its nvcc host library (grid={grid}, "
+                f"block={block}) failed: cudaError {rc}: {text}")
+
+
+class HostlibTarget(Target):
+    """NVIDIA GPUs, launching through an nvcc-built host library (``hostlib``, CUDA)."""
+
+    name = "gpu-hostlib"
+    consumes = ("hostlib",)
+    # Language "cuda" keeps it apart from the CPU target's host-C++ 'hostlib'.
+    language = "cuda"
+    # Below the gpu target (100) and above cpu (10): only used when asked for.
+    priority = 50
+
+    def available(self) -> tuple[bool, str]:
+        from thork_core import _cuda
+
+        return _cuda.gpu_status()
+
+    def renderer(self) -> Renderer:
+        return CudaRenderer()
+
+    def arch(self) -> str:
+        return gpu_arch(0)
+
+    def load(self, artifact: Artifact, kernel: KernelIR) -> Executable:
+        if artifact.kind != "hostlib":
+            raise LaunchError(
+                f"the gpu-hostlib target loads 'hostlib' artifacts, got {artifact.kind!r}")
+        return HostlibExecutable(artifact, kernel, 0)
+
+    def describe(self) -> str:
+        ok, why = self.available()
+        return ("gpu-hostlib: nvcc host library + ctypes launch" if ok
+                else f"gpu-hostlib: unavailable ({why})")
