@@ -1,0 +1,50 @@
+"""nox sessions: the test suite over plugin combinations, and the benchmarks.
+
+`nox -s tests` runs every combination; `nox -s "tests(plugins='core+trace')"` one of them.
+Each session installs only the packages of its combination; the tests adapt to what is
+installed (tests needing a missing plugin or target are skipped with the reason).
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+
+PACKAGES = {
+    "core": "packages/thork-core",
+    "trace": "packages/thork-trace",
+    "nvrtc": "packages/backend-nvrtc",
+    "cpu": "packages/target-cpu",
+}
+COMBINATIONS = {
+    "core+trace": ["core", "trace"],
+    "core+trace+nvrtc": ["core", "trace", "nvrtc"],
+    "core+trace+cpu": ["core", "trace", "cpu"],
+    "all": list(PACKAGES),
+}
+TEST_DEPS = ["pytest>=8", "hypothesis>=6", "ml_dtypes>=0.4"]
+
+
+@nox.session
+@nox.parametrize("plugins", list(COMBINATIONS))
+def tests(session: nox.Session, plugins: str) -> None:
+    """The test suite with only the given plugins installed."""
+    session.install(*TEST_DEPS)
+    session.install(*[PACKAGES[p] for p in COMBINATIONS[plugins]])
+    session.run("python", "-m", "pytest", "-q", *session.posargs,
+                success_codes=[0, 5])
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The core benchmarks (GPU numbers need a GPU; CPU-only numbers otherwise)."""
+    session.install(*[PACKAGES[p] for p in PACKAGES])
+    session.run("python", "bench/bench_core.py", *session.posargs)
+
+
+try:  # the compiler-toolchain matrix lives beside this file
+    from noxfile_toolchains import *  # noqa: F401,F403
+except ImportError:
+    pass
