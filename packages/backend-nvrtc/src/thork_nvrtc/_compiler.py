@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +29,13 @@ def _check(result: Any, what: str) -> Any:
     return result[1] if len(result) == 2 else None
 
 
+def _query_version() -> str:
+    err, major, minor = _nvrtc().nvrtcVersion()
+    if int(err) != 0:
+        raise CompileError(f"nvrtcVersion failed: {err}")
+    return f"{major}.{minor}"
+
+
 class NvrtcCompiler(Compiler):
     """The default compiler: fast, in-process, cubin for the exact arch."""
 
@@ -37,14 +47,19 @@ class NvrtcCompiler(Compiler):
 
     @functools.cache  # noqa: B019 - one instance per process
     def version(self) -> str:
-        err, major, minor = _nvrtc().nvrtcVersion()
-        if int(err) != 0:
-            raise CompileError(f"nvrtcVersion failed: {err}")
-        return f"{major}.{minor}"
+        # Loading NVRTC costs ~40 ms; a disk-cache hit should not pay it. The version is
+        # memoized against the installed packages (sys.path folders change on upgrade).
+        from thork_core._memo import memo, path_fingerprint
+
+        fp = [path_fingerprint(sys.path), os.environ.get("LD_LIBRARY_PATH", ""),
+              os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
+        return str(memo("nvrtc_version", fp, _query_version))
 
     def available(self) -> tuple[bool, str]:
         try:
             self.version()
+            if importlib.util.find_spec("cuda.bindings") is None:
+                raise ImportError("cuda-bindings is not installed")
         except Exception as exc:
             return False, f"NVRTC cannot be loaded ({type(exc).__name__}: {exc})"
         return True, ""

@@ -74,19 +74,17 @@ class Plugins:
         self.info[name] = PluginInfo(name, dist, version)
 
     def _load_entry_points(self) -> None:
-        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name in self.blocked or ep.name in self.info:
+        for name, value, dist, version in _entry_points():
+            if name in self.blocked or name in self.info:
                 continue
-            dist = getattr(ep, "dist", None)
             try:
-                plugin = ep.load()
+                plugin = metadata.EntryPoint(name, value, ENTRY_POINT_GROUP).load()
             except Exception as exc:
                 warnings.warn(
-                    f"thork plugin {ep.name!r} ({ep.value}) failed to load and was skipped: "
+                    f"thork plugin {name!r} ({value}) failed to load and was skipped: "
                     f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=3)
                 continue
-            self._register(plugin, ep.name, dist.metadata["Name"] if dist else "?",
-                           dist.version if dist else "?")
+            self._register(plugin, name, dist, version)
 
     def _collect(self) -> None:
         for hook_name in _HOOKS:
@@ -207,11 +205,27 @@ _COMPILER_PACKAGES = {
 }
 
 
+def _scan_entry_points() -> list[list[str]]:
+    out = []
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        out.append([ep.name, ep.value, dist.metadata["Name"] if dist else "?",
+                    dist.version if dist else "?"])
+    return out
+
+
+def _entry_points() -> list[list[str]]:
+    """The ``thork`` entry points, memoized on disk against the mtimes of ``sys.path``
+    folders (installing or removing a distribution changes its folder's mtime)."""
+    from ._memo import memo, path_fingerprint
+
+    return memo("entry_points", path_fingerprint(sys.path), _scan_entry_points)
+
+
 def _core_version() -> str:
-    try:
-        return metadata.version("thork-core")
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a checkout
-        return "0+unknown"
+    from . import __version__
+
+    return __version__
 
 
 _INSTANCE: Plugins | None = None
