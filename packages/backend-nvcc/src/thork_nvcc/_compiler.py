@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -46,6 +47,9 @@ extern "C" int thork_attributes(int* out) {
 # Unreferenced helper functions in the self-contained prelude are expected: silence
 # nvcc's warning #177 so that logs only carry what matters.
 _QUIET = ["-diag-suppress=177"]
+
+
+_WRAPPER_TAG = "w" + hashlib.sha256(_WRAPPER.encode()).hexdigest()[:10]
 
 
 def host_wrapper(entry: str) -> str:
@@ -96,6 +100,11 @@ class NvccCompiler(Compiler):
 
     def version(self) -> str:
         return self.toolkit().version
+
+    def identity(self) -> str:
+        # The host wrapper is compiled into every hostlib but is not in the source core
+        # hashes: its digest keeps a changed wrapper from being served stale libraries.
+        return f"{self.name}-{self.version()}-{_WRAPPER_TAG}"
 
     def available(self) -> tuple[bool, str]:
         tk, tried = find_toolkit()

@@ -107,11 +107,24 @@ def _nvcc_version(nvcc: str) -> str:
     return m.group(1)
 
 
+@functools.lru_cache(maxsize=16)
+def _nvcc_home(nvcc: str) -> Path:
+    """The real ``bin`` folder of ``nvcc``: it may be a wrapper script or a symlink, so
+    nvcc's own dry run (``_HERE_=``) says where the toolkit is; else the path's folder."""
+    r = subprocess.run([nvcc, "-dryrun", "-E", "-x", "cu", os.devnull],
+                       capture_output=True, text=True, timeout=60)
+    m = re.search(r"^#\$ _HERE_=(.+)$", r.stdout + r.stderr, re.MULTILINE)
+    if m and Path(m.group(1).strip()).is_dir():
+        return Path(m.group(1).strip()).resolve()
+    return Path(nvcc).resolve().parent
+
+
 def toolkit_from_nvcc(nvcc: Path, origin: str) -> Toolkit:
     """Describe the toolkit around ``nvcc`` (raises OSError if it does not run)."""
-    nvcc = nvcc.resolve()
-    return Toolkit(root=nvcc.parent.parent, nvcc=nvcc, version=_nvcc_version(str(nvcc)),
-                   origin=origin)
+    version = _nvcc_version(str(nvcc))
+    home = _nvcc_home(str(nvcc))
+    real = home / "nvcc" if (home / "nvcc").is_file() else nvcc.resolve()
+    return Toolkit(root=home.parent, nvcc=real, version=version, origin=origin)
 
 
 @functools.lru_cache(maxsize=8)
