@@ -1,0 +1,399 @@
+"""Geometry (ReadBack) operations: fused *into* the read (backward vertical fusion).
+
+Each op turns the stage below it into a new stage: ``read(x, y, z)`` of the new stage
+computes source coordinates and calls the lower stage's ``read`` (once, or four times for
+bilinear sampling). No intermediate image is ever written. Sizes, rectangles, matrices and
+background values are runtime parameters; modes and interpolation are types.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from thork import _math as tkm
+from thork._trace import Value, cast, where
+from thork_core import ArgumentError, DType, dt
+
+from ._ops import Op
+from ._pixel import Geom, Pixel, PixType, Stage, per_channel
+
+__all__ = ["Crop", "Resize", "Warping", "BorderReader", "Deinterlace", "AspectRatio",
+           "BorderMode", "DeinterlaceMode", "letterbox"]
+
+
+class ReadBack(Op):
+    """Base of the geometry ops."""
+
+    kind: ClassVar[str] = "readback"
+
+    def out_type(self, t: PixType) -> PixType:
+        if t.pair:
+            raise ArgumentError(f"{self.name}: cannot sample a pair of pixels from a "
+                                "dual-source read; combine it first (e.g. fkl.Sub())")
+        return t
+
+
+def _clamp(v: Value, lo: Any, hi: Any) -> Value:
+    return tkm.min(tkm.max(v, lo), hi)
+
+
+def _f32(v: Value) -> Value:
+    return cast(v, dt.float32)
+
+
+def _i32(v: Value) -> Value:
+    return cast(v, dt.int32)
+
+
+def bilinear(src: Stage, sx: Value, sy: Value, z: Value) -> Pixel:
+    """FKL's bilinear sample at float source coordinates (``sx``, ``sy``) ≥ 0.
+
+    ``x1 = floor(sx)``, ``x2 = x1 + 1``; weights use the unclamped ``x2`` and the reads
+    clamp it to the last column (same in y). ``x1`` is also clamped so that a coordinate
+    the caller discards anyway never reads outside the plane.
+    """
+    wm1, hm1 = src.w - 1, src.h - 1
+    fx1, fy1 = tkm.floor(sx), tkm.floor(sy)
+    wx1 = (fx1 + 1.0) - sx
+    wx2 = sx - fx1
+    wy1 = (fy1 + 1.0) - sy
+    wy2 = sy - fy1
+    x1 = _clamp(_i32(fx1), 0, wm1)
+    y1 = _clamp(_i32(fy1), 0, hm1)
+    x2 = tkm.min(x1 + 1, wm1)
+    y2 = tkm.min(y1 + 1, hm1)
+    a, b = src.read(x1, y1, z), src.read(x2, y1, z)
+    c, d = src.read(x1, y2, z), src.read(x2, y2, z)
+    out = []
+    for k in range(src.type.channels):
+        top = _f32(a[k]) * wx1 + _f32(b[k]) * wx2
+        bot = _f32(c[k]) * wx1 + _f32(d[k]) * wx2
+        out.append(top * wy1 + bot * wy2)
+    return out
+
+
+# -- Crop ---------------------------------------------------------------------------------
+class Crop(ReadBack):
+    """``out[j, i] = src[y + j, x + i]`` for the rectangle ``(x, y, w, h)`` (runtime values).
+
+    A rectangle outside the source is an error unless a BorderReader sits below the crop.
+    """
+
+    def __init__(self, rect: Any) -> None:
+        try:
+            x, y, w, h = (int(v) for v in rect)
+        except (TypeError, ValueError):
+            raise ArgumentError(f"fkl.Crop rect: expected (x, y, w, h) integers, got {rect!r}"
+                                ) from None
+        if w < 1 or h < 1:
+            raise ArgumentError(f"fkl.Crop rect: width and height must be positive, got "
+                                f"{rect!r}")
+        self.rect = (x, y, w, h)
+
+    def out_geom(self, g: Geom, t: PixType) -> Geom:
+        x, y, w, h = self.rect
+        if not g.unbounded and (x < 0 or y < 0 or x + w > g.w or y + h > g.h):
+            raise ArgumentError(
+                f"fkl.Crop rect (x={x}, y={y}, w={w}, h={h}) lies outside the {g.w}x{g.h} "
+                "source; put a fkl.BorderReader before it to read outside the image")
+        return Geom(w, h, g.batch)
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        return [dt.int32] * 4
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        x, y, w, h = self.rect
+        return [w, h, x, y]
+
+    def sample(self, src: Stage, p: list[Value]) -> Stage:
+        w, h, cx, cy = p
+        return Stage(lambda x, y, z: src.read(x + cx, y + cy, z), w, h, src.type)
+
+
+# -- Resize -------------------------------------------------------------------------------
+class AspectRatio:
+    """Aspect-ratio modes of Resize."""
+
+    IGNORE_AR = "IGNORE_AR"
+    PRESERVE_AR = "PRESERVE_AR"
+    PRESERVE_AR_LEFT = "PRESERVE_AR_LEFT"
+    PRESERVE_AR_RN_EVEN = "PRESERVE_AR_RN_EVEN"
+    ALL = (IGNORE_AR, PRESERVE_AR, PRESERVE_AR_LEFT, PRESERVE_AR_RN_EVEN)
+
+
+def _round_half_away(v: float) -> int:
+    return int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5))
+
+
+def letterbox(sw: int, sh: int, dw: int, dh: int, mode: str) -> tuple[int, int, int, int]:
+    """``(tw, th, x1, y1)``: where the resized image lands in the ``dw`` x ``dh`` output."""
+    if mode == AspectRatio.IGNORE_AR:
+        return dw, dh, 0, 0
+    th, tw = dh, _round_half_away(dh / sh * sw)
+    if tw > dw:
+        tw, th = dw, _round_half_away(dw / sw * sh)
+    if mode == AspectRatio.PRESERVE_AR_RN_EVEN:
+        tw, th = tw - tw % 2, th - th % 2
+    tw, th = max(tw, 1), max(th, 1)
+    x1 = 0 if mode == AspectRatio.PRESERVE_AR_LEFT else (dw - tw) // 2
+    return tw, th, x1, (dh - th) // 2
+
+
+class Resize(ReadBack):
+    """Resize to ``w`` x ``h`` with FKL's corner-aligned bilinear (``src_x = x * sw / dw``);
+    output float32. ``aspect_ratio`` letterboxes onto ``background``. ``interpolation`` is
+    ``"linear"`` (FKL's) or ``"nearest"`` (``src[floor(x * fx)]``)."""
+
+    def __init__(self, w: int, h: int, interpolation: str = "linear",
+                 aspect_ratio: str = AspectRatio.IGNORE_AR, background: Any = 0) -> None:
+        if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
+            raise ArgumentError(f"fkl.Resize size: expected positive ints w, h, got {w!r}, {h!r}")
+        if interpolation not in ("linear", "nearest"):
+            raise ArgumentError(f"fkl.Resize interpolation: expected 'linear' or 'nearest', "
+                                f"got {interpolation!r}")
+        if aspect_ratio not in AspectRatio.ALL:
+            raise ArgumentError(f"fkl.Resize aspect_ratio: expected one of {AspectRatio.ALL}, "
+                                f"got {aspect_ratio!r}")
+        self.size = (w, h)
+        self.interpolation = interpolation
+        self.aspect_ratio = aspect_ratio
+        self.background = background
+
+    def key(self) -> tuple[Any, ...]:
+        return ("Resize", self.interpolation, self.aspect_ratio != AspectRatio.IGNORE_AR)
+
+    def out_type(self, t: PixType) -> PixType:
+        super().out_type(t)
+        per_channel(self.background, t.channels, "fkl.Resize background")
+        return t.with_(dt.float32)
+
+    def out_geom(self, g: Geom, t: PixType) -> Geom:
+        return Geom(self.size[0], self.size[1], g.batch)
+
+    def _letterboxed(self) -> bool:
+        return self.aspect_ratio != AspectRatio.IGNORE_AR
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        types = [dt.int32, dt.int32, dt.float32, dt.float32]
+        if self._letterboxed():
+            types += [dt.int32] * 4 + [dt.float32] * t.channels
+        return types
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        import numpy as np
+
+        dw, dh = self.size
+        tw, th, x1, y1 = letterbox(g.w, g.h, dw, dh, self.aspect_ratio)
+        # The scale is a float32 division, as in FKL: sw / dw.
+        fx = float(np.float32(g.w) / np.float32(tw))
+        fy = float(np.float32(g.h) / np.float32(th))
+        vals: list[Any] = [dw, dh, fx, fy]
+        if self._letterboxed():
+            vals += [tw, th, x1, y1] + [float(v) for v in per_channel(
+                self.background, t.channels, "fkl.Resize background")]
+        return vals
+
+    def sample(self, src: Stage, p: list[Value]) -> Stage:
+        dw, dh, fx, fy = p[:4]
+        lb = self._letterboxed()
+        t = src.type.with_(dt.float32)
+
+        def read(x: Value, y: Value, z: Value) -> Pixel:
+            if lb:
+                tw, th, x0, y0 = p[4:8]
+                xi, yi = x - x0, y - y0
+                inside = (xi >= 0) & (xi < tw) & (yi >= 0) & (yi < th)
+                xi, yi = _clamp(xi, 0, tw - 1), _clamp(yi, 0, th - 1)
+            else:
+                xi, yi = x, y
+            sx, sy = _f32(xi) * fx, _f32(yi) * fy
+            if self.interpolation == "nearest":
+                px = src.read(_clamp(_i32(sx), 0, src.w - 1), _clamp(_i32(sy), 0, src.h - 1), z)
+                vals = [_f32(v) for v in px]
+            else:
+                vals = bilinear(src, sx, sy, z)
+            if lb:
+                bg = p[8:]
+                vals = [where(inside, v, bg[k]) for k, v in enumerate(vals)]
+            return vals
+
+        return Stage(read, dw, dh, t)
+
+
+# -- Warping ------------------------------------------------------------------------------
+class Warping(ReadBack):
+    """Warp with ``M`` mapping destination → source (an inverse map): 2x3 affine or 3x3
+    perspective (divides by ``M20 x + M21 y + M22``). Inside the source: bilinear;
+    outside: 0. Output float32, ``w`` x ``h``."""
+
+    def __init__(self, matrix: Any, w: int, h: int) -> None:
+        import numpy as np
+
+        m = np.asarray(matrix, dtype=np.float64)
+        if m.shape not in ((2, 3), (3, 3)):
+            raise ArgumentError(
+                f"fkl.Warping matrix: expected a 2x3 affine or 3x3 perspective matrix, got "
+                f"shape {m.shape}")
+        if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
+            raise ArgumentError(f"fkl.Warping size: expected positive ints w, h, got {w!r}, "
+                                f"{h!r}")
+        self.matrix, self.size = m, (w, h)
+        self.perspective = m.shape == (3, 3)
+
+    def key(self) -> tuple[Any, ...]:
+        return ("Warping", self.perspective)
+
+    def out_type(self, t: PixType) -> PixType:
+        return super().out_type(t).with_(dt.float32)
+
+    def out_geom(self, g: Geom, t: PixType) -> Geom:
+        return Geom(self.size[0], self.size[1], g.batch)
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        return [dt.int32, dt.int32] + [dt.float32] * self.matrix.size
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        return [*self.size, *(float(v) for v in self.matrix.reshape(-1))]
+
+    def sample(self, src: Stage, p: list[Value]) -> Stage:
+        w, h, m = p[0], p[1], p[2:]
+        t = src.type.with_(dt.float32)
+
+        def read(x: Value, y: Value, z: Value) -> Pixel:
+            fx, fy = _f32(x), _f32(y)
+            xs = m[0] * fx + m[1] * fy + m[2]
+            ys = m[3] * fx + m[4] * fy + m[5]
+            if self.perspective:
+                d = m[6] * fx + m[7] * fy + m[8]
+                xs, ys = xs / d, ys / d
+            inside = (xs >= 0.0) & (xs < _f32(src.w)) & (ys >= 0.0) & (ys < _f32(src.h))
+            # Outside coordinates (also NaN/inf) are replaced before sampling.
+            sx = where(inside, xs, 0.0)
+            sy = where(inside, ys, 0.0)
+            vals = bilinear(src, sx, sy, z)
+            return [where(inside, v, 0.0) for v in vals]
+
+        return Stage(read, w, h, t)
+
+
+# -- BorderReader -------------------------------------------------------------------------
+class BorderMode:
+    """Border modes: the ``np.pad`` mode each one equals is in the comment."""
+
+    CONSTANT = "CONSTANT"        # "constant"
+    REPLICATE = "REPLICATE"      # "edge"
+    REFLECT = "REFLECT"          # "symmetric"
+    REFLECT_101 = "REFLECT_101"  # "reflect"
+    WRAP = "WRAP"                # "wrap"
+    ALL = (CONSTANT, REPLICATE, REFLECT, REFLECT_101, WRAP)
+
+
+def _pos_mod(a: Value, n: Value) -> Value:
+    r = a % n
+    return where(r < 0, r + n, r)
+
+
+def border_index(i: Value, n: Value, mode: str) -> Value:
+    """Map any integer coordinate ``i`` into ``[0, n)`` for ``mode`` (any overshoot)."""
+    if mode == BorderMode.REPLICATE or mode == BorderMode.CONSTANT:
+        return _clamp(i, 0, n - 1)
+    if mode == BorderMode.WRAP:
+        return _pos_mod(i, n)
+    if mode == BorderMode.REFLECT:
+        m = _pos_mod(i, n * 2)
+        return where(m >= n, n * 2 - 1 - m, m)
+    # REFLECT_101: period 2n - 2; a single row/column reflects onto itself.
+    period = tkm.max(n * 2 - 2, 1)
+    m = _pos_mod(i, period)
+    return tkm.min(where(m >= n, period - m, m), n - 1)
+
+
+class BorderReader(ReadBack):
+    """Let later stages read outside the image: ``CONSTANT`` (``value``), ``REPLICATE``,
+    ``REFLECT``, ``REFLECT_101``, ``WRAP`` — exactly ``np.pad`` for any overshoot."""
+
+    def __init__(self, mode: str = BorderMode.CONSTANT, value: Any = 0) -> None:
+        if mode not in BorderMode.ALL:
+            raise ArgumentError(f"fkl.BorderReader mode: expected one of {BorderMode.ALL}, "
+                                f"got {mode!r}")
+        self.mode, self.value = mode, value
+
+    def key(self) -> tuple[Any, ...]:
+        return ("BorderReader", self.mode)
+
+    def out_type(self, t: PixType) -> PixType:
+        super().out_type(t)
+        per_channel(self.value, t.channels, "fkl.BorderReader value")
+        return t
+
+    def out_geom(self, g: Geom, t: PixType) -> Geom:
+        return Geom(g.w, g.h, g.batch, unbounded=True)
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        return [t.dtype] * t.channels if self.mode == BorderMode.CONSTANT else []
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        if self.mode != BorderMode.CONSTANT:
+            return []
+        return per_channel(self.value, t.channels, "fkl.BorderReader value")
+
+    def sample(self, src: Stage, p: list[Value]) -> Stage:
+        mode = self.mode
+
+        def read(x: Value, y: Value, z: Value) -> Pixel:
+            xm, ym = border_index(x, src.w, mode), border_index(y, src.h, mode)
+            px = src.read(xm, ym, z)
+            if mode != BorderMode.CONSTANT:
+                return px
+            inside = (x >= 0) & (x < src.w) & (y >= 0) & (y < src.h)
+            return [where(inside, v, p[k]) for k, v in enumerate(px)]
+
+        return Stage(read, src.w, src.h, src.type)
+
+
+# -- Deinterlace --------------------------------------------------------------------------
+class DeinterlaceMode:
+    BLEND = "BLEND"
+    LINEAR_EVEN = "LINEAR_EVEN"  # keep the even field, interpolate the odd rows
+    LINEAR_ODD = "LINEAR_ODD"    # keep the odd field, interpolate the even rows
+    ALL = (BLEND, LINEAR_EVEN, LINEAR_ODD)
+
+
+class Deinterlace(ReadBack):
+    """``BLEND``: row y > 0 becomes ``(cur + above + 1) * 0.5``, row 0 unchanged.
+    ``LINEAR_EVEN``/``LINEAR_ODD``: the other field's rows become
+    ``(above + below + 1) * 0.5``; a missing neighbour (first/last row) is replaced by the
+    one that exists. Output float32."""
+
+    def __init__(self, mode: str = DeinterlaceMode.BLEND) -> None:
+        if mode not in DeinterlaceMode.ALL:
+            raise ArgumentError(f"fkl.Deinterlace mode: expected one of {DeinterlaceMode.ALL}"
+                                f", got {mode!r}")
+        self.mode = mode
+
+    def key(self) -> tuple[Any, ...]:
+        return ("Deinterlace", self.mode)
+
+    def out_type(self, t: PixType) -> PixType:
+        return super().out_type(t).with_(dt.float32)
+
+    def sample(self, src: Stage, p: list[Value]) -> Stage:
+        t = src.type.with_(dt.float32)
+        hm1 = src.h - 1
+
+        def read(x: Value, y: Value, z: Value) -> Pixel:
+            cur = [_f32(v) for v in src.read(x, y, z)]
+            if self.mode == DeinterlaceMode.BLEND:
+                above = [_f32(v) for v in src.read(x, tkm.max(y - 1, 0), z)]
+                return [where(y > 0, (c + a + 1.0) * 0.5, c) for c, a in zip(cur, above)]
+            keep = 0 if self.mode == DeinterlaceMode.LINEAR_EVEN else 1
+            ya = where(y > 0, y - 1, y + 1)
+            yb = where(y < hm1, y + 1, y - 1)
+            ya, yb = _clamp(ya, 0, hm1), _clamp(yb, 0, hm1)
+            above = [_f32(v) for v in src.read(x, ya, z)]
+            below = [_f32(v) for v in src.read(x, yb, z)]
+            interp = (y % 2) != keep
+            return [where(interp, (a + b + 1.0) * 0.5, c) for c, a, b in zip(cur, above, below)]
+
+        return Stage(read, src.w, src.h, t)

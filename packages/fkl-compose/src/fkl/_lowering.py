@@ -1,0 +1,198 @@
+"""Lowering: a typed chain of ops → one thork-core kernel, traced with thork's tracer.
+
+The chain ``read, op1, ..., opN, write`` becomes
+
+    x, y = global thread coordinates; z = blockIdx.z (the plane)
+    if x >= W or y >= H: return
+    pixel = stage(x, y, z)        # read + everything up to the last ReadBack, fused
+    pixel = later compute ops      # MidWrites store here
+    write(pixel)
+
+where ``stage`` is built by folding the ops up to (and including) the *last* ReadBack into
+the read (FKL's BackFuser rule): compute ops there run on every source sample. Every op's
+values are kernel scalar parameters, so the generated code depends only on types.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from thork._control import if_, return_
+from thork._trace import Pointer, Trace, Value, cast, set_current
+from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
+from thork_core._ir import Special
+
+from ._loop import MUTABLE_KEY
+from ._ops import Op
+from ._pixel import Geom, PixType, Stage
+from ._tensor import Layout, ReadOp, WriteOp
+
+__all__ = ["Chain", "Lowered", "lower", "type_chain", "BLOCK"]
+
+#: Threads per block: 32 wide for coalesced rows, 8 rows deep.
+BLOCK = (32, 8, 1)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The ops of a pipe split by role: one read, the middle ops, one final write."""
+
+    read: ReadOp
+    middle: tuple[Op, ...]
+    write: WriteOp
+
+    @property
+    def last_readback(self) -> int:
+        """Index in ``middle`` of the last ReadBack, or -1."""
+        idx = -1
+        for i, op in enumerate(self.middle):
+            if op.kind == "readback":
+                idx = i
+        return idx
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.read.key(), tuple(op.key() for op in self.middle), self.write.key())
+
+
+@dataclass
+class Lowered:
+    """A traced chain. ``slots`` says what fills each kernel parameter: ``("in", i)``,
+    ``("out", j)`` or ``("scalar", k)`` (index into the flat runtime values)."""
+
+    ir: KernelIR
+    slots: list[tuple[str, int]]
+    scalar_types: list[DType]
+
+
+def type_chain(chain: Chain, t: PixType) -> list[PixType]:
+    """The pixel type entering each middle op and the write (validates every op)."""
+    types = []
+    for op in chain.middle:
+        types.append(t)
+        t = op.out_type(t)
+    types.append(chain.write.out_type(t))
+    return types
+
+
+def host_plan(chain: Chain, t: PixType, g: Geom, lay: Layout) -> tuple[
+        list[Any], Geom, list[tuple[tuple[int, ...], DType]]]:
+    """Per-call host work: every runtime value in parameter order, the output geometry
+    (the grid) and the shape/dtype of every output array (MidWrites first)."""
+    values = list(chain.read.values(t, g))
+    outs: list[tuple[tuple[int, ...], DType]] = []
+    for op in chain.middle:
+        values += op.values(t, g)
+        if op.kind == "readback":
+            g = op.out_geom(g, t)
+        elif op.kind == "midwrite":
+            assert isinstance(op, WriteOp)
+            outs += op.out_specs(t, g, lay)
+        t = op.out_type(t)
+    outs += chain.write.out_specs(t, g, lay)
+    return values, g, outs
+
+
+def kernel_name(key: Any) -> str:
+    return "fkl_" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+
+
+def lower(chain: Chain, t: PixType, name: str) -> Lowered:
+    """Trace ``chain`` for input pixels of type ``t`` into one kernel."""
+    params: list[Param] = []
+    slots: list[tuple[str, int]] = []
+    scalar_types: list[DType] = []
+    trace = Trace(name, params)
+
+    def scalars(types: list[DType]) -> list[Value]:
+        out = []
+        for ty in types:
+            pname = f"s{len(scalar_types)}"
+            params.append(Param(pname, ty))
+            slots.append(("scalar", len(scalar_types)))
+            scalar_types.append(ty)
+            from thork_core._ir import Var
+
+            out.append(Value(Var(ty, pname)))
+        return out
+
+    n_out = 0
+
+    def outputs(dtypes: list[DType]) -> list[Pointer]:
+        nonlocal n_out
+        ptrs = []
+        for ty in dtypes:
+            param = Param(f"out{n_out}", PointerType(ty))
+            params.append(param)
+            slots.append(("out", n_out))
+            n_out += 1
+            ptrs.append(Pointer(param))
+        return ptrs
+
+    prev = set_current(trace)
+    try:
+        # Parameters in a fixed order: inputs, read scalars, then each op's scalars.
+        in_ptrs = []
+        for i, ty in enumerate(chain.read.input_dtypes(t)):
+            param = Param(f"in{i}", PointerType(ty))
+            params.append(param)
+            slots.append(("in", i))
+            in_ptrs.append(Pointer(param))
+        stage: Stage = chain.read.stage(in_ptrs, scalars(chain.read.scalar_types(t)), t)
+        op_params = []
+        ty = t
+        for op in chain.middle:
+            op_params.append(scalars(op.scalar_types(ty)))
+            ty = op.out_type(ty)
+
+        last = chain.last_readback
+        ty = t
+        for i, op in enumerate(chain.middle[: last + 1]):
+            p = op_params[i]
+            if op.kind == "readback":
+                stage = op.sample(stage, p)
+            elif op.kind == "compute":
+                stage = _fused(stage, op, p, ty)
+            else:
+                raise ArgumentError(
+                    f"{op.name} sits before the chain's last geometry op, whose reads are "
+                    "fused backwards; move it after the last Crop/Resize/Warping/...")
+            ty = op.out_type(ty)
+
+        bx, by, bz = (Value(Special(dt.uint32, f"blockIdx.{a}")) for a in "xyz")
+        tx, ty_ = (Value(Special(dt.uint32, f"threadIdx.{a}")) for a in "xy")
+        dx, dy = (Value(Special(dt.uint32, f"blockDim.{a}")) for a in "xy")
+        x = cast(bx * dx + tx, dt.int32)
+        y = cast(by * dy + ty_, dt.int32)
+        z = cast(bz, dt.int32)
+        nb = cast(Value(Special(dt.uint32, "gridDim.z")), dt.int32)
+        with if_((x >= stage.w) | (y >= stage.h)):
+            return_()
+        px = stage.read(x, y, z)
+        for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
+            p = op_params[i]
+            if op.kind == "midwrite":
+                assert isinstance(op, WriteOp)
+                ptrs = outputs([s[1] for s in op.out_specs(ty, Geom(1, 1), Layout(False, False))])
+                op.store(ptrs, px, x, y, z, stage.w, stage.h, nb, ty)
+            else:
+                px = op.apply(px, p, ty)
+            ty = op.out_type(ty)
+        w = chain.write
+        ptrs = outputs([s[1] for s in w.out_specs(ty, Geom(1, 1), Layout(False, False))])
+        w.store(ptrs, px, x, y, z, stage.w, stage.h, nb, ty)
+    finally:
+        set_current(prev)
+    ir = KernelIR(name, params, trace.body)
+    ir.mutable = set(trace.__dict__.get(MUTABLE_KEY, set()))
+    return Lowered(ir, slots, scalar_types)
+
+
+def _fused(stage: Stage, op: Op, p: list[Value], t: PixType) -> Stage:
+    """``op`` applied to every pixel ``stage`` produces (fused into the read)."""
+
+    def read(x: Value, y: Value, z: Value) -> Any:
+        return op.apply(stage.read(x, y, z), p, t)
+
+    return Stage(read, stage.w, stage.h, op.out_type(t))

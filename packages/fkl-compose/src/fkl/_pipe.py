@@ -1,0 +1,330 @@
+"""``fkl.compose``: a lazy chain of ops, and :class:`Pipe`, which runs it as one kernel.
+
+Two cache levels (SPEC §3.6): each pipe maps the input pixel type to its built kernel, and
+a process-wide table maps the full *type signature* (op types, pixel type, target,
+compiler, arch) to the built executable, so a second pipe that differs only in values
+(factors, rects, sizes, matrices...) reuses the first one's kernel. Per input shape a pipe
+keeps the packed runtime values, the grid and the output shapes, so a hot call is: look
+up the shape, take the array pointers, one launch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from thork_core import (
+    ArgumentError,
+    ArrayView,
+    CompileInfo,
+    DType,
+    Executable,
+    Target,
+    build,
+    choose,
+    compile_artifact,
+    dt,
+    parse_arch,
+    plugins,
+)
+
+from ._lowering import BLOCK, Chain, Lowered, host_plan, kernel_name, lower, type_chain
+from ._loop import render
+from ._ops import Op
+from ._pixel import PixType
+from ._tensor import Layout, ReadOp, ReadSet, WriteOp
+
+__all__ = ["compose", "Pipe", "stats", "reset_stats"]
+
+_INT32_LIMIT = 2**31
+
+
+@dataclass
+class _Built:
+    lowered: Lowered
+    exe: Executable
+    info: CompileInfo
+
+
+@dataclass
+class _Plan:
+    """Everything a call with one input shape needs, computed once."""
+
+    args: list[Any]
+    pointer_slots: list[tuple[int, str, int]]
+    grid: tuple[int, int, int]
+    outs: list[tuple[tuple[int, ...], DType]]
+
+
+_BUILT: dict[tuple[Any, ...], _Built] = {}
+_LOCK = threading.Lock()
+_STATS = {"builds": 0, "reuses": 0}
+
+
+def stats() -> dict[str, int]:
+    """Process-wide counters: ``builds`` (kernels traced and built — a compile or a
+    disk-cache load) and ``reuses`` (a pipe found its kernel already built)."""
+    return dict(_STATS)
+
+
+def reset_stats(clear_cache: bool = False) -> None:
+    """Zero the counters; ``clear_cache`` also forgets every built kernel."""
+    _STATS.update(builds=0, reuses=0)
+    if clear_cache:
+        _BUILT.clear()
+
+
+def compose(*ops: Op, target: str | None = None, compiler: str | None = None,
+            thread_fusion: bool = False) -> Pipe:
+    """Chain ``ops`` (a read, then compute/geometry ops, then a write) into a lazy
+    :class:`Pipe`. Nothing is compiled until the first call, when the input's type is
+    known. ``target`` is ``"gpu"``, ``"cpu"`` or None (the best available)."""
+    return Pipe(ops, target=target, compiler=compiler, thread_fusion=thread_fusion)
+
+
+class Pipe:
+    """A composed chain; ``pipe(x, out=None, stream=None)`` runs it as one kernel."""
+
+    def __init__(self, ops: Sequence[Op], *, target: str | None = None,
+                 compiler: str | None = None, thread_fusion: bool = False) -> None:
+        ops = tuple(ops)
+        for i, op in enumerate(ops):
+            if not isinstance(op, Op):
+                raise ArgumentError(f"fkl.compose: argument {i} is not an fkl operation: "
+                                    f"{op!r}")
+        if len(ops) < 2 or not isinstance(ops[0], ReadOp):
+            first = ops[0].name if ops else "nothing"
+            raise ArgumentError(f"fkl.compose: a chain starts with a read op such as "
+                                f"fkl.TensorRead(), got {first}")
+        if not isinstance(ops[-1], WriteOp) or ops[-1].kind != "write":
+            raise ArgumentError(f"fkl.compose: a chain ends with a write op such as "
+                                f"fkl.TensorWrite(), got {ops[-1].name}")
+        for op in ops[1:-1]:
+            if op.kind not in ("compute", "readback", "midwrite"):
+                raise ArgumentError(f"fkl.compose: {op.name} ({op.kind}) can only start or end "
+                                    "a chain")
+        if thread_fusion and target == "cpu":
+            raise ArgumentError("fkl.compose thread_fusion: only the GPU target has thread "
+                                "fusion; use thread_fusion=False with target='cpu'")
+        self.ops = ops
+        self.chain = Chain(ops[0], ops[1:-1], ops[-1])  # type: ignore[arg-type]
+        self.target = target
+        self.compiler = compiler
+        # Thread fusion only changes how many pixels a thread handles; results are
+        # identical without it, which is what this version runs.
+        self.thread_fusion = thread_fusion
+        self._target: Target | None = None
+        self._built: dict[PixType, _Built] = {}
+        self._plans: dict[Any, _Plan] = {}
+
+    def __repr__(self) -> str:
+        return f"<fkl pipe {' -> '.join(op.name for op in self.ops)}>"
+
+    # -- building ----------------------------------------------------------------------
+    def _resolve(self) -> Target:
+        if self._target is None:
+            self._target = choose(self.target, self.compiler)[0]
+        return self._target
+
+    def signature(self, t: PixType) -> tuple[Any, ...]:
+        """The kernel identity for input pixels ``t``: types only, never values."""
+        tgt, comp = choose(self._resolve(), self.compiler)
+        return (self.chain.key(), t, tgt.name, comp.name, tgt.arch())
+
+    def lowered(self, t: PixType) -> Lowered:
+        """The traced kernel for input pixels of type ``t`` (no compilation)."""
+        type_chain(self.chain, t)
+        return lower(self.chain, t, kernel_name((self.chain.key(), t)))
+
+    def _build(self, t: PixType) -> _Built:
+        built = self._built.get(t)
+        if built is not None:
+            return built
+        key = self.signature(t)
+        with _LOCK:
+            built = _BUILT.get(key)
+            if built is None:
+                type_chain(self.chain, t)
+                lowered = lower(self.chain, t, kernel_name(key[:2]))
+                tgt, comp = choose(self._resolve(), self.compiler)
+                source = render(tgt.renderer(), lowered.ir)
+                exe, info = build(lowered.ir, source, tgt, comp)
+                built = _Built(lowered, exe, info)
+                _BUILT[key] = built
+                _STATS["builds"] += 1
+            else:
+                _STATS["reuses"] += 1
+        self._built[t] = built
+        return built
+
+    def source(self, x: Any = None, *, dtype: Any = None, channels: int = 1) -> str:
+        """The generated source for this pipe's target, for input ``x`` (or the given
+        pixel dtype and channel count)."""
+        t = self._pixtype(x, dtype, channels)
+        return render(self._resolve().renderer(), self.lowered(t).ir)
+
+    def artifact(self, x: Any = None, *, dtype: Any = None, channels: int = 1,
+                 arch: str = "sm_90", compiler: str | None = None, kind: str = "cubin") -> Any:
+        """Compile the CUDA source for ``arch`` without loading it (no GPU needed)."""
+        from thork_core import CudaRenderer
+        from thork_core._gpu import GpuTarget
+
+        t = self._pixtype(x, dtype, channels)
+        lowered = self.lowered(t)
+        comp = plugins().compiler(compiler or self.compiler, GpuTarget())
+        source = render(CudaRenderer(), lowered.ir)
+        art, _, _ = compile_artifact(lowered.ir, source, comp, kind, parse_arch(arch))
+        return art
+
+    def _pixtype(self, x: Any, dtype: Any, channels: int) -> PixType:
+        if x is not None:
+            views = [_view(a, f"input {i}") for i, a in enumerate(
+                x if isinstance(x, (list, tuple)) else [x])]
+            return self.chain.read.host_type(views)[0]
+        if isinstance(self.chain.read, ReadSet):
+            return self.chain.read.host_type([])[0]
+        from ._pixel import as_dtype
+
+        return PixType(as_dtype(dtype or "float32", "dtype"), channels,
+                       pair=self.chain.read.inputs == 2)
+
+    def compile_info(self, t: PixType | None = None) -> CompileInfo | None:
+        """How the kernel for ``t`` (default: the most recent) was built."""
+        if t is None:
+            return next(reversed(self._built.values())).info if self._built else None
+        return self._built[t].info if t in self._built else None
+
+    # -- running -----------------------------------------------------------------------
+    def __call__(self, *inputs: Any, out: Any = None, stream: Any = None) -> Any:
+        read = self.chain.read
+        if len(inputs) != read.inputs:
+            raise ArgumentError(
+                f"fkl pipe: {read.name} reads {read.inputs} array(s), got {len(inputs)}")
+        views = [_view(x, f"input {i}") for i, x in enumerate(inputs)]
+        t, g, lay = read.host_type(views)
+        built = self._build(t)
+        shape_key = (t, tuple(v.shape for v in views))
+        plan = self._plans.get(shape_key)
+        if plan is None:
+            plan = self._plan(built, t, g, lay)
+            self._plans[shape_key] = plan
+        tgt = self._resolve()
+        on_device = any(v.device == "cuda" for v in views)
+        if tgt.name == "cpu" and on_device:
+            raise ArgumentError(
+                "fkl pipe (target='cpu'): inputs must be NumPy arrays on the host; got a "
+                "device array (copy it to the host, or compose with target='gpu')")
+        outs = self._outputs(plan, out, views, on_device, stream)
+        args = plan.args
+        for pos, role, idx in plan.pointer_slots:
+            args[pos] = inputs[idx] if role == "in" else outs[idx]
+        try:
+            built.exe.launch(plan.grid, BLOCK, args, stream=stream)
+        finally:
+            for pos, _, _ in plan.pointer_slots:
+                args[pos] = None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _plan(self, built: _Built, t: PixType, g: Any, lay: Layout) -> _Plan:
+        values, og, outs = host_plan(self.chain, t, g, lay)
+        lowered = built.lowered
+        args: list[Any] = [None] * len(lowered.slots)
+        pointer_slots = []
+        for pos, (role, idx) in enumerate(lowered.slots):
+            if role == "scalar":
+                args[pos] = _scalar(values[idx], lowered.scalar_types[idx], self.ops)
+            else:
+                pointer_slots.append((pos, role, idx))
+        for shape, _ in outs:
+            _check_size(shape, "output")
+        grid = (-(-og.w // BLOCK[0]), -(-og.h // BLOCK[1]), og.batch)
+        if grid[2] > 65535:
+            raise ArgumentError(f"fkl pipe: batch of {og.batch} planes exceeds the CUDA grid "
+                                "limit of 65535")
+        return _Plan(args, pointer_slots, grid, outs)
+
+    def _outputs(self, plan: _Plan, out: Any, views: list[ArrayView], on_device: bool,
+                 stream: Any) -> list[Any]:
+        if out is None:
+            if on_device:
+                from thork_core._device_array import DeviceArray
+
+                dev = views[0].device_id if views else 0
+                return [DeviceArray(shape, d, device=dev, stream=stream) for shape, d in
+                        plan.outs]
+            return [_host_empty(shape, d) for shape, d in plan.outs]
+        given = list(out) if isinstance(out, (list, tuple)) else [out]
+        if len(given) != len(plan.outs):
+            raise ArgumentError(f"fkl pipe out: the chain writes {len(plan.outs)} array(s), "
+                                f"got {len(given)}")
+        for i, (o, (shape, d)) in enumerate(zip(given, plan.outs)):
+            v = _view(o, f"out[{i}]" if len(given) > 1 else "out")
+            if v.dtype != d or not _same_shape(v.shape, shape):
+                raise ArgumentError(
+                    f"fkl pipe out{'[%d]' % i if len(given) > 1 else ''}: expected shape "
+                    f"{shape} and dtype {d.name}, got {v.shape} {v.dtype.name}")
+            if v.readonly:
+                raise ArgumentError("fkl pipe out: the output array is read-only")
+            if on_device != (v.device == "cuda"):
+                raise ArgumentError(
+                    "fkl pipe out: inputs and outputs must all be host arrays or all be device "
+                    "arrays")
+        return given
+
+
+def _same_shape(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    strip = (lambda s: s[:-1] if s and s[-1] == 1 else s)
+    return a == b or strip(a) == strip(b)
+
+
+def _host_empty(shape: tuple[int, ...], d: DType) -> Any:
+    import numpy as np
+
+    return np.empty(shape, dtype=d.numpy)
+
+
+def _check_size(shape: tuple[int, ...], what: str) -> None:
+    n = 1
+    for s in shape:
+        n *= s
+    if n >= _INT32_LIMIT:
+        raise ArgumentError(f"fkl pipe {what}: {n} elements; fkl kernels index with int32, "
+                            f"so arrays must have fewer than 2**31 elements")
+
+
+def _view(x: Any, what: str) -> ArrayView:
+    """Adapt an input/output array and check what every fkl kernel needs."""
+    for adapter in plugins().array_adapters():
+        v = adapter.view(x, None)
+        if v is not None:
+            break
+    else:
+        raise ArgumentError(
+            f"fkl pipe {what}: expected an array (NumPy, __cuda_array_interface__ or DLPack), "
+            f"got {type(x).__name__}")
+    if not v.contiguous:
+        raise ArgumentError(
+            f"fkl pipe {what}: needs a C-contiguous array, got shape {v.shape} with strides "
+            f"{v.strides} (use numpy.ascontiguousarray / .contiguous())")
+    _check_size(v.shape, what)
+    return v
+
+
+def _scalar(value: Any, t: DType, ops: Sequence[Op]) -> Any:
+    """A runtime value converted for its parameter slot (range-checked for integers)."""
+    if t.is_int or t == dt.bool:
+        iv = int(value)
+        if iv != value:
+            raise ArgumentError(f"fkl pipe: value {value!r} is not an integer but the "
+                                f"parameter is {t.name}")
+        lo, hi = (0, 2**t.bits - 1) if t.kind == "u" else (-(2 ** (t.bits - 1)),
+                                                            2 ** (t.bits - 1) - 1)
+        if t == dt.bool:
+            lo, hi = 0, 1
+        if not lo <= iv <= hi:
+            raise ArgumentError(f"fkl pipe: value {value!r} does not fit the {t.name} "
+                                "parameter it feeds (pixel dtype); cast the pixel first")
+        return bool(iv) if t == dt.bool else iv
+    return float(value)

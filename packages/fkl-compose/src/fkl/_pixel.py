@@ -1,0 +1,115 @@
+"""What flows between operations: the pixel type, the plane geometry and the traced stage.
+
+A pixel is a C-vector (C in 1..4) of one scalar dtype. While a chain is traced, each
+channel is a separate traced scalar, so the generated code keeps every channel in a
+register. A dual-source read produces a *pair* of pixels until a two-input op combines it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from thork_core import ArgumentError, DType, dt, dtype_of
+
+__all__ = [
+    "PixType", "Geom", "Stage", "Pixel", "Reader", "as_dtype", "per_channel", "value_dtype",
+]
+
+#: A traced pixel: one traced scalar per channel (``thork._trace.Value``).
+Pixel = list[Any]
+#: A traced read: ``(x, y, z) -> Pixel`` with int32 traced coordinates.
+Reader = Callable[[Any, Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class PixType:
+    """The type of the pixels at one point of a chain: dtype, channel count, pair-ness."""
+
+    dtype: DType
+    channels: int
+    pair: bool = False
+
+    def __str__(self) -> str:
+        core = f"{self.dtype.name}x{self.channels}"
+        return f"pair<{core}>" if self.pair else core
+
+    def with_(self, dtype: DType | None = None, channels: int | None = None,
+              pair: bool | None = None) -> PixType:
+        return PixType(dtype or self.dtype, self.channels if channels is None else channels,
+                       self.pair if pair is None else pair)
+
+
+@dataclass(frozen=True)
+class Geom:
+    """The host-side geometry of a plane: width and height in pixels, batch planes, and
+    whether reads outside ``[0, w) x [0, h)`` are defined (a BorderReader sits below)."""
+
+    w: int
+    h: int
+    batch: int = 1
+    unbounded: bool = False
+
+
+@dataclass
+class Stage:
+    """A traced source of pixels: ``read(x, y, z)`` and the traced size of the plane."""
+
+    read: Reader
+    w: Any
+    h: Any
+    type: PixType
+
+
+def as_dtype(value: Any, what: str) -> DType:
+    """``value`` as a :class:`DType`; the error names ``what`` (e.g. ``"fkl.Cast dtype"``)."""
+    try:
+        return dtype_of(value)
+    except (TypeError, KeyError, ValueError):
+        raise ArgumentError(
+            f"{what}: expected a dtype such as 'float32' or numpy.uint8, got {value!r}"
+        ) from None
+
+
+def per_channel(values: Any, channels: int, what: str) -> list[Any]:
+    """A scalar broadcast to ``channels`` values, or a sequence of exactly that many."""
+    if isinstance(values, (int, float)) and not isinstance(values, bool):
+        return [values] * channels
+    try:
+        import numpy as np
+
+        if isinstance(values, np.generic):
+            return [values.item()] * channels
+        seq = list(np.asarray(values).reshape(-1).tolist()) \
+            if not isinstance(values, Sequence) else list(values)
+    except Exception:
+        raise ArgumentError(f"{what}: expected a number or one number per channel, "
+                            f"got {values!r}") from None
+    if len(seq) == 1:
+        return seq * channels
+    if len(seq) != channels:
+        raise ArgumentError(
+            f"{what}: got {len(seq)} values but the pixel has {channels} channel(s); "
+            f"give one number or {channels}")
+    return seq
+
+
+def value_dtype(pixel: DType, values: Sequence[Any]) -> DType:
+    """The runtime-parameter dtype of an op's values on a ``pixel`` of that dtype.
+
+    Float pixels take their own dtype. Integer pixels take int32 (or the pixel's type when
+    it is 32/64-bit) for integer values, and float32 as soon as one value is a float; the
+    op's result then follows C++ promotion.
+    """
+    if pixel.is_float:
+        return pixel
+    if all(_is_int_like(v) for v in values):
+        return pixel if pixel.bits >= 32 else dt.int32
+    return dt.float32
+
+
+def _is_int_like(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)

@@ -1,0 +1,11 @@
+"""Entry point of the ``compose`` plugin: registers the FKL composition front-end."""
+
+from __future__ import annotations
+
+from thork_core import Frontend, hookimpl
+
+
+@hookimpl
+def thork_register_frontends() -> list[Frontend]:
+    return [Frontend("compose", "fkl",
+                     "FKL operation set: chains of ops fused into one kernel (fkl.compose)")]

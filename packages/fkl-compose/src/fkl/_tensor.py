@@ -1,0 +1,322 @@
+"""Memory operations: the reads that start a chain and the writes that end it.
+
+Index arithmetic is int32 (arrays of 2**31 elements or more are rejected with a clear
+error): it keeps the address computation cheap on the GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from thork._trace import Pointer, Value
+from thork_core import ArgumentError, ArrayView, DType, dt
+
+from ._ops import Op
+from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel
+
+__all__ = [
+    "ReadOp", "WriteOp", "Layout", "TensorRead", "TensorPack", "TensorTPack", "DualRead",
+    "ReadSet", "TensorWrite", "TensorSplit", "TensorTSplit", "SplitWrite", "MidWrite",
+]
+
+
+class Layout:
+    """Which axes the chain's arrays carry besides (H, W): a batch axis, a channel axis."""
+
+    __slots__ = ("batch", "channel_axis")
+
+    def __init__(self, batch: bool, channel_axis: bool) -> None:
+        self.batch = batch
+        self.channel_axis = channel_axis
+
+
+class ReadOp(Op):
+    """Base of the ops that start a chain. ``inputs`` is how many arrays it reads."""
+
+    kind: ClassVar[str] = "read"
+    inputs: ClassVar[int] = 1
+
+    def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
+        """Pixel type, geometry and layout from the input arrays (host side)."""
+        raise NotImplementedError
+
+    def input_dtypes(self, t: PixType) -> list[DType]:
+        return [t.dtype] * self.inputs
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        return [dt.int32, dt.int32]
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        return [g.w, g.h]
+
+    def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
+        raise NotImplementedError
+
+
+def _packed(views: list[ArrayView], name: str, batch: bool | None) -> tuple[PixType, Geom,
+                                                                             Layout]:
+    v = views[0]
+    shape = v.shape
+    if v.ndim == 2:
+        (h, w), c, b, lay = shape, 1, 1, Layout(False, False)
+    elif v.ndim == 3 and (batch or shape[2] > 4):
+        (b, h, w), c, lay = shape, 1, Layout(True, False)
+    elif v.ndim == 3:
+        (h, w, c), b, lay = shape, 1, Layout(False, True)
+    elif v.ndim == 4:
+        (b, h, w, c), lay = shape, Layout(True, True)
+    else:
+        raise ArgumentError(
+            f"{name}: expected an image (H, W), (H, W, C) or a batch (B, H, W[, C]), got "
+            f"shape {shape}")
+    if not 1 <= c <= 4:
+        raise ArgumentError(f"{name}: a pixel has 1 to 4 channels, got shape {shape} "
+                            f"({c} channels)")
+    if h < 1 or w < 1 or b < 1:
+        raise ArgumentError(f"{name}: empty input of shape {shape}")
+    return PixType(v.dtype, c), Geom(w, h, b), lay
+
+
+def _index(*terms: tuple[Any, Any]) -> Value:
+    """Horner evaluation of a row-major index: ``((a0 * n1 + a1) * n2 + a2)...``."""
+    idx = terms[0][0]
+    for a, n in terms[1:]:
+        idx = idx * n + a
+    return idx
+
+
+class TensorRead(ReadOp):
+    """Read packed pixels: ``t[z, y, x, :]`` of an (H, W), (H, W, C) or (B, H, W[, C])
+    array. A 3-D array whose last axis is 1..4 is (H, W, C) unless ``batch=True``."""
+
+    def __init__(self, batch: bool | None = None) -> None:
+        self.batch = batch
+
+    def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
+        return _packed(views, self.name, self.batch)
+
+    def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
+        src, w, h, c = ptrs[0], p[0], p[1], t.channels
+
+        def read(x: Value, y: Value, z: Value) -> Pixel:
+            base = _index((z, None), (y, h), (x, w)) * c if c > 1 else \
+                _index((z, None), (y, h), (x, w))
+            return [src[base + k] if k else src[base] for k in range(c)]
+
+        return Stage(read, w, h, t)
+
+
+class DualRead(TensorRead):
+    """Read two same-shape packed arrays: the chain carries a pair of pixels, which a
+    two-input op (``fkl.Add()``, ``fkl.Sub()``, ... ``fkl.Equal()``) combines."""
+
+    inputs = 2
+
+    def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
+        if views[0].shape != views[1].shape or views[0].dtype != views[1].dtype:
+            raise ArgumentError(
+                f"{self.name}: both inputs need the same shape and dtype, got "
+                f"{views[0].shape} {views[0].dtype.name} and {views[1].shape} "
+                f"{views[1].dtype.name}")
+        t, g, lay = _packed(views, self.name, self.batch)
+        return t.with_(pair=True), g, lay
+
+    def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
+        one = PixType(t.dtype, t.channels)
+        a = TensorRead.stage(self, ptrs[:1], p, one)
+        b = TensorRead.stage(self, ptrs[1:], p, one)
+
+        def read(x: Value, y: Value, z: Value) -> Any:
+            return (a.read(x, y, z), b.read(x, y, z))
+
+        return Stage(read, a.w, a.h, t)
+
+
+class TensorPack(ReadOp):
+    """Read planar pixels: channel ``c`` of pixel (z, y, x) is ``t[z, c, y, x]`` of a
+    (C, H, W) or (B, C, H, W) array (the inverse of TensorSplit)."""
+
+    transposed: ClassVar[bool] = False
+
+    def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
+        v = views[0]
+        if v.ndim == 3:
+            (c, h, w), b, lay = v.shape, 1, Layout(False, True)
+        elif v.ndim == 4:
+            if self.transposed:
+                c, b, h, w = v.shape
+            else:
+                b, c, h, w = v.shape
+            lay = Layout(True, True)
+        else:
+            axes = "(C, B, H, W)" if self.transposed else "(B, C, H, W)"
+            raise ArgumentError(f"{self.name}: expected a planar (C, H, W) or {axes} array, "
+                                f"got shape {v.shape}")
+        if not 1 <= c <= 4:
+            raise ArgumentError(f"{self.name}: a pixel has 1 to 4 channels, got {c} planes "
+                                f"in shape {v.shape}")
+        return PixType(v.dtype, c), Geom(w, h, b), lay
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        return [dt.int32, dt.int32, dt.int32]
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        return [g.w, g.h, g.batch]
+
+    def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
+        src, w, h, nb, c = ptrs[0], p[0], p[1], p[2], t.channels
+
+        def read(x: Value, y: Value, z: Value) -> Pixel:
+            out = []
+            for k in range(c):
+                plane = k * nb + z if self.transposed else z * c + k
+                out.append(src[_index((plane, None), (y, h), (x, w))])
+            return out
+
+        return Stage(read, w, h, t)
+
+
+class TensorTPack(TensorPack):
+    """Read planar pixels from a (C, B, H, W) array (the inverse of TensorTSplit)."""
+
+    transposed = True
+
+
+class ReadSet(ReadOp):
+    """A constant generator: every pixel of a ``shape`` = (H, W[, C]) or (B, H, W, C)
+    plane is ``value`` (scalar or per channel, a runtime parameter). Reads no memory."""
+
+    inputs = 0
+
+    def __init__(self, value: Any, shape: Any, dtype: Any = "float32") -> None:
+        self.value = value
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = as_dtype(dtype, "fkl.ReadSet dtype")
+        if len(self.shape) not in (2, 3, 4) or min(self.shape) < 1:
+            raise ArgumentError(
+                f"fkl.ReadSet shape: expected (H, W), (H, W, C) or (B, H, W, C) with positive "
+                f"sizes, got {shape!r}")
+
+    def key(self) -> tuple[Any, ...]:
+        return ("ReadSet", self.dtype.name)
+
+    def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
+        s = self.shape
+        if len(s) == 2:
+            (h, w), c, b, lay = s, 1, 1, Layout(False, False)
+        elif len(s) == 3:
+            (h, w, c), b, lay = s, 1, Layout(False, True)
+        else:
+            (b, h, w, c), lay = s, Layout(True, True)
+        if not 1 <= c <= 4:
+            raise ArgumentError(f"fkl.ReadSet shape: a pixel has 1 to 4 channels, got {c}")
+        return PixType(self.dtype, c), Geom(w, h, b), lay
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        return [dt.int32, dt.int32] + [t.dtype] * t.channels
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        return [g.w, g.h] + per_channel(self.value, t.channels, "fkl.ReadSet value")
+
+    def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
+        vals = p[2:]
+        return Stage(lambda x, y, z: list(vals), p[0], p[1], t)
+
+
+# -- writes -------------------------------------------------------------------------------
+class WriteOp(Op):
+    """Base of the ops that end a chain (and of MidWrite, which passes the pixel on)."""
+
+    kind: ClassVar[str] = "write"
+
+    def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
+                                                                         DType]]:
+        """Shape and dtype of each array this op writes."""
+        raise NotImplementedError
+
+    def store(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value, w: Value,
+              h: Value, nb: Value, t: PixType) -> None:
+        raise NotImplementedError
+
+    def out_type(self, t: PixType) -> PixType:
+        self._no_pair(t)
+        return t
+
+
+def _packed_shape(t: PixType, g: Geom, lay: Layout) -> tuple[int, ...]:
+    shape: tuple[int, ...] = (g.h, g.w)
+    if lay.batch:
+        shape = (g.batch, *shape)
+    if t.channels > 1:
+        shape = (*shape, t.channels)
+    return shape
+
+
+class TensorWrite(WriteOp):
+    """Write packed pixels: (B,) H, W (, C) — the channel axis is dropped for one channel."""
+
+    def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
+                                                                         DType]]:
+        return [(_packed_shape(t, g, lay), t.dtype)]
+
+    def store(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value, w: Value,
+              h: Value, nb: Value, t: PixType) -> None:
+        out, c = ptrs[0], t.channels
+        base = _index((z, None), (y, h), (x, w))
+        if c > 1:
+            base = base * c
+        for k in range(c):
+            out[base + k if k else base] = px[k]
+
+
+class MidWrite(TensorWrite):
+    """Store the pixel (packed, like TensorWrite) and pass it on: one kernel, several
+    outputs. It must come after the chain's last geometry op."""
+
+    kind = "midwrite"
+
+
+class TensorSplit(WriteOp):
+    """Write planar: channel ``c`` of pixel (z, y, x) goes to ``out[z, c, y, x]`` of a
+    (B, C, H, W) array ((C, H, W) without a batch)."""
+
+    def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
+                                                                         DType]]:
+        shape: tuple[int, ...] = (t.channels, g.h, g.w)
+        return [((g.batch, *shape) if lay.batch else shape, t.dtype)]
+
+    def store(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value, w: Value,
+              h: Value, nb: Value, t: PixType) -> None:
+        c = t.channels
+        for k in range(c):
+            ptrs[0][_index((z * c + k, None), (y, h), (x, w))] = px[k]
+
+
+class TensorTSplit(WriteOp):
+    """Write planar, channel-major: ``out[c, z, y, x]`` of a (C, B, H, W) array."""
+
+    def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
+                                                                         DType]]:
+        if lay.batch:
+            return [((t.channels, g.batch, g.h, g.w), t.dtype)]
+        return [((t.channels, g.h, g.w), t.dtype)]
+
+    def store(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value, w: Value,
+              h: Value, nb: Value, t: PixType) -> None:
+        for k in range(t.channels):
+            ptrs[0][_index((k * nb + z, None), (y, h), (x, w))] = px[k]
+
+
+class SplitWrite(WriteOp):
+    """Write one 2-D (or (B, H, W)) array per channel; the pipe returns a tuple."""
+
+    def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
+                                                                         DType]]:
+        shape = (g.batch, g.h, g.w) if lay.batch else (g.h, g.w)
+        return [(shape, t.dtype)] * t.channels
+
+    def store(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value, w: Value,
+              h: Value, nb: Value, t: PixType) -> None:
+        base = _index((z, None), (y, h), (x, w))
+        for k in range(t.channels):
+            ptrs[k][base] = px[k]
