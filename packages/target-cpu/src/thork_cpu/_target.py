@@ -23,7 +23,7 @@ from thork_core import (
 from thork_core._binding import array_view, check_array, scalar_ctype, scalar_value
 
 from ._compiler import host_arch
-from ._renderer import ENTRY, CppRenderer
+from ._renderer import DEADLOCK, ENTRY, CppRenderer
 
 __all__ = ["CpuTarget", "CpuExecutable"]
 
@@ -42,13 +42,14 @@ def _library_path(artifact: Artifact) -> str:
 
 
 class CpuExecutable(Executable):
-    """A kernel in a host shared library; blocks run in parallel, threads in order."""
+    """A kernel in a host shared library; blocks run in parallel, threads in order (or as
+    fibers switching at barriers); ``shared_mem`` bytes of dynamic shared memory per block."""
 
     def __init__(self, artifact: Artifact, kernel: KernelIR) -> None:
         self.kernel = kernel
         self._lib = ctypes.CDLL(_library_path(artifact))
         fn = getattr(self._lib, ENTRY)
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
         fn.restype = ctypes.c_int
         self._fn = fn
         self._slots = [
@@ -81,7 +82,13 @@ class CpuExecutable(Executable):
             self._slots[i].value = view.ptr
         self._grid[:] = grid
         self._block[:] = block
-        rc = self._fn(self._argv, self._grid, self._block)
+        rc = self._fn(self._argv, self._grid, self._block, shared_mem)
+        if rc == DEADLOCK:
+            raise LaunchError(
+                f"{kernel.name}: a barrier (tk.syncthreads or a warp primitive) could never "
+                "complete on the CPU target: some threads of a block wait at a barrier that "
+                "the others never reach (a barrier inside a branch that is not uniform per "
+                "block, or a warp primitive whose mask names lanes that do not call it)")
         if rc != 0:
             raise LaunchError(f"{kernel.name} failed on the CPU target (code {rc})")
 

@@ -17,7 +17,10 @@ from ._dtype import DType
 __all__ = [
     "Loc", "PointerType", "Type", "Expr", "Const", "Var", "Special", "Unary", "Binary",
     "Cast", "Load", "Select", "Call", "Stmt", "Let", "Assign", "Store", "If", "Return",
-    "Param", "KernelIR", "SPECIALS",
+    "Param", "KernelIR", "SPECIALS", "VectorType", "Field", "VecLoad", "Atomic", "Warp",
+    "BlockReduce", "CallFunc", "For", "While", "Break", "Continue", "SharedDecl", "Sync",
+    "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
+    "SYNC_KINDS", "stmt_exprs",
 ]
 
 
@@ -43,7 +46,26 @@ class PointerType:
         return f"{self.elem.name}*"
 
 
-Type = Union[DType, PointerType]
+@dataclass(frozen=True)
+class VectorType:
+    """``n`` elements of ``elem`` moved as one aligned unit (``float4``, ``int2``...).
+
+    Only loads and stores produce and consume vectors; arithmetic happens on the
+    scalar elements (:class:`Field`).
+    """
+
+    elem: DType
+    n: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.elem.itemsize * self.n
+
+    def __str__(self) -> str:
+        return f"{self.elem.name}x{self.n}"
+
+
+Type = Union[DType, PointerType, VectorType]
 
 # The CUDA special registers a kernel can read, each an unsigned 32-bit value.
 SPECIALS: tuple[str, ...] = tuple(
@@ -133,6 +155,78 @@ class Call(Expr):
     args: tuple[Expr, ...]
 
 
+@dataclass(frozen=True, eq=False)
+class Field(Expr):
+    """Element ``lane`` of a vector-typed expression."""
+
+    vector: Expr
+    lane: int
+
+
+@dataclass(frozen=True, eq=False)
+class VecLoad(Expr):
+    """``type.n`` consecutive elements ``pointer[index .. index + n - 1]`` in one access.
+
+    ``index`` counts scalar elements and must be a multiple of ``n`` (alignment).
+    """
+
+    pointer: Expr
+    index: Expr
+
+
+#: Atomic read-modify-write operations; every one returns the old value.
+ATOMIC_OPS = frozenset({"add", "sub", "min", "max", "exch", "cas", "and", "or", "xor"})
+
+
+@dataclass(frozen=True, eq=False)
+class Atomic(Expr):
+    """Atomic ``op`` on ``pointer[index]`` (global or shared); the value is the old one.
+
+    ``args`` is ``(value,)``, or ``(compare, value)`` for ``cas``.
+    """
+
+    op: str
+    pointer: Expr
+    index: Expr
+    args: tuple[Expr, ...]
+
+
+#: Warp-level operations. ``shfl_*`` args: (mask, value, lane/delta/lanemask, width);
+#: ``ballot any all``: (mask, predicate); ``activemask``: ().
+WARP_OPS = frozenset({
+    "shfl_idx", "shfl_up", "shfl_down", "shfl_xor", "ballot", "any", "all", "activemask",
+})
+
+
+@dataclass(frozen=True, eq=False)
+class Warp(Expr):
+    """A warp primitive (:data:`WARP_OPS`); ``ballot``/``activemask`` give uint32,
+    ``any``/``all`` bool, shuffles the value's type."""
+
+    op: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class BlockReduce(Expr):
+    """``__syncthreads_count/and/or(pred)``: a barrier that also combines a predicate
+    over the block (``op`` is ``count`` → int32, ``and``/``or`` → bool)."""
+
+    op: str
+    pred: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class CallFunc(Expr):
+    """A call of the device function ``name`` of the same :class:`KernelIR`.
+
+    A void function has type None and is called through :class:`Eval`.
+    """
+
+    name: str
+    args: tuple[Expr, ...]
+
+
 @dataclass(eq=False)
 class Stmt:
     """Base of all statements; ``loc`` is where the front-end created it."""
@@ -174,7 +268,88 @@ class If(Stmt):
 
 @dataclass(eq=False)
 class Return(Stmt):
-    """Early exit of the current thread."""
+    """Early exit of the current thread; in a device function, its return (with
+    ``value`` when the function has a result)."""
+
+    value: Expr | None = None
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    """``for (var = start; var < stop; var += step)`` (``>`` when ``step`` is negative,
+    decided at run time when ``step`` is not a constant): Python ``range`` semantics.
+
+    ``unroll`` is a hint (``#pragma unroll n``); 0 means none.
+    """
+
+    var: Var
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list[Stmt]
+    unroll: int = 0
+
+
+@dataclass(eq=False)
+class While(Stmt):
+    """``while (true) { head...; if (!cond) break; body... }``.
+
+    ``head`` computes the condition afresh every iteration (a traced condition is a
+    chain of temporaries); with an empty head this is ``while (cond) { body }``.
+    """
+
+    head: list[Stmt]
+    cond: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class Break(Stmt):
+    """Leave the innermost loop."""
+
+
+@dataclass(eq=False)
+class Continue(Stmt):
+    """Start the next iteration of the innermost loop."""
+
+
+@dataclass(eq=False)
+class SharedDecl(Stmt):
+    """Declare shared memory ``var`` (a shared :class:`PointerType`) of ``count``
+    elements; ``dynamic`` arrays live in the launch's dynamic shared memory at
+    ``offset`` bytes and have no static count (``count`` 0)."""
+
+    var: Var
+    count: int
+    dynamic: bool = False
+    offset: int = 0
+
+
+#: Barriers and fences: ``syncthreads`` (block barrier), ``syncwarp`` (mask in
+#: :attr:`Sync.mask`), ``fence_block``, ``fence`` (device), ``fence_system``.
+SYNC_KINDS = frozenset({"syncthreads", "syncwarp", "fence_block", "fence", "fence_system"})
+
+
+@dataclass(eq=False)
+class Sync(Stmt):
+    kind: str
+    mask: Expr | None = None
+
+
+@dataclass(eq=False)
+class VecStore(Stmt):
+    """Store ``values`` (one per lane) to ``pointer[index ..]`` in one access."""
+
+    pointer: Expr
+    index: Expr
+    values: tuple[Expr, ...]
+
+
+@dataclass(eq=False)
+class Eval(Stmt):
+    """Evaluate an expression for its side effect (a void device-function call)."""
+
+    value: Expr
 
 
 @dataclass
@@ -194,17 +369,108 @@ class Param:
 
 
 @dataclass
+class Function:
+    """A device function (a traced helper), emitted once before the kernel.
+
+    ``result`` is its return type (None for void); parameters are passed by value
+    (pointers as pointers). ``mutable`` names its mutable locals.
+    """
+
+    name: str
+    params: list[Param]
+    result: DType | None
+    body: list[Stmt]
+    loc: Loc | None = None
+    mutable: set[str] = field(default_factory=set)
+
+
+@dataclass
 class KernelIR:
-    """A whole kernel: name, parameters in call order, body, and where it was defined."""
+    """A whole kernel: name, parameters in call order, body, and where it was defined.
+
+    ``functions`` are the device functions it calls, callees before callers;
+    ``mutable`` names the kernel body's mutable locals.
+    """
 
     name: str
     params: list[Param]
     body: list[Stmt]
     loc: Loc | None = None
     mutable: set[str] = field(default_factory=set)
+    functions: list[Function] = field(default_factory=list)
 
     def param(self, name: str) -> Param:
         for p in self.params:
             if p.name == name:
                 return p
         raise KeyError(name)
+
+
+def _children(s: Stmt) -> list[list[Stmt]]:
+    if isinstance(s, If):
+        return [s.then, s.orelse]
+    if isinstance(s, For):
+        return [s.body]
+    if isinstance(s, While):
+        return [s.head, s.body]
+    return []
+
+
+def walk_stmts(stmts: list[Stmt]):  # type: ignore[no-untyped-def]
+    """Every statement in ``stmts``, nested blocks included, in program order."""
+    for s in stmts:
+        yield s
+        for block in _children(s):
+            yield from walk_stmts(block)
+
+
+def stmt_exprs(s: Stmt) -> list[Expr]:
+    """The expressions a statement evaluates directly (not those of nested blocks)."""
+    if isinstance(s, (Let, Assign)):
+        return [s.value]
+    if isinstance(s, Store):
+        return [s.pointer, s.index, s.value]
+    if isinstance(s, VecStore):
+        return [s.pointer, s.index, *s.values]
+    if isinstance(s, If):
+        return [s.cond]
+    if isinstance(s, For):
+        return [s.start, s.stop, s.step]
+    if isinstance(s, While):
+        return [s.cond]
+    if isinstance(s, Return):
+        return [s.value] if s.value is not None else []
+    if isinstance(s, Sync):
+        return [s.mask] if s.mask is not None else []
+    if isinstance(s, Eval):
+        return [s.value]
+    return []
+
+
+def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
+    """``e`` and all its sub-expressions."""
+    yield e
+    if isinstance(e, (Unary, Cast)):
+        yield from walk_exprs(e.operand)
+    elif isinstance(e, Binary):
+        yield from walk_exprs(e.lhs)
+        yield from walk_exprs(e.rhs)
+    elif isinstance(e, (Load, VecLoad)):
+        yield from walk_exprs(e.pointer)
+        yield from walk_exprs(e.index)
+    elif isinstance(e, Select):
+        yield from walk_exprs(e.cond)
+        yield from walk_exprs(e.if_true)
+        yield from walk_exprs(e.if_false)
+    elif isinstance(e, Atomic):
+        yield from walk_exprs(e.pointer)
+        yield from walk_exprs(e.index)
+        for a in e.args:
+            yield from walk_exprs(a)
+    elif isinstance(e, (Call, Warp, CallFunc)):
+        for a in e.args:
+            yield from walk_exprs(a)
+    elif isinstance(e, Field):
+        yield from walk_exprs(e.vector)
+    elif isinstance(e, BlockReduce):
+        yield from walk_exprs(e.pred)

@@ -2,7 +2,8 @@
 
 A ``@tk.jit`` function is traced once with symbolic values; what it does becomes CUDA C++,
 compiled (NVRTC by default), cached and launched with ``kernel[grid, block](arrays...)``.
-Without a GPU the same kernel runs on the CPU target.
+Without a GPU the same kernel runs on the CPU target. The language is documented in
+``docs/language.md``.
 """
 
 from __future__ import annotations
@@ -18,23 +19,64 @@ from thork_core import (
     dt,
 )
 
-from ._control import else_, if_, return_
+from ._atomic import (
+    atomic_add, atomic_and, atomic_cas, atomic_exch, atomic_max, atomic_min, atomic_or,
+    atomic_sub, atomic_xor,
+)
+from ._control import elif_, else_, if_, return_
+from ._func import DeviceFunction, func
+from ._grid import (
+    WARP_SIZE, block_dim, block_idx, grid_dim, lane_id, linear_thread_idx, thread_idx, warp_id,
+)
 from ._kernel import Kernel, Launch, jit
+from ._local import Local, var
+from ._loop import break_, continue_, range, while_
 from ._math import (
-    abs, acos, asin, atan, atan2, cbrt, ceil, copysign, cos, cosh, erf, exp, exp2, expm1,
-    floor, fma, fmod, hypot, isinf, isnan, log, log1p, log2, log10, max, min, pow, rint, round,
-    rsqrt, sin, sinh, sqrt, tan, tanh, trunc,
+    abs, acos, acosh, asin, asinh, atan, atan2, atanh, cbrt, ceil, copysign, cos, cosh, erf,
+    erfc, exp, exp2, exp10, expm1, floor, fma, fmax, fmin, fmod, hypot, isfinite, isinf, isnan,
+    log, log1p, log2, log10, max, min, pow, rint, round, rsqrt, signbit, sin, sinh, sqrt, tan,
+    tanh, trunc,
+)
+from ._shared import SharedArray, dynamic_shared, shared_array
+from ._sync import (
+    FULL_MASK, syncthreads, syncthreads_and, syncthreads_count, syncthreads_or, syncwarp,
+    threadfence, threadfence_block, threadfence_system,
 )
 from ._trace import cast, where
-from ._types import BlockDim, BlockIdx, DevicePointer, GridDim, ThreadIdx, Uint, Uint3
+from ._types import (
+    BlockDim, BlockIdx, Constexpr, DevicePointer, GridDim, ThreadIdx, Uint, Uint3,
+)
+from ._vector import load_vec, store_vec
+from ._warp import (
+    activemask, ballot, shfl_down, shfl_idx, shfl_up, shfl_xor, warp_all, warp_any, warp_max,
+    warp_min, warp_reduce, warp_sum,
+)
+
+#: ``tk.select(cond, a, b)`` is ``tk.where``: C++ ``cond ? a : b``.
+select = where
 
 __all__ = [
-    "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "DType", "DevicePointer",
-    "GridDim", "Kernel", "Launch", "LaunchError", "PluginError", "ThreadIdx", "ThorkError",
-    "TraceError", "Uint", "Uint3", "cast", "dt", "else_", "if_", "jit", "return_", "where",
-    "abs", "acos", "asin", "atan", "atan2", "cbrt", "ceil", "copysign", "cos", "cosh", "erf",
-    "exp", "exp2", "expm1", "floor", "fma", "fmod", "hypot", "isinf", "isnan", "log", "log1p",
-    "log2", "log10", "max", "min", "pow", "rint", "round", "rsqrt", "sin", "sinh", "sqrt",
+    "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "Constexpr", "DType",
+    "DeviceFunction", "DevicePointer", "FULL_MASK", "GridDim", "Kernel", "Launch",
+    "LaunchError", "Local", "PluginError", "SharedArray", "ThreadIdx", "ThorkError",
+    "TraceError", "Uint", "Uint3", "WARP_SIZE",
+    # control flow and locals
+    "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
+    "where", "select", "cast", "jit", "func", "dt",
+    # memory and synchronization
+    "shared_array", "dynamic_shared", "syncthreads", "syncthreads_count", "syncthreads_and",
+    "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",
+    "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas",
+    "atomic_and", "atomic_or", "atomic_xor", "load_vec", "store_vec",
+    # grid and warps
+    "thread_idx", "block_idx", "block_dim", "grid_dim", "linear_thread_idx", "lane_id",
+    "warp_id", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor", "ballot", "warp_any",
+    "warp_all", "activemask", "warp_reduce", "warp_sum", "warp_max", "warp_min",
+    # math
+    "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
+    "copysign", "cos", "cosh", "erf", "erfc", "exp", "exp2", "exp10", "expm1", "floor", "fma",
+    "fmax", "fmin", "fmod", "hypot", "isfinite", "isinf", "isnan", "log", "log1p", "log2",
+    "log10", "max", "min", "pow", "rint", "round", "rsqrt", "signbit", "sin", "sinh", "sqrt",
     "tan", "tanh", "trunc",
 ]
 __version__ = "0.1.0"

@@ -9,16 +9,19 @@ from collections.abc import Callable
 from typing import Any
 
 from thork_core import (
+    ArgumentError,
     Artifact,
     CompileInfo,
     CudaRenderer,
     Executable,
     KernelIR,
+    Loc,
     Param,
     PointerType,
     TraceError,
     build,
     choose,
+    dt,
     compile_artifact,
     normalize_dims,
 )
@@ -26,7 +29,7 @@ from thork_core._binding import check_arg_count
 from thork_core._ir import Let, Special, Var
 
 from ._trace import Dim3, Pointer, Trace, Value, set_current
-from ._types import _EMPTY, BuiltinSpec, PointerSpec, ScalarSpec, spec_of
+from ._types import _EMPTY, BuiltinSpec, ConstexprSpec, PointerSpec, ScalarSpec, spec_of
 
 __all__ = ["Kernel", "Launch", "jit"]
 
@@ -53,7 +56,8 @@ class Kernel:
 
     ``kernel[grid, block](*arrays)`` launches it (``kernel[grid, block, shared_bytes]``
     adds dynamic shared memory). ``source`` is the generated CUDA C++ and
-    ``compile_info`` how it was built.
+    ``compile_info`` how it was built. A kernel with ``tk.Constexpr`` parameters is
+    traced once per combination of their values (see :meth:`specialize`).
     """
 
     def __init__(
@@ -70,35 +74,139 @@ class Kernel:
         self._exes: dict[Any, tuple[Executable, CompileInfo]] = {}
         self._launches: dict[Any, Launch] = {}
         self._last_info: CompileInfo | None = None
+        #: (name, spec, default) per Python parameter, and the launch positions of the
+        #: compile-time constants; None until first needed.
+        self._signature: list[tuple[str, Any, Any]] | None = None
+        self._const_pos: tuple[int, ...] | None = None
+        self._n_launch = 0
+        #: Values of the compile-time constants this kernel is specialized for.
+        self._bound: dict[str, Any] | None = None
+        self._specializations: dict[tuple[Any, ...], Kernel] = {}
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
     def __repr__(self) -> str:
+        if self._bound:
+            consts = ", ".join(f"{k}={v!r}" for k, v in self._bound.items())
+            return f"<thork kernel {self.name} [{consts}]>"
         return f"<thork kernel {self.name}>"
+
+    # -- signature and specialization -----------------------------------------------------
+    def _analyze(self) -> list[tuple[str, Any, Any]]:
+        if self._signature is not None:
+            return self._signature
+        sig = inspect.signature(self.fn)
+        try:
+            hints = inspect.get_annotations(self.fn, eval_str=True)
+        except Exception:
+            hints = dict(getattr(self.fn, "__annotations__", {}))
+        out = []
+        for pname, p in sig.parameters.items():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TraceError(f"{self.name}(): *args/**kwargs parameters are not supported")
+            spec = spec_of(hints.get(pname, _EMPTY), pname, self.name)
+            default = p.default if p.default is not p.empty else _EMPTY
+            out.append((pname, spec, default))
+        launch = [(n, s) for n, s, _ in out if not isinstance(s, BuiltinSpec)]
+        self._n_launch = len(launch)
+        if self._bound is None:
+            self._const_pos = tuple(
+                i for i, (_, s) in enumerate(launch) if isinstance(s, ConstexprSpec))
+        else:
+            self._const_pos = ()
+        self._signature = out
+        return out
+
+    def _constexprs(self) -> list[tuple[str, ConstexprSpec, Any]]:
+        return [(n, s, d) for n, s, d in self._analyze() if isinstance(s, ConstexprSpec)]
+
+    def specialize(self, **values: Any) -> Kernel:
+        """This kernel with its ``tk.Constexpr`` parameters fixed to ``values`` (missing
+        ones take their defaults). Specializations are cached: one trace and one
+        compile per distinct combination."""
+        consts = self._constexprs()
+        names = {n for n, _, _ in consts}
+        for k in values:
+            if k not in names:
+                raise TraceError(
+                    f"{self.name}(): '{k}' is not a compile-time constant parameter "
+                    f"(those are: {', '.join(sorted(names)) or 'none'})")
+        resolved = []
+        for n, spec, default in consts:
+            if n in values:
+                v = values[n]
+            elif default is not _EMPTY:
+                v = default
+            else:
+                raise TraceError(
+                    f"{self.name}(): compile-time constant '{n}' has no value; pass it at "
+                    f"launch or use {self.name}.specialize({n}=...)")
+            resolved.append(spec.check(v, n, self.name))
+        return self._specialization(tuple(resolved))
+
+    def _specialization(self, key: tuple[Any, ...]) -> Kernel:
+        child = self._specializations.get(key)
+        if child is None:
+            child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name)
+            child._signature = self._analyze()
+            child._const_pos = ()
+            child._n_launch = self._n_launch - len(key)
+            child._bound = {n: v for (n, _, _), v in zip(self._constexprs(), key)}
+            self._specializations[key] = child
+        return child
+
+    def _resolved(self) -> Kernel:
+        """The kernel to trace: itself, or its default specialization."""
+        self._analyze()
+        if self._bound is None and self._const_pos:
+            return self.specialize()
+        return self
+
+    def _select(self, args: tuple[Any, ...], consts: dict[str, Any]) -> tuple[Kernel, tuple[Any, ...]]:
+        """Split launch arguments into the specialization and its device arguments."""
+        pos = self._const_pos
+        assert pos
+        if len(args) == self._n_launch:
+            if consts:
+                raise TypeError(f"{self.name}(): compile-time constants given both "
+                                "positionally and by keyword")
+            key = tuple(args[i] for i in pos)
+            child = self._specializations.get(key)
+            if child is None:
+                child = self.specialize(**{n: v for (n, _, _), v in
+                                           zip(self._constexprs(), key)})
+                self._specializations[key] = child
+            rest = tuple(a for i, a in enumerate(args) if i not in pos)
+            return child, rest
+        if len(args) == self._n_launch - len(pos):
+            return self.specialize(**consts), args
+        names = [n for n, s, _ in self._analyze() if not isinstance(s, BuiltinSpec)]
+        raise ArgumentError(
+            f"{self.name}() takes {self._n_launch} argument(s) ({', '.join(names)}) or "
+            f"{self._n_launch - len(pos)} with the compile-time constants by keyword or "
+            f"default, got {len(args)}")
 
     # -- tracing --------------------------------------------------------------------------
     @property
     def ir(self) -> KernelIR:
         """The kernel's IR, traced on first access."""
         if self._ir is None:
+            k = self._resolved()
+            if k is not self:
+                return k.ir
             self._ir = self._trace()
         return self._ir
 
     def _trace(self) -> KernelIR:
-        sig = inspect.signature(self.fn)
-        try:
-            hints = inspect.get_annotations(self.fn, eval_str=True)
-        except Exception:
-            hints = dict(getattr(self.fn, "__annotations__", {}))
         params: list[Param] = []
         prologue = []
         args: list[Any] = []
-        for pname, p in sig.parameters.items():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise TraceError(f"{self.name}(): *args/**kwargs parameters are not supported")
-            spec = spec_of(hints.get(pname, _EMPTY), pname, self.name)
+        bound = self._bound or {}
+        for pname, spec, _ in self._analyze():
             cname = _c_name(pname)
-            if isinstance(spec, PointerSpec):
+            if isinstance(spec, ConstexprSpec):
+                args.append(bound[pname])
+            elif isinstance(spec, PointerSpec):
                 param = Param(cname, PointerType(spec.dtype), ndim=spec.ndim)
                 params.append(param)
                 args.append(Pointer(param))
@@ -111,28 +219,28 @@ class Kernel:
                 if spec.vector:
                     args.append(Dim3(spec.builtin.cuda_name))
                 else:
-                    from thork_core import dt
-
                     var = Var(dt.uint32, cname)
                     prologue.append(Let(var, Special(dt.uint32, f"{spec.builtin.cuda_name}.x")))
                     args.append(Value(var))
         trace = Trace(self.name, params)
-        from thork_core import Loc
-
         src = inspect.getsourcefile(self.fn) or "<unknown>"
         loc = Loc(os.path.abspath(src), self.fn.__code__.co_firstlineno)
         for stmt in prologue:
             stmt.loc = loc
             trace.body.append(stmt)
+            trace.define(stmt.var.name)
         prev = set_current(trace)
         try:
             result = self.fn(*args)
         finally:
             set_current(prev)
+        if trace.deferred:
+            raise TraceError(f"{self.name}(): {trace.deferred[0]}")
         if result is not None:
             raise TraceError(f"{self.name}(): a kernel returns nothing; store results "
                              f"through a DevicePointer (got a {type(result).__name__})")
-        return KernelIR(self.name, params, trace.body, loc)
+        return KernelIR(self.name, params, trace.body, loc, mutable=trace.mutable,
+                        functions=trace.functions)
 
     @property
     def source(self) -> str:
@@ -152,7 +260,7 @@ class Kernel:
     # -- compilation ----------------------------------------------------------------------
     def compile(self, target: str | None = None, compiler: str | None = None) -> CompileInfo:
         """Build (or fetch from cache) for ``target``; return how it was built."""
-        return self._executable(target, compiler)[1]
+        return self._resolved()._executable(target, compiler)[1]
 
     def artifact(self, arch: str = "sm_90", compiler: str | None = None,
                  kind: str = "cubin") -> Artifact:
@@ -215,10 +323,19 @@ class Launch:
             raise TypeError(f"shared_bytes must be a non-negative int, got {shared!r}")
         self.shared_mem = shared
 
-    def __call__(self, *args: Any, stream: Any = None, target: str | None = None) -> None:
+    def __call__(self, *args: Any, stream: Any = None, target: str | None = None,
+                 **consts: Any) -> None:
         """Run the kernel. NumPy arrays are copied in and (if written) back, synchronously;
-        device arrays are used in place and the launch is asynchronous on ``stream``."""
+        device arrays are used in place and the launch is asynchronous on ``stream``.
+        Compile-time constants go in their positions or by keyword."""
         kernel = self.kernel
+        if kernel._const_pos is None:
+            kernel._analyze()
+        if kernel._const_pos:
+            kernel, args = kernel._select(args, consts)
+        elif consts:
+            raise TypeError(f"{kernel.name}() got unexpected keyword argument(s) "
+                            f"{', '.join(consts)}")
         hit = kernel._exes.get((target, None))
         exe = hit[0] if hit is not None else kernel._executable(target)[0]
         ir = kernel._ir

@@ -18,7 +18,8 @@ __all__ = [
     "sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh",
     "asin", "acos", "atan", "sinh", "cosh", "erf", "expm1", "log1p", "cbrt", "floor", "ceil",
     "round", "rint", "trunc", "abs", "min", "max", "pow", "fma", "copysign", "atan2", "fmod",
-    "hypot", "isnan", "isinf",
+    "hypot", "isnan", "isinf", "asinh", "acosh", "atanh", "erfc", "exp10", "fmin", "fmax",
+    "isfinite", "signbit",
 ]
 
 
@@ -74,6 +75,11 @@ erf = _unary_float("erf")
 expm1 = _unary_float("expm1")
 log1p = _unary_float("log1p")
 cbrt = _unary_float("cbrt")
+asinh = _unary_float("asinh")
+acosh = _unary_float("acosh")
+atanh = _unary_float("atanh")
+erfc = _unary_float("erfc")
+exp10 = _unary_float("exp10")
 floor = _unary_float("floor")
 ceil = _unary_float("ceil")
 round = _unary_float("round")  # noqa: A001 - half away from zero, as C's round
@@ -84,6 +90,10 @@ copysign = _binary_float("copysign")
 atan2 = _binary_float("atan2")
 fmod = _binary_float("fmod")
 hypot = _binary_float("hypot")
+fmin = _binary_float("fmin")
+fmin.__doc__ = "C ``fmin``: the smaller value, ignoring a NaN operand (unlike ``tk.min``)."
+fmax = _binary_float("fmax")
+fmax.__doc__ = "C ``fmax``: the larger value, ignoring a NaN operand (unlike ``tk.max``)."
 
 
 def fma(a: Any, b: Any, c: Any) -> Value:
@@ -130,3 +140,16 @@ def isinf(x: Any) -> Value:
     v = as_value(x)
     t = _float_type(v.dtype)
     return _call("isinf", dt.bool, [v], t)
+
+
+def isfinite(x: Any) -> Value:
+    """Neither infinite nor NaN (bool); always true for integers."""
+    v = as_value(x)
+    return _call("isfinite", dt.bool, [v], v.dtype)
+
+
+def signbit(x: Any) -> Value:
+    """Whether the sign bit is set (bool): true for -0.0 and negative NaNs."""
+    v = as_value(x)
+    t = _float_type(v.dtype)
+    return _call("signbit", dt.bool, [v], t)

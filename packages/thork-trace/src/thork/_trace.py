@@ -7,6 +7,7 @@ fresh temporary names, and which parameters were loaded and stored. Traced value
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -15,6 +16,8 @@ from typing import Any
 from thork_core import DType, Loc, PointerType, TraceError, dt, literal_dtype, promote
 from thork_core._ir import (
     Binary,
+    stmt_exprs,
+    walk_exprs,
     Cast,
     Const,
     Expr,
@@ -28,7 +31,10 @@ from thork_core._ir import (
     Var,
 )
 
-__all__ = ["Trace", "Value", "Pointer", "Dim3", "current", "where", "cast", "as_value"]
+__all__ = [
+    "Trace", "Value", "Memory", "Pointer", "Dim3", "current", "current_or_none", "where",
+    "cast", "as_value",
+]
 
 _PACKAGE_DIRS = tuple(
     os.path.dirname(os.path.abspath(m.__file__))  # type: ignore[arg-type]
@@ -36,41 +42,121 @@ _PACKAGE_DIRS = tuple(
 )
 
 
+# contextlib's frames sit between a ``with tk.if_(...)`` line and the tracer.
+_SKIP_FILES = frozenset({os.path.abspath(contextlib.__file__)})
+
+
 def user_loc() -> Loc | None:
     """The first stack frame outside Thork's own packages: where the user's code is."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_PACKAGE_DIRS):
+        if not fn.startswith(_PACKAGE_DIRS) and fn not in _SKIP_FILES:
             return Loc(os.path.abspath(fn), f.f_lineno)
         f = f.f_back  # type: ignore[assignment]
     return None
 
 
 class Trace:
-    """The IR being recorded for one kernel."""
+    """The IR being recorded for one kernel (or one device function, with ``parent``).
 
-    def __init__(self, name: str, params: list[Param]) -> None:
+    Statements go to ``_block``, the innermost open block. Blocks are opened with
+    :meth:`push` and closed with :meth:`pop`; a temporary defined in a closed block is
+    out of scope in C++, so using it afterwards is a trace-time error here (with the
+    Python line) instead of a C++ compile error later.
+    """
+
+    def __init__(self, name: str, params: list[Param], parent: Trace | None = None) -> None:
         self.name = name
         self.params = params
         self.body: list[Stmt] = []
         self._block = self.body
         self._counter = 0
+        self.parent = parent
+        #: The kernel's trace: owns device functions and the shared-memory budget.
+        self.root: Trace = parent.root if parent is not None else self
+        #: Names of mutable locals (``tk.var``), rendered without ``const``.
+        self.mutable: set[str] = set()
+        #: Device functions traced so far (callees before callers); root only.
+        self.functions: list[Any] = []
+        self.function_cache: dict[Any, Any] = {}
+        #: Bytes of static shared memory declared so far (kernel-wide).
+        self.static_shared = 0
+        self.is_function = parent is not None
+        self._stack: list[list[Stmt]] = []
+        self._closed: set[int] = set()
+        self._defined: dict[str, int] = {}
+        self.loops = 0
+        #: Errors noticed where raising is impossible (a generator being closed);
+        #: reported when the trace ends.
+        self.deferred: list[str] = []
 
+    # -- blocks ---------------------------------------------------------------------------
+    def push(self, block: list[Stmt]) -> None:
+        """Make ``block`` (a nested statement list) the one being appended to."""
+        self._stack.append(self._block)
+        self._block = block
+
+    def pop(self) -> None:
+        """Close the innermost block and return to its parent."""
+        self._closed.add(id(self._block))
+        self._block = self._stack.pop()
+
+    def fresh(self, hint: str = "t") -> str:
+        """A new temporary name."""
+        name = f"_{hint}{self._counter}"
+        self._counter += 1
+        return name
+
+    def define(self, name: str, block: list[Stmt] | None = None) -> None:
+        """Record that ``name`` is declared in ``block`` (default: the current one)."""
+        self._defined[name] = id(self._block if block is None else block)
+
+    # -- statements -----------------------------------------------------------------------
     def emit(self, stmt: Stmt) -> None:
         if stmt.loc is None:
             stmt.loc = user_loc()
+        self._check_scope(stmt)
+        if isinstance(stmt, Let):
+            self._defined[stmt.var.name] = id(self._block)
         self._block.append(stmt)
 
     def temp(self, expr: Expr, hint: str = "t") -> Var:
         """Bind ``expr`` to a fresh immutable temporary and return it."""
-        var = Var(expr.type, f"_{hint}{self._counter}")
-        self._counter += 1
+        var = Var(expr.type, self.fresh(hint))
         self.emit(Let(var, expr))
         return var
 
+    def _check_scope(self, stmt: Stmt) -> None:
+        for top in stmt_exprs(stmt):
+            for e in walk_exprs(top):
+                if not isinstance(e, Var):
+                    continue
+                block = self._defined.get(e.name)
+                if block is not None:
+                    if block in self._closed:
+                        raise TraceError(
+                            f"value {e.name} was computed inside a tk.if_/tk.range/tk.while_ "
+                            "block that has ended, and is used after it (at "
+                            f"{stmt.loc}). To carry a value out of a block, declare "
+                            "x = tk.var(initial) before it and x.set(...) (or x += ...) "
+                            "inside")
+                    continue
+                outer = self.parent
+                while outer is not None:
+                    if e.name in outer._defined:
+                        raise TraceError(
+                            f"a device function uses traced value {e.name} of its caller "
+                            f"(at {stmt.loc}); pass it as an argument instead")
+                    outer = outer.parent
+
 
 _local = threading.local()
+
+
+def current_or_none() -> Trace | None:
+    """The trace being recorded on this thread, if any."""
+    return getattr(_local, "trace", None)
 
 
 def current() -> Trace:
@@ -92,7 +178,7 @@ def as_value(x: Any, like: DType | None = None) -> Value:
     """Wrap a Python number as a constant; Python floats take ``like``'s float type."""
     if isinstance(x, Value):
         return x
-    if isinstance(x, (Pointer, Dim3)):
+    if isinstance(x, (Memory, Dim3)):
         raise TraceError(f"cannot use {type(x).__name__} {x!r} as a number in a kernel")
     try:
         import numpy as np
@@ -257,7 +343,8 @@ def cast(x: Any, dtype: Any) -> Value:
     t = dtype_of(dtype)
     v = as_value(x)
     if v.dtype == t:
-        return v
+        # A mutable local (tk.var) is snapshotted: the result must not change with it.
+        return v if type(v) is Value else Value(current().temp(v.expr))
     if isinstance(v.expr, Const):
         return Value(Const(t, _convert_const(v.expr.value, t)))
     return Value(current().temp(Cast(t, v.expr)))
@@ -272,8 +359,89 @@ def where(cond: Any, if_true: Any, if_false: Any) -> Value:
     return Value(current().temp(Select(t, _to(c, dt.bool), _to(a, t), _to(b, t))))
 
 
-class Pointer:
-    """A traced array parameter: ``p[i]`` loads, ``p[i] = v`` stores (``v`` converted)."""
+class Memory:
+    """Something indexable in device memory: a global array parameter or a shared array.
+
+    ``m[i]`` loads and ``m[i] = v`` stores (``v`` converted to the element type);
+    ``m.vload(i, n)``/``m.vstore(i, values)`` move ``n`` elements in one access. Atomics
+    (``tk.atomic_add(m, i, v)``...) take a :class:`Memory` and an index.
+    """
+
+    __slots__ = ()
+    expr: Expr
+
+    @property
+    def dtype(self) -> DType:
+        t = self.expr.type
+        assert isinstance(t, PointerType)
+        return t.elem
+
+    @property
+    def space(self) -> str:
+        """``"global"`` or ``"shared"``."""
+        t = self.expr.type
+        assert isinstance(t, PointerType)
+        return t.space
+
+    @property
+    def label(self) -> str:
+        """The name used in error messages."""
+        return self.expr.name if isinstance(self.expr, Var) else "array"
+
+    def index_expr(self, i: Any) -> Expr:
+        """The flat element index of ``i`` as an integer expression."""
+        if isinstance(i, tuple):
+            raise TraceError(
+                f"'{self.label}' is a flat pointer: index it with one integer "
+                "(compute row * width + col), got a tuple")
+        return _index_value(i, self.label).expr
+
+    def mark_read(self) -> None:
+        """Record a load (kernel parameters are then copied to the device)."""
+
+    def mark_written(self) -> None:
+        """Record a store (kernel parameters are then copied back)."""
+
+    def __getitem__(self, i: Any) -> Value:
+        idx = self.index_expr(i)
+        self.mark_read()
+        return Value(current().temp(Load(self.dtype, self.expr, idx)))
+
+    def __setitem__(self, i: Any, value: Any) -> None:
+        idx = self.index_expr(i)
+        v = as_value(value, self.dtype)
+        self.mark_written()
+        current().emit(Store(self.expr, idx, _to(v, self.dtype)))
+
+    def vload(self, i: Any, n: int) -> tuple[Value, ...]:
+        """Load elements ``i .. i+n-1`` in one aligned access (``i`` a multiple of ``n``)."""
+        from ._vector import load_vec
+
+        return load_vec(self, i, n)
+
+    def vstore(self, i: Any, values: Any) -> None:
+        """Store ``values`` to elements ``i ..`` in one aligned access."""
+        from ._vector import store_vec
+
+        store_vec(self, i, values)
+
+    def __bool__(self) -> bool:
+        raise TraceError(f"array '{self.label}' has no truth value in a kernel")
+
+    def __iter__(self) -> Any:
+        raise TraceError(f"array '{self.label}' cannot be iterated in Python; loop over "
+                         "indices with range() (unrolled) or tk.range() (a device loop)")
+
+
+def _index_value(i: Any, label: str) -> Value:
+    v = as_value(i)
+    if not (v.dtype.is_int or v.dtype == dt.bool):
+        raise TraceError(f"index into '{label}' must be an integer, got {v.dtype.name}")
+    return v
+
+
+class Pointer(Memory):
+    """A traced array parameter (of the kernel or of a device function)."""
 
     __slots__ = ("param", "expr")
 
@@ -282,35 +450,14 @@ class Pointer:
         self.expr = Var(param.type, param.name)
 
     @property
-    def dtype(self) -> DType:
-        t = self.param.type
-        assert isinstance(t, PointerType)
-        return t.elem
+    def label(self) -> str:
+        return self.param.name
 
-    def _index(self, i: Any) -> Expr:
-        if isinstance(i, tuple):
-            raise TraceError(
-                f"'{self.param.name}' is a flat pointer: index it with one integer "
-                "(compute row * width + col), got a tuple")
-        v = as_value(i)
-        if not (v.dtype.is_int or v.dtype == dt.bool):
-            raise TraceError(
-                f"index into '{self.param.name}' must be an integer, got {v.dtype.name}")
-        return v.expr
-
-    def __getitem__(self, i: Any) -> Value:
-        idx = self._index(i)
+    def mark_read(self) -> None:
         self.param.reads = True
-        return Value(current().temp(Load(self.dtype, self.expr, idx)))
 
-    def __setitem__(self, i: Any, value: Any) -> None:
-        idx = self._index(i)
-        v = as_value(value, self.dtype)
+    def mark_written(self) -> None:
         self.param.writes = True
-        current().emit(Store(self.expr, idx, _to(v, self.dtype)))
-
-    def __bool__(self) -> bool:
-        raise TraceError(f"pointer '{self.param.name}' has no truth value in a kernel")
 
     def __repr__(self) -> str:
         return f"<traced {self.dtype.name}* {self.param.name}>"

@@ -14,7 +14,7 @@ from thork_core import DType, TraceError, dt, dtype_of
 
 __all__ = [
     "DevicePointer", "Uint", "Uint3", "BlockIdx", "ThreadIdx", "BlockDim", "GridDim",
-    "PointerSpec", "BuiltinSpec", "ScalarSpec", "spec_of",
+    "PointerSpec", "BuiltinSpec", "ScalarSpec", "ConstexprSpec", "Constexpr", "spec_of",
 ]
 
 
@@ -53,6 +53,50 @@ class BuiltinSpec:
 @dataclass(frozen=True)
 class ScalarSpec:
     dtype: DType
+
+
+@dataclass(frozen=True)
+class ConstexprSpec:
+    """A compile-time constant parameter: its Python value is given at launch, used as a
+    plain Python value while tracing (so it folds, sizes shared arrays, unrolls loops)
+    and is part of the kernel's specialization key. ``kind`` is the accepted Python type
+    (None for any hashable value)."""
+
+    kind: Any = None
+
+    def check(self, value: Any, param: str, func: str) -> Any:
+        k = self.kind
+        ok = k is None or isinstance(value, k)
+        if k is int and isinstance(value, bool):
+            ok = False
+        if k is float and isinstance(value, int) and not isinstance(value, bool):
+            value, ok = float(value), True
+        if not ok:
+            raise TraceError(f"{func}(): compile-time constant '{param}' expects "
+                             f"{k.__name__}, got {type(value).__name__} {value!r}")
+        try:
+            hash(value)
+        except TypeError:
+            raise TraceError(f"{func}(): compile-time constant '{param}' must be hashable, "
+                             f"got {type(value).__name__}") from None
+        return value
+
+
+class _ConstexprFactory:
+    """``tk.Constexpr[int]`` (also ``float``, ``bool``, ``str``, a dtype...)."""
+
+    def __getitem__(self, kind: Any) -> ConstexprSpec:
+        if kind is Any or kind is object:
+            return ConstexprSpec(None)
+        if not isinstance(kind, type):
+            raise TraceError(f"tk.Constexpr[...] takes a Python type such as int, got {kind!r}")
+        return ConstexprSpec(kind)
+
+    def __repr__(self) -> str:
+        return "tk.Constexpr"
+
+
+Constexpr = _ConstexprFactory()
 
 
 class _PointerFactory:
@@ -96,7 +140,9 @@ Uint3 = _BuiltinFactory(vector=True)
 
 def spec_of(annotation: Any, param: str, func: str) -> PointerSpec | BuiltinSpec | ScalarSpec:
     """Interpret one parameter annotation; errors name the function and parameter."""
-    if isinstance(annotation, (PointerSpec, BuiltinSpec, ScalarSpec)):
+    if annotation is Constexpr:
+        return ConstexprSpec(None)
+    if isinstance(annotation, (PointerSpec, BuiltinSpec, ScalarSpec, ConstexprSpec)):
         return annotation
     if isinstance(annotation, DType):
         return ScalarSpec(annotation)
@@ -109,7 +155,8 @@ def spec_of(annotation: Any, param: str, func: str) -> PointerSpec | BuiltinSpec
     if annotation is _EMPTY:
         raise TraceError(
             f"{func}(): parameter '{param}' has no annotation; annotate it with "
-            "tk.DevicePointer[dtype], tk.Uint[...]/tk.Uint3[...] or a dtype such as tk.dt.int32")
+            "tk.DevicePointer[dtype], tk.Uint[...]/tk.Uint3[...], tk.Constexpr[int] or a "
+            "dtype such as tk.dt.int32")
     raise TraceError(f"{func}(): parameter '{param}' has an unsupported annotation {annotation!r}")
 
 

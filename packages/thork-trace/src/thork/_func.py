@@ -1,0 +1,181 @@
+"""Device functions: ``@tk.func`` helpers emitted once as ``__device__`` functions.
+
+Calling a ``tk.func`` while a kernel is traced records a call. The helper is traced once
+per *signature*: the dtypes of its traced arguments, the element types of its array
+arguments and the values of its Python arguments (which are compile-time constants
+inside it — two calls with different constants give two specializations). Called
+outside a trace, it is an ordinary Python function.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+from thork_core import Loc, PointerType, TraceError
+from thork_core._ir import CallFunc, Eval, Function, Param, Return, Var
+
+from ._shared import SharedArray
+from ._trace import Memory, Pointer, Trace, Value, _to, as_value, current_or_none, set_current
+
+__all__ = ["DeviceFunction", "func"]
+
+
+class DeviceFunction:
+    """A traced helper; see the module docstring."""
+
+    def __init__(self, fn: Callable[..., Any], inline: bool = False) -> None:
+        self.fn = fn
+        self.inline = inline
+        self.__name__ = getattr(fn, "__name__", "func")
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        self._sig = inspect.signature(fn)
+
+    def __repr__(self) -> str:
+        return f"<tk.func {self.__name__}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        trace = current_or_none()
+        if trace is None or self.inline:
+            return self.fn(*args, **kwargs)
+        try:
+            bound = self._sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TraceError(f"{self.__name__}(): {exc}") from None
+        bound.apply_defaults()
+        items = list(bound.arguments.items())
+        key = (self, tuple(_signature(name, a, self.__name__) for name, a in items))
+        root = trace.root
+        spec = root.function_cache.get(key)
+        if spec is None:
+            spec = self._specialize(trace, items)
+            root.function_cache[key] = spec
+        function, kinds = spec
+        call_args = []
+        for (name, a), kind, param in zip(items, kinds, _traced_params(function, kinds)):
+            if kind == "value":
+                call_args.append(_to(a, param.type))
+            elif kind == "memory":
+                if param.reads:
+                    a.mark_read()
+                if param.writes:
+                    a.mark_written()
+                call_args.append(a.expr)
+        call = CallFunc(function.result, function.name, tuple(call_args))
+        if function.result is None:
+            trace.emit(Eval(call))
+            return None
+        return Value(trace.temp(call))
+
+    def _specialize(self, caller: Trace, items: list[tuple[str, Any]]) -> tuple[Function, list[str]]:
+        root = caller.root
+        cname = re.sub(r"\W", "_", self.__name__)
+        name = f"thork_f{len(root.functions)}_{cname}"
+        child = Trace(name, [], parent=caller)
+        params: list[Param] = []
+        kinds: list[str] = []
+        inner: list[Any] = []
+        for pname, a in items:
+            pn = f"p_{pname}"
+            if isinstance(a, Value):
+                param = Param(pn, a.dtype)
+                params.append(param)
+                kinds.append("value")
+                inner.append(Value(Var(a.dtype, pn)))
+            elif isinstance(a, Memory):
+                param = Param(pn, PointerType(a.dtype, a.space))
+                params.append(param)
+                kinds.append("memory")
+                if isinstance(a, SharedArray):
+                    # Keep the shape (and its bounds checks) inside the helper.
+                    view = SharedArray(Var(param.type, pn), a.shape, pname)
+                    view_param = param
+
+                    def _r(p: Param = view_param) -> None:
+                        p.reads = True
+
+                    def _w(p: Param = view_param) -> None:
+                        p.writes = True
+
+                    inner.append(_Tracked(view, _r, _w))
+                else:
+                    inner.append(Pointer(param))
+            else:
+                kinds.append("const")
+                inner.append(a)
+        child.params = params
+        src = inspect.getsourcefile(self.fn) or "<unknown>"
+        loc = Loc(os.path.abspath(src), self.fn.__code__.co_firstlineno)
+        prev = set_current(child)
+        try:
+            result = self.fn(*inner)
+            if child.deferred:
+                raise TraceError(child.deferred[0])
+            if isinstance(result, tuple):
+                raise TraceError(f"{self.__name__}(): a tk.func returns one value or None, "
+                                 "got a tuple")
+            rexpr = None
+            if result is not None:
+                rv = as_value(result)
+                rexpr = rv.expr
+                rtype = rv.dtype
+                child.emit(Return(rexpr))
+        finally:
+            set_current(prev)
+        function = Function(name, params, rtype if rexpr is not None else None, child.body,
+                            loc, child.mutable)
+        root.functions.append(function)
+        return function, kinds
+
+
+class _Tracked(SharedArray):
+    """A shared array parameter view that records reads/writes on the helper's Param."""
+
+    __slots__ = ("_r", "_w")
+
+    def __init__(self, view: SharedArray, r: Callable[[], None], w: Callable[[], None]) -> None:
+        super().__init__(view.expr, view.shape, view.name)
+        self._r, self._w = r, w
+
+    def mark_read(self) -> None:
+        self._r()
+
+    def mark_written(self) -> None:
+        self._w()
+
+
+def _traced_params(function: Function, kinds: list[str]) -> list[Param | None]:
+    it = iter(function.params)
+    return [next(it) if k != "const" else None for k in kinds]
+
+
+def _signature(name: str, a: Any, fname: str) -> Any:
+    if isinstance(a, Value):
+        return ("v", a.dtype)
+    if isinstance(a, Memory):
+        shape = a.shape if isinstance(a, SharedArray) else None
+        return ("m", a.dtype, a.space, shape)
+    try:
+        hash(a)
+    except TypeError:
+        raise TraceError(
+            f"{fname}(): argument '{name}' is a {type(a).__name__}; tk.func arguments are "
+            "traced values, arrays, or hashable Python values (compile-time constants)"
+        ) from None
+    return ("c", type(a), a)
+
+
+def func(fn: Callable[..., Any] | None = None, *, inline: bool = False) -> Any:
+    """Decorate a helper as a device function (``@tk.func`` or ``@tk.func(inline=True)``).
+
+    ``inline=True`` pastes the helper's body into each caller instead (plain tracing).
+    """
+    if fn is None:
+        return lambda f: DeviceFunction(f, inline)
+    return DeviceFunction(fn, inline)
+
+

@@ -1,0 +1,60 @@
+"""The thread's position in the launch, usable anywhere (kernels and device functions).
+
+``tk.thread_idx().x`` is CUDA ``threadIdx.x``; the ``tk.Uint[tk.ThreadIdx]`` parameter
+annotations give the same values to a kernel's signature.
+"""
+
+from __future__ import annotations
+
+from thork_core import dt
+from thork_core._ir import Binary, Special
+
+from ._trace import Dim3, Value, current
+
+__all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "linear_thread_idx",
+           "lane_id", "warp_id", "WARP_SIZE"]
+
+#: Threads per warp on every NVIDIA GPU (and in the CPU target's emulation).
+WARP_SIZE = 32
+
+
+def thread_idx() -> Dim3:
+    """``threadIdx`` (uint32 ``.x .y .z``)."""
+    return Dim3("threadIdx")
+
+
+def block_idx() -> Dim3:
+    """``blockIdx``."""
+    return Dim3("blockIdx")
+
+
+def block_dim() -> Dim3:
+    """``blockDim``: threads per block along each axis."""
+    return Dim3("blockDim")
+
+
+def grid_dim() -> Dim3:
+    """``gridDim``: blocks along each axis."""
+    return Dim3("gridDim")
+
+
+def linear_thread_idx() -> Value:
+    """The thread's rank in its block: ``x + blockDim.x * (y + blockDim.y * z)`` (uint32).
+
+    Warps are consecutive runs of 32 ranks.
+    """
+    u = dt.uint32
+    t, d = (lambda a: Special(u, f"threadIdx.{a}")), (lambda a: Special(u, f"blockDim.{a}"))
+    trace = current()
+    inner = trace.temp(Binary(u, "add", t("y"), Binary(u, "mul", d("y"), t("z"))))
+    return Value(trace.temp(Binary(u, "add", t("x"), Binary(u, "mul", d("x"), inner))))
+
+
+def lane_id() -> Value:
+    """The thread's lane in its warp, 0..31 (uint32)."""
+    return linear_thread_idx() & 31
+
+
+def warp_id() -> Value:
+    """The warp's index within the block (uint32)."""
+    return linear_thread_idx() >> 5
