@@ -162,6 +162,21 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
         return median(ts)
 
     thork_us = timed(lambda: launch(out, a, b))
+    # The same launch through the ctypes binding of cuLaunchKernel (THORK_LAUNCHER=ctypes).
+    from thork_core._gpu import GpuExecutable
+
+    exe = matrix_add._exes[(None, None)][0]
+    assert isinstance(exe, GpuExecutable)
+    os.environ["THORK_LAUNCHER"] = "ctypes"
+    exe_ct = GpuExecutable(matrix_add.artifact(matrix_add.compile_info.arch),
+                           exe.kernel)
+    del os.environ["THORK_LAUNCHER"]
+    grid, block = (n // 128, 1, 1), (128, 1, 1)
+    ctypes_us = timed(lambda: exe_ct.launch(grid, block, (out, a, b)))
+    out.fill(cp.nan)
+    exe_ct.launch(grid, block, (out, a, b))
+    cp.cuda.runtime.deviceSynchronize()
+    assert cp.array_equal(out, a + b), "ctypes launch wrote wrong values"
     raw = cp.RawKernel(CUDA_SRC, "matrix_add")
     cupy_us = timed(lambda: raw((n // 128,), (128,), (out, a, b)))
     from _floor import measure_launch_floor
@@ -173,6 +188,20 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     rows.append({"what": "hot launch, CuPy device arrays (enqueue)", "thork": thork_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us",
                  "goal": "<= 1.1x C floor"})
+    rows.append({"what": "  same, THORK_LAUNCHER=ctypes", "thork": ctypes_us,
+                 "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
+    # Device arrays whose interface dict is built once: the cost of Thork's own path.
+    class Static:
+        def __init__(self, arr: Any) -> None:
+            cai = dict(arr.__cuda_array_interface__)
+            cai.pop("stream", None)
+            self.__cuda_array_interface__ = cai
+            self.keep = arr
+
+    so, sa, sb = Static(out), Static(a), Static(b)
+    static_us = timed(lambda: launch(so, sa, sb))
+    rows.append({"what": "  same, prebuilt interface dicts", "thork": static_us,
+                 "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
 
 
 def bench_round_trip(rows: list[dict[str, Any]], reps: int, gpu: bool) -> None:

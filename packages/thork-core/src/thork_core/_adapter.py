@@ -111,15 +111,14 @@ class CudaArrayInterfaceAdapter(ArrayAdapter):
         cai = getattr(obj, "__cuda_array_interface__", None)
         if cai is None:
             return None
-        import numpy as np
-
         ptr, readonly = cai["data"]
         producer_stream = cai.get("stream")
+        strides = cai.get("strides")
         return ArrayView(
             ptr=ptr or 0,
             shape=tuple(cai["shape"]),
-            strides=tuple(cai["strides"]) if cai.get("strides") else None,
-            dtype=from_numpy(np.dtype(cai["typestr"])),
+            strides=tuple(strides) if strides else None,
+            dtype=from_numpy(cai["typestr"]),
             device="cuda",
             device_id=_device_of_pointer(ptr) if ptr else 0,
             readonly=bool(readonly),
@@ -235,7 +234,12 @@ class DLPackAdapter(ArrayAdapter):
 
 
 def _device_of_pointer(ptr: int) -> int:
-    """The CUDA device ordinal owning ``ptr`` (0 when it cannot be asked)."""
+    """The CUDA device ordinal owning ``ptr`` (0 when it cannot be asked).
+
+    With one visible device there is nothing to ask, and this is on the launch path.
+    """
     from . import _cuda
 
+    if _cuda.device_count() <= 1:
+        return 0
     return _cuda.pointer_device(ptr)

@@ -59,7 +59,9 @@ def gpu_status() -> tuple[bool, str]:
     return True, f"{n} CUDA device(s)"
 
 
+@functools.cache
 def device_count() -> int:
+    """Visible CUDA devices (0 without a usable driver). Cached for the process."""
     ok, _ = gpu_status()
     if not ok:
         return 0

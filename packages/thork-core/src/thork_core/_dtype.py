@@ -116,16 +116,32 @@ def dtype_of(name_or_dtype: Any) -> DType:
     return from_numpy(name_or_dtype)
 
 
+_FROM_NUMPY: dict[Any, DType] = {}
+
+
 def from_numpy(np_dtype: Any) -> DType:
-    """Map a NumPy dtype (or dtype-like) to a :class:`DType`; TypeError if unsupported."""
+    """Map a NumPy dtype (or dtype-like, e.g. a typestr) to a :class:`DType`.
+
+    Memoized: this runs for every array argument of every launch. TypeError if unsupported.
+    """
+    try:
+        return _FROM_NUMPY[np_dtype]
+    except (KeyError, TypeError):
+        pass
     import numpy as np
 
     d = np.dtype(np_dtype)
     if d.name in _BY_NAME:
-        return _BY_NAME[d.name]
-    if d.name == "bfloat16":
-        return dt.bfloat16
-    raise TypeError(f"unsupported dtype {d!r}; Thork supports {', '.join(_BY_NAME)}")
+        result = _BY_NAME[d.name]
+    elif d.name == "bfloat16":
+        result = dt.bfloat16
+    else:
+        raise TypeError(f"unsupported dtype {d!r}; Thork supports {', '.join(_BY_NAME)}")
+    try:
+        _FROM_NUMPY[np_dtype] = result
+    except TypeError:  # unhashable dtype-like
+        pass
+    return result
 
 
 # DLPack type codes: kDLInt=0, kDLUInt=1, kDLFloat=2, kDLBfloat=4, kDLBool=6.

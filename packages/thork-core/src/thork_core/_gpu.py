@@ -38,7 +38,9 @@ class GpuExecutable(Executable):
             drv.cuModuleGetFunction(self._module, artifact.entry.encode()),
             "cuModuleGetFunction",
         )
-        self._launch_fn = drv.cuLaunchKernel
+        self._launch_fn, self._by_ctypes = _launcher()
+        # ctypes takes the raw handle; cuda-bindings its own CUfunction object.
+        self._function_arg = int(self._function) if self._by_ctypes else self._function
         self._slots: list[Any] = []
         for p in kernel.params:
             ctype = ctypes.c_void_p if isinstance(p.type, PointerType) else scalar_ctype(p.type)
@@ -102,12 +104,15 @@ class GpuExecutable(Executable):
         self._call(grid, block, handle, shared_mem)
 
     def _call(self, grid: Dim3, block: Dim3, handle: int, shared_mem: int) -> None:
-        (err,) = self._launch_fn(
-            self._function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-            shared_mem, handle, self._argv_addr, 0,
+        err = self._launch_fn(
+            self._function_arg, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+            shared_mem, handle, self._argv_addr, None if self._by_ctypes else 0,
         )
-        if int(err) != 0:
-            _cuda.check((err,), f"launching {self.kernel.name} (grid={grid}, block={block})")
+        if not self._by_ctypes:
+            err = err[0]
+        if err:
+            _cuda.check((_cuda.driver().CUresult(int(err)),),
+                        f"launching {self.kernel.name} (grid={grid}, block={block})")
 
     def _launch_staged(
         self, grid: Dim3, block: Dim3, host: list[tuple[int, ArrayView]], handle: int,
@@ -145,6 +150,25 @@ class GpuExecutable(Executable):
         finally:
             for ptr in ptrs:
                 pool.free(ptr, handle)
+
+
+def _launcher() -> tuple[Any, bool]:
+    """``cuLaunchKernel`` and whether it is the ctypes binding.
+
+    ``THORK_LAUNCHER=ctypes`` calls libcuda through ctypes with fixed argument types
+    (returns the error code); the default goes through cuda-bindings (returns a tuple).
+    ``bench/bench_core.py`` measures both.
+    """
+    import os
+
+    if os.environ.get("THORK_LAUNCHER", "bindings") == "ctypes":
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+        u = ctypes.c_uint
+        fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
+                       ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        return fn, True
+    return _cuda.driver().cuLaunchKernel, False
 
 
 def _wait_on(producer: int, consumer: int) -> None:
