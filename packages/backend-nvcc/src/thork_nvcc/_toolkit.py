@@ -148,4 +148,4 @@ def find_toolkit() -> tuple[Toolkit | None, str]:
     nox session that changes them gets a fresh answer.
     """
     key = tuple(os.environ.get(v) for v in ("THORK_NVCC", "CUDA_HOME", "CUDA_PATH", "PATH"))
-    return _find(key + (str(len(sys.path)),))
+    return _find(key + ("\0".join(sys.path),))
