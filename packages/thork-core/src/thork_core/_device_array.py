@@ -1,0 +1,308 @@
+"""``DeviceArray``: dependency-free device memory that speaks both array protocols.
+
+Memory comes from the device's stream-ordered pool (``_memory.device_pool``) and goes back
+to it, on the stream it was allocated on, when the array is garbage collected. The array
+exposes ``__cuda_array_interface__`` v3 and DLPack (``__dlpack__`` with legacy and
+versioned capsules, ``__dlpack_device__``), so CuPy, PyTorch, JAX and Thork's own kernels
+use it without copies. cuda-python is imported only when device memory is touched.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+from ._adapter import _DLDataType, _DLDevice, _DLManagedTensor, _DLManagedTensorVersioned
+from ._dtype import DType, dt, dtype_of
+from ._errors import ArgumentError
+
+__all__ = ["DeviceArray"]
+
+_DL_CUDA = 2
+# DLPack type codes (kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool).
+_DL_CODE = {"i": 0, "u": 1, "f": 2, "b": 6}
+
+
+def _dl_dtype(d: DType) -> _DLDataType:
+    code = 4 if d == dt.bfloat16 else _DL_CODE[d.kind]
+    return _DLDataType(code, d.bits, 1)
+
+
+# Private prototypes: never change argtypes on the shared ctypes.pythonapi functions.
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
+                                 ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
+_capsule_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+#: Exported tensors still owned by a capsule or a consumer: address → what keeps it valid.
+_EXPORTS: dict[int, Any] = {}
+_EXPORTS_LOCK = threading.Lock()
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _dl_deleter(managed: int) -> None:
+    """DLPack deleter (both struct versions): drop the export and its owner reference."""
+    with _EXPORTS_LOCK:
+        _EXPORTS.pop(managed, None)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_destructor(capsule: int) -> None:
+    """A capsule nobody consumed still owns its tensor: call the deleter."""
+    for name in (b"dltensor", b"dltensor_versioned"):
+        if _capsule_valid(capsule, name):
+            ptr = _capsule_pointer(capsule, name)
+            if ptr:
+                _dl_deleter(ptr)
+            return
+
+
+class DeviceArray:
+    """A C-contiguous array in device memory: ``DeviceArray(shape, dtype, device=0)``.
+
+    ``ptr`` is the device address, ``device`` the CUDA ordinal, ``stream`` the raw handle
+    of the stream that last wrote it (0: legacy default). ``to_host()`` copies it back;
+    ``DeviceArray.from_host(a)`` uploads a NumPy array.
+    """
+
+    __slots__ = ("ptr", "shape", "dtype", "device", "stream", "_owner", "_owns", "__weakref__")
+
+    def __init__(self, shape: Any, dtype: Any = "float32", *, device: int = 0,
+                 stream: Any = None) -> None:
+        from . import _cuda
+        from ._memory import device_pool
+
+        self._owns = False
+        self.shape = _shape(shape)
+        self.dtype = _dtype(dtype)
+        if not isinstance(device, int) or device < 0:
+            raise ArgumentError(f"DeviceArray device: expected a CUDA ordinal >= 0, got "
+                                f"{device!r}")
+        self.device = device
+        _cuda.make_current(device)
+        self.stream = _cuda.stream_handle(stream)
+        self.ptr = device_pool(device).alloc(self.nbytes, self.stream)
+        self._owner = None
+        self._owns = True
+
+    @classmethod
+    def wrap(cls, ptr: int, shape: Any, dtype: Any, *, device: int = 0, stream: int = 0,
+             owner: Any = None) -> DeviceArray:
+        """A view of existing device memory at ``ptr`` (kept alive through ``owner``;
+        never freed by this object)."""
+        self = cls.__new__(cls)
+        self._owns = False
+        self.ptr, self.shape, self.dtype = int(ptr), _shape(shape), _dtype(dtype)
+        self.device, self.stream, self._owner = device, int(stream), owner
+        return self
+
+    @classmethod
+    def from_host(cls, array: Any, *, device: int = 0, stream: Any = None) -> DeviceArray:
+        """Upload ``array`` (anything NumPy can read; made C-contiguous). Synchronous."""
+        import numpy as np
+
+        host = np.ascontiguousarray(array)
+        out = cls(host.shape, host.dtype, device=device, stream=stream)
+        out.copy_from_host(host)
+        return out
+
+    @classmethod
+    def empty(cls, shape: Any, dtype: Any = "float32", *, device: int = 0,
+              stream: Any = None) -> DeviceArray:
+        """Uninitialized device memory (same as the constructor)."""
+        return cls(shape, dtype, device=device, stream=stream)
+
+    # -- properties ----------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Byte strides of the C-contiguous layout."""
+        out, step = [], self.itemsize
+        for s in reversed(self.shape):
+            out.append(step)
+            step *= s
+        return tuple(reversed(out))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d DeviceArray")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"DeviceArray(shape={self.shape}, dtype={self.dtype.name}, "
+                f"device=cuda:{self.device})")
+
+    def reshape(self, *shape: Any) -> DeviceArray:
+        """A view with a new shape (same number of elements)."""
+        new = _shape(shape[0] if len(shape) == 1 else shape)
+        n = 1
+        for s in new:
+            n *= s
+        if n != self.size:
+            raise ArgumentError(f"DeviceArray.reshape: cannot reshape {self.shape} "
+                                f"({self.size} elements) to {new}")
+        return DeviceArray.wrap(self.ptr, new, self.dtype, device=self.device,
+                                stream=self.stream, owner=self)
+
+    # -- copies --------------------------------------------------------------------------
+    def copy_from_host(self, array: Any) -> None:
+        """Copy NumPy ``array`` (same number of bytes) into this array; synchronous."""
+        import numpy as np
+
+        from . import _cuda
+
+        host = np.ascontiguousarray(array)
+        if host.nbytes != self.nbytes:
+            raise ArgumentError(f"DeviceArray.copy_from_host: expected {self.nbytes} bytes "
+                                f"(shape {self.shape}), got {host.nbytes} (shape {host.shape})")
+        drv = _cuda.driver()
+        _cuda.make_current(self.device)
+        _cuda.check(drv.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+        if self.nbytes:
+            _cuda.check(drv.cuMemcpyHtoD(self.ptr, host.ctypes.data, self.nbytes),
+                        "cuMemcpyHtoD")
+
+    def to_host(self, out: Any = None) -> Any:
+        """A NumPy copy of the array, after the work queued on its stream; synchronous."""
+        import numpy as np
+
+        from . import _cuda
+
+        host = np.empty(self.shape, dtype=self.dtype.numpy) if out is None else out
+        if host.nbytes != self.nbytes or not host.flags.c_contiguous:
+            raise ArgumentError(f"DeviceArray.to_host out: expected a C-contiguous array of "
+                                f"{self.nbytes} bytes, got {host.nbytes}")
+        drv = _cuda.driver()
+        _cuda.make_current(self.device)
+        _cuda.check(drv.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+        if self.nbytes:
+            _cuda.check(drv.cuMemcpyDtoH(host.ctypes.data, self.ptr, self.nbytes),
+                        "cuMemcpyDtoH")
+        return host
+
+    def copy_to_host(self) -> Any:
+        """Alias of :meth:`to_host` (CuPy/Numba spelling)."""
+        return self.to_host()
+
+    # -- protocols -----------------------------------------------------------------------
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {
+            "shape": self.shape,
+            "typestr": _typestr(self.dtype),
+            "data": (self.ptr, False),
+            "version": 3,
+            "strides": None,
+            # CAI v3: consumers order their work after this stream (1 = legacy default).
+            "stream": self.stream or 1,
+        }
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_DL_CUDA, self.device)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None,
+                   dl_device: Any = None, copy: Any = None) -> Any:
+        """Export as a DLPack capsule (versioned when the consumer allows 1.x). When the
+        consumer names its ``stream``, that stream is made to wait for this array's."""
+        if copy:
+            raise BufferError("DeviceArray.__dlpack__: copy=True is not supported")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"DeviceArray.__dlpack__: cannot export to device {dl_device}")
+        if stream is not None and stream != -1 and int(stream) != self.stream:
+            _stream_wait(self.device, producer=self.stream, consumer=int(stream))
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        ndim = self.ndim
+        shape = (ctypes.c_int64 * max(ndim, 1))(*self.shape)
+        managed: Any = _DLManagedTensorVersioned() if versioned else _DLManagedTensor()
+        if versioned:
+            managed.major, managed.minor, managed.flags = 1, 0, 0
+        t = managed.dl_tensor
+        t.data = self.ptr
+        t.device = _DLDevice(_DL_CUDA, self.device)
+        t.ndim = ndim
+        t.dtype = _dl_dtype(self.dtype)
+        t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+        t.strides = None  # compact row-major
+        t.byte_offset = 0
+        managed.manager_ctx = None
+        managed.deleter = ctypes.cast(_dl_deleter, ctypes.c_void_p)
+        addr = ctypes.addressof(managed)
+        with _EXPORTS_LOCK:
+            _EXPORTS[addr] = (managed, shape, self)
+        name = b"dltensor_versioned" if versioned else b"dltensor"
+        return _capsule_new(addr, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+    # -- lifetime ------------------------------------------------------------------------
+    def __del__(self) -> None:
+        if not getattr(self, "_owns", False):
+            return
+        self._owns = False
+        try:
+            from ._memory import device_pool
+
+            device_pool(self.device).free(self.ptr, self.stream)
+        except Exception:  # interpreter shutdown or a destroyed stream: nothing to do
+            pass
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        out = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"DeviceArray shape: expected a tuple of ints, got {shape!r}") \
+            from None
+    if any(s < 0 for s in out):
+        raise ArgumentError(f"DeviceArray shape: sizes must be >= 0, got {out}")
+    return out
+
+
+def _dtype(d: Any) -> DType:
+    try:
+        return dtype_of(d)
+    except (TypeError, KeyError, ValueError):
+        raise ArgumentError(f"DeviceArray dtype: unsupported dtype {d!r}") from None
+
+
+def _typestr(d: DType) -> str:
+    if d == dt.bfloat16:
+        return "<V2"  # no NumPy typestr for bfloat16: raw 2-byte elements
+    if d == dt.bool:
+        return "|b1"
+    order = "|" if d.itemsize == 1 else "<"
+    return f"{order}{d.kind}{d.itemsize}"
+
+
+def _stream_wait(device: int, producer: int, consumer: int) -> None:
+    """Order ``consumer`` after the work already queued on ``producer``."""
+    from . import _cuda
+
+    drv = _cuda.driver()
+    _cuda.make_current(device)
+    ev = _cuda.check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+                     "cuEventCreate")
+    _cuda.check(drv.cuEventRecord(ev, producer), "cuEventRecord")
+    _cuda.check(drv.cuStreamWaitEvent(consumer, ev, 0), "cuStreamWaitEvent")
+    _cuda.check(drv.cuEventDestroy(ev), "cuEventDestroy")
