@@ -157,6 +157,11 @@ def spec_of(annotation: Any, param: str, func: str) -> PointerSpec | BuiltinSpec
             f"{func}(): parameter '{param}' has no annotation; annotate it with "
             "tk.DevicePointer[dtype], tk.Uint[...]/tk.Uint3[...], tk.Constexpr[int] or a "
             "dtype such as tk.dt.int32")
+    if isinstance(annotation, str):
+        raise TraceError(
+            f"{func}(): cannot evaluate the annotation {annotation!r} of parameter '{param}'; "
+            "with 'from __future__ import annotations' annotations are strings evaluated in "
+            "the module's globals, so names local to an enclosing function are not found")
     raise TraceError(f"{func}(): parameter '{param}' has an unsupported annotation {annotation!r}")
 
 
