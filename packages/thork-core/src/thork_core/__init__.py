@@ -12,6 +12,7 @@ from ._artifact import ARTIFACT_KINDS, Artifact
 from ._build import CompileInfo, build, choose, compile_artifact
 from ._cache import DiskCache, cache_dir, cache_key, disk_cache
 from ._compiler import Compiler
+from ._device_array import DeviceArray
 from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
 from ._errors import (
     ArgumentError,
@@ -32,7 +33,7 @@ from ._target import Dim3, Executable, Target, normalize_dims
 __all__ = [
     "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "ArrayView", "Artifact",
     "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler", "CudaRenderer",
-    "DEFAULT_ARCH", "DType", "Dim3", "DiskCache", "Executable", "Frontend", "KernelIR",
+    "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache", "Executable", "Frontend", "KernelIR",
     "LaunchError", "Loc", "NoTargetError", "Param", "PluginError", "PluginInfo",
     "PluginWarning", "Plugins", "PointerType", "Renderer", "Target", "ThorkError",
     "TraceError", "build", "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt",

@@ -13,9 +13,9 @@ from typing import Any
 __all__ = ["DType", "dt", "promote", "ALL_DTYPES", "dtype_of", "from_numpy", "from_dlpack_code"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DType:
-    """A scalar element type.
+    """A scalar element type. Each dtype is a singleton, compared by identity (fast).
 
     ``kind`` is ``"b"`` (bool), ``"i"`` (signed), ``"u"`` (unsigned) or ``"f"`` (float);
     ``bits`` is the storage width; ``ctype`` is the name used in generated C++.
@@ -63,6 +63,9 @@ class DType:
                 ) from exc
             return np.dtype(ml_dtypes.bfloat16)
         return np.dtype(self.name)
+
+    def __reduce__(self) -> str:
+        return f"dt.{self.name}"  # unpickle to the singleton
 
     def __repr__(self) -> str:
         return f"tk.dt.{self.name}"

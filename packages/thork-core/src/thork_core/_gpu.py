@@ -50,6 +50,12 @@ class GpuExecutable(Executable):
         )
         self._argv_addr = ctypes.addressof(self._argv)
         self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
+        # Expected __cuda_array_interface__ typestr per pointer parameter, for the fast
+        # path; disabled with several devices (the owning device must then be checked).
+        self._fast: list[str | None] | None = [
+            _TYPESTR.get(p.type.elem.name) if isinstance(p.type, PointerType) else None
+            for p in kernel.params
+        ] if _cuda.device_count() == 1 else None
         self.attributes = self._read_attributes()
 
     def _read_attributes(self) -> dict[str, int]:
@@ -71,15 +77,26 @@ class GpuExecutable(Executable):
         self, grid: Dim3, block: Dim3, args: Sequence[Any], *, stream: Any = None,
         shared_mem: int = 0,
     ) -> None:
-        handle = _cuda.stream_handle(stream)
+        handle = 0 if stream is None else _cuda.stream_handle(stream)
         kernel = self.kernel
         host: list[tuple[int, ArrayView]] = []
         slots = self._slots
+        fast = self._fast
         for i, arg in enumerate(args):
             param = kernel.params[i]
             if not self._pointer[i]:
                 slots[i].value = scalar_value(arg, param, kernel)
                 continue
+            # Fast path: a device array whose interface needs no check beyond a few
+            # lookups (the common hot-loop case). Anything unusual takes the full path.
+            cai = getattr(arg, "__cuda_array_interface__", None) if fast else None
+            if cai is not None and cai["typestr"] == fast[i] and not cai.get("strides") \
+                    and cai.get("stream") in _DEFAULT_STREAMS:
+                ptr, readonly = cai["data"]
+                if not (readonly and param.writes) and (
+                        param.ndim is None or len(cai["shape"]) == param.ndim):
+                    slots[i].value = ptr
+                    continue
             view = array_view(arg, param, kernel, handle)
             check_array(view, param, kernel)
             if view.device == "cpu":
@@ -150,6 +167,16 @@ class GpuExecutable(Executable):
         finally:
             for ptr in ptrs:
                 pool.free(ptr, handle)
+
+
+# Typestrs a conforming producer uses for each dtype (bfloat16 has none: full path).
+_TYPESTR = {
+    "bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
+    "uint8": "|u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "float16": "<f2",
+    "float32": "<f4", "float64": "<f8",
+}
+# CAI v3 'stream' values needing no synchronization (absent, legacy, per-thread default).
+_DEFAULT_STREAMS = (None, 0, 1, 2)
 
 
 def _launcher() -> tuple[Any, bool]:
