@@ -21,11 +21,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from thork_core import TraceError, dt
-from thork_core._ir import If, Return
+from thork_core._ir import Atomic, BlockReduce, CallFunc, If, Let, Return, Warp, walk_exprs
 
 from ._trace import _to, as_value, current
 
 __all__ = ["if_", "elif_", "else_", "return_"]
+
+_EFFECTS = (Atomic, Warp, BlockReduce, CallFunc)
 
 
 @contextmanager
@@ -41,16 +43,17 @@ def if_(cond: Any) -> Iterator[None]:
         trace.pop()
 
 
-def _open_chain_end(construct: str) -> If:
-    """The innermost ``If`` of the if/elif chain that directly precedes, whose ``else``
-    is still free."""
+def _open_chain_end(construct: str, skip: int = 0) -> If:
+    """The innermost ``If`` of the if/elif chain that directly precedes (ignoring the last
+    ``skip`` statements), whose ``else`` is still free."""
     trace = current()
-    last = trace._block[-1] if trace._block else None
+    block = trace._block
+    last = block[-1 - skip] if len(block) > skip else None
     if not isinstance(last, If):
         raise TraceError(f"tk.{construct}() must directly follow a tk.if_() or tk.elif_() block")
     while last.orelse:
-        nested = last.orelse[0]
-        if len(last.orelse) == 1 and isinstance(nested, If) and getattr(nested, "_elif", False):
+        nested = last.orelse[-1]
+        if isinstance(nested, If) and getattr(nested, "_elif", False):
             last = nested
             continue
         raise TraceError(f"tk.{construct}() follows an if_ chain that already has an else_")
@@ -62,8 +65,23 @@ def elif_(cond: Any) -> Iterator[None]:
     """``else if``: runs where every earlier condition of the chain was false and
     ``cond`` is true."""
     trace = current()
-    head = _open_chain_end("elif_")
-    # The condition is evaluated in the else branch (only where the earlier ones failed).
+    # Python evaluated ``cond`` before calling us: its temporaries follow the chain's
+    # ``If``. They move into the else branch (computed only where earlier tests failed).
+    block = trace._block
+    n = 0
+    while n < len(block) and isinstance(block[-1 - n], Let):
+        n += 1
+    head = _open_chain_end("elif_", n)
+    moved = block[len(block) - n:] if n else []
+    for s in moved:
+        if any(isinstance(e, _EFFECTS) for e in walk_exprs(s.value)):  # type: ignore[attr-defined]
+            raise TraceError(
+                "the condition of tk.elif_() has a side effect (atomic, warp or barrier "
+                "operation, or a device-function call); compute it before the tk.if_ chain")
+    del block[len(block) - n:]
+    head.orelse.extend(moved)
+    for s in moved:
+        trace.define(s.var.name, head.orelse)  # type: ignore[attr-defined]
     trace.push(head.orelse)
     try:
         stmt = If(_to(as_value(cond), dt.bool), [], [])
@@ -75,7 +93,9 @@ def elif_(cond: Any) -> Iterator[None]:
         finally:
             trace.pop()
     finally:
-        trace._block = trace._stack.pop()  # the else block stays open for a later elif_
+        # Later elif_/else_ nest inside ``stmt.orelse``; this else block is done.
+        trace._closed.add(id(head.orelse))
+        trace._block = trace._stack.pop()
 
 
 @contextmanager
