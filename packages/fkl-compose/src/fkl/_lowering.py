@@ -24,7 +24,6 @@ from thork._trace import Pointer, Trace, Value, cast, set_current
 from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
 from thork_core._ir import Special
 
-from ._loop import MUTABLE_KEY
 from ._ops import Op
 from ._pixel import Geom, PixType, Stage
 from ._tensor import Layout, ReadOp, WriteOp
@@ -184,8 +183,10 @@ def lower(chain: Chain, t: PixType, name: str) -> Lowered:
         w.store(ptrs, px, x, y, z, stage.w, stage.h, nb, ty)
     finally:
         set_current(prev)
-    ir = KernelIR(name, params, trace.body)
-    ir.mutable = set(trace.__dict__.get(MUTABLE_KEY, set()))
+    if getattr(trace, "deferred", None):
+        raise ArgumentError(f"fkl: tracing the chain failed: {trace.deferred[0]}")
+    ir = KernelIR(name, params, trace.body, mutable=set(getattr(trace, "mutable", set())),
+                  functions=list(getattr(trace, "functions", [])))
     return Lowered(ir, slots, scalar_types)
 
 

@@ -31,7 +31,7 @@ from thork_core import (
 )
 
 from ._lowering import BLOCK, Chain, Lowered, host_plan, kernel_name, lower, type_chain
-from ._loop import render
+from ._launcher import Launcher, make_launcher
 from ._ops import Op
 from ._pixel import PixType
 from ._tensor import Layout, ReadOp, ReadSet, WriteOp
@@ -50,12 +50,17 @@ class _Built:
 
 @dataclass
 class _Plan:
-    """Everything a call with one input shape needs, computed once."""
+    """Everything a call with one input shape needs, computed once: the arguments with
+    the scalars filled in, where the arrays go, the grid, the outputs' shapes and dtypes,
+    whether the arrays live on the device, and the pre-packed launcher."""
 
     args: list[Any]
     pointer_slots: list[tuple[int, str, int]]
     grid: tuple[int, int, int]
     outs: list[tuple[tuple[int, ...], DType]]
+    device: bool
+    order: list[int]
+    launcher: Launcher | None = None
 
 
 _BUILT: dict[tuple[Any, ...], _Built] = {}
@@ -118,6 +123,9 @@ class Pipe:
         self._target: Target | None = None
         self._built: dict[PixType, _Built] = {}
         self._plans: dict[Any, _Plan] = {}
+        # Hot path: (shape, dtype, device) of each input -> (plan, launcher).
+        self._hot: dict[Any, tuple[_Plan, Launcher]] = {}
+        self._n_inputs = self.chain.read.inputs
 
     def __repr__(self) -> str:
         return f"<fkl pipe {' -> '.join(op.name for op in self.ops)}>"
@@ -149,7 +157,7 @@ class Pipe:
                 type_chain(self.chain, t)
                 lowered = lower(self.chain, t, kernel_name(key[:2]))
                 tgt, comp = choose(self._resolve(), self.compiler)
-                source = render(tgt.renderer(), lowered.ir)
+                source = tgt.renderer().render(lowered.ir)
                 exe, info = build(lowered.ir, source, tgt, comp)
                 built = _Built(lowered, exe, info)
                 _BUILT[key] = built
@@ -163,7 +171,7 @@ class Pipe:
         """The generated source for this pipe's target, for input ``x`` (or the given
         pixel dtype and channel count)."""
         t = self._pixtype(x, dtype, channels)
-        return render(self._resolve().renderer(), self.lowered(t).ir)
+        return self._resolve().renderer().render(self.lowered(t).ir)
 
     def artifact(self, x: Any = None, *, dtype: Any = None, channels: int = 1,
                  arch: str = "sm_90", compiler: str | None = None, kind: str = "cubin") -> Any:
@@ -174,7 +182,7 @@ class Pipe:
         t = self._pixtype(x, dtype, channels)
         lowered = self.lowered(t)
         comp = plugins().compiler(compiler or self.compiler, GpuTarget())
-        source = render(CudaRenderer(), lowered.ir)
+        source = CudaRenderer().render(lowered.ir)
         art, _, _ = compile_artifact(lowered.ir, source, comp, kind, parse_arch(arch))
         return art
 
@@ -198,36 +206,91 @@ class Pipe:
 
     # -- running -----------------------------------------------------------------------
     def __call__(self, *inputs: Any, out: Any = None, stream: Any = None) -> Any:
-        read = self.chain.read
-        if len(inputs) != read.inputs:
+        """Run the chain on ``inputs`` (one array; two for DualRead; none for ReadSet).
+
+        Host (NumPy) inputs give host outputs (the GPU target copies in and out and
+        synchronizes); device inputs give :class:`fkl.DeviceBuffer` outputs on the same
+        device, queued on ``stream`` without synchronization. ``out`` (an array, or a
+        list for several outputs) is written instead of allocating.
+        """
+        if len(inputs) != self._n_inputs:
+            read = self.chain.read
             raise ArgumentError(
                 f"fkl pipe: {read.name} reads {read.inputs} array(s), got {len(inputs)}")
+        ptrs: list[int] = []
+        key: list[Any] = []
+        for x in inputs:
+            fast = _fast_info(x)
+            if fast is None:
+                key = None  # type: ignore[assignment]
+                break
+            ptrs.append(fast[0])
+            key.append(fast[1])
+        hot = self._hot.get(tuple(key)) if key is not None else None
+        if hot is None:
+            return self._call_slow(inputs, out, stream, key)
+        plan, launcher = hot
+        handle = _stream(stream) if stream is not None else 0
+        if out is None:
+            outs = _allocate(plan, self._on_device(plan), inputs, handle)
+        elif type(out) is _TYPES[1] and plan.device and len(plan.outs) == 1 and \
+                out.shape == plan.outs[0][0] and out.dtype == plan.outs[0][1]:
+            outs = [out]  # the common hot case: a DeviceBuffer of exactly the right kind
+        else:
+            outs = self._check_out(plan, out, plan.device)
+        for o in outs:
+            ptrs.append(_pointer(o))
+        launcher.launch(_order(plan, ptrs), handle)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @staticmethod
+    def _on_device(plan: _Plan) -> bool:
+        return plan.device
+
+    def _call_slow(self, inputs: tuple[Any, ...], out: Any, stream: Any,
+                   key: list[Any] | None) -> Any:
+        """First call for an input type/shape (or an input without a fast path)."""
+        read = self.chain.read
         views = [_view(x, f"input {i}") for i, x in enumerate(inputs)]
         t, g, lay = read.host_type(views)
         built = self._build(t)
-        shape_key = (t, tuple(v.shape for v in views))
-        plan = self._plans.get(shape_key)
-        if plan is None:
-            plan = self._plan(built, t, g, lay)
-            self._plans[shape_key] = plan
         tgt = self._resolve()
         on_device = any(v.device == "cuda" for v in views)
         if tgt.name == "cpu" and on_device:
             raise ArgumentError(
                 "fkl pipe (target='cpu'): inputs must be NumPy arrays on the host; got a "
                 "device array (copy it to the host, or compose with target='gpu')")
-        outs = self._outputs(plan, out, views, on_device, stream)
-        args = plan.args
-        for pos, role, idx in plan.pointer_slots:
-            args[pos] = inputs[idx] if role == "in" else outs[idx]
-        try:
+        if on_device and not all(v.device == "cuda" for v in views):
+            raise ArgumentError("fkl pipe: inputs mix host and device arrays")
+        shape_key = (t, tuple(v.shape for v in views), on_device)
+        plan = self._plans.get(shape_key)
+        if plan is None:
+            plan = self._plan(built, t, g, lay, on_device)
+            self._plans[shape_key] = plan
+        outs = self._check_out(plan, out, on_device) if out is not None else \
+            _allocate(plan, on_device, inputs, _stream(stream) if stream is not None else 0)
+        # Device arrays (and host arrays on the CPU target) get the pre-packed hot path.
+        direct = on_device or tgt.name == "cpu"
+        if direct and plan.launcher is None:
+            plan.launcher = make_launcher(built.exe, built.lowered.ir, plan.args, plan.grid,
+                                          BLOCK)
+        if direct and plan.launcher is not None:
+            handle = _stream(stream) if stream is not None else 0
+            for v in views:
+                if v.stream is not None and v.stream != handle:
+                    _wait(v.stream, handle, v.device_id)
+            ptrs = [v.ptr for v in views] + [_pointer(o) for o in outs]
+            plan.launcher.launch(_order(plan, ptrs), handle)
+            if key is not None:
+                self._hot[tuple(key)] = (plan, plan.launcher)
+        else:
+            args = list(plan.args)
+            for pos, role, idx in plan.pointer_slots:
+                args[pos] = inputs[idx] if role == "in" else outs[idx]
             built.exe.launch(plan.grid, BLOCK, args, stream=stream)
-        finally:
-            for pos, _, _ in plan.pointer_slots:
-                args[pos] = None
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _plan(self, built: _Built, t: PixType, g: Any, lay: Layout) -> _Plan:
+    def _plan(self, built: _Built, t: PixType, g: Any, lay: Layout, device: bool) -> _Plan:
         values, og, outs = host_plan(self.chain, t, g, lay)
         lowered = built.lowered
         args: list[Any] = [None] * len(lowered.slots)
@@ -243,35 +306,101 @@ class Pipe:
         if grid[2] > 65535:
             raise ArgumentError(f"fkl pipe: batch of {og.batch} planes exceeds the CUDA grid "
                                 "limit of 65535")
-        return _Plan(args, pointer_slots, grid, outs)
+        n_in = sum(1 for _, role, _ in pointer_slots if role == "in")
+        order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
+        return _Plan(args, pointer_slots, grid, outs, device, order)
 
-    def _outputs(self, plan: _Plan, out: Any, views: list[ArrayView], on_device: bool,
-                 stream: Any) -> list[Any]:
-        if out is None:
-            if on_device:
-                from thork_core._device_array import DeviceArray
-
-                dev = views[0].device_id if views else 0
-                return [DeviceArray(shape, d, device=dev, stream=stream) for shape, d in
-                        plan.outs]
-            return [_host_empty(shape, d) for shape, d in plan.outs]
+    def _check_out(self, plan: _Plan, out: Any, on_device: bool) -> list[Any]:
         given = list(out) if isinstance(out, (list, tuple)) else [out]
         if len(given) != len(plan.outs):
             raise ArgumentError(f"fkl pipe out: the chain writes {len(plan.outs)} array(s), "
                                 f"got {len(given)}")
         for i, (o, (shape, d)) in enumerate(zip(given, plan.outs)):
-            v = _view(o, f"out[{i}]" if len(given) > 1 else "out")
+            what = f"out[{i}]" if len(given) > 1 else "out"
+            v = _view(o, what)
             if v.dtype != d or not _same_shape(v.shape, shape):
                 raise ArgumentError(
-                    f"fkl pipe out{'[%d]' % i if len(given) > 1 else ''}: expected shape "
-                    f"{shape} and dtype {d.name}, got {v.shape} {v.dtype.name}")
+                    f"fkl pipe {what}: expected shape {shape} and dtype {d.name}, got "
+                    f"{v.shape} {v.dtype.name}")
             if v.readonly:
-                raise ArgumentError("fkl pipe out: the output array is read-only")
+                raise ArgumentError(f"fkl pipe {what}: the output array is read-only")
             if on_device != (v.device == "cuda"):
                 raise ArgumentError(
-                    "fkl pipe out: inputs and outputs must all be host arrays or all be device "
-                    "arrays")
+                    f"fkl pipe {what}: inputs and outputs must all be host arrays or all be "
+                    "device arrays")
         return given
+
+
+def _allocate(plan: _Plan, on_device: bool, inputs: tuple[Any, ...], handle: int) -> list[Any]:
+    if on_device:
+        from thork_core._device_array import DeviceArray
+
+        dev = _device_of(inputs[0]) if inputs else 0
+        return [DeviceArray(shape, d, device=dev, stream=handle) for shape, d in plan.outs]
+    return [_host_empty(shape, d) for shape, d in plan.outs]
+
+
+def _order(plan: _Plan, ptrs: list[int]) -> list[int]:
+    """Input and output addresses (inputs first) in kernel-parameter order."""
+    return [ptrs[i] for i in plan.order]
+
+
+def _device_of(x: Any) -> int:
+    dev = getattr(x, "device", 0)
+    if isinstance(dev, int):
+        return dev
+    idx = getattr(dev, "index", None)  # torch.device
+    if isinstance(idx, int):
+        return idx
+    return _view(x, "input").device_id
+
+
+_TYPES: list[type] = []
+
+
+def _array_types() -> list[type]:
+    """``[numpy.ndarray, DeviceArray]``, imported on first use (keeps ``import fkl`` fast)."""
+    if not _TYPES:
+        import numpy as np
+
+        from thork_core._device_array import DeviceArray
+
+        _TYPES.extend((np.ndarray, DeviceArray))
+    return _TYPES
+
+
+def _fast_info(x: Any) -> tuple[int, Any] | None:
+    """``(address, hot-path key)`` for arrays that can skip the adapters, else None."""
+    nd, da = _TYPES or _array_types()
+    tx = type(x)
+    if tx is da:
+        return x.ptr, (x.shape, x.dtype, x.device)
+    if tx is nd:
+        if not x.flags.c_contiguous:
+            return None
+        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1)
+    return None
+
+
+def _pointer(o: Any) -> int:
+    nd, da = _TYPES or _array_types()
+    if type(o) is da:
+        return o.ptr
+    if type(o) is nd:
+        return o.__array_interface__["data"][0]
+    return _view(o, "out").ptr
+
+
+def _stream(stream: Any) -> int:
+    from thork_core._cuda import stream_handle
+
+    return stream_handle(stream)
+
+
+def _wait(producer: int, consumer: int, device: int) -> None:
+    from thork_core._device_array import _stream_wait
+
+    _stream_wait(device, producer, consumer)
 
 
 def _same_shape(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
