@@ -17,6 +17,9 @@ PACKAGES = {
     "trace": "packages/thork-trace",
     "nvrtc": "packages/backend-nvrtc",
     "cpu": "packages/target-cpu",
+    "nvcc": "packages/backend-nvcc",
+    "clang": "packages/backend-clang",
+    "compose": "packages/fkl-compose",
 }
 COMBINATIONS = {
     "core+trace": ["core", "trace"],
@@ -24,7 +27,7 @@ COMBINATIONS = {
     "core+trace+cpu": ["core", "trace", "cpu"],
     "all": list(PACKAGES),
 }
-TEST_DEPS = ["pytest>=8", "hypothesis>=6", "ml_dtypes>=0.4"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6", "ml_dtypes>=0.4", "opencv-python-headless>=4.8"]
 
 
 @nox.session
