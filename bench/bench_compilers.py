@@ -77,10 +77,11 @@ def _thork_rows(arch: str, sources: dict[str, tuple[Any, str]]) -> list[dict[str
                 rows.append({"compiler": label, "note": f"unavailable: {why}"})
                 continue
             times, fallbacks = [], 0
-            for kname, (ir, src) in sources.items():
+            for ir, src in sources.values():
                 got: dict[str, Any] = {}
 
-                def run(ir: Any = ir, src: str = src, got: dict[str, Any] = got) -> None:
+                def run(ir: Any = ir, src: str = src, got: dict[str, Any] = got,
+                        comp: Any = comp, kind: str = kind) -> None:
                     got["art"] = compile_artifact(ir, src, comp, kind, arch)[0]
 
                 times.append(_time_cold(run))
@@ -122,9 +123,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="folder for bench_compilers.json")
     ap.add_argument("--arch", default="sm_90")
     args = ap.parse_args()
-    from thork_core import CudaRenderer
-
     import thork as tk
+    from thork_core import CudaRenderer
 
     sources = {}
     for name, case in _suite().items():

@@ -9,7 +9,6 @@ import stat
 
 import pytest
 from test_compilers_suite import ARCHS, kernel_for, require_compiler
-
 from thork_core import CompileError, CudaRenderer, reset_plugins
 
 # What clang says when the installed CUDA is newer than it supports (clang's own wording).

@@ -4,9 +4,8 @@ switching or upgrading a compiler never serves a stale artifact."""
 from __future__ import annotations
 
 import pytest
-from test_compilers_suite import SUITE, require_compiler
-
 import thork as tk
+from test_compilers_suite import SUITE, require_compiler
 from thork_core import CudaRenderer, cache_key, compile_artifact, disk_cache, plugins
 
 

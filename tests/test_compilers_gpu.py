@@ -33,7 +33,7 @@ def test_three_compilers_agree_on_the_gpu(name):
         results[compiler] = (arrays, info)
     ref = results["nvrtc"][0]
     for compiler in ("nvcc", "clang"):
-        for a, b in zip(ref, results[compiler][0]):
+        for a, b in zip(ref, results[compiler][0], strict=True):
             if SUITE[name].exact:
                 assert a.view(np.uint8).tobytes() == b.view(np.uint8).tobytes(), compiler
             else:
@@ -49,7 +49,7 @@ def test_hostlib_target_matches_cuLaunchKernel(name):
     lib, info = _run(name, None, 99, "gpu-hostlib")
     assert info.kind == "hostlib" and info.compiler.startswith("nvcc-")
     assert info.attributes.get("registers", 0) > 0
-    for a, b in zip(gpu, lib):
+    for a, b in zip(gpu, lib, strict=True):
         assert a.view(np.uint8).tobytes() == b.view(np.uint8).tobytes()
 
 

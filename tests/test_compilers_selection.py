@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from test_compilers_suite import kernel_for, require_compiler
-
 from thork_core import PluginError, Plugins, reset_plugins
 from thork_core._gpu import GpuTarget
 

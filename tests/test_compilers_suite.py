@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import poisoned, random_array
-
 import thork as tk
+from conftest import poisoned, random_array
 from thork_core import dt, plugins
 
 ARCHS = ("sm_75", "sm_80", "sm_90")

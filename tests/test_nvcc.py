@@ -10,7 +10,6 @@ import sys
 
 import pytest
 from test_compilers_suite import SUITE, kernel_for, require_compiler
-
 from thork_core import CompileError, CudaRenderer
 
 

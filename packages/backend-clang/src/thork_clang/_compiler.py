@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Sequence

@@ -117,7 +117,7 @@ class NvccCompiler(Compiler):
         tk, tried = find_toolkit()
         if tk is None:
             return f"nvcc: not found ({tried})"
-        archs = supported_archs(tk)
+        archs = sorted(supported_archs(tk), key=lambda a: int("".join(filter(str.isdigit, a))))
         span = f"{archs[0]}..{archs[-1]}" if archs else "unknown archs"
         return f"nvcc: {tk.describe()}; cubin/ptx/hostlib for {span}"
 
