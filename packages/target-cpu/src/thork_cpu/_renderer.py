@@ -60,7 +60,7 @@ struct thork_block {
   ucontext_t* fibers;             // null when the kernel needs no fibers
   unsigned char* stacks;
   ucontext_t sched;
-  unsigned int warp_alive[32], warp_mask[32], warp_gen[32];
+  unsigned int warp_alive[32], warp_mask[32], warp_gen[32], warp_snap[32];
   int warp_arrived[32];
 };
 
@@ -83,7 +83,7 @@ THORK_FN void thork_warp_sync(thork_block* b, unsigned int mask) {
   if (b->warp_arrived[w] == 0) b->warp_mask[w] = mask;
   else b->warp_mask[w] |= mask;
   if (++b->warp_arrived[w] >= thork_popc(b->warp_mask[w] & b->warp_alive[w])) {
-    b->warp_arrived[w] = 0; b->warp_gen[w]++; return;
+    b->warp_arrived[w] = 0; b->warp_gen[w]++; b->warp_snap[w] = b->warp_alive[w]; return;
   }
   while (b->warp_gen[w] == g) thork_yield(b, me);
 }
@@ -116,7 +116,11 @@ THORK_FN unsigned int thork_ballot(thork_block* b, unsigned int mask, bool p) {
   return r;
 }
 
-THORK_FN unsigned int thork_activemask(thork_block* b) { return b->warp_alive[b->cur >> 5]; }
+// The lanes that have not exited, when every one of them has reached a warp sync point.
+THORK_FN unsigned int thork_activemask(thork_block* b) {
+  thork_warp_sync(b, 0xffffffffu);
+  return b->warp_snap[b->cur >> 5];
+}
 
 THORK_FN bool thork_vote_all(thork_block* b, unsigned int mask, bool p) {
   unsigned int live = mask & b->warp_alive[b->cur >> 5];
@@ -174,7 +178,7 @@ static void thork_fiber_main(unsigned int lo, unsigned int hi) {
   if (b->arrived > 0 && b->arrived >= b->alive) { b->arrived = 0; b->gen++; }
   if (b->warp_arrived[w] > 0 &&
       b->warp_arrived[w] >= thork_popc(b->warp_mask[w] & b->warp_alive[w])) {
-    b->warp_arrived[w] = 0; b->warp_gen[w]++;
+    b->warp_arrived[w] = 0; b->warp_gen[w]++; b->warp_snap[w] = b->warp_alive[w];
   }
 }
 

@@ -1,0 +1,324 @@
+"""Memory and synchronization: atomics, warp primitives, vector access, dynamic shared
+memory, block votes — on every available target, and compiled for sm_75/sm_90."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import poisoned, random_array
+
+import thork as tk
+from thork_core import LaunchError, TraceError
+
+f32, i32, u32 = tk.dt.float32, tk.dt.int32, tk.dt.uint32
+
+
+def gpu_ok(kernel):
+    for arch in ("sm_75", "sm_90"):
+        assert kernel.artifact(arch).kind == "cubin"
+
+
+# -- atomics: every op, every type, global and shared --------------------------------------
+ATOMIC_TYPES = ["int32", "uint32", "int64", "uint64", "float32", "float64"]
+
+
+def _atomics_kernel(dtype):
+    @tk.jit(name=f"atomics_{dtype.name}")
+    def k(g: tk.DevicePointer[dtype], olds: tk.DevicePointer[dtype],
+          vals: tk.DevicePointer[dtype], n: i32):
+        """Slots: 0 add, 1 sub, 2 min, 3 max, 4 exch-count (cas), then shared copies."""
+        sh = tk.shared_array(dtype, 8)
+        t = tk.thread_idx().x
+        i = tk.block_idx().x * tk.block_dim().x + t
+        with tk.if_(t < 8):
+            sh[t] = g[t]
+        tk.syncthreads()
+        with tk.if_(i < n):
+            v = vals[i]
+            tk.atomic_add(g, 0, v)
+            tk.atomic_sub(g, 1, v)
+            tk.atomic_min(g, 2, v)
+            tk.atomic_max(g, 3, v)
+            # A CAS loop that increments slot 4 by one: tests atomic_cas.
+            done = tk.var(False)
+            with tk.while_(lambda: ~done):
+                old = g[4]
+                seen = tk.atomic_cas(g, 4, old, old + 1)
+                done.set(seen == old)
+            olds[i] = tk.atomic_exch(g, 5, v)
+            tk.atomic_min(sh, 2, v)
+            tk.atomic_max(sh, 3, v)
+            tk.atomic_add(sh, 0, v)
+        tk.syncthreads()
+        with tk.if_(t == 0):
+            tk.atomic_min(g, 6, sh[2])
+            tk.atomic_max(g, 7, sh[3])
+    return k
+
+
+ATOMIC_KERNELS = {name: _atomics_kernel(getattr(tk.dt, name)) for name in ATOMIC_TYPES}
+
+
+@pytest.mark.parametrize("name", ATOMIC_TYPES)
+def test_atomics_every_op_and_type(target, rng, name):
+    dtype = np.dtype(name)
+    n = int(rng.integers(300, 700)) | 1
+    if dtype.kind == "f":
+        vals = rng.integers(-50, 50, size=n).astype(dtype)  # exact sums in any order
+    elif dtype.kind == "u":
+        vals = rng.integers(0, 100, size=n).astype(dtype)
+    else:
+        vals = rng.integers(-100, 100, size=n).astype(dtype)
+    start = 10_000 if dtype.kind != "f" else 0
+    g = np.array([start, start + 10**6 if dtype.kind == "u" else 0, 1000, 0, 0, 7,
+                  1000, 0], dtype)
+    g0 = g.copy()
+    olds = poisoned(n, dtype)
+    ATOMIC_KERNELS[name][(n + 127) // 128, 128](g, olds, vals, n, target=target)
+    assert g[0] == g0[0] + vals.sum(dtype=dtype)
+    assert g[1] == g0[1] - vals.sum(dtype=dtype)
+    assert g[2] == min(g0[2], vals.min())
+    assert g[3] == max(g0[3], vals.max())
+    assert g[4] == n
+    # exch: the olds plus the final value are the initial 7 and every value, once each.
+    np.testing.assert_array_equal(np.sort(np.append(olds, g[5])), np.sort(np.append(vals, 7)))
+    assert g[6] == min(g0[6], vals.min()) and g[7] == max(g0[7], vals.max())
+    gpu_ok(ATOMIC_KERNELS[name])
+
+
+@tk.jit
+def bit_atomics(g: tk.DevicePointer[u32], vals: tk.DevicePointer[u32], n: i32):
+    i = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+    with tk.if_(i < n):
+        tk.atomic_or(g, 0, vals[i])
+        tk.atomic_and(g, 1, vals[i])
+        tk.atomic_xor(g, 2, vals[i])
+
+
+def test_bitwise_atomics(target, rng):
+    n = 301
+    vals = rng.integers(0, 2**32, size=n, dtype=np.uint64).astype(np.uint32) | np.uint32(1)
+    g = np.array([0, 0xFFFFFFFF, 0], np.uint32)
+    bit_atomics[3, 128](g, vals, n, target=target)
+    assert g[0] == np.bitwise_or.reduce(vals)
+    assert g[1] == np.bitwise_and.reduce(vals)
+    assert g[2] == np.bitwise_xor.reduce(vals)
+    gpu_ok(bit_atomics)
+
+
+def test_atomics_reject_bad_types():
+    def k(a: tk.DevicePointer[tk.dt.float16]):
+        tk.atomic_add(a, 0, 1.0)
+
+    def k2(a: tk.DevicePointer[f32]):
+        tk.atomic_or(a, 0, 1.0)
+    with pytest.raises(TraceError, match="float16"):
+        tk.jit(k).ir
+    with pytest.raises(TraceError, match="integer"):
+        tk.jit(k2).ir
+
+
+# -- warp primitives ----------------------------------------------------------------------
+@tk.jit
+def warp_ops(out: tk.DevicePointer[f32], bits: tk.DevicePointer[u32],
+             a: tk.DevicePointer[f32], src: tk.DevicePointer[i32]):
+    i = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+    v = a[i]
+    out[i * 8 + 0] = tk.shfl_idx(v, src[i])
+    out[i * 8 + 1] = tk.shfl_up(v, 3)
+    out[i * 8 + 2] = tk.shfl_down(v, 5)
+    out[i * 8 + 3] = tk.shfl_xor(v, 6)
+    out[i * 8 + 4] = tk.shfl_down(v, 2, width=8)
+    out[i * 8 + 5] = tk.shfl_xor(v, 1, width=4)
+    out[i * 8 + 6] = tk.warp_max(v, width=16)
+    out[i * 8 + 7] = tk.cast(tk.shfl_idx(tk.cast(v * 100.0, tk.dt.int16), 0), f32)
+    bits[i * 4 + 0] = tk.ballot(v > 0)
+    bits[i * 4 + 1] = tk.cast(tk.warp_any(v > 2.5), u32)
+    bits[i * 4 + 2] = tk.cast(tk.warp_all(v > -3.5), u32)
+    bits[i * 4 + 3] = tk.activemask()
+
+
+def test_warp_primitives(target, rng):
+    nw = 3
+    n = 32 * nw
+    a = random_array(rng, n, np.float32)
+    src = rng.integers(0, 32, size=n).astype(np.int32)
+    out = poisoned((n, 8), np.float32)
+    bits = poisoned((n, 4), np.uint32)
+    warp_ops[1, n](out, bits, a, src, target=target)
+    lane = np.arange(n) % 32
+    base = np.arange(n) - lane
+    A = a
+    np.testing.assert_array_equal(out[:, 0], A[base + src])
+    np.testing.assert_array_equal(out[:, 1], np.where(lane >= 3, A[np.arange(n) - 3], A))
+    np.testing.assert_array_equal(out[:, 2], np.where(lane + 5 < 32, A[np.minimum(np.arange(n) + 5, n - 1)], A))
+    np.testing.assert_array_equal(out[:, 3], A[base + (lane ^ 6)])
+    seg8 = lane // 8 * 8
+    np.testing.assert_array_equal(out[:, 4], np.where(lane + 2 < seg8 + 8, A[np.minimum(np.arange(n) + 2, n - 1)], A))
+    np.testing.assert_array_equal(out[:, 5], A[base + (lane ^ 1)])
+    np.testing.assert_array_equal(out[:, 6], A.reshape(-1, 16).max(1).repeat(16))
+    lane0 = (A[base] * np.float32(100)).astype(np.int16).astype(np.float32)
+    np.testing.assert_array_equal(out[:, 7], lane0)
+    w = A.reshape(nw, 32)
+    ballot = ((w > 0) * (1 << np.arange(32, dtype=np.uint64))).sum(1).astype(np.uint32)
+    np.testing.assert_array_equal(bits[:, 0], ballot.repeat(32))
+    np.testing.assert_array_equal(bits[:, 1], (w > 2.5).any(1).repeat(32))
+    np.testing.assert_array_equal(bits[:, 2], (w > -3.5).all(1).repeat(32))
+    np.testing.assert_array_equal(bits[:, 3], 0xFFFFFFFF)
+    gpu_ok(warp_ops)
+
+
+@tk.jit
+def vote_block(out: tk.DevicePointer[i32], a: tk.DevicePointer[f32]):
+    i = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+    v = a[i]
+    out[i * 3] = tk.syncthreads_count(v > 0)
+    out[i * 3 + 1] = tk.cast(tk.syncthreads_and(v > -2.0), i32)
+    out[i * 3 + 2] = tk.cast(tk.syncthreads_or(v > 2.0), i32)
+
+
+def test_syncthreads_count_and_or(target, rng):
+    nb, bs = 5, 96
+    a = random_array(rng, nb * bs, np.float32)
+    out = poisoned((nb * bs, 3), np.int32)
+    vote_block[nb, bs](out, a, target=target)
+    b = a.reshape(nb, bs)
+    np.testing.assert_array_equal(out[:, 0], (b > 0).sum(1).repeat(bs))
+    np.testing.assert_array_equal(out[:, 1], (b > -2).all(1).repeat(bs))
+    np.testing.assert_array_equal(out[:, 2], (b > 2).any(1).repeat(bs))
+    gpu_ok(vote_block)
+
+
+# -- vector loads and stores ----------------------------------------------------------------
+def _vec_kernel(dtype, n):
+    @tk.jit(name=f"vec_{dtype.name}_{n}")
+    def k(out: tk.DevicePointer[dtype], a: tk.DevicePointer[dtype], count: i32):
+        i = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+        with tk.if_(i * n < count):
+            vals = a.vload(i * n, n)
+            out.vstore(i * n, [v + v for v in reversed(vals)])
+        tk.threadfence()
+    return k
+
+
+VEC_CASES = [("float32", 2), ("float32", 4), ("int32", 4), ("float64", 2), ("float16", 8),
+             ("uint8", 8)]
+VEC_KERNELS = {c: _vec_kernel(getattr(tk.dt, c[0]), c[1]) for c in VEC_CASES}
+
+
+@pytest.mark.parametrize("case", VEC_CASES, ids=[f"{d}x{n}" for d, n in VEC_CASES])
+def test_vector_loads_and_stores(target, rng, case):
+    name, n = case
+    count = n * (int(rng.integers(50, 200)) | 1)
+    a = random_array(rng, count, name)
+    out = poisoned(count, name)
+    VEC_KERNELS[case][(count // n + 63) // 64, 64](out, a, count, target=target)
+    ref = (a + a).reshape(-1, n)[:, ::-1].reshape(-1)
+    np.testing.assert_array_equal(out, ref)
+    src = VEC_KERNELS[case].source
+    assert f"thork_vec<" in src
+    gpu_ok(VEC_KERNELS[case])
+
+
+def test_vector_width_errors():
+    def k(a: tk.DevicePointer[tk.dt.float64]):
+        a.vload(0, 4)
+
+    def k2(a: tk.DevicePointer[f32]):
+        a.vload(2, 4)
+    with pytest.raises(TraceError, match="32 bytes"):
+        tk.jit(k).ir
+    with pytest.raises(TraceError, match="multiple of 4"):
+        tk.jit(k2).ir
+
+
+# -- dynamic shared memory -------------------------------------------------------------------
+@tk.jit
+def reverse_dynamic(out: tk.DevicePointer[f32], a: tk.DevicePointer[f32],
+                    idx: tk.DevicePointer[i32], n: i32):
+    """Reverse each block's chunk through dynamic shared memory (two arrays in it)."""
+    buf = tk.dynamic_shared(f32)
+    ib = tk.dynamic_shared(i32, offset=4096)
+    t, bs = tk.thread_idx().x, tk.block_dim().x
+    i = tk.block_idx().x * bs + t
+    with tk.if_(i < n):
+        buf[t] = a[i]
+        ib[t] = idx[i]
+    tk.syncthreads()
+    r = bs - 1 - t
+    j = tk.block_idx().x * bs + r
+    with tk.if_((j < n) & (i < n)):
+        out[i * 2] = buf[r]
+        out[i * 2 + 1] = tk.cast(ib[r], f32)
+
+
+@pytest.mark.parametrize("bs", [64, 200])
+def test_dynamic_shared_memory(target, rng, bs):
+    n = bs * 7
+    a = random_array(rng, n, np.float32)
+    idx = np.arange(n, dtype=np.int32)
+    out = poisoned((n, 2), np.float32)
+    reverse_dynamic[7, bs, 4096 + 4 * bs](out, a, idx, n, target=target)
+    np.testing.assert_array_equal(out[:, 0], a.reshape(7, bs)[:, ::-1].reshape(-1))
+    np.testing.assert_array_equal(out[:, 1], idx.reshape(7, bs)[:, ::-1].reshape(-1))
+    assert "extern __shared__" in reverse_dynamic.source
+    gpu_ok(reverse_dynamic)
+
+
+# -- barrier semantics on the CPU target -----------------------------------------------------
+@tk.jit
+def barrier_in_loop(out: tk.DevicePointer[i32], rounds: i32):
+    """Each round every thread reads its neighbour's value written in the previous round:
+    correct only if the barrier really separates the rounds."""
+    s = tk.shared_array(i32, 2 * 128)
+    t = tk.thread_idx().x
+    s[t] = tk.cast(t, i32)
+    tk.syncthreads()
+    for r in tk.range(rounds):
+        cur = (r % 2) * 128
+        nxt = 128 - cur
+        s[nxt + t] = s[cur + (t + 1) % 128] + 1
+        tk.syncthreads()
+    out[t] = s[(rounds % 2) * 128 + t]
+
+
+def test_barriers_inside_device_loops(target, rng):
+    rounds = int(rng.integers(5, 40))
+    out = poisoned(128, np.int32)
+    barrier_in_loop[1, 128](out, rounds, target=target)
+    np.testing.assert_array_equal(out, (np.arange(128) + rounds) % 128 + rounds)
+    gpu_ok(barrier_in_loop)
+
+
+@tk.jit
+def early_exit_then_barrier(out: tk.DevicePointer[i32], n: i32):
+    s = tk.shared_array(i32, 64)
+    t = tk.thread_idx().x
+    with tk.if_(t >= n):
+        tk.return_()  # exited threads no longer count for the barrier
+    s[t] = tk.cast(t, i32) * 2
+    tk.syncthreads()
+    out[t] = s[n - 1 - t]
+
+
+def test_returned_threads_leave_the_barrier(target):
+    out = poisoned(64, np.int32)
+    early_exit_then_barrier[1, 64](out, 40, target=target)
+    np.testing.assert_array_equal(out[:40], (39 - np.arange(40)) * 2)
+    assert (out[40:] == np.iinfo(np.int32).max).all()
+
+
+@tk.jit
+def divergent_barrier(out: tk.DevicePointer[i32]):
+    t = tk.thread_idx().x
+    with tk.if_(t < 10):
+        tk.syncthreads()  # waits for lanes 10.. which wait in the shuffle for lanes < 10
+    with tk.else_():
+        out[t] = tk.shfl_down(tk.cast(t, i32), 1)
+    out[t] = 1
+
+
+def test_cpu_reports_a_barrier_that_never_opens():
+    # Only on the CPU target: on a GPU this is undefined behaviour (it may hang).
+    out = np.zeros(32, np.int32)
+    with pytest.raises(LaunchError, match="could never"):
+        divergent_barrier[1, 32](out, target="cpu")
