@@ -1,0 +1,342 @@
+"""fkl-compose benchmark: fused chains against torch eager, CuPy and a device copy.
+
+    python bench/bench_fkl.py --out DIR [--quick]
+
+Rows (GPU rows run when a GPU is visible; anchors when torch / CuPy / torchvision import):
+  * 6-op float chain, 1080p x 3: fkl fused vs torch eager vs CuPy unfused (and cupy.fuse)
+  * DNN preprocessing, uint8 1080p HWC -> crop -> resize 224 -> normalize -> float CHW:
+    fkl vs torch eager (+ torchvision v2 when present)
+  * uint8 HWC -> normalized float CHW at 1080p (no resize): fkl vs torch eager
+  * achieved bandwidth vs cuMemcpyDtoD of the same bytes, measured in the same run
+  * hot-call overhead (host time per call, device arrays, out= given) vs raw cuLaunchKernel
+  * cold compile of a 6-op chain (trace + NVRTC + load, fresh disk cache) and a disk hit
+  * CPU target vs NumPy for the 6-op chain
+
+GPU times are CUDA events around each call (median of fresh-input repetitions after a
+warm-up). Everything runs on the legacy default stream, which torch and CuPy also use by
+default. Results go to DIR/bench_fkl.json; the compact table is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+# A fresh, private disk cache so that the cold-compile row really compiles.
+os.environ["THORK_CACHE_DIR"] = tempfile.mkdtemp(prefix="thork-bench-fkl-")
+
+import numpy as np  # noqa: E402
+
+import fkl  # noqa: E402
+
+H, W, C = 1080, 1920, 3
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+ROWS: list[dict[str, Any]] = []
+
+
+def row(group: str, name: str, value: float, unit: str, note: str = "") -> None:
+    ROWS.append({"group": group, "name": name, "value": value, "unit": unit, "note": note})
+    print(f"  {group:<14} {name:<34} {value:10.2f} {unit:<6} {note}", flush=True)
+
+
+def six_ops() -> list[fkl.Op]:
+    return [fkl.Mul(1.5), fkl.Add(0.25), fkl.Mul(2.0), fkl.Sub(0.5), fkl.Max(-1.0),
+            fkl.Min(4.0)]
+
+
+def six_ops_numpy(x: Any) -> Any:
+    y = x * np.float32(1.5) + np.float32(0.25)
+    y = y * np.float32(2.0) - np.float32(0.5)
+    return np.minimum(np.maximum(y, np.float32(-1.0)), np.float32(4.0))
+
+
+# -- GPU timing ---------------------------------------------------------------------------
+class Events:
+    """Driver-API CUDA events on the legacy default stream."""
+
+    def __init__(self) -> None:
+        from thork_core import _cuda
+
+        self.cuda = _cuda
+        self.drv = _cuda.driver()
+        _cuda.make_current(0)
+        self.a = _cuda.check(self.drv.cuEventCreate(0), "cuEventCreate")
+        self.b = _cuda.check(self.drv.cuEventCreate(0), "cuEventCreate")
+
+    def time_us(self, fn: Callable[[], Any], reps: int, warmup: int = 5,
+                refresh: Callable[[], Any] | None = None) -> float:
+        """Median device time of ``fn`` in microseconds (``refresh`` runs untimed
+        before each repetition, e.g. to write fresh inputs)."""
+        drv, check = self.drv, self.cuda.check
+        for _ in range(warmup):
+            fn()
+        check(drv.cuCtxSynchronize(), "sync")
+        times = []
+        for _ in range(reps):
+            if refresh is not None:
+                refresh()
+            check(drv.cuEventRecord(self.a, 0), "record")
+            fn()
+            check(drv.cuEventRecord(self.b, 0), "record")
+            check(drv.cuEventSynchronize(self.b), "sync")
+            times.append(check(drv.cuEventElapsedTime(self.a, self.b), "elapsed") * 1e3)
+        return statistics.median(times)
+
+
+def try_import(name: str) -> Any:
+    try:
+        return __import__(name)
+    except Exception:
+        return None
+
+
+def bench_gpu(reps: int) -> None:
+    from thork_core import _cuda
+    from thork_core._device_array import DeviceArray
+
+    ev = Events()
+    drv = ev.drv
+    torch, cupy = try_import("torch"), try_import("cupy")
+    if torch is not None and not torch.cuda.is_available():
+        torch = None
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+
+    # -- 6-op float chain ---------------------------------------------------------------
+    print("6-op float chain, 1080p x 3 float32", flush=True)
+    host = rng.standard_normal((H, W, C)).astype(np.float32)
+    x = DeviceArray.from_host(host)
+    out = DeviceArray((H, W, C), "float32")
+    pipe = fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite(), target="gpu")
+    pipe(x, out=out)
+    assert np.allclose(out.to_host(), six_ops_numpy(host), rtol=1e-5, atol=1e-5)
+    fresh = [DeviceArray.from_host(rng.standard_normal((H, W, C)).astype(np.float32))
+             for _ in range(3)]
+    k = [0]
+
+    def rotate() -> None:
+        k[0] = (k[0] + 1) % len(fresh)
+
+    t_fkl = ev.time_us(lambda: pipe(fresh[k[0]], out=out), reps, refresh=rotate)
+    row("6-op chain", "fkl fused (1 kernel)", t_fkl, "us")
+    nbytes = H * W * C * 4
+    src = DeviceArray((nbytes,), "uint8")
+    dst = DeviceArray((nbytes,), "uint8")
+    t_copy = ev.time_us(lambda: _cuda.check(drv.cuMemcpyDtoDAsync(dst.ptr, src.ptr, nbytes, 0),
+                                            "copy"), reps)
+    row("bandwidth", "cuMemcpyDtoD same bytes", 2 * nbytes / t_copy / 1e3, "GB/s",
+        f"{t_copy:.1f} us")
+    row("bandwidth", "fkl 6-op chain achieved", 2 * nbytes / t_fkl / 1e3, "GB/s",
+        f"{100 * t_copy / t_fkl:.0f}% of copy")
+    if torch is not None:
+        tx = torch.from_dlpack(x)
+        tout = torch.from_dlpack(out)
+        assert np.allclose(tout.cpu().numpy(), six_ops_numpy(host), rtol=1e-5, atol=1e-5)
+
+        def torch_chain() -> Any:
+            return ((((tx * 1.5) + 0.25) * 2.0) - 0.5).clamp_min(-1.0).clamp_max(4.0)
+
+        t_torch = ev.time_us(torch_chain, reps)
+        row("6-op chain", "torch eager (6 kernels)", t_torch, "us",
+            f"fkl speedup {t_torch / t_fkl:.1f}x")
+    if cupy is not None:
+        cx = cupy.asarray(x)
+
+        def cupy_chain() -> Any:
+            return cupy.minimum(cupy.maximum((cx * 1.5 + 0.25) * 2.0 - 0.5, -1.0), 4.0)
+
+        t_cupy = ev.time_us(cupy_chain, reps)
+        row("6-op chain", "CuPy unfused", t_cupy, "us", f"fkl speedup {t_cupy / t_fkl:.1f}x")
+        fused = cupy.fuse(lambda a: cupy.minimum(cupy.maximum((a * 1.5 + 0.25) * 2.0 - 0.5,
+                                                              -1.0), 4.0))
+        t_cf = ev.time_us(lambda: fused(cx), reps)
+        row("6-op chain", "CuPy fuse", t_cf, "us", f"fkl speedup {t_cf / t_fkl:.1f}x")
+
+    # -- DNN preprocessing --------------------------------------------------------------
+    print("DNN preprocessing, uint8 1080p HWC -> crop -> 224x224 -> normalize -> CHW",
+          flush=True)
+    img_h = rng.integers(0, 256, (H, W, C)).astype(np.uint8)
+    img = DeviceArray.from_host(img_h)
+    rect = (420, 0, 1080, 1080)
+    dnn = fkl.compose(fkl.TensorRead(), fkl.Crop(rect), fkl.Resize(224, 224),
+                      fkl.ColorConversion("BGR2RGB"), fkl.Mul(1 / 255.0), fkl.Sub(MEAN),
+                      fkl.Div(STD), fkl.TensorSplit(), target="gpu")
+    dout = DeviceArray((3, 224, 224), "float32")
+    dnn(img, out=dout)
+    t_dnn = ev.time_us(lambda: dnn(img, out=dout), reps)
+    row("dnn preproc", "fkl (1 kernel)", t_dnn, "us")
+    plain = fkl.compose(fkl.TensorRead(), fkl.ColorConversion("BGR2RGB"), fkl.Mul(1 / 255.0),
+                        fkl.Sub(MEAN), fkl.Div(STD), fkl.TensorSplit(), target="gpu")
+    pout = DeviceArray((3, H, W), "float32")
+    plain(img, out=pout)
+    t_plain = ev.time_us(lambda: plain(img, out=pout), reps)
+    pbytes = H * W * C * 5
+    row("dnn preproc", "fkl u8 HWC->f32 CHW 1080p", t_plain, "us",
+        f"{pbytes / t_plain / 1e3:.0f} GB/s = "
+        f"{100 * (pbytes / t_plain) / (2 * nbytes / t_copy):.0f}% of copy")
+    if torch is not None:
+        ti = torch.from_dlpack(img)
+        mean = torch.tensor(MEAN, device="cuda").view(3, 1, 1)
+        std = torch.tensor(STD, device="cuda").view(3, 1, 1)
+        x0, y0, w0, h0 = rect
+
+        def torch_dnn() -> Any:
+            c = ti[y0:y0 + h0, x0:x0 + w0].permute(2, 0, 1).flip(0).float().unsqueeze(0)
+            r = torch.nn.functional.interpolate(c, size=(224, 224), mode="bilinear",
+                                                align_corners=False)[0]
+            return (r / 255.0 - mean) / std
+
+        t_t = ev.time_us(torch_dnn, reps)
+        row("dnn preproc", "torch eager", t_t, "us", f"fkl speedup {t_t / t_dnn:.1f}x")
+
+        def torch_plain() -> Any:
+            return (ti.permute(2, 0, 1).flip(0).float() / 255.0 - mean) / std
+
+        t_tp = ev.time_us(torch_plain, reps)
+        row("dnn preproc", "torch eager u8->f32 CHW 1080p", t_tp, "us",
+            f"fkl speedup {t_tp / t_plain:.1f}x")
+        tv = try_import("torchvision")
+        if tv is not None:
+            try:
+                from torchvision.transforms.v2 import functional as F
+
+                def tv_dnn() -> Any:
+                    c = F.crop(ti.permute(2, 0, 1), y0, x0, h0, w0).flip(0)
+                    r = F.resize(c, [224, 224], antialias=False)
+                    return F.normalize(F.to_dtype(r, torch.float32, scale=True), MEAN, STD)
+
+                t_tv = ev.time_us(tv_dnn, reps)
+                row("dnn preproc", "torchvision v2", t_tv, "us",
+                    f"fkl speedup {t_tv / t_dnn:.1f}x")
+            except Exception as exc:  # an older torchvision without v2
+                print(f"  torchvision skipped: {exc}")
+
+    # -- hot-call overhead --------------------------------------------------------------
+    print("hot-call overhead (tiny image, device arrays, out= given)", flush=True)
+    tiny = DeviceArray.from_host(np.arange(16, dtype=np.float32))
+    tout = DeviceArray((16,), "float32")
+    hot = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(1.0), fkl.Mul(3.0),
+                      fkl.TensorWrite(), target="gpu")
+    hot(tiny.reshape(1, 16), out=tout.reshape(1, 16))
+    t1, t2 = tiny.reshape(1, 16), tout.reshape(1, 16)
+    for _ in range(200):
+        hot(t1, out=t2)
+    _cuda.check(drv.cuCtxSynchronize(), "sync")
+    n = 20000
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            hot(t1, out=t2)
+        samples.append((time.perf_counter() - t0) / n * 1e6)
+        _cuda.check(drv.cuCtxSynchronize(), "sync")
+    row("hot call", "fkl pipe(x, out=y)", statistics.median(samples), "us",
+        "host time per call; goal <= 5 us")
+    plan, launcher = next(iter(hot._hot.values()))
+    ptrs = [t1.ptr, t2.ptr]
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            launcher.launch(ptrs, 0)
+        samples.append((time.perf_counter() - t0) / n * 1e6)
+        _cuda.check(drv.cuCtxSynchronize(), "sync")
+    row("hot call", "pre-packed cuLaunchKernel only", statistics.median(samples), "us")
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n // 4):
+            hot(t1)
+        samples.append((time.perf_counter() - t0) / (n // 4) * 1e6)
+        _cuda.check(drv.cuCtxSynchronize(), "sync")
+    row("hot call", "fkl pipe(x) allocating out", statistics.median(samples), "us")
+
+
+def bench_compile() -> None:
+    print("cold compile of a 6-op chain", flush=True)
+    from thork_core import plugins
+
+    target = "gpu" if plugins().target(None).name == "gpu" else "cpu"
+    x = np.random.default_rng().standard_normal((7, 9, 3)).astype(np.float64)
+    fkl.reset_stats(clear_cache=True)
+    t0 = time.perf_counter()
+    pipe = fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite(), target=target)
+    pipe(x)
+    cold = (time.perf_counter() - t0) * 1e3
+    info = pipe.compile_info()
+    row("compile", f"cold 6-op chain ({target})", cold, "ms",
+        f"{info.compiler if info else '?'}; compile {info.compile_ms if info else 0:.0f} ms")
+    fkl.reset_stats(clear_cache=True)
+    t0 = time.perf_counter()
+    fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite(), target=target)(x)
+    row("compile", "same chain, disk-cache hit", (time.perf_counter() - t0) * 1e3, "ms")
+    t0 = time.perf_counter()
+    fkl.compose(fkl.TensorRead(), fkl.Mul(9.0), fkl.Add(8.0), fkl.Mul(7.0), fkl.Sub(6.0),
+                fkl.Max(5.0), fkl.Min(4.0), fkl.TensorWrite(), target=target)(x)
+    row("compile", "new values, memory hit", (time.perf_counter() - t0) * 1e3, "ms",
+        f"builds so far: {fkl.stats()['builds']}")
+
+
+def bench_cpu(reps: int) -> None:
+    from thork_core import plugins
+
+    if not plugins().target("cpu").available()[0]:
+        return
+    print("CPU target vs NumPy, 6-op chain, 1080p x 3 float32", flush=True)
+    rng = np.random.default_rng()
+    host = rng.standard_normal((H, W, C)).astype(np.float32)
+    out = np.empty_like(host)
+    pipe = fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite(), target="cpu")
+    pipe(host, out=out)
+    assert np.allclose(out, six_ops_numpy(host), rtol=1e-5, atol=1e-5)
+
+    def wall(fn: Callable[[], Any]) -> float:
+        fn()
+        ts = []
+        for _ in range(max(3, reps // 10)):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(ts)
+
+    t_fkl = wall(lambda: pipe(host, out=out))
+    t_np = wall(lambda: six_ops_numpy(host))
+    row("cpu target", "fkl fused (cpu)", t_fkl, "ms", f"{os.cpu_count()} cores")
+    row("cpu target", "NumPy eager", t_np, "ms", f"fkl speedup {t_np / t_fkl:.1f}x")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=".", help="folder for bench_fkl.json")
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = ap.parse_args()
+    reps = 20 if args.quick else 100
+    from thork_core._cuda import gpu_status
+
+    gpu, why = gpu_status()
+    if gpu:
+        bench_gpu(reps)
+    else:
+        print(f"no GPU ({why}): GPU rows skipped", flush=True)
+    bench_compile()
+    bench_cpu(reps)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "bench_fkl.json")
+    with open(path, "w") as f:
+        json.dump({"rows": ROWS, "python": sys.version.split()[0]}, f, indent=1)
+    print(f"\nwrote {path}\n")
+    print(f"{'group':<14} {'what':<34} {'value':>10} {'unit':<6} note")
+    print("-" * 100)
+    for r in ROWS:
+        print(f"{r['group']:<14} {r['name']:<34} {r['value']:10.2f} {r['unit']:<6} {r['note']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
