@@ -32,9 +32,8 @@ from typing import Any
 # A fresh, private disk cache so that the cold-compile row really compiles.
 os.environ["THORK_CACHE_DIR"] = tempfile.mkdtemp(prefix="thork-bench-fkl-")
 
-import numpy as np  # noqa: E402
-
 import fkl  # noqa: E402
+import numpy as np  # noqa: E402
 
 H, W, C = 1080, 1920, 3
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]

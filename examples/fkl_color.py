@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 import fkl
+import numpy as np
 from thork_core import plugins
 
 target = plugins().target(None).name

@@ -3,9 +3,8 @@ scale -> normalize -> planar float CHW. Checked against a NumPy reference."""
 
 from __future__ import annotations
 
-import numpy as np
-
 import fkl
+import numpy as np
 from thork_core import plugins
 
 target = plugins().target(None).name

@@ -7,9 +7,8 @@ from __future__ import annotations
 import statistics
 import time
 
-import numpy as np
-
 import fkl
+import numpy as np
 from thork_core import plugins
 
 target = plugins().target(None).name

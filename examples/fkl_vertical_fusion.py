@@ -5,9 +5,8 @@ Runs on the GPU when one is visible, else on the CPU target; checks against NumP
 
 from __future__ import annotations
 
-import numpy as np
-
 import fkl
+import numpy as np
 from thork_core import plugins
 
 target = plugins().target(None).name  # "gpu" when visible, else "cpu"

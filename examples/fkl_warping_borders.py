@@ -3,9 +3,8 @@ any of the five modes (exactly np.pad, for any overshoot); Warping maps dst -> s
 
 from __future__ import annotations
 
-import numpy as np
-
 import fkl
+import numpy as np
 from thork_core import plugins
 
 target = plugins().target(None).name

@@ -3,11 +3,10 @@ odd-sized inputs; poisoned outputs where the caller passes ``out``)."""
 
 from __future__ import annotations
 
+import fkl
 import numpy as np
 import pytest
 from conftest import poisoned, random_array
-
-import fkl
 
 pytestmark = pytest.mark.plugin("compose")
 

@@ -3,11 +3,10 @@ the conventions coincide), plus the pins of fkl-semantics.md."""
 
 from __future__ import annotations
 
+import fkl
 import numpy as np
 import pytest
 from conftest import random_array
-
-import fkl
 
 pytestmark = pytest.mark.plugin("compose")
 
@@ -199,12 +198,12 @@ def test_border_reader_any_overshoot(target, rng, mode):
 def test_border_reader_vs_opencv(target, rng, mode):
     cv2 = pytest.importorskip("cv2")
     x = rng.integers(0, 256, (9, 11, 3)).astype(np.uint8)
-    t, b, l, r = 3, 5, 4, 2
+    t, b, lft, r = 3, 5, 4, 2
     cv_mode = {"CONSTANT": cv2.BORDER_CONSTANT, "REPLICATE": cv2.BORDER_REPLICATE,
                "REFLECT": cv2.BORDER_REFLECT, "REFLECT_101": cv2.BORDER_REFLECT_101,
                "WRAP": cv2.BORDER_WRAP}[mode]
-    ref = cv2.copyMakeBorder(x, t, b, l, r, cv_mode, value=(7, 7, 7))
-    got = chain(target, fkl.BorderReader(mode, 7), fkl.Crop((-l, -t, 11 + l + r, 9 + t + b)))(x)
+    ref = cv2.copyMakeBorder(x, t, b, lft, r, cv_mode, value=(7, 7, 7))
+    got = chain(target, fkl.BorderReader(mode, 7), fkl.Crop((-lft, -t, 11 + lft + r, 9 + t + b)))(x)
     np.testing.assert_array_equal(got, ref)
 
 

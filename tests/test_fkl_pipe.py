@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import ctypes
 
+import fkl
 import numpy as np
 import pytest
 from conftest import TARGETS, poisoned, random_array
-
-import fkl
 from thork_core import ArgumentError
 
 pytestmark = pytest.mark.plugin("compose")

@@ -60,7 +60,7 @@ class Launcher:
     def launch(self, pointers: list[int], stream: int) -> None:
         """Write the array addresses (in parameter order) and launch."""
         slots = self._slots
-        for pos, ptr in zip(self._pointer_pos, pointers):
+        for pos, ptr in zip(self._pointer_pos, pointers, strict=False):
             slots[pos].value = ptr
         if self._gpu:
             g, b = self._grid, self._block

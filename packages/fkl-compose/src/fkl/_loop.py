@@ -51,6 +51,6 @@ class StaticLoop(Op):
         acc = [tk_var(v, t.dtype) for v in px]
         for _ in tk_range(self.n):
             out = self.op.apply([a.get() for a in acc], p, t)
-            for a, v in zip(acc, out):
+            for a, v in zip(acc, out, strict=False):
                 a.set(v)
         return [a.get() for a in acc]

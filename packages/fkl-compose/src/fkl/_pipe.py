@@ -30,8 +30,8 @@ from thork_core import (
     plugins,
 )
 
-from ._lowering import BLOCK, Chain, Lowered, host_plan, kernel_name, lower, type_chain
 from ._launcher import Launcher, make_launcher
+from ._lowering import BLOCK, Chain, Lowered, host_plan, kernel_name, lower, type_chain
 from ._ops import Op
 from ._pixel import PixType
 from ._tensor import Layout, ReadOp, ReadSet, WriteOp
@@ -315,7 +315,7 @@ class Pipe:
         if len(given) != len(plan.outs):
             raise ArgumentError(f"fkl pipe out: the chain writes {len(plan.outs)} array(s), "
                                 f"got {len(given)}")
-        for i, (o, (shape, d)) in enumerate(zip(given, plan.outs)):
+        for i, (o, (shape, d)) in enumerate(zip(given, plan.outs, strict=False)):
             what = f"out[{i}]" if len(given) > 1 else "out"
             v = _view(o, what)
             if v.dtype != d or not _same_shape(v.shape, shape):
@@ -362,7 +362,6 @@ def _array_types() -> list[type]:
     """``[numpy.ndarray, DeviceArray]``, imported on first use (keeps ``import fkl`` fast)."""
     if not _TYPES:
         import numpy as np
-
         from thork_core._device_array import DeviceArray
 
         _TYPES.extend((np.ndarray, DeviceArray))
@@ -404,7 +403,9 @@ def _wait(producer: int, consumer: int, device: int) -> None:
 
 
 def _same_shape(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    strip = (lambda s: s[:-1] if s and s[-1] == 1 else s)
+    def strip(s: tuple[int, ...]) -> tuple[int, ...]:
+        return s[:-1] if s and s[-1] == 1 else s
+
     return a == b or strip(a) == strip(b)
 
 
