@@ -386,7 +386,8 @@ class Deinterlace(ReadBack):
             cur = [_f32(v) for v in src.read(x, y, z)]
             if self.mode == DeinterlaceMode.BLEND:
                 above = [_f32(v) for v in src.read(x, tkm.max(y - 1, 0), z)]
-                return [where(y > 0, (c + a + 1.0) * 0.5, c) for c, a in zip(cur, above, strict=False)]
+                return [where(y > 0, (c + a + 1.0) * 0.5, c)
+                        for c, a in zip(cur, above, strict=True)]
             keep = 0 if self.mode == DeinterlaceMode.LINEAR_EVEN else 1
             ya = where(y > 0, y - 1, y + 1)
             yb = where(y < hm1, y + 1, y - 1)
@@ -394,6 +395,7 @@ class Deinterlace(ReadBack):
             above = [_f32(v) for v in src.read(x, ya, z)]
             below = [_f32(v) for v in src.read(x, yb, z)]
             interp = (y % 2) != keep
-            return [where(interp, (a + b + 1.0) * 0.5, c) for c, a, b in zip(cur, above, below, strict=False)]
+            return [where(interp, (a + b + 1.0) * 0.5, c)
+                    for c, a, b in zip(cur, above, below, strict=True)]
 
         return Stage(read, src.w, src.h, t)
