@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One full run on a lent GPU machine (no package index there): install the wheels built
+# here (carried in .wheels/), then the GPU test suite and the benchmarks, logs in $OUT.
+#   usage: bash bench/gpu_run.sh [tests|bench|all]
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+what="${1:-all}"
+out="${OUT:-/tmp/thork-gpu-run}"
+mkdir -p "$out"
+rm -rf /tmp/site
+python3 -m pip install -q --no-deps --no-index --target /tmp/site .wheels/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+export PATH="/tmp/site/bin:$PATH"
+export THORK_CACHE_DIR=/tmp/thork-cache
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+python3 -m thork_core._cli info | tee "$out/info.txt"
+if [[ "$what" == tests || "$what" == all ]]; then
+  python3 examples/matrix_add.py
+  timeout 420 python3 -m pytest tests -q -p no:cacheprovider -o addopts="" -rs \
+    2>&1 | tee "$out/pytest.log" | tail -40
+fi
+if [[ "$what" == bench || "$what" == all ]]; then
+  for b in bench_core bench_lang bench_fkl bench_compilers; do
+    [[ -f bench/$b.py ]] || continue
+    echo "=== $b"
+    timeout 240 python3 bench/$b.py --out "$out" > "$out/$b.log" 2>&1
+    echo "exit $?"; tail -25 "$out/$b.log"
+  done
+fi
