@@ -5,8 +5,10 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 what="${1:-all}"
-out="${OUT:-/tmp/thork-gpu-run}"
-mkdir -p "$out"
+dest="${OUT:-/tmp/thork-gpu-run}"
+out=/tmp/thork-gpu-logs          # everything lands here; $OUT gets one archive + summaries
+rm -rf "$out"; mkdir -p "$out" "$dest"
+trap 'tar czf "$dest/logs.tgz" -C "$out" . ; cp "$out"/pytest.log "$out"/*.txt "$dest"/ 2>/dev/null' EXIT
 rm -rf /tmp/site
 python3 -m pip install -q --no-deps --no-index --target /tmp/site .wheels/*.whl || exit 1
 export PYTHONPATH=/tmp/site
