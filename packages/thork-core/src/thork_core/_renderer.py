@@ -364,7 +364,7 @@ class Renderer:
             assert isinstance(t, DType)
             if t.is_half:
                 return self.from_float(f"(-{self.to_float(self.expr(e.operand), t)})", t)
-            return f"({_UNARY_C[e.op]}{self.expr(e.operand)})"
+            return f"({_UNARY_C[e.op]}({self.expr(e.operand)}))"
         if isinstance(e, Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.if_true)} : {self.expr(e.if_false)})"
         if isinstance(e, Call):
@@ -535,7 +535,8 @@ class Renderer:
             v = float(value)  # type: ignore[arg-type]
             if t == dt.float64:
                 if math.isfinite(v):
-                    return repr(v) if ("." in repr(v) or "e" in repr(v)) else repr(v) + ".0"
+                    text = repr(v) if ("." in repr(v) or "e" in repr(v)) else repr(v) + ".0"
+                    return f"({text})" if text.startswith("-") else text
                 bits = struct.unpack("<Q", struct.pack("<d", v))[0]
                 return f"thork_u2d({bits}ull)"
             f32 = struct.unpack("<f", struct.pack("<f", v))[0] if math.isfinite(v) else v
@@ -544,6 +545,8 @@ class Renderer:
                 if "." not in text and "e" not in text:
                     text += ".0"
                 text += "f"
+                if text.startswith("-"):
+                    text = f"({text})"
             else:
                 bits = struct.unpack("<I", struct.pack("<f", f32))[0]
                 text = f"thork_u2f({bits}u)"

@@ -12,7 +12,7 @@ from typing import Any
 from thork_core import DType, dt, promote
 from thork_core._ir import Call, Const
 
-from ._trace import Value, _to, as_value, current
+from ._trace import Value, _convert_const, _to, as_value, current
 
 __all__ = [
     "sqrt", "rsqrt", "exp", "exp2", "log", "log2", "log10", "sin", "cos", "tan", "tanh",
@@ -115,9 +115,10 @@ def _minmax(func: str, a: Any, b: Any) -> Value:
     vb = as_value(b, va.dtype)
     t = promote(va.dtype, vb.dtype)
     if isinstance(va.expr, Const) and isinstance(vb.expr, Const):
-        pick = (va if va.expr.value <= vb.expr.value else vb) if func == "min" else \
-            (va if va.expr.value >= vb.expr.value else vb)
-        return Value(Const(t, pick.expr.value))
+        # Fold in the common type (-1 and uint32 0 compare as 4294967295 and 0).
+        x, y = _convert_const(va.expr.value, t), _convert_const(vb.expr.value, t)
+        pick = (y if y < x else x) if func == "min" else (y if x < y else x)
+        return Value(Const(t, pick))
     return _call(func, t, [va, vb], t)
 
 
