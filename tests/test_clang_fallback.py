@@ -11,6 +11,9 @@ import pytest
 from test_compilers_suite import ARCHS, kernel_for, require_compiler
 from thork_core import CompileError, CudaRenderer, reset_plugins
 
+# Skipped (with the reason) where thork-backend-clang is not installed.
+pytestmark = pytest.mark.plugin("clang")
+
 # What clang says when the installed CUDA is newer than it supports (clang's own wording).
 _UNSUPPORTED = ("clang: error: GPU arch sm_80 is supported by CUDA versions between 7.0 and "
                 "12.3 (inclusive), but installation at /usr/local/cuda is 13.0; use "

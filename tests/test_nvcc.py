@@ -12,6 +12,9 @@ import pytest
 from test_compilers_suite import SUITE, kernel_for, require_compiler
 from thork_core import CompileError, CudaRenderer
 
+# Skipped (with the reason) where thork-backend-nvcc is not installed.
+pytestmark = pytest.mark.plugin("nvcc")
+
 
 def _fake_nvcc(bin_dir, version="12.9.86") -> str:
     os.makedirs(bin_dir, exist_ok=True)
