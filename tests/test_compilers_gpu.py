@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from test_compilers_suite import SUITE, kernel_for, require_compiler
 
+from thork_core import plugins
+
 pytestmark = pytest.mark.gpu
 
 
@@ -23,16 +25,19 @@ def _run(name, compiler, rng_seed, target="gpu"):
 
 @pytest.mark.parametrize("name", list(SUITE))
 def test_three_compilers_agree_on_the_gpu(name):
-    for c in ("nvrtc", "nvcc", "clang"):
-        require_compiler(c)
+    require_compiler("nvrtc")
+    usable = [c.name for c in plugins().compilers()
+              if c.name in ("nvcc", "clang") and c.available()[0]]
+    if not usable:
+        pytest.skip("neither nvcc nor clang is usable here: nothing to compare NVRTC with")
     seed = 1234
     results = {}
-    for compiler in ("nvrtc", "nvcc", "clang"):
+    for compiler in ("nvrtc", *usable):
         arrays, info = _run(name, compiler, seed)
         assert info is not None and info.kind == "cubin"
         results[compiler] = (arrays, info)
     ref = results["nvrtc"][0]
-    for compiler in ("nvcc", "clang"):
+    for compiler in usable:
         for a, b in zip(ref, results[compiler][0], strict=True):
             if SUITE[name].exact:
                 assert a.view(np.uint8).tobytes() == b.view(np.uint8).tobytes(), compiler
