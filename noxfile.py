@@ -7,6 +7,9 @@ installed (tests needing a missing plugin or target are skipped with the reason)
 
 from __future__ import annotations
 
+import os
+import sys
+
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -47,7 +50,7 @@ def bench(session: nox.Session) -> None:
     session.run("python", "bench/bench_core.py", *session.posargs)
 
 
-try:  # the compiler-toolchain matrix lives beside this file
-    from noxfile_toolchains import *  # noqa: F401,F403
-except ImportError:
-    pass
+# The compiler-toolchain matrix lives beside this file (nox's console script does not put
+# this folder on sys.path).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from noxfile_toolchains import *  # noqa: E402,F401,F403

@@ -155,11 +155,17 @@ class Plugins:
 
     def compiler(self, name: str | None, target: Target) -> Compiler:
         """The compiler called ``name`` (or ``THORK_COMPILER``, or the best) for ``target``."""
-        name = name or os.environ.get("THORK_COMPILER") or None
         fitting = [
             c for c in self.compilers()
             if c.language == target.language and set(c.produces) & set(target.consumes)
         ]
+        if name is None:
+            # The process-wide choice applies where it fits (THORK_COMPILER=nvcc must not
+            # break CPU-target kernels); an explicit per-kernel choice stays strict.
+            env = os.environ.get("THORK_COMPILER") or None
+            if env is not None and (any(c.name == env for c in fitting)
+                                    or not any(c.name == env for c in self.compilers())):
+                name = env
         if name is not None:
             for c in self.compilers():
                 if c.name == name:
