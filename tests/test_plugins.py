@@ -181,3 +181,22 @@ def test_every_hook_is_exercised_by_a_test_plugin(tmp_path, monkeypatch):
     assert reg.array_adapters()[-1].name == "pylist"
     assert reg.target("cpu2").name == "cpu2"
     assert reg.compiler("cxx2", reg.target("cpu2")).name == "cxx2"
+
+
+def test_process_compiler_choice_applies_only_where_it_fits(monkeypatch):
+    pytest.importorskip("thork_cpu")
+    pytest.importorskip("thork_nvcc")
+    from thork_core import PluginError
+    from thork_core._gpu import GpuTarget
+
+    reg = thork_core.plugins()
+    monkeypatch.setenv("THORK_COMPILER", "nvcc")
+    cpu = reg.target("cpu")
+    assert reg.compiler(None, cpu).name == "host-cxx"      # nvcc cannot feed the CPU
+    if reg.compiler("nvcc", GpuTarget()).available()[0]:
+        assert reg.compiler(None, GpuTarget()).name == "nvcc"
+    with pytest.raises(PluginError, match="cannot produce code for the cpu target"):
+        reg.compiler("nvcc", cpu)                           # an explicit choice is strict
+    monkeypatch.setenv("THORK_COMPILER", "no-such-compiler")
+    with pytest.raises(PluginError, match="compiler 'no-such-compiler' is not installed"):
+        reg.compiler(None, cpu)
