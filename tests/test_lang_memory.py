@@ -40,10 +40,11 @@ def _atomics_kernel(dtype):
             tk.atomic_max(g, 3, v)
             # A CAS loop that increments slot 4 by one: tests atomic_cas.
             done = tk.var(False)
+            cur = tk.var(g[4])
             with tk.while_(lambda: ~done):
-                old = g[4]
-                seen = tk.atomic_cas(g, 4, old, old + 1)
-                done.set(seen == old)
+                seen = tk.atomic_cas(g, 4, cur, cur + 1)
+                done.set(seen == cur)
+                cur.set(seen)  # the canonical loop: retry with the value CAS saw
             olds[i] = tk.atomic_exch(g, 5, v)
             tk.atomic_min(sh, 2, v)
             tk.atomic_max(sh, 3, v)
