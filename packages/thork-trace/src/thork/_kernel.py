@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -96,10 +97,7 @@ class Kernel:
         if self._signature is not None:
             return self._signature
         sig = inspect.signature(self.fn)
-        try:
-            hints = inspect.get_annotations(self.fn, eval_str=True)
-        except Exception:
-            hints = dict(getattr(self.fn, "__annotations__", {}))
+        hints = _annotations(self.fn, self)
         out = []
         for pname, p in sig.parameters.items():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -348,6 +346,32 @@ class Launch:
         return f"<launch {self.kernel.name} grid={self.grid} block={self.block}>"
 
 
+def _annotations(fn: Callable[..., Any], kernel: Any = None) -> dict[str, Any]:
+    """Parameter annotations, evaluated. With ``from __future__ import annotations`` they
+    are strings; they may name the function's closure variables (a kernel made inside a
+    factory: ``DevicePointer[dtype]``), which ``get_annotations`` alone cannot see."""
+    closure = {}
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                closure[name] = cell.cell_contents
+            except ValueError:  # an empty cell
+                pass
+    raw = dict(getattr(fn, "__annotations__", {}))
+    out = {}
+    for name, ann in raw.items():
+        if isinstance(ann, str):
+            try:
+                scope = {**getattr(kernel, "_definer_scope", {}), **closure}
+                ann = eval(ann, fn.__globals__, scope)  # noqa: S307 - the user's own code
+            except Exception as exc:
+                raise TraceError(
+                    f"{fn.__name__}(): cannot evaluate the annotation of '{name}' "
+                    f"({ann!r}): {type(exc).__name__}: {exc}") from None
+        out[name] = ann
+    return out
+
+
 def jit(
     fn: Callable[..., Any] | None = None, *, target: str | None = None,
     compiler: str | None = None, name: str | None = None,
@@ -357,7 +381,15 @@ def jit(
     ``target`` (``"gpu"``/``"cpu"``) and ``compiler`` (``"nvrtc"``...) pin the defaults;
     ``THORK_TARGET`` and ``THORK_COMPILER`` set them per process.
     """
+    def make(f: Callable[..., Any], depth: int = 1) -> Kernel:
+        k = Kernel(f, target=target, compiler=compiler, name=name)
+        # String annotations (PEP 563) may name the defining function's locals, e.g. a
+        # dtype parameter of a kernel factory; keep them to evaluate the annotations.
+        frame = sys._getframe(depth)
+        k._definer_scope = dict(frame.f_locals) if frame.f_code.co_name != "<module>" else {}
+        return k
+
     if fn is None:
-        return lambda f: Kernel(f, target=target, compiler=compiler, name=name)
-    return Kernel(fn, target=target, compiler=compiler, name=name)
+        return make
+    return make(fn, 2)
 
