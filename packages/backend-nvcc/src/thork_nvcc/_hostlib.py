@@ -22,13 +22,11 @@ from thork_core import (
     Executable,
     KernelIR,
     LaunchError,
-    PointerType,
     Renderer,
     Target,
     cache_dir,
     gpu_arch,
 )
-from thork_core._binding import scalar_ctype
 from thork_core._gpu import GpuExecutable
 
 from ._compiler import HOST_ENTRY
@@ -78,14 +76,7 @@ class HostlibExecutable(GpuExecutable):
         self._errstr = self._lib.thork_error_string
         self._errstr.argtypes = [ctypes.c_int]
         self._errstr.restype = ctypes.c_char_p
-        self._slots: list[Any] = [
-            ctypes.c_void_p() if isinstance(p.type, PointerType) else scalar_ctype(p.type)()
-            for p in kernel.params
-        ]
-        self._argv = (ctypes.c_void_p * max(len(self._slots), 1))(
-            *[ctypes.addressof(s) for s in self._slots])
-        self._argv_addr = ctypes.addressof(self._argv)
-        self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
+        self._setup_args(kernel)
         self._grid = (ctypes.c_uint * 3)()
         self._block = (ctypes.c_uint * 3)()
         self.attributes = self._read_attributes()
@@ -100,7 +91,7 @@ class HostlibExecutable(GpuExecutable):
         return {"registers": out[0], "shared_bytes": out[1], "local_bytes": out[2],
                 "max_threads_per_block": out[3]}
 
-    def _call(self, grid: Any, block: Any, handle: int, shared_mem: int) -> None:
+    def _run(self, grid: Any, block: Any, handle: int, shared_mem: int) -> None:
         self._grid[:] = grid
         self._block[:] = block
         rc = self._entry(self._argv_addr, self._grid, self._block, shared_mem, handle or None)

@@ -10,6 +10,7 @@ from typing import Any
 
 from thork_core import (
     ArgumentError,
+    ArgumentPack,
     Artifact,
     Dim3,
     Executable,
@@ -20,7 +21,7 @@ from thork_core import (
     Target,
     cache_dir,
 )
-from thork_core._binding import array_view, check_array, scalar_ctype, scalar_value
+from thork_core._binding import array_view, check_array, scalar_value
 
 from ._compiler import host_arch
 from ._renderer import DEADLOCK, ENTRY, CppRenderer
@@ -52,12 +53,8 @@ class CpuExecutable(Executable):
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
         fn.restype = ctypes.c_int
         self._fn = fn
-        self._slots = [
-            ctypes.c_void_p() if isinstance(p.type, PointerType) else scalar_ctype(p.type)()
-            for p in kernel.params
-        ]
-        self._argv = (ctypes.c_void_p * max(len(self._slots), 1))(
-            *[ctypes.addressof(s) for s in self._slots])
+        self.args = ArgumentPack(kernel.params)
+        self._slots = self.args.slots
         self._grid = (ctypes.c_uint * 3)()
         self._block = (ctypes.c_uint * 3)()
         self.attributes: dict[str, Any] = {"openmp": bool(artifact.info.get("openmp"))}
@@ -80,9 +77,13 @@ class CpuExecutable(Executable):
             check_array(view, p, kernel)
             keep.append(view)
             self._slots[i].value = view.ptr
+        self._run(grid, block, 0, shared_mem)
+
+    def _run(self, grid: Dim3, block: Dim3, stream: int, shared_mem: int) -> None:
+        kernel = self.kernel
         self._grid[:] = grid
         self._block[:] = block
-        rc = self._fn(self._argv, self._grid, self._block, shared_mem)
+        rc = self._fn(self.args.address, self._grid, self._block, shared_mem)
         if rc == DEADLOCK:
             raise LaunchError(
                 f"{kernel.name}: a barrier (tk.syncthreads or a warp primitive) could never "

@@ -15,11 +15,11 @@ from . import _cuda
 from ._adapter import ArrayView
 from ._arch import gpu_arch
 from ._artifact import Artifact
-from ._binding import array_view, check_array, scalar_ctype, scalar_value
+from ._binding import array_view, check_array, scalar_value
 from ._errors import ArgumentError, LaunchError
 from ._ir import KernelIR, PointerType
 from ._renderer import CudaRenderer, Renderer
-from ._target import Dim3, Executable, Target
+from ._target import ArgumentPack, Dim3, Executable, Target
 
 __all__ = ["GpuTarget", "GpuExecutable"]
 
@@ -41,22 +41,30 @@ class GpuExecutable(Executable):
         self._launch_fn, self._by_ctypes = _launcher()
         # ctypes takes the raw handle; cuda-bindings its own CUfunction object.
         self._function_arg = int(self._function) if self._by_ctypes else self._function
-        self._slots: list[Any] = []
-        for p in kernel.params:
-            ctype = ctypes.c_void_p if isinstance(p.type, PointerType) else scalar_ctype(p.type)
-            self._slots.append(ctype())
-        self._argv = (ctypes.c_void_p * max(len(self._slots), 1))(
-            *[ctypes.addressof(s) for s in self._slots]
-        )
-        self._argv_addr = ctypes.addressof(self._argv)
-        self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
+        self._setup_args(kernel)
+        self.attributes = self._read_attributes()
+
+    def _setup_args(self, kernel: KernelIR) -> None:
+        """The argument pack, and what the fast path of :meth:`launch` needs."""
+        self.args = ArgumentPack(kernel.params)
+        self._slots = self.args.slots
+        self._argv_addr = self.args.address
+        self._pointer = self.args.pointer
         # Expected __cuda_array_interface__ typestr per pointer parameter, for the fast
         # path; disabled with several devices (the owning device must then be checked).
         self._fast: list[str | None] | None = [
             _TYPESTR.get(p.type.elem.name) if isinstance(p.type, PointerType) else None
             for p in kernel.params
         ] if _cuda.device_count() == 1 else None
-        self.attributes = self._read_attributes()
+        self._dynamic_limit = 48 * 1024  # CUDA's default cap on dynamic shared memory
+
+    def _allow_dynamic_shared(self, nbytes: int) -> None:
+        """A launch asking for more than 48 KiB of dynamic shared memory must opt in."""
+        drv = _cuda.driver()
+        attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        _cuda.check(drv.cuFuncSetAttribute(self._function, attr, nbytes),
+                    f"{self.kernel.name}: allowing {nbytes} bytes of dynamic shared memory")
+        self._dynamic_limit = nbytes
 
     def _read_attributes(self) -> dict[str, int]:
         drv = _cuda.driver()
@@ -118,9 +126,11 @@ class GpuExecutable(Executable):
         if host:
             self._launch_staged(grid, block, host, handle, shared_mem)
             return
-        self._call(grid, block, handle, shared_mem)
+        self._run(grid, block, handle, shared_mem)
 
-    def _call(self, grid: Dim3, block: Dim3, handle: int, shared_mem: int) -> None:
+    def _run(self, grid: Dim3, block: Dim3, handle: int, shared_mem: int) -> None:
+        if shared_mem > self._dynamic_limit:
+            self._allow_dynamic_shared(shared_mem)
         err = self._launch_fn(
             self._function_arg, grid[0], grid[1], grid[2], block[0], block[1], block[2],
             shared_mem, handle, self._argv_addr, None if self._by_ctypes else 0,
@@ -153,7 +163,7 @@ class GpuExecutable(Executable):
                 # Every array goes in (unwritten elements must keep their host values).
                 staging.upload(view.host, pinned + off, ptr, handle)
                 off += view.nbytes
-            self._call(grid, block, handle, shared_mem)
+            self._run(grid, block, handle, shared_mem)
             event = 0
             pending = []
             for (i, view), ptr, off in zip(host, ptrs, offsets):

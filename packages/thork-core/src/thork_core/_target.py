@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import abc
+import ctypes
 from collections.abc import Sequence
 from typing import Any
 
 from ._artifact import Artifact
 from ._errors import ArgumentError
-from ._ir import KernelIR
+from ._ir import KernelIR, Param, PointerType
 from ._renderer import Renderer
 
-__all__ = ["Target", "Executable", "Dim3", "normalize_dims"]
+__all__ = ["Target", "Executable", "ArgumentPack", "Dim3", "normalize_dims"]
 
 Dim3 = tuple[int, int, int]
 
@@ -65,11 +66,55 @@ def _is_int(d: Any) -> bool:
     return isinstance(d, int)
 
 
+class ArgumentPack:
+    """One ctypes slot per kernel parameter and the ``void*`` array pointing at them: the
+    argument layout that ``cuLaunchKernel``, nvcc's host entry and the CPU entry all take.
+
+    Pointer slots hold addresses; scalar slots hold what
+    :func:`thork_core._binding.scalar_value` returns (16-bit floats as raw bits).
+    """
+
+    __slots__ = ("slots", "argv", "address", "pointer")
+
+    def __init__(self, params: Sequence[Param]) -> None:
+        from ._binding import scalar_ctype
+
+        self.slots: list[Any] = [
+            ctypes.c_void_p() if isinstance(p.type, PointerType) else scalar_ctype(p.type)()
+            for p in params
+        ]
+        self.argv = (ctypes.c_void_p * max(len(self.slots), 1))(
+            *[ctypes.addressof(s) for s in self.slots])
+        self.address = ctypes.addressof(self.argv)
+        self.pointer = [isinstance(p.type, PointerType) for p in params]
+
+
 class Executable(abc.ABC):
-    """A kernel loaded on a target, ready to launch."""
+    """A kernel loaded on a target, ready to launch.
+
+    Subclasses own an :class:`ArgumentPack` (``args``) and implement ``_run``; the base
+    supplies :meth:`launch_packed`, the check-free path for front-ends that validated
+    their arguments once (fkl-compose's hot path).
+    """
 
     #: How it was obtained: ``compiled``, ``disk`` (disk-cache hit).
     cache: str = "compiled"
+    args: ArgumentPack
+
+    def launch_packed(
+        self, grid: Dim3, block: Dim3, values: Sequence[Any], *, stream: int = 0,
+        shared_mem: int = 0,
+    ) -> None:
+        """Launch with slot values already converted: an address (int) for each pointer
+        parameter, a :func:`~thork_core._binding.scalar_value` result for each scalar.
+        Nothing is checked; ``stream`` is a raw handle (0: legacy default)."""
+        for slot, value in zip(self.args.slots, values):
+            slot.value = value
+        self._run(grid, block, stream, shared_mem)
+
+    def _run(self, grid: Dim3, block: Dim3, stream: int, shared_mem: int) -> None:
+        """Launch with the argument pack as it stands (raises LaunchError on failure)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def launch(
