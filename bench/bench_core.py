@@ -134,7 +134,6 @@ def bench_compile(work: Path, rows: list[dict[str, Any]], runs: int, gpu: bool) 
 
 def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     import cupy as cp
-
     from seedkernel import matrix_add
 
     n = 1024

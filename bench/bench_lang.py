@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 import thork as tk
 
 f32, i32 = tk.dt.float32, tk.dt.int32
@@ -258,7 +257,7 @@ def main() -> int:
     import cupy as cp
 
     dev = cp.cuda.Device()
-    arch = "sm_{}".format(dev.compute_capability)
+    arch = f"sm_{dev.compute_capability}"
     sms = dev.attributes["MultiProcessorCount"]
     q = opts.quick
     mm = 1024 if q else 2048

@@ -12,7 +12,6 @@ import time
 
 import cupy as cp
 import numpy as np
-
 import thork as tk
 from thork_core import _cuda
 

@@ -7,7 +7,6 @@ the tile; checks against NumPy (float64) and compiles the kernel for sm_90.
 from __future__ import annotations
 
 import numpy as np
-
 import thork as tk
 
 f32, i32 = tk.dt.float32, tk.dt.int32

@@ -8,7 +8,6 @@ Runs on the GPU when one is visible, else on the CPU target; checks against NumP
 from __future__ import annotations
 
 import numpy as np
-
 import thork as tk
 
 f32 = tk.dt.float32

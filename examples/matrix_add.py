@@ -5,7 +5,6 @@ Usage: python examples/matrix_add.py
 """
 
 import numpy as np
-
 import thork as tk
 
 # --- the seed's code, verbatim -----------------------------------------------------------

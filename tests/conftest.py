@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+
 def _importable(module: str) -> bool:
     import importlib.util
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import poisoned
-
 import thork as tk
+from conftest import poisoned
 from thork_core import TraceError
 
 

@@ -8,9 +8,8 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import TARGETS
-
 import thork as tk
+from conftest import TARGETS
 from thork_core import Artifact, DiskCache, cache_key, disk_cache
 
 SCRIPT = textwrap.dedent("""

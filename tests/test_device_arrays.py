@@ -3,9 +3,8 @@ and asynchronous on the caller's stream; and the CPU target's view of foreign ar
 
 import numpy as np
 import pytest
-from conftest import poisoned
-
 import thork as tk
+from conftest import poisoned
 from thork_core import ArgumentError, DeviceArray
 
 

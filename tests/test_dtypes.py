@@ -2,9 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import poisoned, random_array
-
 import thork as tk
+from conftest import poisoned, random_array
 from thork_core import ALL_DTYPES, dt, promote
 
 DTYPES = [d.name for d in ALL_DTYPES]

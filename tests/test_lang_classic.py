@@ -6,9 +6,8 @@ available target, and compiled to cubin for sm_75 and sm_90."""
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import poisoned, random_array
-
 import thork as tk
+from conftest import poisoned, random_array
 
 f32, f16, bf16, i32, u32 = tk.dt.float32, tk.dt.float16, tk.dt.bfloat16, tk.dt.int32, tk.dt.uint32
 ARCHS = ("sm_75", "sm_90")

@@ -3,9 +3,8 @@ errors of the thork-trace language."""
 
 import numpy as np
 import pytest
-from conftest import poisoned, random_array
-
 import thork as tk
+from conftest import poisoned, random_array
 from thork_core import TraceError
 
 f32, i32 = tk.dt.float32, tk.dt.int32

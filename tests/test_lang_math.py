@@ -7,7 +7,6 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
-
 import thork as tk
 
 # name: (reference, domain low, high, float32/float64 tolerance in ulps)

@@ -1,12 +1,10 @@
 """Memory and synchronization: atomics, warp primitives, vector access, dynamic shared
 memory, block votes — on every available target, and compiled for sm_75/sm_90."""
 
-import ml_dtypes
 import numpy as np
 import pytest
-from conftest import poisoned, random_array
-
 import thork as tk
+from conftest import poisoned, random_array
 from thork_core import LaunchError, TraceError
 
 f32, i32, u32 = tk.dt.float32, tk.dt.int32, tk.dt.uint32
@@ -216,7 +214,7 @@ def test_vector_loads_and_stores(target, rng, case):
     ref = (a + a).reshape(-1, n)[:, ::-1].reshape(-1)
     np.testing.assert_array_equal(out, ref)
     src = VEC_KERNELS[case].source
-    assert f"thork_vec<" in src
+    assert "thork_vec<" in src
     gpu_ok(VEC_KERNELS[case])
 
 

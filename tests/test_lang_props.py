@@ -3,10 +3,9 @@ run on the CPU target and compared with a NumPy evaluation under the promotion r
 docs/language.md (re-implemented here independently of thork_core.promote)."""
 
 import numpy as np
+import thork as tk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import thork as tk
 
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 FLOATS = ["float16", "float32", "float64"]

@@ -2,9 +2,8 @@
 
 import numpy as np
 import pytest
-from conftest import TARGETS, poisoned
-
 import thork as tk
+from conftest import TARGETS, poisoned
 from thork_core import ArgumentError, TraceError
 
 

@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 import thork_core
 from thork_core import Plugins, PluginWarning, _hookspecs
 

@@ -23,8 +23,15 @@ from __future__ import annotations
 from thork_core import CODEGEN_VERSION, KernelIR, Renderer
 from thork_core._dtype import DType
 from thork_core._ir import (
-    Atomic, BlockReduce, PointerType, SharedDecl, Sync, Warp, walk_exprs, walk_stmts,
+    Atomic,
+    BlockReduce,
+    PointerType,
+    SharedDecl,
+    Sync,
+    Warp,
     stmt_exprs,
+    walk_exprs,
+    walk_stmts,
 )
 from thork_core._renderer import HALF_CONVERSIONS
 

@@ -20,36 +20,115 @@ from thork_core import (
 )
 
 from ._atomic import (
-    atomic_add, atomic_and, atomic_cas, atomic_exch, atomic_max, atomic_min, atomic_or,
-    atomic_sub, atomic_xor,
+    atomic_add,
+    atomic_and,
+    atomic_cas,
+    atomic_exch,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_sub,
+    atomic_xor,
 )
 from ._control import elif_, else_, if_, return_
 from ._func import DeviceFunction, func
 from ._grid import (
-    WARP_SIZE, block_dim, block_idx, grid_dim, lane_id, linear_thread_idx, thread_idx, warp_id,
+    WARP_SIZE,
+    block_dim,
+    block_idx,
+    grid_dim,
+    lane_id,
+    linear_thread_idx,
+    thread_idx,
+    warp_id,
 )
 from ._kernel import Kernel, Launch, jit
 from ._local import Local, var
 from ._loop import break_, continue_, range, while_
 from ._math import (
-    abs, acos, acosh, asin, asinh, atan, atan2, atanh, cbrt, ceil, copysign, cos, cosh, erf,
-    erfc, exp, exp2, exp10, expm1, floor, fma, fmax, fmin, fmod, hypot, isfinite, isinf, isnan,
-    log, log1p, log2, log10, max, min, pow, rint, round, rsqrt, signbit, sin, sinh, sqrt, tan,
-    tanh, trunc,
+    abs,
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    cbrt,
+    ceil,
+    copysign,
+    cos,
+    cosh,
+    erf,
+    erfc,
+    exp,
+    exp2,
+    exp10,
+    expm1,
+    floor,
+    fma,
+    fmax,
+    fmin,
+    fmod,
+    hypot,
+    isfinite,
+    isinf,
+    isnan,
+    log,
+    log1p,
+    log2,
+    log10,
+    max,
+    min,
+    pow,
+    rint,
+    round,
+    rsqrt,
+    signbit,
+    sin,
+    sinh,
+    sqrt,
+    tan,
+    tanh,
+    trunc,
 )
 from ._shared import SharedArray, dynamic_shared, shared_array
 from ._sync import (
-    FULL_MASK, syncthreads, syncthreads_and, syncthreads_count, syncthreads_or, syncwarp,
-    threadfence, threadfence_block, threadfence_system,
+    FULL_MASK,
+    syncthreads,
+    syncthreads_and,
+    syncthreads_count,
+    syncthreads_or,
+    syncwarp,
+    threadfence,
+    threadfence_block,
+    threadfence_system,
 )
 from ._trace import cast, where
 from ._types import (
-    BlockDim, BlockIdx, Constexpr, DevicePointer, GridDim, ThreadIdx, Uint, Uint3,
+    BlockDim,
+    BlockIdx,
+    Constexpr,
+    DevicePointer,
+    GridDim,
+    ThreadIdx,
+    Uint,
+    Uint3,
 )
 from ._vector import load_vec, store_vec
 from ._warp import (
-    activemask, ballot, shfl_down, shfl_idx, shfl_up, shfl_xor, warp_all, warp_any, warp_max,
-    warp_min, warp_reduce, warp_sum,
+    activemask,
+    ballot,
+    shfl_down,
+    shfl_idx,
+    shfl_up,
+    shfl_xor,
+    warp_all,
+    warp_any,
+    warp_max,
+    warp_min,
+    warp_reduce,
+    warp_sum,
 )
 
 #: ``tk.select(cond, a, b)`` is ``tk.where``: C++ ``cond ? a : b``.

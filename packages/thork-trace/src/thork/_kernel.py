@@ -22,8 +22,8 @@ from thork_core import (
     TraceError,
     build,
     choose,
-    dt,
     compile_artifact,
+    dt,
     normalize_dims,
 )
 from thork_core._binding import check_arg_count

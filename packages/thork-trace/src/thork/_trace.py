@@ -16,8 +16,6 @@ from typing import Any
 from thork_core import DType, Loc, PointerType, TraceError, dt, literal_dtype, promote
 from thork_core._ir import (
     Binary,
-    stmt_exprs,
-    walk_exprs,
     Cast,
     Const,
     Expr,
@@ -29,6 +27,8 @@ from thork_core._ir import (
     Stmt,
     Store,
     Var,
+    stmt_exprs,
+    walk_exprs,
 )
 
 __all__ = [
