@@ -270,3 +270,14 @@ def test_cpu_and_gpu_agree(rng):
     cpu = fkl.compose(*ops, target="cpu")(img)
     gpu = fkl.compose(*ops, target="gpu")(img)
     close(gpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_vector_input_keeps_its_shape(target, rng):
+    """Seed 004 passes a 1-D tensor: it is read as one row and written back as (N,)."""
+    x = rng.standard_normal(1001).astype(np.float32)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(1.0), fkl.Mul(3.0),
+                       fkl.TensorWrite(), target=target)
+    out = pipe(x)
+    assert out.shape == (1001,)
+    np.testing.assert_allclose(out, (x * np.float32(2) + np.float32(1)) * np.float32(3),
+                               rtol=1e-6, atol=1e-6)

@@ -21,13 +21,15 @@ __all__ = [
 
 
 class Layout:
-    """Which axes the chain's arrays carry besides (H, W): a batch axis, a channel axis."""
+    """Which axes the chain's arrays carry besides (H, W): a batch axis, a channel axis.
+    ``flat``: the input was 1-D (N,), read as a 1×N image and written back as (N,)."""
 
-    __slots__ = ("batch", "channel_axis")
+    __slots__ = ("batch", "channel_axis", "flat")
 
-    def __init__(self, batch: bool, channel_axis: bool) -> None:
+    def __init__(self, batch: bool, channel_axis: bool, flat: bool = False) -> None:
         self.batch = batch
         self.channel_axis = channel_axis
+        self.flat = flat
 
 
 class ReadOp(Op):
@@ -57,7 +59,9 @@ def _packed(views: list[ArrayView], name: str, batch: bool | None) -> tuple[PixT
                                                                              Layout]:
     v = views[0]
     shape = v.shape
-    if v.ndim == 2:
+    if v.ndim == 1:  # a plain vector, as in seed 004's example: one row of pixels
+        (w,), h, c, b, lay = shape, 1, 1, 1, Layout(False, False, flat=True)
+    elif v.ndim == 2:
         (h, w), c, b, lay = shape, 1, 1, Layout(False, False)
     elif v.ndim == 3 and (batch or shape[2] > 4):
         (b, h, w), c, lay = shape, 1, Layout(True, False)
@@ -67,7 +71,8 @@ def _packed(views: list[ArrayView], name: str, batch: bool | None) -> tuple[PixT
         (b, h, w, c), lay = shape, Layout(True, True)
     else:
         raise ArgumentError(
-            f"{name}: expected an image (H, W), (H, W, C) or a batch (B, H, W[, C]), got "
+            f"{name}: expected a vector (N,), an image (H, W), (H, W, C) or a batch "
+            f"(B, H, W[, C]), got "
             f"shape {shape}")
     if not 1 <= c <= 4:
         raise ArgumentError(f"{name}: a pixel has 1 to 4 channels, got shape {shape} "
@@ -244,6 +249,8 @@ class WriteOp(Op):
 
 
 def _packed_shape(t: PixType, g: Geom, lay: Layout) -> tuple[int, ...]:
+    if lay.flat and g.h == 1 and t.channels == 1 and not lay.batch:
+        return (g.w,)
     shape: tuple[int, ...] = (g.h, g.w)
     if lay.batch:
         shape = (g.batch, *shape)

@@ -71,7 +71,9 @@ class HostCompiler(Compiler):
         return True, ""
 
     def flags(self, kind: str, arch: str) -> list[str]:
-        flags = ["-O2", "-std=c++17", "-shared", "-fPIC", "-fno-strict-aliasing", "-w"]
+        # No FMA contraction: CPU results equal NumPy's for + - * / (docs/language-math.md).
+        flags = ["-O2", "-std=c++17", "-shared", "-fPIC", "-fno-strict-aliasing", "-w",
+                 "-ffp-contract=off"]
         if _openmp_works(self._cxx()):
             flags.append("-fopenmp")
         return flags
