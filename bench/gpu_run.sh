@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One full run on a lent GPU machine (no package index there): install the wheels built
 # here (carried in .wheels/), then the GPU test suite and the benchmarks, logs in $OUT.
-#   usage: bash bench/gpu_run.sh [tests|bench|all]
+#   usage: bash bench/gpu_run.sh [tests] [bench_core] [bench_lang] [bench_fkl] [bench_compilers]
+#   (no argument: all of them)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-what="${1:-all}"
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench_core bench_lang bench_fkl bench_compilers)
 dest="${OUT:-/tmp/thork-gpu-run}"
 out=/tmp/thork-gpu-logs          # everything lands here; $OUT gets one archive + summaries
 rm -rf "$out"; mkdir -p "$out" "$dest"
@@ -16,16 +18,15 @@ export PATH="/tmp/site/bin:$PATH"
 export THORK_CACHE_DIR=/tmp/thork-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -m thork_core._cli info | tee "$out/info.txt"
-if [[ "$what" == tests || "$what" == all ]]; then
-  python3 examples/matrix_add.py
-  timeout 420 python3 -m pytest tests -q -p no:cacheprovider -o addopts="" -rs \
-    2>&1 | tee "$out/pytest.log" | tail -40
-fi
-if [[ "$what" == bench || "$what" == all ]]; then
-  for b in bench_core bench_lang bench_fkl bench_compilers; do
-    [[ -f bench/$b.py ]] || continue
-    echo "=== $b"
-    timeout 240 python3 bench/$b.py --out "$out" > "$out/$b.log" 2>&1
-    echo "exit $?"; tail -25 "$out/$b.log"
-  done
-fi
+for step in "${steps[@]}"; do
+  if [[ "$step" == tests ]]; then
+    python3 examples/matrix_add.py
+    timeout "${THORK_TEST_TIMEOUT:-300}" python3 -m pytest tests -q -p no:cacheprovider \
+      -o addopts="" -rs 2>&1 | tee "$out/pytest.log" | tail -40
+  else
+    echo "=== $step"
+    timeout "${THORK_BENCH_TIMEOUT:-240}" python3 "bench/$step.py" --out "$out" \
+      > "$out/$step.log" 2>&1
+    echo "exit $?"; tail -25 "$out/$step.log"
+  fi
+done
