@@ -9,84 +9,154 @@ never recompiles. See ``docs/fkl.md``.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError
 
-from ._color import COLOR_CODES, ColorCode, ColorConversion
-from ._geometry import (
-    AspectRatio,
-    BorderMode,
-    BorderReader,
-    Crop,
-    Deinterlace,
-    DeinterlaceMode,
-    Resize,
-    Warping,
-    letterbox,
-)
-from ._loop import StaticLoop
-from ._ops import (
-    Abs,
-    AbsDiff,
-    Add,
-    AddLast,
-    And,
-    Cast,
-    Discard,
-    Div,
-    Equal,
-    Exp,
-    Ln,
-    Max,
-    Min,
-    Mul,
-    MxVFloat3,
-    Normalize,
-    Not,
-    Op,
-    Or,
-    Saturate,
-    SaturateCast,
-    SaturateFloat,
-    ShiftLeft,
-    ShiftRight,
-    Sqr,
-    Sqrt,
-    Sub,
-    VectorReduce,
-    VectorReorder,
-    VectorReorderRT,
-    Xor,
-)
-from ._pipe import Pipe, compose, reset_stats, stats
-from ._tensor import (
-    DualRead,
-    MidWrite,
-    ReadSet,
-    SplitWrite,
-    TensorPack,
-    TensorRead,
-    TensorSplit,
-    TensorTPack,
-    TensorTSplit,
-    TensorWrite,
-)
+if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
+    from ._color import COLOR_CODES, ColorCode, ColorConversion
+    from ._geometry import (
+        AspectRatio,
+        BorderMode,
+        BorderReader,
+        Crop,
+        Deinterlace,
+        DeinterlaceMode,
+        Resize,
+        Warping,
+        letterbox,
+    )
+    from ._loop import StaticLoop
+    from ._ops import (
+        Abs,
+        AbsDiff,
+        Add,
+        AddLast,
+        And,
+        Cast,
+        Discard,
+        Div,
+        Equal,
+        Exp,
+        Ln,
+        Max,
+        Min,
+        Mul,
+        MxVFloat3,
+        Normalize,
+        Not,
+        Op,
+        Or,
+        Saturate,
+        SaturateCast,
+        SaturateFloat,
+        ShiftLeft,
+        ShiftRight,
+        Sqr,
+        Sqrt,
+        Sub,
+        VectorReduce,
+        VectorReorder,
+        VectorReorderRT,
+        Xor,
+    )
+    from ._pipe import Pipe, compose, reset_stats, stats
+    from ._tensor import (
+        DualRead,
+        MidWrite,
+        ReadSet,
+        SplitWrite,
+        TensorPack,
+        TensorRead,
+        TensorSplit,
+        TensorTPack,
+        TensorTSplit,
+        TensorWrite,
+    )
 
-# Aspect-ratio, border and deinterlace modes at top level, as in FKL.
-IGNORE_AR = AspectRatio.IGNORE_AR
-PRESERVE_AR = AspectRatio.PRESERVE_AR
-PRESERVE_AR_LEFT = AspectRatio.PRESERVE_AR_LEFT
-PRESERVE_AR_RN_EVEN = AspectRatio.PRESERVE_AR_RN_EVEN
-
+# Lazy public names (PEP 562): `import fkl` (and its plugin entry point, loaded by
+# every Thork process) stays cheap; a name's module loads on first use.
+_EXPORTS = {
+    "Abs": "._ops",
+    "AbsDiff": "._ops",
+    "Add": "._ops",
+    "AddLast": "._ops",
+    "And": "._ops",
+    "AspectRatio": "._geometry",
+    "BorderMode": "._geometry",
+    "BorderReader": "._geometry",
+    "COLOR_CODES": "._color",
+    "Cast": "._ops",
+    "ColorCode": "._color",
+    "ColorConversion": "._color",
+    "Crop": "._geometry",
+    "Deinterlace": "._geometry",
+    "DeinterlaceMode": "._geometry",
+    "Discard": "._ops",
+    "Div": "._ops",
+    "DualRead": "._tensor",
+    "Equal": "._ops",
+    "Exp": "._ops",
+    "Ln": "._ops",
+    "Max": "._ops",
+    "MidWrite": "._tensor",
+    "Min": "._ops",
+    "Mul": "._ops",
+    "MxVFloat3": "._ops",
+    "Normalize": "._ops",
+    "Not": "._ops",
+    "Op": "._ops",
+    "Or": "._ops",
+    "Pipe": "._pipe",
+    "ReadSet": "._tensor",
+    "Resize": "._geometry",
+    "Saturate": "._ops",
+    "SaturateCast": "._ops",
+    "SaturateFloat": "._ops",
+    "ShiftLeft": "._ops",
+    "ShiftRight": "._ops",
+    "SplitWrite": "._tensor",
+    "Sqr": "._ops",
+    "Sqrt": "._ops",
+    "StaticLoop": "._loop",
+    "Sub": "._ops",
+    "TensorPack": "._tensor",
+    "TensorRead": "._tensor",
+    "TensorSplit": "._tensor",
+    "TensorTPack": "._tensor",
+    "TensorTSplit": "._tensor",
+    "TensorWrite": "._tensor",
+    "VectorReduce": "._ops",
+    "VectorReorder": "._ops",
+    "VectorReorderRT": "._ops",
+    "Warping": "._geometry",
+    "Xor": "._ops",
+    "compose": "._pipe",
+    "letterbox": "._geometry",
+    "reset_stats": "._pipe",
+    "stats": "._pipe",
+}
+_MODES = {"IGNORE_AR", "PRESERVE_AR", "PRESERVE_AR_LEFT", "PRESERVE_AR_RN_EVEN"}
 
 def __getattr__(name: str) -> Any:
-    # DeviceBuffer lives in core (shared with the tracer); import it only when asked for.
-    if name == "DeviceBuffer":
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+    elif name in _MODES:  # aspect-ratio modes at top level, as in FKL
+        value = getattr(__getattr__("AspectRatio"), name)
+    elif name == "DeviceBuffer":  # lives in core, shared with the tracer
         from thork_core._device_array import DeviceArray
 
-        return DeviceArray
-    raise AttributeError(f"module 'fkl' has no attribute {name!r}")
+        value = DeviceArray
+    else:
+        raise AttributeError(f"module 'fkl' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 __all__ = [
