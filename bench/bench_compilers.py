@@ -100,17 +100,19 @@ def _thork_rows(arch: str, sources: dict[str, tuple[Any, str]]) -> list[dict[str
 def _cupy_row(arch: str, sources: dict[str, tuple[Any, str]]) -> dict[str, Any]:
     """CuPy's own NVRTC path on the same sources (its compiler, not its launch cache)."""
     try:
-        import cupy  # noqa: F401
-        from cupy.cuda import compiler as cc
+        import cupy
     except Exception as exc:  # ImportError, or a CuPy that cannot find CUDA
         return {"compiler": "CuPy NVRTC (anchor)",
                 "note": f"skipped: CuPy not importable ({type(exc).__name__})"}
     times = []
     try:
-        for kname, (_, src) in sources.items():
+        cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1))  # context outside the timing
+        for i, (_, src) in enumerate(sources.values()):
+            # A unique comment defeats CuPy's memory and disk caches: a cold compile.
+            mod = cupy.RawModule(code=f"{src}\n// cold {time.time_ns()} {i}\n",
+                                 options=("-std=c++17",), backend="nvrtc")
             t0 = time.perf_counter()
-            cc.compile_using_nvrtc(src, options=("-std=c++17",), arch=arch.replace("sm_", ""),
-                                   name=f"{kname}.cu", jitify=False)
+            mod.compile()
             times.append((time.perf_counter() - t0) * 1e3)
     except Exception as exc:
         return {"compiler": "CuPy NVRTC (anchor)",

@@ -154,10 +154,16 @@ def bench_gpu(reps: int) -> None:
 
         t_cupy = ev.time_us(cupy_chain, reps)
         row("6-op chain", "CuPy unfused", t_cupy, "us", f"fkl speedup {t_cupy / t_fkl:.1f}x")
-        fused = cupy.fuse(lambda a: cupy.minimum(cupy.maximum((a * 1.5 + 0.25) * 2.0 - 0.5,
-                                                              -1.0), 4.0))
-        t_cf = ev.time_us(lambda: fused(cx), reps)
-        row("6-op chain", "CuPy fuse", t_cf, "us", f"fkl speedup {t_cf / t_fkl:.1f}x")
+        def chain6(a: Any) -> Any:  # cupy.fuse needs a named function
+            return cupy.minimum(cupy.maximum((a * 1.5 + 0.25) * 2.0 - 0.5, -1.0), 4.0)
+
+        try:
+            fused = cupy.fuse(chain6)
+            fused(cx)
+            t_cf = ev.time_us(lambda: fused(cx), reps)
+            row("6-op chain", "CuPy fuse", t_cf, "us", f"fkl speedup {t_cf / t_fkl:.1f}x")
+        except Exception as exc:  # an anchor failing must not stop the run
+            print(f"  CuPy fuse skipped: {type(exc).__name__}: {str(exc)[:200]}")
 
     # -- DNN preprocessing --------------------------------------------------------------
     print("DNN preprocessing, uint8 1080p HWC -> crop -> 224x224 -> normalize -> CHW",
