@@ -260,11 +260,11 @@ def table(rows: list[dict[str, Any]]) -> str:
            f"{'x floor':>8}  goal"
     lines = [head, "-" * len(head)]
     for r in rows:
-        def f(k: str) -> str:
+        def f(k: str, r: dict[str, Any] = r) -> str:
             v = r.get(k)
             return f"{v:10.3f}" if isinstance(v, float) else f"{'-':>10}"
 
-        def ratio(k: str) -> str:
+        def ratio(k: str, r: dict[str, Any] = r) -> str:
             v = r.get(k)
             return f"{r['thork'] / v:8.2f}" if isinstance(v, float) and v else f"{'-':>8}"
 

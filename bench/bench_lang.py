@@ -299,7 +299,6 @@ def main() -> int:
     t_tk = time_ms(lambda: tk_red(s1, a, nred, target="gpu"), cp, 10, 15)
     t_cu = time_ms(cu_red, cp, 10, 15)
     row(f"block reduction {nred} float32", t_tk, t_cu, nbytes=4.0 * nred, ok=ok)
-    del o1, o2
 
     # transpose
     r_, c_ = tr + 3, tr - 5  # not multiples of the tile
@@ -312,7 +311,6 @@ def main() -> int:
     t_cu = time_ms(cu_tr, cp, 10, 15)
     ok = bool(cp.array_equal(t1, x.T) and cp.array_equal(t2, x.T))
     row(f"transpose {r_}x{c_} float32", t_tk, t_cu, nbytes=8.0 * r_ * c_, ok=ok)
-    del x, t1, t2
 
     # tiled matmul
     M, N, K = mm + 1, mm - 3, mm + 5

@@ -25,7 +25,8 @@ def _check(result: Any, what: str) -> Any:
     err = result[0]
     if int(err) != 0:
         _, msg = _nvrtc().nvrtcGetErrorString(err)
-        raise CompileError(f"NVRTC {what} failed: {msg.decode() if isinstance(msg, bytes) else msg}")
+        text = msg.decode() if isinstance(msg, bytes) else msg
+        raise CompileError(f"NVRTC {what} failed: {text}")
     return result[1] if len(result) == 2 else None
 
 

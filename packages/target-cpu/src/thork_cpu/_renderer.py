@@ -366,7 +366,7 @@ class CppRenderer(Renderer):
         params = self.param_decl(kernel)
         sig = ", ".join(params + list(_HIDDEN))
         unpack, names = [], []
-        for i, (p, decl) in enumerate(zip(kernel.params, params)):
+        for i, decl in enumerate(params):
             # Locals a0, a1... so that parameter names cannot shadow the entry's own.
             ctype = decl.rsplit(" ", 1)[0]
             unpack.append(f"  {ctype} a{i} = *({ctype}*)b->args[{i}];")

@@ -31,13 +31,13 @@ from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
 from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
 
 __all__ = [
-    "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArgumentPack", "ArrayAdapter", "ArrayView", "Artifact",
-    "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler", "CudaRenderer",
-    "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache", "Executable", "Frontend", "KernelIR",
-    "LaunchError", "Loc", "NoTargetError", "Param", "PluginError", "PluginInfo",
-    "PluginWarning", "Plugins", "PointerType", "Renderer", "Target", "ThorkError",
-    "TraceError", "build", "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt",
-    "dtype_of", "gpu_arch", "hookimpl", "hookspec", "literal_dtype", "normalize_dims",
+    "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArgumentPack", "ArrayAdapter",
+    "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
+    "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache", "Executable",
+    "Frontend", "KernelIR", "LaunchError", "Loc", "NoTargetError", "Param", "PluginError",
+    "PluginInfo", "PluginWarning", "Plugins", "PointerType", "Renderer", "Target", "ThorkError",
+    "TraceError", "build", "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache",
+    "dt", "dtype_of", "gpu_arch", "hookimpl", "hookspec", "literal_dtype", "normalize_dims",
     "parse_arch", "plugins", "promote", "reset_plugins",
 ]
 __version__ = "0.1.0"

@@ -83,7 +83,8 @@ def scalar_value(value: Any, param: Param, kernel: KernelIR) -> Any:
     t = param.type
     assert isinstance(t, DType)
     where = f"{kernel.name}(): parameter '{param.name}'"
-    if isinstance(value, np.ndarray) and value.ndim > 0 or hasattr(value, "__cuda_array_interface__"):
+    if (isinstance(value, np.ndarray) and value.ndim > 0) or hasattr(
+            value, "__cuda_array_interface__"):
         raise ArgumentError(
             f"{where} is a scalar {t.name}, got an array (ndim {getattr(value, 'ndim', '?')})"
         )
@@ -95,8 +96,12 @@ def scalar_value(value: Any, param: Param, kernel: KernelIR) -> Any:
         return bool(value)
     if t.is_int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ArgumentError(f"{where} expects an int for {t.name}, got {type(value).__name__} {value!r}")
-        lo, hi = (-(2 ** (t.bits - 1)), 2 ** (t.bits - 1) - 1) if t.kind == "i" else (0, 2**t.bits - 1)
+            raise ArgumentError(
+                f"{where} expects an int for {t.name}, got {type(value).__name__} {value!r}")
+        if t.kind == "i":
+            lo, hi = -(2 ** (t.bits - 1)), 2 ** (t.bits - 1) - 1
+        else:
+            lo, hi = 0, 2**t.bits - 1
         if not lo <= value <= hi:
             raise ArgumentError(f"{where} value {value} is out of range for {t.name} [{lo}, {hi}]")
         return value

@@ -65,7 +65,7 @@ class VectorType:
         return f"{self.elem.name}x{self.n}"
 
 
-Type = Union[DType, PointerType, VectorType]
+Type = Union[DType, PointerType, VectorType]  # noqa: UP007 - a runtime alias on Python 3.10
 
 # The CUDA special registers a kernel can read, each an unsigned 32-bit value.
 SPECIALS: tuple[str, ...] = tuple(

@@ -56,7 +56,7 @@ class DeviceFunction:
             root.function_cache[key] = spec
         function, kinds = spec
         call_args = []
-        for (name, a), kind, param in zip(items, kinds, _traced_params(function, kinds)):
+        for (_, a), kind, param in zip(items, kinds, _traced_params(function, kinds)):
             if kind == "value":
                 call_args.append(_to(a, param.type))
             elif kind == "memory":
@@ -71,7 +71,8 @@ class DeviceFunction:
             return None
         return Value(trace.temp(call))
 
-    def _specialize(self, caller: Trace, items: list[tuple[str, Any]]) -> tuple[Function, list[str]]:
+    def _specialize(self, caller: Trace, items: list[tuple[str, Any]]
+                    ) -> tuple[Function, list[str]]:
         root = caller.root
         cname = re.sub(r"\W", "_", self.__name__)
         name = f"thork_f{len(root.functions)}_{cname}"

@@ -160,7 +160,8 @@ class Kernel:
             return self.specialize()
         return self
 
-    def _select(self, args: tuple[Any, ...], consts: dict[str, Any]) -> tuple[Kernel, tuple[Any, ...]]:
+    def _select(self, args: tuple[Any, ...], consts: dict[str, Any]
+                ) -> tuple[Kernel, tuple[Any, ...]]:
         """Split launch arguments into the specialization and its device arguments."""
         pos = self._const_pos
         assert pos
@@ -275,7 +276,8 @@ class Kernel:
         """How the most recently used build was made (None before the first build)."""
         return self._last_info
 
-    def _executable(self, target: str | None, compiler: str | None = None) -> tuple[Executable, CompileInfo]:
+    def _executable(self, target: str | None, compiler: str | None = None
+                    ) -> tuple[Executable, CompileInfo]:
         key = (target, compiler)
         hit = self._exes.get(key)
         if hit is not None:
