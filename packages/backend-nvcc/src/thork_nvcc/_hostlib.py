@@ -12,22 +12,16 @@ ask for it with ``target="gpu-hostlib"`` or ``THORK_TARGET=gpu-hostlib``.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
 from typing import Any
 
 from thork_core import (
     Artifact,
-    CudaRenderer,
     Executable,
     KernelIR,
     LaunchError,
-    Renderer,
-    Target,
-    cache_dir,
-    gpu_arch,
 )
-from thork_core._gpu import GpuExecutable
+from thork_core._cache import library_path as _library_file
+from thork_core._gpu import GpuExecutable, GpuTarget
 
 from ._compiler import HOST_ENTRY
 
@@ -35,16 +29,8 @@ __all__ = ["HostlibTarget", "HostlibExecutable", "library_path"]
 
 
 def library_path(artifact: Artifact) -> str:
-    """Write the library to a content-addressed file once (dlopen needs a path)."""
-    digest = hashlib.sha256(artifact.data).hexdigest()
-    folder = cache_dir() / "nvcc-so"
-    path = folder / f"{digest}.so"
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".tmp-{os.getpid()}-{digest}.so"
-        tmp.write_bytes(artifact.data)
-        os.replace(tmp, path)  # atomic: concurrent loaders never see half a library
-    return str(path)
+    """The library's content-addressed file under the cache folder."""
+    return _library_file(artifact.data, "nvcc-so")
 
 
 class HostlibExecutable(GpuExecutable):
@@ -102,26 +88,17 @@ class HostlibExecutable(GpuExecutable):
                 f"block={block}) failed: cudaError {rc}: {text}")
 
 
-class HostlibTarget(Target):
-    """NVIDIA GPUs, launching through an nvcc-built host library (``hostlib``, CUDA)."""
+class HostlibTarget(GpuTarget):
+    """NVIDIA GPUs, launching through an nvcc-built host library (``hostlib``, CUDA).
+
+    The GPU target in all but how a kernel is loaded and launched.
+    """
 
     name = "gpu-hostlib"
     consumes = ("hostlib",)
-    # Language "cuda" keeps it apart from the CPU target's host-C++ 'hostlib'.
-    language = "cuda"
+    # Language "cuda" (inherited) keeps it apart from the CPU target's host-C++ 'hostlib'.
     # Below the gpu target (100) and above cpu (10): only used when asked for.
     priority = 50
-
-    def available(self) -> tuple[bool, str]:
-        from thork_core import _cuda
-
-        return _cuda.gpu_status()
-
-    def renderer(self) -> Renderer:
-        return CudaRenderer()
-
-    def arch(self) -> str:
-        return gpu_arch(0)
 
     def load(self, artifact: Artifact, kernel: KernelIR) -> Executable:
         if artifact.kind != "hostlib":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -19,27 +18,14 @@ from thork_core import (
     PointerType,
     Renderer,
     Target,
-    cache_dir,
 )
 from thork_core._binding import array_view, check_array, scalar_value
+from thork_core._cache import library_path
 
 from ._compiler import host_arch
 from ._renderer import DEADLOCK, ENTRY, CppRenderer
 
 __all__ = ["CpuTarget", "CpuExecutable"]
-
-
-def _library_path(artifact: Artifact) -> str:
-    """Write the artifact to a content-addressed .so file (dlopen needs a path)."""
-    digest = hashlib.sha256(artifact.data).hexdigest()
-    folder = cache_dir() / "cpu-so"
-    path = folder / f"{digest}.so"
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".tmp-{os.getpid()}-{digest}.so"
-        tmp.write_bytes(artifact.data)
-        os.replace(tmp, path)
-    return str(path)
 
 
 class CpuExecutable(Executable):
@@ -48,7 +34,7 @@ class CpuExecutable(Executable):
 
     def __init__(self, artifact: Artifact, kernel: KernelIR) -> None:
         self.kernel = kernel
-        self._lib = ctypes.CDLL(_library_path(artifact))
+        self._lib = ctypes.CDLL(library_path(artifact.data, "cpu-so"))
         fn = getattr(self._lib, ENTRY)
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
         fn.restype = ctypes.c_int

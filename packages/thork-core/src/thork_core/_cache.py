@@ -21,7 +21,7 @@ from pathlib import Path
 from ._artifact import Artifact
 from ._renderer import CODEGEN_VERSION
 
-__all__ = ["DiskCache", "cache_dir", "cache_key", "disk_cache", "CacheEntry"]
+__all__ = ["DiskCache", "cache_dir", "cache_key", "disk_cache", "CacheEntry", "library_path"]
 
 _MAGIC = b"THORKC1\n"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, meta length, payload length, sha256
@@ -171,6 +171,21 @@ def _decode(blob: bytes) -> Artifact | None:
         compiler=meta["compiler"], arch=meta["arch"], log=meta.get("log", ""),
         info=meta.get("info", {}),
     )
+
+
+def library_path(data: bytes, folder: str) -> str:
+    """A content-addressed file under the cache folder holding ``data`` (a shared library:
+    ``dlopen`` needs a path). Written once, atomically, so concurrent loaders never see
+    half a library."""
+    digest = hashlib.sha256(data).hexdigest()
+    where = cache_dir() / folder
+    path = where / f"{digest}.so"
+    if not path.exists():
+        where.mkdir(parents=True, exist_ok=True)
+        tmp = where / f".tmp-{os.getpid()}-{digest}.so"
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return str(path)
 
 
 _DEFAULT = DiskCache()
