@@ -201,6 +201,18 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     static_us = timed(lambda: launch(so, sa, sb))
     rows.append({"what": "  same, prebuilt interface dicts", "thork": static_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
+    # Thork's own device arrays (no interface dict at all).
+    from thork_core import DeviceArray
+
+    da, db = DeviceArray.wrap(a.data.ptr, n, "float32"), DeviceArray.wrap(b.data.ptr, n, "float32")
+    do = DeviceArray.wrap(out.data.ptr, n, "float32")
+    out.fill(cp.nan)
+    launch(do, da, db)
+    cp.cuda.runtime.deviceSynchronize()
+    assert cp.array_equal(out, a + b), "DeviceArray launch wrote wrong values"
+    da_us = timed(lambda: launch(do, da, db))
+    rows.append({"what": "hot launch, thork DeviceArray", "thork": da_us,
+                 "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
 
 
 def bench_round_trip(rows: list[dict[str, Any]], reps: int, gpu: bool) -> None:

@@ -16,6 +16,7 @@ from ._adapter import ArrayView
 from ._arch import gpu_arch
 from ._artifact import Artifact
 from ._binding import array_view, check_array, scalar_value
+from ._device_array import DeviceArray
 from ._errors import ArgumentError, LaunchError
 from ._ir import KernelIR, PointerType
 from ._renderer import CudaRenderer, Renderer
@@ -56,6 +57,8 @@ class GpuExecutable(Executable):
             _TYPESTR.get(p.type.elem.name) if isinstance(p.type, PointerType) else None
             for p in kernel.params
         ] if _cuda.device_count() == 1 else None
+        self._elem = [p.type.elem if isinstance(p.type, PointerType) else None
+                      for p in kernel.params]
         self._dynamic_limit = 48 * 1024  # CUDA's default cap on dynamic shared memory
 
     def _allow_dynamic_shared(self, nbytes: int) -> None:
@@ -95,8 +98,14 @@ class GpuExecutable(Executable):
             if not self._pointer[i]:
                 slots[i].value = scalar_value(arg, param, kernel)
                 continue
-            # Fast path: a device array whose interface needs no check beyond a few
-            # lookups (the common hot-loop case). Anything unusual takes the full path.
+            # Fast paths: Thork's own DeviceArray, or a device array whose interface needs
+            # no check beyond a few lookups (the common hot-loop cases). Anything unusual
+            # takes the full path below, which also produces the error messages.
+            if type(arg) is DeviceArray and arg.dtype is self._elem[i] \
+                    and arg.device == self.ordinal and arg.stream in (0, handle) \
+                    and (param.ndim is None or len(arg.shape) == param.ndim):
+                slots[i].value = arg.ptr
+                continue
             cai = getattr(arg, "__cuda_array_interface__", None) if fast else None
             if cai is not None and cai["typestr"] == fast[i] and not cai.get("strides") \
                     and cai.get("stream") in _DEFAULT_STREAMS:
