@@ -54,3 +54,14 @@ class StaticLoop(Op):
             for a, v in zip(acc, out, strict=False):
                 a.set(v)
         return [a.get() for a in acc]
+
+    def apply_many(self, pixels: list[Pixel], p: list[Value], t: PixType) -> list[Pixel]:
+        # One device loop whose body steps every pixel of the group: the loop overhead is
+        # paid once, and the code still does not grow with n.
+        accs = [[tk_var(v, t.dtype) for v in px] for px in pixels]
+        for _ in tk_range(self.n):
+            outs = [self.op.apply([a.get() for a in acc], p, t) for acc in accs]
+            for acc, out in zip(accs, outs, strict=True):
+                for a, v in zip(acc, out, strict=False):
+                    a.set(v)
+        return [[a.get() for a in acc] for acc in accs]

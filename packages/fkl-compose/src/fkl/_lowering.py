@@ -22,13 +22,13 @@ from typing import Any
 from thork._control import if_, return_
 from thork._trace import Pointer, Trace, Value, cast, set_current
 from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
-from thork_core._ir import Special
+from thork_core._ir import Special, Var
 
 from ._ops import Op
 from ._pixel import Geom, PixType, Stage
 from ._tensor import Layout, ReadOp, WriteOp
 
-__all__ = ["Chain", "Lowered", "lower", "type_chain", "BLOCK"]
+__all__ = ["Chain", "Lowered", "Params", "lower", "type_chain", "write_dtypes", "BLOCK"]
 
 #: Threads per block: 32 wide for coalesced rows, 8 rows deep.
 BLOCK = (32, 8, 1)
@@ -58,11 +58,13 @@ class Chain:
 @dataclass
 class Lowered:
     """A traced chain. ``slots`` says what fills each kernel parameter: ``("in", i)``,
-    ``("out", j)`` or ``("scalar", k)`` (index into the flat runtime values)."""
+    ``("out", j)`` or ``("scalar", k)`` (index into the flat runtime values); ``block``
+    is the thread-block shape the kernel's indexing assumes."""
 
     ir: KernelIR
     slots: list[tuple[str, int]]
     scalar_types: list[DType]
+    block: tuple[int, int, int] = BLOCK
 
 
 def type_chain(chain: Chain, t: PixType) -> list[PixType]:
@@ -97,53 +99,84 @@ def kernel_name(key: Any) -> str:
     return "fkl_" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
 
 
-def lower(chain: Chain, t: PixType, name: str) -> Lowered:
-    """Trace ``chain`` for input pixels of type ``t`` into one kernel."""
-    params: list[Param] = []
-    slots: list[tuple[str, int]] = []
-    scalar_types: list[DType] = []
-    trace = Trace(name, params)
+class Params:
+    """The kernel's parameter list under construction, and what fills each slot.
 
-    def scalars(types: list[DType]) -> list[Value]:
-        out = []
-        for ty in types:
-            pname = f"s{len(scalar_types)}"
-            params.append(Param(pname, ty))
-            slots.append(("scalar", len(scalar_types)))
-            scalar_types.append(ty)
-            from thork_core._ir import Var
+    Both lowerings (2-D and flat) declare parameters in the same order — inputs, the
+    read's scalars, each op's scalars, extra scalars, then the outputs in chain order —
+    so the host side fills them the same way.
+    """
 
-            out.append(Value(Var(ty, pname)))
-        return out
+    def __init__(self) -> None:
+        self.params: list[Param] = []
+        self.slots: list[tuple[str, int]] = []
+        self.scalar_types: list[DType] = []
+        self._n_in = 0
+        self._n_out = 0
 
-    n_out = 0
-
-    def outputs(dtypes: list[DType]) -> list[Pointer]:
-        nonlocal n_out
+    def inputs(self, dtypes: list[DType]) -> list[Pointer]:
         ptrs = []
         for ty in dtypes:
-            param = Param(f"out{n_out}", PointerType(ty))
-            params.append(param)
-            slots.append(("out", n_out))
-            n_out += 1
+            param = Param(f"in{self._n_in}", PointerType(ty))
+            self.params.append(param)
+            self.slots.append(("in", self._n_in))
+            self._n_in += 1
             ptrs.append(Pointer(param))
         return ptrs
 
+    def scalars(self, types: list[DType]) -> list[Value]:
+        out = []
+        for ty in types:
+            pname = f"s{len(self.scalar_types)}"
+            self.params.append(Param(pname, ty))
+            self.slots.append(("scalar", len(self.scalar_types)))
+            self.scalar_types.append(ty)
+            out.append(Value(Var(ty, pname)))
+        return out
+
+    def outputs(self, dtypes: list[DType]) -> list[Pointer]:
+        ptrs = []
+        for ty in dtypes:
+            param = Param(f"out{self._n_out}", PointerType(ty))
+            self.params.append(param)
+            self.slots.append(("out", self._n_out))
+            self._n_out += 1
+            ptrs.append(Pointer(param))
+        return ptrs
+
+    def op_scalars(self, chain: Chain, t: PixType) -> list[list[Value]]:
+        """Each middle op's scalar parameters, declared in chain order."""
+        out = []
+        for op in chain.middle:
+            out.append(self.scalars(op.scalar_types(t)))
+            t = op.out_type(t)
+        return out
+
+    def finish(self, name: str, trace: Trace, block: tuple[int, int, int]) -> Lowered:
+        """The traced kernel (raises the tracer's deferred error, if any)."""
+        if getattr(trace, "deferred", None):
+            raise ArgumentError(f"fkl: tracing the chain failed: {trace.deferred[0]}")
+        ir = KernelIR(name, self.params, trace.body, mutable=set(getattr(trace, "mutable",
+                                                                        set())),
+                      functions=list(getattr(trace, "functions", [])))
+        return Lowered(ir, self.slots, self.scalar_types, block)
+
+
+def write_dtypes(op: WriteOp, t: PixType) -> list[DType]:
+    """The element dtype of each array ``op`` writes for pixels ``t``."""
+    return [s[1] for s in op.out_specs(t, Geom(1, 1), Layout(False, False))]
+
+
+def lower(chain: Chain, t: PixType, name: str) -> Lowered:
+    """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain)."""
+    b = Params()
+    trace = Trace(name, b.params)
     prev = set_current(trace)
     try:
         # Parameters in a fixed order: inputs, read scalars, then each op's scalars.
-        in_ptrs = []
-        for i, ty in enumerate(chain.read.input_dtypes(t)):
-            param = Param(f"in{i}", PointerType(ty))
-            params.append(param)
-            slots.append(("in", i))
-            in_ptrs.append(Pointer(param))
-        stage: Stage = chain.read.stage(in_ptrs, scalars(chain.read.scalar_types(t)), t)
-        op_params = []
-        ty = t
-        for op in chain.middle:
-            op_params.append(scalars(op.scalar_types(ty)))
-            ty = op.out_type(ty)
+        in_ptrs = b.inputs(chain.read.input_dtypes(t))
+        stage: Stage = chain.read.stage(in_ptrs, b.scalars(chain.read.scalar_types(t)), t)
+        op_params = b.op_scalars(chain, t)
 
         last = chain.last_readback
         ty = t
@@ -173,21 +206,16 @@ def lower(chain: Chain, t: PixType, name: str) -> Lowered:
             p = op_params[i]
             if op.kind == "midwrite":
                 assert isinstance(op, WriteOp)
-                ptrs = outputs([s[1] for s in op.out_specs(ty, Geom(1, 1), Layout(False, False))])
-                op.store(ptrs, px, x, y, z, stage.w, stage.h, nb, ty)
+                op.store(b.outputs(write_dtypes(op, ty)), px, x, y, z, stage.w, stage.h, nb,
+                         ty)
             else:
                 px = op.apply(px, p, ty)
             ty = op.out_type(ty)
         w = chain.write
-        ptrs = outputs([s[1] for s in w.out_specs(ty, Geom(1, 1), Layout(False, False))])
-        w.store(ptrs, px, x, y, z, stage.w, stage.h, nb, ty)
+        w.store(b.outputs(write_dtypes(w, ty)), px, x, y, z, stage.w, stage.h, nb, ty)
     finally:
         set_current(prev)
-    if getattr(trace, "deferred", None):
-        raise ArgumentError(f"fkl: tracing the chain failed: {trace.deferred[0]}")
-    ir = KernelIR(name, params, trace.body, mutable=set(getattr(trace, "mutable", set())),
-                  functions=list(getattr(trace, "functions", [])))
-    return Lowered(ir, slots, scalar_types)
+    return b.finish(name, trace, BLOCK)
 
 
 def _fused(stage: Stage, op: Op, p: list[Value], t: PixType) -> Stage:

@@ -57,6 +57,11 @@ class Op:
         """Record the op on traced channels ``px`` with traced parameters ``p``."""
         raise NotImplementedError
 
+    def apply_many(self, pixels: list[Any], p: list[Value], t: PixType) -> list[Any]:
+        """``apply`` on each of several pixels (a thread of the flat kernel handles a
+        group); ops with control flow override it to share one loop."""
+        return [self.apply(px, p, t) for px in pixels]
+
     # -- readback ops override these -----------------------------------------------------
     def out_geom(self, g: Geom, t: PixType) -> Geom:
         return g

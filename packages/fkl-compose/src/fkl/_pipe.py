@@ -6,6 +6,12 @@ compiler, arch) to the built executable, so a second pipe that differs only in v
 (factors, rects, sizes, matrices...) reuses the first one's kernel. Per input shape a pipe
 keeps the packed runtime values, the grid and the output shapes, so a hot call is: look
 up the shape, take the array pointers, one launch.
+
+A chain has up to two kernel *variants* (part of the kernel identity): ``"flat"``, the
+vectorized 1-D kernel of :mod:`fkl._flat` for chains without geometry ops, and ``"grid"``,
+the general 2-D kernel. The flat one needs aligned base addresses, a runtime property, so
+every call checks the array addresses and runs the grid variant (built on first need)
+for misaligned arrays.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from thork_core import (
     plugins,
 )
 
+from ._flat import FlatSpec, flat_spec, lower_flat
 from ._launcher import Launcher, make_launcher
-from ._lowering import BLOCK, Chain, Lowered, host_plan, kernel_name, lower, type_chain
+from ._lowering import Chain, Lowered, host_plan, kernel_name, lower, type_chain
 from ._ops import Op
 from ._pixel import PixType
 from ._tensor import Layout, ReadOp, ReadSet, WriteOp
@@ -51,15 +58,24 @@ class _Built:
 @dataclass
 class _Plan:
     """Everything a call with one input shape needs, computed once: the arguments with
-    the scalars filled in, where the arrays go, the grid, the outputs' shapes and dtypes,
-    whether the arrays live on the device, and the pre-packed launcher."""
+    the scalars filled in, where the arrays go, the grid and block, the outputs' shapes
+    and dtypes, whether the arrays live on the device, and the pre-packed launcher.
+
+    ``align_mask`` is nonzero for the flat variant: an array address with any of those
+    bits set makes the call use ``fallback``, the grid variant's plan (made on first
+    need from ``source``, the pixel type, geometry and layout)."""
 
     args: list[Any]
     pointer_slots: list[tuple[int, str, int]]
     grid: tuple[int, int, int]
+    block: tuple[int, int, int]
     outs: list[tuple[tuple[int, ...], DType]]
     device: bool
     order: list[int]
+    built: _Built
+    source: tuple[PixType, Any, Layout]
+    align_mask: int = 0
+    fallback: _Plan | None = None
     launcher: Launcher | None = None
 
 
@@ -117,11 +133,16 @@ class Pipe:
         self.chain = Chain(ops[0], ops[1:-1], ops[-1])  # type: ignore[arg-type]
         self.target = target
         self.compiler = compiler
-        # Thread fusion only changes how many pixels a thread handles; results are
-        # identical without it, which is what this version runs.
+        # Thread fusion (several pixels per thread, vector accesses) is the flat variant,
+        # used whenever the chain allows it: its results are bit-identical, so it is on
+        # by default on every target and the flag asks for nothing more.
         self.thread_fusion = thread_fusion
+        #: Use the flat (vectorized) kernel where the chain allows it; False forces the
+        #: general 2-D kernel (for comparisons and debugging).
+        self.flat = True
         self._target: Target | None = None
-        self._built: dict[PixType, _Built] = {}
+        self._built: dict[tuple[PixType, str], _Built] = {}
+        self._specs: dict[PixType, FlatSpec | None] = {}
         self._plans: dict[Any, _Plan] = {}
         # Hot path: (shape, dtype, device) of each input -> (plan, launcher).
         self._hot: dict[Any, tuple[_Plan, Launcher]] = {}
@@ -136,26 +157,60 @@ class Pipe:
             self._target = choose(self.target, self.compiler)[0]
         return self._target
 
-    def signature(self, t: PixType) -> tuple[Any, ...]:
+    def flat_spec(self, t: PixType) -> FlatSpec | None:
+        """How the chain runs as the flat kernel for input pixels ``t`` (None: it
+        cannot, and always uses the 2-D grid kernel)."""
+        if t not in self._specs:
+            type_chain(self.chain, t)
+            self._specs[t] = flat_spec(self.chain, t)
+        return self._specs[t]
+
+    def variant(self, t: PixType) -> str:
+        """The preferred kernel variant for ``t``: ``"flat"`` or ``"grid"``."""
+        return "flat" if self.flat and self.flat_spec(t) is not None else "grid"
+
+    def _check_variant(self, t: PixType, variant: str | None) -> str:
+        if variant is None:
+            return self.variant(t)
+        if variant == "grid" or (variant == "flat" and self.flat_spec(t) is not None):
+            return variant
+        if variant == "flat":
+            raise ArgumentError(
+                f"fkl pipe: {self!r} has no flat kernel for {t} pixels (a geometry op, or "
+                "a read/write without a flat form); use variant='grid'")
+        raise ArgumentError(f"fkl pipe variant: expected 'flat', 'grid' or None, got "
+                            f"{variant!r}")
+
+    def signature(self, t: PixType, variant: str | None = None) -> tuple[Any, ...]:
         """The kernel identity for input pixels ``t``: types only, never values."""
+        variant = self._check_variant(t, variant)
         tgt, comp = choose(self._resolve(), self.compiler)
-        return (self.chain.key(), t, tgt.name, comp.name, tgt.arch())
+        return (self.chain.key(), t, variant, tgt.name, comp.name, tgt.arch())
 
-    def lowered(self, t: PixType) -> Lowered:
-        """The traced kernel for input pixels of type ``t`` (no compilation)."""
+    def lowered(self, t: PixType, variant: str | None = None) -> Lowered:
+        """The traced kernel for input pixels of type ``t`` (no compilation); by default
+        the variant a call with aligned arrays runs."""
+        variant = self._check_variant(t, variant)
         type_chain(self.chain, t)
-        return lower(self.chain, t, kernel_name((self.chain.key(), t)))
+        return self._lower(t, variant, kernel_name((self.chain.key(), t, variant)))
 
-    def _build(self, t: PixType) -> _Built:
-        built = self._built.get(t)
+    def _lower(self, t: PixType, variant: str, name: str) -> Lowered:
+        if variant == "flat":
+            spec = self.flat_spec(t)
+            assert spec is not None
+            return lower_flat(self.chain, t, name, spec)
+        return lower(self.chain, t, name)
+
+    def _build(self, t: PixType, variant: str) -> _Built:
+        built = self._built.get((t, variant))
         if built is not None:
             return built
-        key = self.signature(t)
+        key = self.signature(t, variant)
         with _LOCK:
             built = _BUILT.get(key)
             if built is None:
                 type_chain(self.chain, t)
-                lowered = lower(self.chain, t, kernel_name(key[:2]))
+                lowered = self._lower(t, variant, kernel_name(key[:3]))
                 tgt, comp = choose(self._resolve(), self.compiler)
                 source = tgt.renderer().render(lowered.ir)
                 exe, info = build(lowered.ir, source, tgt, comp)
@@ -164,23 +219,26 @@ class Pipe:
                 _STATS["builds"] += 1
             else:
                 _STATS["reuses"] += 1
-        self._built[t] = built
+        self._built[(t, variant)] = built
         return built
 
-    def source(self, x: Any = None, *, dtype: Any = None, channels: int = 1) -> str:
+    def source(self, x: Any = None, *, dtype: Any = None, channels: int = 1,
+               variant: str | None = None) -> str:
         """The generated source for this pipe's target, for input ``x`` (or the given
-        pixel dtype and channel count)."""
+        pixel dtype and channel count); ``variant`` as in :meth:`lowered`."""
         t = self._pixtype(x, dtype, channels)
-        return self._resolve().renderer().render(self.lowered(t).ir)
+        return self._resolve().renderer().render(self.lowered(t, variant).ir)
 
     def artifact(self, x: Any = None, *, dtype: Any = None, channels: int = 1,
-                 arch: str = "sm_90", compiler: str | None = None, kind: str = "cubin") -> Any:
-        """Compile the CUDA source for ``arch`` without loading it (no GPU needed)."""
+                 arch: str = "sm_90", compiler: str | None = None, kind: str = "cubin",
+                 variant: str | None = None) -> Any:
+        """Compile the CUDA source for ``arch`` without loading it (no GPU needed);
+        ``variant`` as in :meth:`lowered`."""
         from thork_core import CudaRenderer
         from thork_core._gpu import GpuTarget
 
         t = self._pixtype(x, dtype, channels)
-        lowered = self.lowered(t)
+        lowered = self.lowered(t, variant)
         comp = plugins().compiler(compiler or self.compiler, GpuTarget())
         source = CudaRenderer().render(lowered.ir)
         art, _, _ = compile_artifact(lowered.ir, source, comp, kind, parse_arch(arch))
@@ -202,7 +260,10 @@ class Pipe:
         """How the kernel for ``t`` (default: the most recent) was built."""
         if t is None:
             return next(reversed(self._built.values())).info if self._built else None
-        return self._built[t].info if t in self._built else None
+        for key in ((t, self.variant(t)), (t, "grid"), (t, "flat")):
+            if key in self._built:
+                return self._built[key].info
+        return None
 
     # -- running -----------------------------------------------------------------------
     def __call__(self, *inputs: Any, out: Any = None, stream: Any = None) -> Any:
@@ -240,6 +301,13 @@ class Pipe:
             outs = self._check_out(plan, out, plan.device)
         for o in outs:
             ptrs.append(_pointer(o))
+        if plan.align_mask:
+            bits = 0
+            for p in ptrs:
+                bits |= p
+            if bits & plan.align_mask:  # a misaligned array: the flat kernel cannot run
+                plan = self._fallback(plan)
+                launcher = plan.launcher  # type: ignore[assignment]
         launcher.launch(_order(plan, ptrs), handle)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -253,7 +321,6 @@ class Pipe:
         read = self.chain.read
         views = [_view(x, f"input {i}") for i, x in enumerate(inputs)]
         t, g, lay = read.host_type(views)
-        built = self._build(t)
         tgt = self._resolve()
         on_device = any(v.device == "cuda" for v in views)
         if tgt.name == "cpu" and on_device:
@@ -265,34 +332,56 @@ class Pipe:
         shape_key = (t, tuple(v.shape for v in views), on_device)
         plan = self._plans.get(shape_key)
         if plan is None:
-            plan = self._plan(built, t, g, lay, on_device)
+            variant = self.variant(t)
+            spec = self.flat_spec(t) if variant == "flat" else None
+            if spec is not None and not spec.fits(g):
+                variant = "grid"  # planes whose starts are not vector-aligned
+            plan = self._plan(t, g, lay, on_device, variant)
             self._plans[shape_key] = plan
         outs = self._check_out(plan, out, on_device) if out is not None else \
             _allocate(plan, on_device, inputs, _stream(stream) if stream is not None else 0)
+        ptrs = [v.ptr for v in views] + [_pointer(o) for o in outs]
         # Device arrays (and host arrays on the CPU target) get the pre-packed hot path.
         direct = on_device or tgt.name == "cpu"
         if direct and plan.launcher is None:
-            plan.launcher = make_launcher(built.exe, built.lowered.ir, plan.args, plan.grid,
-                                          BLOCK)
-        if direct and plan.launcher is not None:
+            plan.launcher = make_launcher(plan.built.exe, plan.built.lowered.ir, plan.args,
+                                          plan.grid, plan.block)
+        run = plan
+        if plan.align_mask and any(p & plan.align_mask for p in ptrs):
+            run = self._fallback(plan)
+        if direct and plan.launcher is not None and run.launcher is not None:
             handle = _stream(stream) if stream is not None else 0
             for v in views:
                 if v.stream is not None and v.stream != handle:
                     _wait(v.stream, handle, v.device_id)
-            ptrs = [v.ptr for v in views] + [_pointer(o) for o in outs]
-            plan.launcher.launch(_order(plan, ptrs), handle)
+            run.launcher.launch(_order(run, ptrs), handle)
             if key is not None:
                 self._hot[tuple(key)] = (plan, plan.launcher)
         else:
-            args = list(plan.args)
-            for pos, role, idx in plan.pointer_slots:
+            args = list(run.args)
+            for pos, role, idx in run.pointer_slots:
                 args[pos] = inputs[idx] if role == "in" else outs[idx]
-            built.exe.launch(plan.grid, BLOCK, args, stream=stream)
+            run.built.exe.launch(run.grid, run.block, args, stream=stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _plan(self, built: _Built, t: PixType, g: Any, lay: Layout, device: bool) -> _Plan:
+    def _fallback(self, plan: _Plan) -> _Plan:
+        """The grid-variant plan that stands in for the flat ``plan`` on misaligned
+        arrays (built, with its launcher, on first need)."""
+        if plan.fallback is None:
+            fb = self._plan(*plan.source, plan.device, "grid")
+            if plan.launcher is not None:
+                fb.launcher = make_launcher(fb.built.exe, fb.built.lowered.ir, fb.args,
+                                            fb.grid, fb.block)
+            plan.fallback = fb
+        return plan.fallback
+
+    def _plan(self, t: PixType, g: Any, lay: Layout, device: bool, variant: str) -> _Plan:
+        built = self._build(t, variant)
         values, og, outs = host_plan(self.chain, t, g, lay)
         lowered = built.lowered
+        spec = self.flat_spec(t) if variant == "flat" else None
+        if spec is not None:
+            values = [*values, spec.segments(og)[0]]  # the flat kernel's extra scalar
         args: list[Any] = [None] * len(lowered.slots)
         pointer_slots = []
         for pos, (role, idx) in enumerate(lowered.slots):
@@ -302,13 +391,18 @@ class Pipe:
                 pointer_slots.append((pos, role, idx))
         for shape, _ in outs:
             _check_size(shape, "output")
-        grid = (-(-og.w // BLOCK[0]), -(-og.h // BLOCK[1]), og.batch)
-        if grid[2] > 65535:
+        block = lowered.block
+        if og.batch > 65535:
             raise ArgumentError(f"fkl pipe: batch of {og.batch} planes exceeds the CUDA grid "
                                 "limit of 65535")
+        if spec is not None:
+            grid = spec.grid(og)
+        else:
+            grid = (-(-og.w // block[0]), -(-og.h // block[1]), og.batch)
         n_in = sum(1 for _, role, _ in pointer_slots if role == "in")
         order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
-        return _Plan(args, pointer_slots, grid, outs, device, order)
+        return _Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
+                     align_mask=spec.align - 1 if spec is not None else 0)
 
     def _check_out(self, plan: _Plan, out: Any, on_device: bool) -> list[Any]:
         given = list(out) if isinstance(out, (list, tuple)) else [out]

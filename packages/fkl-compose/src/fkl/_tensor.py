@@ -6,6 +6,7 @@ error): it keeps the address computation cheap on the GPU.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from thork._trace import Pointer, Value
@@ -15,7 +16,8 @@ from ._ops import Op
 from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel
 
 __all__ = [
-    "ReadOp", "WriteOp", "Layout", "TensorRead", "TensorPack", "TensorTPack", "DualRead",
+    "ReadOp", "WriteOp", "Layout", "Run", "Stream", "vector_width", "TensorRead", "TensorPack",
+    "TensorTPack", "DualRead",
     "ReadSet", "TensorWrite", "TensorSplit", "TensorTSplit", "SplitWrite", "MidWrite",
 ]
 
@@ -54,6 +56,16 @@ class ReadOp(Op):
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         raise NotImplementedError
 
+    def flat_streams(self, t: PixType) -> list[Stream] | None:
+        """The runs a pixel group reads (see :class:`Run`), or None when this read has no
+        flat form (the chain then uses the 2-D kernel)."""
+        return None
+
+    def flat_read(self, ptrs: list[Pointer], p: list[Value], t: PixType,
+                  run: Run) -> list[Any]:
+        """The ``run.count`` pixels of ``run``, in order."""
+        raise NotImplementedError
+
 
 def _packed(views: list[ArrayView], name: str, batch: bool | None) -> tuple[PixType, Geom,
                                                                              Layout]:
@@ -90,6 +102,61 @@ def _index(*terms: tuple[Any, Any]) -> Value:
     return idx
 
 
+# -- the flat (vector) path ---------------------------------------------------------------
+#: One contiguous run an op touches per pixel group: (elements per pixel, element dtype).
+Stream = tuple[int, DType]
+
+
+def vector_width(dtype: DType, elems: int) -> int:
+    """Elements per access for a run of ``elems`` consecutive ``dtype`` elements: the
+    widest of 8, 4, 2 that fits 16 bytes and divides ``elems`` (1: scalar accesses)."""
+    for n in (8, 4, 2):
+        if n * dtype.itemsize <= 16 and elems % n == 0:
+            return n
+    return 1
+
+
+@dataclass
+class Run:
+    """``count`` consecutive pixels handled by one thread of the flat kernel.
+
+    The image is seen as ``planes`` segments of ``npl`` pixels; the run starts at pixel
+    ``q`` of segment ``z``. ``z`` is None when the whole (batched) image is one segment,
+    which every packed array allows; planar writes need one segment per plane. With
+    ``vector`` the run's accesses are 2/4/8-wide (the host checked the alignment).
+    """
+
+    q: Value
+    count: int
+    vector: bool
+    npl: Value
+    z: Value | None
+    nb: Value | None
+
+    def packed_start(self) -> Value:
+        """Pixel index of the run's first pixel in a packed (B, H, W) image."""
+        return self.q if self.z is None else self.z * self.npl + self.q
+
+    def load(self, ptr: Pointer, start: Value, elems: int) -> list[Value]:
+        """``ptr[start .. start + elems - 1]``, in vector accesses when allowed."""
+        n = vector_width(ptr.dtype, elems) if self.vector else 1
+        out: list[Value] = []
+        for j in range(0, elems, n):
+            at = start + j if j else start
+            out += ptr.vload(at, n) if n > 1 else [ptr[at]]
+        return out
+
+    def store(self, ptr: Pointer, start: Value, values: list[Any]) -> None:
+        """``ptr[start ..] = values``, in vector accesses when allowed."""
+        n = vector_width(ptr.dtype, len(values)) if self.vector else 1
+        for j in range(0, len(values), n):
+            at = start + j if j else start
+            if n > 1:
+                ptr.vstore(at, values[j:j + n])
+            else:
+                ptr[at] = values[j]
+
+
 class TensorRead(ReadOp):
     """Read packed pixels: ``t[z, y, x, :]`` of an (H, W), (H, W, C) or (B, H, W[, C])
     array. A 3-D array whose last axis is 1..4 is (H, W, C) unless ``batch=True``."""
@@ -109,6 +176,18 @@ class TensorRead(ReadOp):
             return [src[base + k] if k else src[base] for k in range(c)]
 
         return Stage(read, w, h, t)
+
+    def flat_streams(self, t: PixType) -> list[Stream] | None:
+        return [(t.channels, t.dtype)] * self.inputs
+
+    def flat_read(self, ptrs: list[Pointer], p: list[Value], t: PixType,
+                  run: Run) -> list[Any]:
+        c = t.channels
+        start = run.packed_start()
+        if c > 1:
+            start = start * c
+        vals = run.load(ptrs[0], start, run.count * c)
+        return [vals[i * c:(i + 1) * c] for i in range(run.count)]
 
 
 class DualRead(TensorRead):
@@ -135,6 +214,13 @@ class DualRead(TensorRead):
             return (a.read(x, y, z), b.read(x, y, z))
 
         return Stage(read, a.w, a.h, t)
+
+    def flat_read(self, ptrs: list[Pointer], p: list[Value], t: PixType,
+                  run: Run) -> list[Any]:
+        one = PixType(t.dtype, t.channels)
+        a = TensorRead.flat_read(self, ptrs[:1], p, one, run)
+        b = TensorRead.flat_read(self, ptrs[1:], p, one, run)
+        return list(zip(a, b, strict=True))
 
 
 class TensorPack(ReadOp):
@@ -227,6 +313,13 @@ class ReadSet(ReadOp):
         vals = p[2:]
         return Stage(lambda x, y, z: list(vals), p[0], p[1], t)
 
+    def flat_streams(self, t: PixType) -> list[Stream] | None:
+        return []
+
+    def flat_read(self, ptrs: list[Pointer], p: list[Value], t: PixType,
+                  run: Run) -> list[Any]:
+        return [list(p[2:]) for _ in range(run.count)]
+
 
 # -- writes -------------------------------------------------------------------------------
 class WriteOp(Op):
@@ -246,6 +339,19 @@ class WriteOp(Op):
     def out_type(self, t: PixType) -> PixType:
         self._no_pair(t)
         return t
+
+    #: Whether the flat kernel must see each plane as its own segment (planar outputs).
+    flat_planar: ClassVar[bool] = False
+
+    def flat_streams(self, t: PixType) -> list[Stream] | None:
+        """The runs a pixel group writes (see :class:`Run`), or None when this write has
+        no flat form (the chain then uses the 2-D kernel)."""
+        return None
+
+    def flat_store(self, ptrs: list[Pointer], pixels: list[Pixel], t: PixType,
+                   run: Run) -> None:
+        """Store the ``run.count`` pixels of ``run``."""
+        raise NotImplementedError
 
 
 def _packed_shape(t: PixType, g: Geom, lay: Layout) -> tuple[int, ...]:
@@ -275,6 +381,15 @@ class TensorWrite(WriteOp):
         for k in range(c):
             out[base + k if k else base] = px[k]
 
+    def flat_streams(self, t: PixType) -> list[Stream] | None:
+        return [(t.channels, t.dtype)]
+
+    def flat_store(self, ptrs: list[Pointer], pixels: list[Pixel], t: PixType,
+                   run: Run) -> None:
+        c = t.channels
+        start = run.packed_start()
+        run.store(ptrs[0], start * c if c > 1 else start, [v for px in pixels for v in px])
+
 
 class MidWrite(TensorWrite):
     """Store the pixel (packed, like TensorWrite) and pass it on: one kernel, several
@@ -283,7 +398,29 @@ class MidWrite(TensorWrite):
     kind = "midwrite"
 
 
-class TensorSplit(WriteOp):
+class _Planar(WriteOp):
+    """Shared flat form of the planar writes: channel ``k`` of a run goes to plane
+    ``_plane(z, nb, k, c)`` of ``npl`` pixels, contiguously."""
+
+    flat_planar = True
+
+    def flat_streams(self, t: PixType) -> list[Stream] | None:
+        return [(1, t.dtype)] * t.channels
+
+    def flat_store(self, ptrs: list[Pointer], pixels: list[Pixel], t: PixType,
+                   run: Run) -> None:
+        assert run.z is not None and run.nb is not None
+        for k in range(t.channels):
+            run.store(ptrs[0], self._plane(run.z, run.nb, k, t.channels) * run.npl + run.q,
+                      [px[k] for px in pixels])
+
+    @staticmethod
+    def _plane(z: Value, nb: Value, k: int, c: int) -> Value:
+        """Index of the (H, W) plane that channel ``k`` of batch plane ``z`` goes to."""
+        raise NotImplementedError
+
+
+class TensorSplit(_Planar):
     """Write planar: channel ``c`` of pixel (z, y, x) goes to ``out[z, c, y, x]`` of a
     (B, C, H, W) array ((C, H, W) without a batch)."""
 
@@ -298,8 +435,12 @@ class TensorSplit(WriteOp):
         for k in range(c):
             ptrs[0][_index((z * c + k, None), (y, h), (x, w))] = px[k]
 
+    @staticmethod
+    def _plane(z: Value, nb: Value, k: int, c: int) -> Value:
+        return z * c + k if k else z * c
 
-class TensorTSplit(WriteOp):
+
+class TensorTSplit(_Planar):
     """Write planar, channel-major: ``out[c, z, y, x]`` of a (C, B, H, W) array."""
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
@@ -312,6 +453,10 @@ class TensorTSplit(WriteOp):
               h: Value, nb: Value, t: PixType) -> None:
         for k in range(t.channels):
             ptrs[0][_index((k * nb + z, None), (y, h), (x, w))] = px[k]
+
+    @staticmethod
+    def _plane(z: Value, nb: Value, k: int, c: int) -> Value:
+        return nb * k + z if k else z
 
 
 class SplitWrite(WriteOp):
@@ -327,3 +472,12 @@ class SplitWrite(WriteOp):
         base = _index((z, None), (y, h), (x, w))
         for k in range(t.channels):
             ptrs[k][base] = px[k]
+
+    def flat_streams(self, t: PixType) -> list[Stream] | None:
+        return [(1, t.dtype)] * t.channels
+
+    def flat_store(self, ptrs: list[Pointer], pixels: list[Pixel], t: PixType,
+                   run: Run) -> None:
+        start = run.packed_start()
+        for k in range(t.channels):
+            run.store(ptrs[k], start, [px[k] for px in pixels])
