@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import shutil
 import subprocess
 import tempfile
@@ -101,4 +100,5 @@ class HostCompiler(Compiler):
 
 
 def host_arch() -> str:
-    return f"{platform.system().lower()}-{platform.machine()}"
+    u = os.uname()  # not platform.*: importing platform costs milliseconds per process
+    return f"{u.sysname.lower()}-{u.machine}"
