@@ -123,7 +123,16 @@ def bench_gpu(reps: int) -> None:
         k[0] = (k[0] + 1) % len(fresh)
 
     t_fkl = ev.time_us(lambda: pipe(fresh[k[0]], out=out), reps, refresh=rotate)
-    row("6-op chain", "fkl fused (1 kernel)", t_fkl, "us")
+    chosen = pipe.variant(pipe._pixtype(x, None, 1))
+    row("6-op chain", "fkl fused (1 kernel)", t_fkl, "us", f"variant {chosen}")
+    # The same chain with each kernel variant forced, to see which layout wins here.
+    for flat in (True, False):
+        forced = fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite(), target="gpu")
+        forced.flat = flat
+        forced(x, out=out)
+        assert np.allclose(out.to_host(), six_ops_numpy(host), rtol=1e-5, atol=1e-5)
+        t_v = ev.time_us(lambda f=forced: f(fresh[k[0]], out=out), reps, refresh=rotate)
+        row("6-op chain", f"  variant {'flat (vector)' if flat else 'grid (2-D)'}", t_v, "us")
     nbytes = H * W * C * 4
     src = DeviceArray((nbytes,), "uint8")
     dst = DeviceArray((nbytes,), "uint8")

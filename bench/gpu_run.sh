@@ -19,10 +19,14 @@ export THORK_CACHE_DIR=/tmp/thork-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -m thork_core._cli info | tee "$out/info.txt"
 for step in "${steps[@]}"; do
-  if [[ "$step" == tests ]]; then
+  if [[ "$step" == tests* ]]; then
+    # tests:nvcc runs the suite with THORK_COMPILER=nvcc (GPU kernels built by nvcc).
+    compiler="${step#tests}"; compiler="${compiler#:}"
+    log="$out/pytest${compiler:+-$compiler}.log"
     python3 examples/matrix_add.py
-    timeout "${THORK_TEST_TIMEOUT:-300}" python3 -m pytest tests -q -p no:cacheprovider \
-      -o addopts="" -rs 2>&1 | tee "$out/pytest.log" | tail -40
+    THORK_COMPILER="${compiler}" timeout "${THORK_TEST_TIMEOUT:-300}" python3 -m pytest tests \
+      -q -p no:cacheprovider -o addopts="" -rs 2>&1 | tee "$log" | tail -40
+    echo "suite (compiler ${compiler:-default}): $(tail -1 "$log")" >> "$out/summary.txt"
   else
     echo "=== $step"
     timeout "${THORK_BENCH_TIMEOUT:-240}" python3 "bench/$step.py" --out "$out" \
