@@ -31,7 +31,8 @@ def _hostlib(reg: Plugins):
     pytest.skip("thork-backend-nvcc is not installed")
 
 
-def test_priorities_put_nvrtc_first_then_nvcc_then_clang():
+def test_priorities_put_nvrtc_first_then_nvcc_then_clang(monkeypatch):
+    monkeypatch.delenv("THORK_COMPILER", raising=False)  # the suite may run with it set
     reg = Plugins(autoload=True, blocked=set())
     prio = {c.name: c.priority for c in reg.compilers()}
     for name in ("nvrtc", "nvcc", "clang"):
