@@ -118,6 +118,15 @@ def _math() -> str:
     """Declarations of the libdevice functions and CUDA-named wrappers around them."""
     lines = ["// Math: CUDA's names on libdevice's implementations."]
     for name, arity in MATH_FUNCTIONS:
+        if name == "rint":
+            # Round half to even with the PTX instruction itself: some clang builds lower
+            # libdevice's rint to a half-away-from-zero sequence (seen with Ubuntu's
+            # clang 16 on the lent H200), which breaks rint and saturating casts.
+            lines.append('THORK_CL float rintf(float a) { float r; '
+                         'asm("cvt.rni.f32.f32 %0, %1;" : "=f"(r) : "f"(a)); return r; }')
+            lines.append('THORK_CL double rint(double a) { double r; '
+                         'asm("cvt.rni.f64.f64 %0, %1;" : "=d"(r) : "d"(a)); return r; }')
+            continue
         for ctype, suffix in (("float", "f"), ("double", "")):
             params = ", ".join(f"{ctype} a{i}" for i in range(arity))
             names = ", ".join(f"a{i}" for i in range(arity))
