@@ -61,6 +61,7 @@ def both(ops: list, *inputs: np.ndarray, out=None, target: str = "cpu"):
     """The pipe's result with the flat kernel and with the 2-D kernel (which must agree
     bit for bit), and the pipe."""
     pipe = fkl.compose(*ops, target=target)
+    pipe.flat = True  # the GPU's default is the 2-D kernel: ask for the flat one
     flat = pipe(*inputs, out=out)
     grid = fkl.compose(*ops, target=target)
     grid.flat = False
@@ -202,6 +203,7 @@ def test_misaligned_arrays_fall_back(target, rng):
     n = int(np.prod(shape))
     x = random_array(rng, shape, np.float32)
     pipe = fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite(), target=target)
+    pipe.flat = True
     pipe(x)
     builds = fkl.stats()["builds"]
     # A misaligned output (4 bytes past a 16-byte boundary): same answer, the grid
@@ -230,6 +232,7 @@ def test_misaligned_arrays_fall_back(target, rng):
     # uint8: 8-byte vectors need 8-byte (here: 16-byte) alignment.
     u = random_array(rng, (6, 10, 3), np.uint8)
     upipe = fkl.compose(fkl.TensorRead(), fkl.Add(1), fkl.TensorWrite(), target=target)
+    upipe.flat = True
     for offset in (0, 1, 3, 8):
         raw = random_array(rng, (u.size + 32,), np.uint8)
         skip = -raw.__array_interface__["data"][0] % 16
@@ -247,6 +250,7 @@ def test_planes_that_are_not_vector_aligned_use_the_grid_kernel(target, rng):
 
 # -- which chains take the flat kernel, identity, generated code ---------------------------
 def test_which_chains_are_flat():
+    pytest.importorskip("thork_cpu")
     t3 = fkl.compose(fkl.TensorRead(), fkl.TensorWrite())._pixtype(
         np.zeros((2, 2, 3), np.float32), None, 1)
     flat = [
@@ -260,13 +264,17 @@ def test_which_chains_are_flat():
         (fkl.TensorPack(), fkl.TensorWrite()),
     ]
     for ops in flat:
-        assert fkl.compose(*ops).variant(t3) == "flat", ops
+        assert fkl.compose(*ops, target="cpu").variant(t3) == "flat", ops  # CPU default
+        forced = fkl.compose(*ops)
+        forced.flat = True
+        assert forced.variant(t3) == "flat", ops
     for ops in grid:
         pipe = fkl.compose(*ops)
+        pipe.flat = True  # asked for, but these chains have no flat form
         assert pipe.variant(t3) == "grid", ops
         with pytest.raises(ArgumentError, match="no flat kernel"):
             pipe.lowered(t3, "flat")
-    pipe = fkl.compose(*flat[0])
+    pipe = fkl.compose(*flat[0], target="cpu")
     assert pipe.signature(t3) != pipe.signature(t3, "grid")
     pipe.flat = False
     assert pipe.variant(t3) == "grid"
@@ -299,6 +307,7 @@ def test_thread_fusion_flag_is_kept():
 def test_ptx_has_vector_accesses():
     x = np.zeros((1080, 1920, 3), np.float32)
     pipe = fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite())
+    pipe.flat = True
     src = pipe.source(x) if pipe._resolve().name == "gpu" else ""
     ptx = pipe.artifact(x, arch="sm_90", kind="ptx").data
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
@@ -312,6 +321,7 @@ def test_ptx_has_vector_accesses():
     u = np.zeros((1080, 1920, 3), np.uint8)
     plain = fkl.compose(fkl.TensorRead(), fkl.ColorConversion("BGR2RGB"),
                         fkl.Mul(1 / 255.0), fkl.Sub(MEAN), fkl.Div(STD), fkl.TensorSplit())
+    plain.flat = True
     ptx = plain.artifact(u, arch="sm_90", kind="ptx").data
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     assert len(re.findall(r"st\.global\.v4\.f32", ptx)) == 6  # 8 pixels x 3 planes
