@@ -118,6 +118,14 @@ def _math() -> str:
     """Declarations of the libdevice functions and CUDA-named wrappers around them."""
     lines = ["// Math: CUDA's names on libdevice's implementations."]
     for name, arity in MATH_FUNCTIONS:
+        if name == "sqrt":
+            # Correctly rounded, as NVRTC and nvcc give by default (-prec-sqrt=true);
+            # libdevice picks sqrt.approx unless told otherwise through NVVM reflection.
+            lines.append('THORK_CL float sqrtf(float a) { float r; '
+                         'asm("sqrt.rn.f32 %0, %1;" : "=f"(r) : "f"(a)); return r; }')
+            lines.append('THORK_CL double sqrt(double a) { double r; '
+                         'asm("sqrt.rn.f64 %0, %1;" : "=d"(r) : "d"(a)); return r; }')
+            continue
         if name == "rint":
             # Round half to even with the PTX instruction itself: some clang builds lower
             # libdevice's rint to a half-away-from-zero sequence (seen with Ubuntu's
