@@ -7,6 +7,7 @@ legacy capsules). Plugins add more through ``thork_register_array_adapters``.
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,10 +42,8 @@ class ArrayView:
 
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        """Number of elements."""
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:

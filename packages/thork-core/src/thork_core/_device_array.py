@@ -10,6 +10,7 @@ use it without copies. cuda-python is imported only when device memory is touche
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from typing import Any
 
@@ -118,10 +119,8 @@ class DeviceArray:
     # -- properties ----------------------------------------------------------------------
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        """Number of elements."""
+        return math.prod(self.shape)
 
     @property
     def ndim(self) -> int:
