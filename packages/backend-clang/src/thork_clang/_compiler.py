@@ -121,8 +121,12 @@ class ClangCompiler(Compiler):
         return find_toolkit()[0]
 
     def flags(self, kind: str, arch: str) -> list[str]:
+        # -fno-builtin: calls to rintf, powf... must reach the preamble's wrappers (and so
+        # libdevice), not LLVM's own lowering of the C library functions; on the H200's
+        # Ubuntu clang 16 that lowering gave round-half-away rint (seen) and is the
+        # suspected cause of pow's extra ulps there (not confirmed).
         flags = ["-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib",
-                 f"--cuda-gpu-arch={arch}", "-O3", "-std=c++17", "-S",
+                 f"--cuda-gpu-arch={arch}", "-O3", "-std=c++17", "-S", "-fno-builtin",
                  "-Wno-unknown-cuda-version"]
         ptx = min_ptx(arch)
         if ptx is not None:
