@@ -7,7 +7,6 @@ NumPy arrays. Usage: python examples/device_arrays.py
 """
 
 import numpy as np
-
 import thork as tk
 from thork_core import DeviceArray, plugins
 

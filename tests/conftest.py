@@ -126,6 +126,19 @@ def random_array(rng: np.random.Generator, shape: Any, dtype: Any) -> np.ndarray
     return rng.standard_normal(size=shape).astype(d)
 
 
+def compiles_for_gpu(kernel: Any, archs: tuple[str, ...] = ("sm_75", "sm_90")) -> None:
+    """Assert ``kernel`` builds to cubin for each arch with NVRTC (no GPU needed).
+
+    Sessions without the NVRTC plugin (nox's core+trace+cpu) have no CUDA compiler: there
+    the check does not apply, and ``test_zz_cubin`` covers it where NVRTC is installed.
+    """
+    if not _has_plugin("nvrtc"):
+        return
+    for arch in archs:
+        art = kernel.artifact(arch, compiler="nvrtc")
+        assert art.kind == "cubin" and art.data[:4] == b"\x7fELF", (kernel, arch)
+
+
 # -- every kernel launched by the suite, for the closing cubin compile test ---------------
 LAUNCHED: dict[str, Any] = {}
 

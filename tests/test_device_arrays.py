@@ -38,6 +38,7 @@ class DLPackOnly:
         return self._arr.__dlpack_device__()
 
 
+@pytest.mark.plugin("cpu")  # runs on the CPU target by name
 def test_dlpack_host_arrays_on_cpu(rng):
     n = 777
     x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)

@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import thork as tk
+from conftest import compiles_for_gpu
 
 # name: (reference, domain low, high, float32/float64 tolerance in ulps)
 UNARY = {
@@ -132,5 +133,4 @@ def test_every_math_function_within_documented_ulps(target, rng, name):
     with np.errstate(invalid="ignore"):
         expect = np.stack([np.isnan(sp), np.isinf(sp), np.isfinite(sp), np.signbit(sp)])
     np.testing.assert_array_equal(flags, expect.astype(np.uint8))
-    for arch in ("sm_75", "sm_90"):
-        KERNELS[name].artifact(arch)
+    compiles_for_gpu(KERNELS[name])

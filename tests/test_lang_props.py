@@ -3,6 +3,7 @@ run on the CPU target and compared with a NumPy evaluation under the promotion r
 docs/language.md (re-implemented here independently of thork_core.promote)."""
 
 import numpy as np
+import pytest
 import thork as tk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -178,6 +179,7 @@ def tk_neg(a):
     return -a
 
 
+@pytest.mark.plugin("cpu")  # runs on the CPU target by name
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(tree=TREES, dtypes=st.lists(st.sampled_from(INTS + FLOATS), min_size=3, max_size=3),
        seed=st.integers(0, 2**32 - 1))
