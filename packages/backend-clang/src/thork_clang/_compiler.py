@@ -127,7 +127,12 @@ class ClangCompiler(Compiler):
         # suspected cause of pow's extra ulps there (not confirmed).
         flags = ["-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib",
                  f"--cuda-gpu-arch={arch}", "-O3", "-std=c++17", "-S", "-fno-builtin",
-                 "-Wno-unknown-cuda-version"]
+                 "-Wno-unknown-cuda-version",
+                 # Contract a*b+c into FMA where the source allows it (as nvcc and NVRTC
+                 # do), but only through IR flags: plain "fast" makes the backend fuse
+                 # everything, libdevice's carefully ordered code included (pow lost
+                 # 1 ulp on the H200). cc1 spelling: clang 16's driver refuses it for CUDA.
+                 "-Xclang", "-ffp-contract=fast-honor-pragmas"]
         ptx = min_ptx(arch)
         if ptx is not None:
             flags += ["-Xclang", "-target-feature", "-Xclang", f"+ptx{ptx}"]
