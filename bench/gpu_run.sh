@@ -24,8 +24,16 @@ for step in "${steps[@]}"; do
     compiler="${step#tests}"; compiler="${compiler#:}"
     log="$out/pytest${compiler:+-$compiler}.log"
     python3 examples/matrix_add.py
-    THORK_COMPILER="${compiler}" timeout "${THORK_TEST_TIMEOUT:-300}" python3 -m pytest tests \
-      -q -p no:cacheprovider -o addopts="" -rs 2>&1 | tee "$log" | tail -40
+    # THORK_TEST_WORKERS=N spreads a compiler's suite over N pytest-xdist workers (when
+    # its wheel was carried too): nvcc's ~0.3 s per kernel makes a serial run slow. Each
+    # worker then gets its own private cache (conftest), so compile counters stay exact.
+    par=(); envs=()
+    if [[ -n "$compiler" && -n "${THORK_TEST_WORKERS:-}" ]] && python3 -c "import xdist" 2>/dev/null; then
+      par=(-n "$THORK_TEST_WORKERS"); envs=(-u THORK_CACHE_DIR)
+    fi
+    env "${envs[@]}" THORK_COMPILER="${compiler}" timeout "${THORK_TEST_TIMEOUT:-300}" \
+      python3 -m pytest tests "${par[@]}" -q -p no:cacheprovider -o addopts="" -rs 2>&1 \
+      | tee "$log" | tail -40
     echo "suite (compiler ${compiler:-default}): $(tail -1 "$log")" >> "$out/summary.txt"
   else
     echo "=== $step"

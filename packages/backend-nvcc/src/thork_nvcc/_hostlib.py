@@ -77,10 +77,10 @@ class HostlibExecutable(GpuExecutable):
         return {"registers": out[0], "shared_bytes": out[1], "local_bytes": out[2],
                 "max_threads_per_block": out[3]}
 
-    def _run(self, grid: Any, block: Any, handle: int, shared_mem: int) -> None:
+    def _run(self, grid: Any, block: Any, handle: int, shared_mem: int, argv: int) -> None:
         self._grid[:] = grid
         self._block[:] = block
-        rc = self._entry(self._argv_addr, self._grid, self._block, shared_mem, handle or None)
+        rc = self._entry(argv, self._grid, self._block, shared_mem, handle or None)
         if rc != 0:
             text = (self._errstr(rc) or b"?").decode(errors="replace")
             raise LaunchError(

@@ -63,13 +63,13 @@ class CpuExecutable(Executable):
             check_array(view, p, kernel)
             keep.append(view)
             self._slots[i].value = view.ptr
-        self._run(grid, block, 0, shared_mem)
+        self._run(grid, block, 0, shared_mem, self.args.address)
 
-    def _run(self, grid: Dim3, block: Dim3, stream: int, shared_mem: int) -> None:
+    def _run(self, grid: Dim3, block: Dim3, stream: int, shared_mem: int, argv: int) -> None:
         kernel = self.kernel
         self._grid[:] = grid
         self._block[:] = block
-        rc = self._fn(self.args.address, self._grid, self._block, shared_mem)
+        rc = self._fn(argv, self._grid, self._block, shared_mem)
         if rc == DEADLOCK:
             raise LaunchError(
                 f"{kernel.name}: a barrier (tk.syncthreads or a warp primitive) could never "

@@ -26,6 +26,7 @@ from ._errors import (
 from ._frontend import Frontend
 from ._hookspecs import hookimpl, hookspec
 from ._ir import KernelIR, Loc, Param, PointerType
+from ._launch import PreparedLaunch
 from ._plugins import PluginInfo, Plugins, PluginWarning, plugins, reset_plugins
 from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
 from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
@@ -33,11 +34,12 @@ from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
 __all__ = [
     "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArgumentPack", "ArrayAdapter",
     "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
-    "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache", "Executable",
-    "Frontend", "KernelIR", "LaunchError", "Loc", "NoTargetError", "Param", "PluginError",
-    "PluginInfo", "PluginWarning", "Plugins", "PointerType", "Renderer", "Target", "ThorkError",
-    "TraceError", "build", "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache",
-    "dt", "dtype_of", "gpu_arch", "hookimpl", "hookspec", "literal_dtype", "normalize_dims",
-    "parse_arch", "plugins", "promote", "reset_plugins",
+    "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache",
+    "Executable", "Frontend", "KernelIR", "LaunchError", "Loc", "NoTargetError", "Param",
+    "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
+    "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build",
+    "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt", "dtype_of",
+    "gpu_arch", "hookimpl", "hookspec", "literal_dtype", "normalize_dims", "parse_arch",
+    "plugins", "promote", "reset_plugins",
 ]
 __version__ = "0.1.0"

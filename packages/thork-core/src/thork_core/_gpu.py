@@ -19,6 +19,7 @@ from ._binding import array_view, check_array, scalar_value
 from ._device_array import DeviceArray
 from ._errors import ArgumentError, LaunchError
 from ._ir import KernelIR, PointerType
+from ._launch import PreparedLaunch
 from ._renderer import CudaRenderer, Renderer
 from ._target import ArgumentPack, Dim3, Executable, Target
 
@@ -40,8 +41,9 @@ class GpuExecutable(Executable):
             "cuModuleGetFunction",
         )
         self._launch_fn, self._by_ctypes = _launcher()
-        # ctypes takes the raw handle; cuda-bindings its own CUfunction object.
-        self._function_arg = int(self._function) if self._by_ctypes else self._function
+        # ctypes takes the raw handle (pre-converted once); cuda-bindings its own object.
+        self._function_arg = (ctypes.c_void_p(int(self._function)) if self._by_ctypes
+                              else self._function)
         self._setup_args(kernel)
         self.attributes = self._read_attributes()
 
@@ -135,20 +137,36 @@ class GpuExecutable(Executable):
         if host:
             self._launch_staged(grid, block, host, handle, shared_mem)
             return
-        self._run(grid, block, handle, shared_mem)
+        self._run(grid, block, handle, shared_mem, self._argv_addr)
 
-    def _run(self, grid: Dim3, block: Dim3, handle: int, shared_mem: int) -> None:
+    def _run(self, grid: Dim3, block: Dim3, handle: int, shared_mem: int, argv: int) -> None:
         if shared_mem > self._dynamic_limit:
             self._allow_dynamic_shared(shared_mem)
-        err = self._launch_fn(
-            self._function_arg, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-            shared_mem, handle, self._argv_addr, None if self._by_ctypes else 0,
-        )
-        if not self._by_ctypes:
-            err = err[0]
+        if self._by_ctypes:
+            # No argtypes: ints go as C int (grid and block fit), the rest pre-converted.
+            err = self._launch_fn(
+                self._function_arg, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                shared_mem, ctypes.c_void_p(handle) if handle else None,
+                ctypes.c_void_p(argv), None)
+        else:
+            err = self._launch_fn(
+                self._function_arg, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                shared_mem, handle, argv, 0)[0]
         if err:
-            _cuda.check((_cuda.driver().CUresult(int(err)),),
-                        f"launching {self.kernel.name} (grid={grid}, block={block})")
+            self._failed(err, grid, block)
+
+    def _failed(self, err: Any, grid: Dim3, block: Dim3) -> None:
+        _cuda.check((_cuda.driver().CUresult(int(err)),),
+                    f"launching {self.kernel.name} (grid={grid}, block={block})")
+
+    def prepare(
+        self, grid: Dim3, block: Dim3, values: Sequence[Any], *, shared_mem: int = 0,
+    ) -> PreparedLaunch:
+        if shared_mem > self._dynamic_limit:
+            self._allow_dynamic_shared(shared_mem)
+        if self._by_ctypes and type(self)._run is GpuExecutable._run:
+            return _GpuLaunch(self, grid, block, values, shared_mem)
+        return super().prepare(grid, block, values, shared_mem=shared_mem)
 
     def _launch_staged(
         self, grid: Dim3, block: Dim3, host: list[tuple[int, ArrayView]], handle: int,
@@ -172,7 +190,7 @@ class GpuExecutable(Executable):
                 # Every array goes in (unwritten elements must keep their host values).
                 staging.upload(view.host, pinned + off, ptr, handle)
                 off += view.nbytes
-            self._run(grid, block, handle, shared_mem)
+            self._run(grid, block, handle, shared_mem, self._argv_addr)
             event = 0
             pending = []
             for (i, view), ptr, off in zip(host, ptrs, offsets):
@@ -198,22 +216,53 @@ _TYPESTR = {
 _DEFAULT_STREAMS = (None, 0, 1, 2)
 
 
+class _GpuLaunch(PreparedLaunch):
+    """A prepared GPU launch: every argument of the ctypes call but the stream is built
+    once, so a call is the pointer-slot writes and one foreign call."""
+
+    __slots__ = ("_fn", "_head", "_argv")
+
+    def __init__(self, exe: GpuExecutable, grid: Dim3, block: Dim3, values: Sequence[Any],
+                 shared_mem: int) -> None:
+        super().__init__(exe, grid, block, values, shared_mem)
+        self._fn = exe._launch_fn
+        self._head = (exe._function_arg, *grid, *block, shared_mem)
+        self._argv = ctypes.c_void_p(self.pack.address)
+
+    def __call__(self, pointers: Sequence[int], stream: int = 0) -> None:
+        for slot, ptr in zip(self._pointer_slots, pointers):
+            slot.value = ptr
+        err = self._fn(*self._head, ctypes.c_void_p(stream) if stream else None,
+                       self._argv, None)
+        if err:
+            self.exe._failed(err, self.grid, self.block)  # type: ignore[attr-defined]
+
+
+_LIBCUDA: Any = None
+
+
 def _launcher() -> tuple[Any, bool]:
     """``cuLaunchKernel`` and whether it is the ctypes binding.
 
-    ``THORK_LAUNCHER=ctypes`` calls libcuda through ctypes with fixed argument types
-    (returns the error code); the default goes through cuda-bindings (returns a tuple).
-    ``bench/bench_core.py`` measures both.
+    By default libcuda's ``cuLaunchKernel`` through ctypes *without* argument types: the
+    caller passes pre-converted pointers and small ints, which ctypes forwards with the
+    least work (about 0.6 µs a call against about 2 µs through cuda-bindings, whose
+    wrapper converts every argument). ``THORK_LAUNCHER=bindings`` selects cuda-bindings
+    (returns a tuple); ``bench/bench_core.py`` measures both. Falls back to cuda-bindings
+    where libcuda cannot be opened by name.
     """
     import os
 
-    if os.environ.get("THORK_LAUNCHER", "bindings") == "ctypes":
-        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-        u = ctypes.c_uint
-        fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
-                       ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        return fn, True
+    global _LIBCUDA
+    if os.environ.get("THORK_LAUNCHER", "ctypes") != "bindings":
+        try:
+            if _LIBCUDA is None:
+                _LIBCUDA = ctypes.CDLL("libcuda.so.1")
+            fn = _LIBCUDA.cuLaunchKernel
+            fn.restype = ctypes.c_int
+            return fn, True
+        except (OSError, AttributeError):
+            pass
     return _cuda.driver().cuLaunchKernel, False
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import abc
 import ctypes
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._artifact import Artifact
 from ._errors import ArgumentError
 from ._ir import KernelIR, Param, PointerType
 from ._renderer import Renderer
+
+if TYPE_CHECKING:
+    from ._launch import PreparedLaunch
 
 __all__ = ["Target", "Executable", "ArgumentPack", "Dim3", "normalize_dims"]
 
@@ -92,28 +95,27 @@ class ArgumentPack:
 class Executable(abc.ABC):
     """A kernel loaded on a target, ready to launch.
 
-    Subclasses own an :class:`ArgumentPack` (``args``) and implement ``_run``; the base
-    supplies :meth:`launch_packed`, the check-free path for front-ends that validated
-    their arguments once (fkl-compose's hot path).
+    Subclasses set ``kernel``, own an :class:`ArgumentPack` (``args``) and implement
+    ``_run``; the base supplies :meth:`prepare`, the check-free path for front-ends that
+    validated their arguments once (fkl-compose's hot path).
     """
 
     #: How it was obtained: ``compiled``, ``disk`` (disk-cache hit).
     cache: str = "compiled"
+    kernel: KernelIR
     args: ArgumentPack
 
-    def launch_packed(
-        self, grid: Dim3, block: Dim3, values: Sequence[Any], *, stream: int = 0,
-        shared_mem: int = 0,
-    ) -> None:
-        """Launch with slot values already converted: an address (int) for each pointer
-        parameter, a :func:`~thork_core._binding.scalar_value` result for each scalar.
-        Nothing is checked; ``stream`` is a raw handle (0: legacy default)."""
-        for slot, value in zip(self.args.slots, values):
-            slot.value = value
-        self._run(grid, block, stream, shared_mem)
+    def prepare(
+        self, grid: Dim3, block: Dim3, values: Sequence[Any], *, shared_mem: int = 0,
+    ) -> PreparedLaunch:
+        """A :class:`~thork_core.PreparedLaunch` of this kernel with fixed geometry and scalar
+        values (see there); nothing is checked, ``grid``/``block`` must be normalized."""
+        from ._launch import PreparedLaunch
 
-    def _run(self, grid: Dim3, block: Dim3, stream: int, shared_mem: int) -> None:
-        """Launch with the argument pack as it stands (raises LaunchError on failure)."""
+        return PreparedLaunch(self, grid, block, values, shared_mem)
+
+    def _run(self, grid: Dim3, block: Dim3, stream: int, shared_mem: int, argv: int) -> None:
+        """Launch with the argument pack at address ``argv`` (raises LaunchError)."""
         raise NotImplementedError
 
     @abc.abstractmethod

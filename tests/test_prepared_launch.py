@@ -1,0 +1,66 @@
+"""Core's PreparedLaunch: fixed geometry and scalars, pointers per call, on every target."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import poisoned, random_array
+
+tk = pytest.importorskip("thork")
+
+
+@tk.jit
+def axpb(
+    out: tk.DevicePointer[tk.dt.float32],
+    x: tk.DevicePointer[tk.dt.float32],
+    a: tk.dt.float32,
+    b: tk.dt.float32,
+    n: tk.dt.int32,
+    bid: tk.Uint[tk.BlockIdx],
+    tid: tk.Uint[tk.ThreadIdx],
+    bdm: tk.Uint[tk.BlockDim],
+):
+    i = bid * bdm + tid
+    with tk.if_(i < n):
+        out[i] = x[i] * a + b
+
+
+def _arrays(target: str, rng: np.random.Generator, n: int):
+    """Input and poisoned output on the target, with their addresses and host readers."""
+    x = random_array(rng, n, np.float32)
+    outs = [poisoned(n, np.float32) for _ in range(2)]
+    if target == "cpu":
+        return x, outs, x.ctypes.data, [o.ctypes.data for o in outs], lambda o: o
+    from thork_core import DeviceArray
+
+    dx = DeviceArray.from_host(x)
+    douts = [DeviceArray.from_host(o) for o in outs]
+    return dx, douts, dx.ptr, [o.ptr for o in douts], lambda o: o.to_host()
+
+
+def test_two_prepared_launches_keep_their_own_scalars(target, rng):
+    n = 1000 + int(rng.integers(1, 97))  # odd sizes: the tail block is partial
+    exe = axpb._executable(target)[0]
+    x, outs, px, pouts, host = _arrays(target, rng, n)
+    block = (128, 1, 1)
+    grid = (-(-n // 128), 1, 1)
+    first = exe.prepare(grid, block, [0, 0, 2.0, 0.5, n])
+    second = exe.prepare(grid, block, [0, 0, -3.0, 1.25, n])
+    # Interleaved: each call must use its own a and b, never the other's.
+    second([pouts[1], px])
+    first([pouts[0], px])
+    if target == "gpu":
+        from thork_core import _cuda
+
+        _cuda.check(_cuda.driver().cuCtxSynchronize(), "sync")
+    xs = host(x)
+    f32 = np.float32
+    np.testing.assert_allclose(host(outs[0]), xs * f32(2.0) + f32(0.5), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(host(outs[1]), xs * f32(-3.0) + f32(1.25), rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_prepared_launch_checks_the_value_count(target):
+    exe = axpb._executable(target)[0]
+    with pytest.raises(ValueError, match="5 values expected"):
+        exe.prepare((1, 1, 1), (32, 1, 1), [0, 0, 1.0])
