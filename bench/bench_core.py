@@ -187,21 +187,30 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
         return median(ts)
 
     thork_us = timed(lambda: launch(out, a, b))
-    # The same launch through the ctypes binding of cuLaunchKernel (THORK_LAUNCHER=ctypes).
+    # The same launch through cuda-bindings' cuLaunchKernel (THORK_LAUNCHER=bindings; the
+    # default calls libcuda through ctypes with pre-converted arguments).
     from thork_core._gpu import GpuExecutable
 
     exe = matrix_add._exes[(None, None)][0]
     assert isinstance(exe, GpuExecutable)
-    os.environ["THORK_LAUNCHER"] = "ctypes"
-    exe_ct = GpuExecutable(matrix_add.artifact(matrix_add.compile_info.arch),
+    os.environ["THORK_LAUNCHER"] = "bindings"
+    exe_bd = GpuExecutable(matrix_add.artifact(matrix_add.compile_info.arch),
                            exe.kernel)
     del os.environ["THORK_LAUNCHER"]
     grid, block = (n // 128, 1, 1), (128, 1, 1)
-    ctypes_us = timed(lambda: exe_ct.launch(grid, block, (out, a, b)))
+    bindings_us = timed(lambda: exe_bd.launch(grid, block, (out, a, b)))
     out.fill(cp.nan)
-    exe_ct.launch(grid, block, (out, a, b))
+    exe_bd.launch(grid, block, (out, a, b))
     cp.cuda.runtime.deviceSynchronize()
-    assert cp.array_equal(out, a + b), "ctypes launch wrote wrong values"
+    assert cp.array_equal(out, a + b), "bindings launch wrote wrong values"
+    # Core's prepared launch: geometry and scalars fixed, addresses per call.
+    prepared = exe.prepare(grid, block, [0, 0, 0])
+    ptrs = [out.data.ptr, a.data.ptr, b.data.ptr]
+    prepared_us = timed(lambda: prepared(ptrs, 0))
+    out.fill(cp.nan)
+    prepared(ptrs, 0)
+    cp.cuda.runtime.deviceSynchronize()
+    assert cp.array_equal(out, a + b), "prepared launch wrote wrong values"
     raw = cp.RawKernel(CUDA_SRC, "matrix_add")
     cupy_us = timed(lambda: raw((n // 128,), (128,), (out, a, b)))
     from _floor import measure_launch_floor
@@ -213,7 +222,9 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     rows.append({"what": "hot launch, CuPy device arrays (enqueue)", "thork": thork_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us",
                  "goal": "<= 1.1x C floor"})
-    rows.append({"what": "  same, THORK_LAUNCHER=ctypes", "thork": ctypes_us,
+    rows.append({"what": "  same, THORK_LAUNCHER=bindings", "thork": bindings_us,
+                 "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
+    rows.append({"what": "hot launch, core PreparedLaunch", "thork": prepared_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
     # Device arrays whose interface dict is built once: the cost of Thork's own path.
     class Static:
