@@ -269,7 +269,10 @@ def test_cpu_and_gpu_agree(rng):
            fkl.TensorSplit())
     cpu = fkl.compose(*ops, target="cpu")(img)
     gpu = fkl.compose(*ops, target="gpu")(img)
-    close(gpu, cpu, rtol=1e-5, atol=1e-5)
+    # The GPU contracts a*b+c into FMA (the CPU target does not): through the warp, the
+    # resize weights and the normalization that moves values of magnitude ~2 by a few
+    # 1e-5 (1.1e-5 seen on the H200); a wrong pixel would be off by far more.
+    close(gpu, cpu, rtol=1e-5, atol=1e-4)
 
 
 def test_vector_input_keeps_its_shape(target, rng):
