@@ -226,6 +226,25 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
     rows.append({"what": "hot launch, core PreparedLaunch", "thork": prepared_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
+    # Where the gap to the C floor goes: the same prepared call with the GIL held
+    # (PyDLL: no release/re-acquire around the call), and a ctypes call of a trivial
+    # driver function (the cost of crossing from Python into libcuda at all).
+    import ctypes
+
+    lib_gil = ctypes.PyDLL("libcuda.so.1")
+    fn_gil = lib_gil.cuLaunchKernel
+    fn_gil.restype = ctypes.c_int
+    head = prepared._head  # type: ignore[attr-defined]
+    argv = prepared._argv  # type: ignore[attr-defined]
+    gil_us = timed(lambda: fn_gil(*head, None, argv, None))
+    version = ctypes.c_int()
+    get_version = ctypes.CDLL("libcuda.so.1").cuDriverGetVersion
+    ref = ctypes.byref(version)
+    trivial_us = timed(lambda: get_version(ref))
+    rows.append({"what": "  same call, GIL held (PyDLL)", "thork": gil_us, "cupy": cupy_us,
+                 "floor": floor, "unit": "us", "goal": "diagnostic"})
+    rows.append({"what": "  ctypes cuDriverGetVersion (crossing cost)", "thork": trivial_us,
+                 "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "diagnostic"})
     # Device arrays whose interface dict is built once: the cost of Thork's own path.
     class Static:
         def __init__(self, arr: Any) -> None:
