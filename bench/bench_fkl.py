@@ -89,6 +89,18 @@ class Events:
         return statistics.median(times)
 
 
+def describe(pipe: Any, x: Any) -> str:
+    """Which kernel ``pipe`` runs for aligned inputs like ``x``: variant, channel fold
+    (C: the chain runs as 1 channel over N * C elements) and groups per thread."""
+    t = pipe._pixtype(x, None, 1)
+    variant = pipe.variant(t)
+    if variant != "flat":
+        return f"variant {variant}"
+    spec = pipe.flat_spec(t)
+    fold = f"folded x{spec.fold}" if spec.folded else "unfolded"
+    return f"variant flat, {fold}, {spec.pixels} px x {spec.vectors} per thread"
+
+
 def try_import(name: str) -> Any:
     try:
         return __import__(name)
@@ -123,16 +135,22 @@ def bench_gpu(reps: int) -> None:
         k[0] = (k[0] + 1) % len(fresh)
 
     t_fkl = ev.time_us(lambda: pipe(fresh[k[0]], out=out), reps, refresh=rotate)
-    chosen = pipe.variant(pipe._pixtype(x, None, 1))
-    row("6-op chain", "fkl fused (1 kernel)", t_fkl, "us", f"variant {chosen}")
-    # The same chain with each kernel variant forced, to see which layout wins here.
-    for flat in (True, False):
+    chosen = describe(pipe, x)
+    print(f"  default kernel: {chosen}", flush=True)
+    row("6-op chain", "fkl fused (1 kernel)", t_fkl, "us", chosen)
+    # The same chain with each kernel variant forced, to see which layout wins here:
+    # (flat, fold, groups per thread); the folded flat kernel is the GPU's default.
+    for label, flat, fold, vectors in (
+            ("flat folded (1 x float4)", True, True, None),
+            ("flat folded, 2 groups/thread", True, True, 2),
+            ("flat unfolded (3 x float4)", True, False, None),
+            ("grid (2-D)", False, None, None)):
         forced = fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite(), target="gpu")
-        forced.flat = flat
+        forced.flat, forced.fold, forced.vectors = flat, fold, vectors
         forced(x, out=out)
         assert np.allclose(out.to_host(), six_ops_numpy(host), rtol=1e-5, atol=1e-5)
         t_v = ev.time_us(lambda f=forced: f(fresh[k[0]], out=out), reps, refresh=rotate)
-        row("6-op chain", f"  variant {'flat (vector)' if flat else 'grid (2-D)'}", t_v, "us")
+        row("6-op chain", f"  variant {label}", t_v, "us", describe(forced, x))
     nbytes = H * W * C * 4
     src = DeviceArray((nbytes,), "uint8")
     dst = DeviceArray((nbytes,), "uint8")
@@ -186,7 +204,7 @@ def bench_gpu(reps: int) -> None:
     dout = DeviceArray((3, 224, 224), "float32")
     dnn(img, out=dout)
     t_dnn = ev.time_us(lambda: dnn(img, out=dout), reps)
-    row("dnn preproc", "fkl (1 kernel)", t_dnn, "us")
+    row("dnn preproc", "fkl (1 kernel)", t_dnn, "us", describe(dnn, img))
     plain = fkl.compose(fkl.TensorRead(), fkl.ColorConversion("BGR2RGB"), fkl.Mul(1 / 255.0),
                         fkl.Sub(MEAN), fkl.Div(STD), fkl.TensorSplit(), target="gpu")
     pout = DeviceArray((3, H, W), "float32")
@@ -195,7 +213,8 @@ def bench_gpu(reps: int) -> None:
     pbytes = H * W * C * 5
     row("dnn preproc", "fkl u8 HWC->f32 CHW 1080p", t_plain, "us",
         f"{pbytes / t_plain / 1e3:.0f} GB/s = "
-        f"{100 * (pbytes / t_plain) / (2 * nbytes / t_copy):.0f}% of copy")
+        f"{100 * (pbytes / t_plain) / (2 * nbytes / t_copy):.0f}% of copy; "
+        f"{describe(plain, img)}")
     if torch is not None:
         ti = torch.from_dlpack(img)
         mean = torch.tensor(MEAN, device="cuda").view(3, 1, 1)
@@ -323,8 +342,16 @@ def bench_cpu(reps: int) -> None:
 
     t_fkl = wall(lambda: pipe(host, out=out))
     t_np = wall(lambda: six_ops_numpy(host))
-    row("cpu target", "fkl fused (cpu)", t_fkl, "ms", f"{os.cpu_count()} cores")
+    row("cpu target", "fkl fused (cpu)", t_fkl, "ms",
+        f"{os.cpu_count()} cores; {describe(pipe, host)}")
     row("cpu target", "NumPy eager", t_np, "ms", f"fkl speedup {t_np / t_fkl:.1f}x")
+    # The folded flat kernel, the GPU's default layout, on the CPU for comparison.
+    folded = fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite(), target="cpu")
+    folded.flat, folded.fold = True, True
+    folded(host, out=out)
+    assert np.allclose(out, six_ops_numpy(host), rtol=1e-5, atol=1e-5)
+    row("cpu target", "  fkl flat folded (cpu)", wall(lambda: folded(host, out=out)), "ms",
+        describe(folded, host))
 
 
 def main() -> int:

@@ -2,7 +2,8 @@
 vector accesses, a scalar tail, and the 2-D kernel as the fallback for misaligned arrays.
 
 Every result is checked against NumPy and, bit for bit, against the general 2-D kernel
-(``pipe.flat = False``), on odd sizes (widths and pixel counts that are not multiples of
+(``pipe.flat = False``) and the channel-folded flat kernel (``pipe.fold = True``, where the
+chain folds; tests/test_fkl_folding.py has the rest), on odd sizes (widths and pixel counts that are not multiples of
 the vector width), 1-4 channels, uint8/float32 (and a few other dtypes), batches and 1-D
 vectors. Outputs are poisoned, and written inside larger poisoned buffers whose guard
 elements must stay untouched.
@@ -58,18 +59,27 @@ def used_flat(pipe) -> bool:
 
 
 def both(ops: list, *inputs: np.ndarray, out=None, target: str = "cpu"):
-    """The pipe's result with the flat kernel and with the 2-D kernel (which must agree
-    bit for bit), and the pipe."""
+    """The pipe's result with the flat kernel keeping the pixels' channels, with the
+    2-D kernel and with the channel-folded flat kernel (the three must agree bit for
+    bit; the last only where the chain folds), and the pipe."""
     pipe = fkl.compose(*ops, target=target)
-    pipe.flat = True  # the GPU's default is the 2-D kernel: ask for the flat one
+    pipe.flat = True  # the GPU's default may be the 2-D kernel: ask for the flat one
+    pipe.fold = False  # ... in the layout of this file (folding is on by default on GPUs)
     flat = pipe(*inputs, out=out)
+    others = []
     grid = fkl.compose(*ops, target=target)
     grid.flat = False
-    ref = grid(*inputs)
-    for a, b in zip(flat if isinstance(flat, tuple) else (flat,),
-                    ref if isinstance(ref, tuple) else (ref,), strict=True):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        np.testing.assert_array_equal(a, b)  # NaN == NaN here: bit-identical results
+    others.append(grid)
+    folded = fkl.compose(*ops, target=target)
+    folded.flat, folded.fold = True, True
+    if folded.flat_spec(folded._pixtype(list(inputs) or None, None, 1)).folded:
+        others.append(folded)
+    for other in others:
+        ref = other(*inputs)
+        for a, b in zip(flat if isinstance(flat, tuple) else (flat,),
+                        ref if isinstance(ref, tuple) else (ref,), strict=True):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)  # NaN == NaN here: bit-identical results
     return flat, pipe
 
 
@@ -307,7 +317,7 @@ def test_thread_fusion_flag_is_kept():
 def test_ptx_has_vector_accesses():
     x = np.zeros((1080, 1920, 3), np.float32)
     pipe = fkl.compose(fkl.TensorRead(), *six_ops(), fkl.TensorWrite())
-    pipe.flat = True
+    pipe.flat, pipe.fold = True, False  # the unfolded layout (test_fkl_folding: folded)
     src = pipe.source(x) if pipe._resolve().name == "gpu" else ""
     ptx = pipe.artifact(x, arch="sm_90", kind="ptx").data
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
@@ -321,7 +331,7 @@ def test_ptx_has_vector_accesses():
     u = np.zeros((1080, 1920, 3), np.uint8)
     plain = fkl.compose(fkl.TensorRead(), fkl.ColorConversion("BGR2RGB"),
                         fkl.Mul(1 / 255.0), fkl.Sub(MEAN), fkl.Div(STD), fkl.TensorSplit())
-    plain.flat = True
+    plain.flat = True  # this chain does not fold
     ptx = plain.artifact(u, arch="sm_90", kind="ptx").data
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     assert len(re.findall(r"st\.global\.v4\.f32", ptx)) == 6  # 8 pixels x 3 planes

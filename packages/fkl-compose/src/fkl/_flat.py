@@ -20,29 +20,52 @@ Planar writes (TensorSplit, TensorTSplit) write each channel plane contiguously:
 gets one row of blocks per batch plane (``blockIdx.y``), ``N`` becomes ``H * W``, and the
 plane starts must be aligned too (a host check on ``H * W``).
 
-Results are bit-identical to the 2-D kernel: each pixel goes through the same traced ops,
-only the addressing differs.
+Channel folding. When every op between the read and the writes is channel-uniform (one
+element-wise function for every channel, no per-channel values: ``Op.channel_uniform()``)
+and the read and writes are packed element for element (TensorRead, DualRead, a ReadSet of
+one value, TensorWrite, MidWrite), an image of N pixels x C channels is exactly a 1-channel
+image of N * C pixels. The chain is then traced for 1-channel pixels over ``N * C``
+elements: for float32 P = 4, one float4 per thread, thread i moving float4 number i, so a
+warp's accesses are one contiguous 512-byte run instead of three 16-byte accesses at a
+48-byte stride. The decision is type-level (op keys, pixel type), so it is part of the
+kernel identity; values stay runtime parameters (one per op instead of one per channel).
+
+Results are bit-identical to the 2-D kernel: each element goes through the same traced
+ops, only the addressing differs.
+
+Groups per thread (``FlatSpec.vectors``, V): with V > 1 block b's threads take the V*256
+groups from ``b * V * 256``, thread t groups ``t, t + 256, ...`` of them (block-strided, so
+each warp instruction still covers one contiguous run), and load all of them before any
+op or store so the V loads are in flight together. The default is V = 1 for every kernel
+(:data:`FOLD_VECTORS`); V = 2 is there to be measured (``pipe.vectors = 2``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import gcd
-from typing import Any
 
+from thork import _math as tkm
 from thork._control import if_, return_
-from thork._trace import Trace, Value, cast, set_current
-from thork_core import DType, dt
+from thork._trace import Pointer, Trace, Value, cast, set_current
+from thork_core import ArgumentError, DType, dt
 from thork_core._ir import Special
 
-from ._lowering import Chain, Lowered, Params, write_dtypes
-from ._pixel import Geom, PixType
+from ._lowering import Chain, Lowered, Params, type_chain, write_dtypes
+from ._pixel import Geom, Pixel, PixType
 from ._tensor import Run, Stream, WriteOp, vector_width
 
-__all__ = ["FlatSpec", "flat_spec", "lower_flat", "FLAT_BLOCK"]
+__all__ = ["FlatSpec", "flat_spec", "fold_channels", "lower_flat", "FLAT_BLOCK",
+           "FOLD_VECTORS"]
 
 #: Threads per block of the flat kernel (1-D).
 FLAT_BLOCK = (256, 1, 1)
+
+#: Pixel groups (P elements each: one float4 for float32) each thread of a folded kernel
+#: handles. 1: one float4 per thread for float32, the layout of a plain vectorized copy.
+#: Not measured on a GPU yet against 2 (see docs/fkl-fusion.md); type-level, so it is part
+#: of the kernel identity.
+FOLD_VECTORS = 1
 
 #: Most pixels one thread handles: bounds the code (the chain is traced P + 1 times).
 _MAX_PIXELS = 16
@@ -60,10 +83,13 @@ def _widest(dtype: DType) -> int:
 class FlatSpec:
     """How a chain runs as a flat kernel (a type-level decision).
 
-    ``pixels``: P, pixels per thread; ``align``: the byte alignment every array's base
-    address needs for the vector accesses; ``planar``: one segment per batch plane
-    (planar writes); ``streams``: every contiguous run a group reads or writes, of which
-    ``planar_streams`` are the channel planes of planar writes.
+    ``pixels``: P, pixels per group (of the traced pixel type); ``align``: the byte
+    alignment every array's base address needs for the vector accesses; ``planar``: one
+    segment per batch plane (planar writes); ``streams``: every contiguous run a group
+    reads or writes, of which ``planar_streams`` are the channel planes of planar writes.
+    ``fold``: C when the chain is channel-folded (traced as a 1-channel chain over the
+    image's N * C elements, see the module's documentation), 0 when not; ``vectors``:
+    groups per thread.
     """
 
     pixels: int
@@ -71,9 +97,26 @@ class FlatSpec:
     planar: bool
     streams: tuple[Stream, ...]
     planar_streams: tuple[Stream, ...] = ()
+    fold: int = 0
+    vectors: int = 1
+
+    @property
+    def folded(self) -> bool:
+        """Whether the kernel runs the chain on 1-channel pixels over N * C elements."""
+        return self.fold > 0
+
+    def traced(self, t: PixType) -> PixType:
+        """The pixel type the kernel is traced for, for input pixels ``t``."""
+        return t.with_(channels=1) if self.fold else t
+
+    def host_geom(self, g: Geom) -> Geom:
+        """The geometry the traced chain sees for an image of geometry ``g`` (each row
+        C times wider when folded): what its runtime values are computed for."""
+        return Geom(g.w * self.fold, g.h, g.batch, g.unbounded) if self.fold > 1 else g
 
     def segments(self, g: Geom) -> tuple[int, int]:
-        """(pixels per segment, segments) for an image of geometry ``g``."""
+        """(traced pixels per segment, segments) for an image of geometry ``g``."""
+        g = self.host_geom(g)
         return (g.w * g.h, g.batch) if self.planar else (g.w * g.h * g.batch, 1)
 
     def fits(self, g: Geom) -> bool:
@@ -82,21 +125,72 @@ class FlatSpec:
         when there are several segments; a single segment starts at the array's base),
         and the thread indices stay within int32."""
         npl, planes = self.segments(g)
-        if npl * planes + FLAT_BLOCK[0] + self.pixels >= 2**31:
-            return False  # the tail index would pass int32's range
+        if npl * planes + FLAT_BLOCK[0] * self.vectors * self.pixels >= 2**31:
+            return False  # a group or tail index would pass int32's range
         check = self.streams if planes > 1 else self.planar_streams
         return all((npl * e) % vector_width(d, self.pixels * e) == 0 for e, d in check)
 
     def grid(self, g: Geom) -> tuple[int, int, int]:
-        """Blocks of the flat kernel for ``g``: one thread per group, one per tail pixel."""
+        """Blocks of the flat kernel for ``g``: threads for the groups (whole blocks of
+        them when a thread takes several), then one per tail pixel."""
         npl, planes = self.segments(g)
-        threads = npl // self.pixels + npl % self.pixels
+        groups, tail = divmod(npl, self.pixels)
+        if self.vectors == 1:
+            threads = groups + tail
+        else:
+            span = FLAT_BLOCK[0] * self.vectors
+            threads = -(-groups // span) * FLAT_BLOCK[0] + tail
         return (-(-threads // FLAT_BLOCK[0]), planes, 1)
 
 
-def flat_spec(chain: Chain, t: PixType) -> FlatSpec | None:
+def fold_channels(chain: Chain, t: PixType) -> int:
+    """C (the channels of ``t``) when ``chain`` on ``t`` pixels can run channel-folded,
+    as a 1-channel chain over N * C elements; 0 when it cannot.
+
+    It can when there is no geometry op and the read, every middle op and the write are
+    channel-uniform (:meth:`fkl.Op.channel_uniform`: a type-level property of each op).
+    As a check on those declarations, the chain must also type at 1 channel, step by
+    step the same dtypes with the channel count kept.
+    """
+    if chain.last_readback >= 0:
+        return 0
+    if not all(op.channel_uniform() for op in (chain.read, *chain.middle, chain.write)):
+        return 0
+    wide = type_chain(chain, t)
+    try:
+        narrow = type_chain(chain, t.with_(channels=1))
+    except ArgumentError:
+        return 0
+    if any(w.channels != t.channels or n != w.with_(channels=1)
+           for w, n in zip(wide, narrow, strict=True)):
+        return 0
+    return t.channels
+
+
+def flat_spec(chain: Chain, t: PixType, fold: bool = True,
+              vectors: int | None = None) -> FlatSpec | None:
     """The flat form of ``chain`` for input pixels ``t``, or None when it needs the 2-D
-    kernel (a geometry op, or a read/write without a flat form such as TensorPack)."""
+    kernel (a geometry op, or a read/write without a flat form such as TensorPack).
+
+    With ``fold`` a chain that allows it is channel-folded (:func:`fold_channels`).
+    ``vectors``: groups per thread, a power of two up to 8 (None: :data:`FOLD_VECTORS`
+    for a folded kernel, 1 otherwise).
+    """
+    if vectors is not None and (not isinstance(vectors, int) or isinstance(vectors, bool)
+                                or vectors not in (1, 2, 4, 8)):
+        raise ArgumentError(f"fkl pipe vectors: expected 1, 2, 4 or 8 groups per thread, "
+                            f"got {vectors!r}")
+    c = fold_channels(chain, t) if fold else 0
+    spec = _spec(chain, t.with_(channels=1) if c else t)
+    if spec is None:
+        return None
+    if vectors is None:
+        vectors = FOLD_VECTORS if c else 1
+    return replace(spec, fold=c, vectors=vectors)
+
+
+def _spec(chain: Chain, t: PixType) -> FlatSpec | None:
+    """:func:`flat_spec` for the traced pixel type ``t`` (fold and vectors left out)."""
     if chain.last_readback >= 0:
         return None
     read = chain.read.flat_streams(t)
@@ -137,9 +231,11 @@ def flat_spec(chain: Chain, t: PixType) -> FlatSpec | None:
 
 
 def lower_flat(chain: Chain, t: PixType, name: str, spec: FlatSpec) -> Lowered:
-    """Trace ``chain`` into the flat kernel described by ``spec``. Parameters are those
-    of :func:`~fkl._lowering.lower` plus one int32 scalar after the ops' scalars: the
-    pixels per segment."""
+    """Trace ``chain`` into the flat kernel described by ``spec`` (for input pixels
+    ``t``; a folded spec traces 1-channel pixels). Parameters are those of
+    :func:`~fkl._lowering.lower` for the traced pixel type plus one int32 scalar after
+    the ops' scalars: the traced pixels per segment."""
+    t = spec.traced(t)
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -148,7 +244,7 @@ def lower_flat(chain: Chain, t: PixType, name: str, spec: FlatSpec) -> Lowered:
         read_p = b.scalars(chain.read.scalar_types(t))
         op_params = b.op_scalars(chain, t)
         (npl,) = b.scalars([dt.int32])
-        outs: list[list[Any]] = []
+        outs: list[list[Pointer]] = []
         ty = t
         for op in chain.middle:
             if op.kind == "midwrite":
@@ -164,36 +260,78 @@ def lower_flat(chain: Chain, t: PixType, name: str, spec: FlatSpec) -> Lowered:
             z = cast(Value(Special(dt.uint32, "blockIdx.y")), dt.int32)
             nb = cast(Value(Special(dt.uint32, "gridDim.y")), dt.int32)
 
-        def group(q: Value, count: int, vector: bool) -> None:
-            run = Run(q, count, vector, npl, z, nb)
-            pixels = chain.read.flat_read(ins, read_p, t, run)
+        def run(q: Value, count: int, vector: bool) -> Run:
+            return Run(q, count, vector, npl, z, nb)
+
+        def store(op: WriteOp, ptrs: list[Pointer], pixels: list[Pixel], ty: PixType,
+                  runs: list[Run], guards: list[Value] | None) -> None:
+            at = 0
+            for k, r in enumerate(runs):
+                part, at = pixels[at:at + r.count], at + r.count
+                if guards is None:
+                    op.flat_store(ptrs, part, ty, r)
+                else:
+                    with if_(guards[k]):
+                        op.flat_store(ptrs, part, ty, r)
+
+        def body(runs: list[Run], guards: list[Value] | None = None) -> None:
+            """The chain on the pixels of ``runs``: every load first (so several groups'
+            loads are in flight together), the ops on all pixels, then each run's stores
+            (under ``guards[k]`` when given)."""
+            pixels = [px for r in runs for px in chain.read.flat_read(ins, read_p, t, r)]
             k, ty = 0, t
             for op, p in zip(chain.middle, op_params, strict=True):
                 if op.kind == "midwrite":
                     assert isinstance(op, WriteOp)
-                    op.flat_store(outs[k], pixels, ty, run)
+                    store(op, outs[k], pixels, ty, runs, guards)
                     k += 1
                 else:
                     pixels = op.apply_many(pixels, p, ty)
                 ty = op.out_type(ty)
-            chain.write.flat_store(outs[k], pixels, ty, run)
+            store(chain.write, outs[k], pixels, ty, runs, guards)
 
-        P = spec.pixels
-        if P == 1:  # every pixel is a whole number of vectors: no tail
+        P, V = spec.pixels, spec.vectors
+        shift = P.bit_length() - 1  # P is a power of two: shifts, no divisions
+
+        def first_pixel(g: Value) -> Value:
+            return g << shift if shift else g
+
+        groups = npl >> shift if shift else npl
+        if V > 1:
+            # Block-strided: block b takes the groups from b * V * 256, thread t the groups
+            # t, t + 256, ... of them. Loads of groups past the end are clamped to the last
+            # group (in bounds, results unused); their stores are skipped.
+            span = FLAT_BLOCK[0] * V
+            lspan = span.bit_length() - 1
+            lblock = FLAT_BLOCK[0].bit_length() - 1
+            threads = ((groups + (span - 1)) >> lspan) << lblock
+            with if_(i < threads):
+                base = cast(bx, dt.int32) * span + cast(tx, dt.int32)
+                qs = [base + k * FLAT_BLOCK[0] if k else base for k in range(V)]
+                last = groups - 1
+                body([run(first_pixel(tkm.min(q, last)), P, True) for q in qs],
+                     [q < groups for q in qs])
+                return_()
+            # Threads past the group blocks take the npl % P last pixels, one each.
+            q = i - threads + first_pixel(groups)
+            with if_(q >= npl):
+                return_()
+            body([run(q, 1, False)])
+        elif P == 1:  # every pixel is a whole number of vectors: no tail
             with if_(i >= npl):
                 return_()
-            group(i, 1, True)
+            body([run(i, 1, True)])
         else:
-            shift = P.bit_length() - 1  # P is a power of two: shifts, no divisions
-            groups = npl >> shift
             with if_(i < groups):
-                group(i << shift, P, True)
+                body([run(i << shift, P, True)])
                 return_()
             # Threads past the groups take the npl % P last pixels, one each.
             q = i + groups * (P - 1)
             with if_(q >= npl):
                 return_()
-            group(q, 1, False)
+            body([run(q, 1, False)])
     finally:
         set_current(prev)
-    return b.finish(name, trace, FLAT_BLOCK)
+    lowered = b.finish(name, trace, FLAT_BLOCK)
+    lowered.variant, lowered.fold, lowered.vectors = "flat", spec.fold, spec.vectors
+    return lowered

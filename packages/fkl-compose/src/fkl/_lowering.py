@@ -59,12 +59,24 @@ class Chain:
 class Lowered:
     """A traced chain. ``slots`` says what fills each kernel parameter: ``("in", i)``,
     ``("out", j)`` or ``("scalar", k)`` (index into the flat runtime values); ``block``
-    is the thread-block shape the kernel's indexing assumes."""
+    is the thread-block shape the kernel's indexing assumes.
+
+    ``variant`` is ``"grid"`` or ``"flat"``; a flat kernel traced as a 1-channel chain
+    over the image's N * C elements (channel folding, :mod:`fkl._flat`) has ``fold`` = C,
+    else ``fold`` is 0; ``vectors`` is the pixel groups each flat thread handles."""
 
     ir: KernelIR
     slots: list[tuple[str, int]]
     scalar_types: list[DType]
     block: tuple[int, int, int] = BLOCK
+    variant: str = "grid"
+    fold: int = 0
+    vectors: int = 1
+
+    @property
+    def folded(self) -> bool:
+        """Whether this is a channel-folded flat kernel."""
+        return self.fold > 0
 
 
 def type_chain(chain: Chain, t: PixType) -> list[PixType]:

@@ -32,6 +32,10 @@ class Op:
 
     kind: ClassVar[str] = "compute"
 
+    #: The class-level half of :meth:`channel_uniform`: the op applies one element-wise
+    #: function to every channel alike (its values, if any, decide the rest).
+    elementwise: ClassVar[bool] = False
+
     @property
     def name(self) -> str:
         return f"fkl.{type(self).__name__}"
@@ -44,6 +48,27 @@ class Op:
         """The pixel type after this op; raises ArgumentError for unsupported input."""
         self._no_pair(t)
         return t
+
+    def channel_uniform(self) -> bool:
+        """Whether this op, on a pixel of C channels, is exactly C independent runs of the
+        op on 1-channel pixels: one element-wise function for every channel, no
+        per-channel value, the channel count kept. A chain of such ops between packed
+        reads and writes may then run as a 1-channel chain over ``N * C`` elements
+        (channel folding, :mod:`fkl._flat`).
+
+        A type-level property: it may depend only on what :meth:`key` holds (the op's
+        class and, for ops with values, whether there is one value or one per channel),
+        never on the values themselves. Conservative by default: False unless the class
+        is ``elementwise``; ops with values narrow it to a single value.
+
+        A *wrapper* — an op that is not elementwise itself but holds another compute op
+        in ``self.op`` and applies it to each pixel keeping the pixel type (StaticLoop,
+        which also puts that op's key in its own) — answers for the op it wraps.
+        """
+        if self.elementwise:
+            return True
+        inner = getattr(self, "op", None)
+        return isinstance(inner, Op) and inner.kind == "compute" and inner.channel_uniform()
 
     def scalar_types(self, t: PixType) -> list[DType]:
         """Dtypes of the runtime scalar parameters for an input pixel of type ``t``."""
@@ -109,6 +134,7 @@ class _Binary(Op):
     """``x op value`` per channel; without a value, ``a op b`` on a dual-source pair."""
 
     _arith: ClassVar[bool] = True  # arithmetic follows C++ promotion; bitwise keeps the type
+    elementwise = True
 
     def __init__(self, value: Any = None) -> None:
         self.value = value
@@ -129,6 +155,11 @@ class _Binary(Op):
     def key(self) -> tuple[Any, ...]:
         ints = all(isinstance(v, int) and not isinstance(v, bool) for v in self._flat)
         return (type(self).__name__, self.value is None, ints, len(self._flat) > 1)
+
+    def channel_uniform(self) -> bool:
+        # One value for every channel, or none (``a op b`` channel by channel on a pair);
+        # a per-channel sequence is not, even when its values happen to be equal.
+        return self.elementwise and len(self._flat) <= 1
 
     def _ptype(self, t: PixType) -> DType:
         return value_dtype(t.dtype, self._flat)
@@ -293,6 +324,8 @@ class ShiftRight(_Bitwise):
 class Not(Op):
     """Bitwise ``~x`` on integers (result keeps the pixel's type)."""
 
+    elementwise = True
+
     def out_type(self, t: PixType) -> PixType:
         self._no_pair(t)
         self._need_int(t)
@@ -304,6 +337,8 @@ class Not(Op):
 
 class Abs(Op):
     """``|x|``: floats keep their type, integers follow C++ promotion."""
+
+    elementwise = True
 
     def out_type(self, t: PixType) -> PixType:
         self._no_pair(t)
@@ -318,6 +353,8 @@ class Abs(Op):
 class Sqr(Op):
     """``x * x`` (C++ promotion)."""
 
+    elementwise = True
+
     def out_type(self, t: PixType) -> PixType:
         self._no_pair(t)
         return t.with_(promote(t.dtype, t.dtype))
@@ -328,6 +365,7 @@ class Sqr(Op):
 
 class _FloatUnary(Op):
     func: ClassVar[str] = ""
+    elementwise = True
 
     def out_type(self, t: PixType) -> PixType:
         self._no_pair(t)
@@ -359,6 +397,8 @@ class Exp(_FloatUnary):
 # -- conversions --------------------------------------------------------------------------
 class Cast(Op):
     """C++ ``static_cast`` to ``dtype`` (float → int truncates toward zero)."""
+
+    elementwise = True
 
     def __init__(self, dtype: Any) -> None:
         self.dtype = as_dtype(dtype, "fkl.Cast dtype")
@@ -411,6 +451,8 @@ class SaturateCast(Op):
     """Convert to ``dtype`` with saturation: float → int rounds half to even, NaN → 0, then
     clamps to the target range; int → int clamps."""
 
+    elementwise = True
+
     def __init__(self, dtype: Any) -> None:
         self.dtype = as_dtype(dtype, "fkl.SaturateCast dtype")
 
@@ -428,13 +470,18 @@ class SaturateCast(Op):
 class Saturate(Op):
     """``np.clip(x, lo, hi)`` with runtime bounds (scalar or per channel)."""
 
+    elementwise = True
+
     def __init__(self, lo: Any, hi: Any) -> None:
         self.lo, self.hi = lo, hi
         self._flat = [*(_flatten(lo)), *(_flatten(hi))]
 
     def key(self) -> tuple[Any, ...]:
         ints = all(isinstance(v, int) for v in self._flat)
-        return ("Saturate", ints)
+        return ("Saturate", ints, self.channel_uniform())
+
+    def channel_uniform(self) -> bool:
+        return _single(self.lo) and _single(self.hi)
 
     def _ptype(self, t: PixType) -> DType:
         return value_dtype(t.dtype, self._flat)
@@ -459,8 +506,18 @@ def _flatten(v: Any) -> list[Any]:
     return [v] if _is_scalar(v) else list(v)
 
 
+def _single(v: Any) -> bool:
+    """Whether ``v`` is one value for every channel (a number, or a sequence of one)."""
+    try:
+        return len(per_channel(v, 1, "")) == 1
+    except ArgumentError:
+        return False
+
+
 class SaturateFloat(Op):
     """Clip a float pixel to [0, 1]; NaN becomes 0."""
+
+    elementwise = True
 
     def out_type(self, t: PixType) -> PixType:
         self._no_pair(t)
@@ -665,8 +722,16 @@ class Normalize(Op):
     """``(x - mean) / std`` per channel, in float32 (float64 stays): a convenience for
     ``Sub(mean), Div(std)`` with one parameter slot each."""
 
+    elementwise = True
+
     def __init__(self, mean: Any, std: Any) -> None:
         self.mean, self.std = mean, std
+
+    def key(self) -> tuple[Any, ...]:
+        return ("Normalize", self.channel_uniform())
+
+    def channel_uniform(self) -> bool:
+        return _single(self.mean) and _single(self.std)
 
     def out_type(self, t: PixType) -> PixType:
         self._no_pair(t)

@@ -9,9 +9,11 @@ up the shape, take the array pointers, one launch.
 
 A chain has up to two kernel *variants* (part of the kernel identity): ``"flat"``, the
 vectorized 1-D kernel of :mod:`fkl._flat` for chains without geometry ops, and ``"grid"``,
-the general 2-D kernel. The flat one needs aligned base addresses, a runtime property, so
-every call checks the array addresses and runs the grid variant (built on first need)
-for misaligned arrays.
+the general 2-D kernel. A flat kernel is *channel-folded* when the chain allows it (every
+op channel-uniform, packed reads and writes): it then runs as a 1-channel chain over the
+N * C elements — also part of the identity. The flat one needs aligned base addresses, a
+runtime property, so every call checks the array addresses and runs the grid variant
+(built on first need) for misaligned arrays.
 """
 
 from __future__ import annotations
@@ -135,16 +137,27 @@ class Pipe:
         self.compiler = compiler
         # Thread fusion (several pixels per thread, vector accesses) is the flat variant.
         # Its results are bit-identical; which is faster was measured: on the CPU target
-        # the flat kernel (1080p 6-op chain 8.3 -> 5.3 ms), on the H200 the 2-D kernel
-        # (22.2 vs 28.9 us, bench/bench_fkl.py). So, as in FKL, thread fusion is off by
-        # default on the GPU and `thread_fusion=True` asks for it.
+        # the flat kernel, unfolded (1080p 6-op chain: grid 8.2, flat 4.3, flat folded
+        # 5.3 ms on 2 cores), on the H200 the 2-D kernel for the unfolded 3-channel
+        # layout (22.2 vs 28.9 us, bench/bench_fkl.py: three float4 per thread at a
+        # 48-byte stride). A channel-folded flat kernel has a copy's access pattern
+        # (thread i moves vector i), so the GPU uses it by default for chains that fold
+        # (not yet timed on a GPU); other chains keep the 2-D kernel there unless
+        # `thread_fusion=True` asks for the flat one, as in FKL. docs/fkl-fusion.md.
         self.thread_fusion = thread_fusion
         #: Force the flat (True) or the 2-D (False) kernel where the chain allows the
         #: flat one; None chooses by target as above.
         self.flat: bool | None = None
+        #: Channel-fold flat kernels whose chain allows it (True), never (False), or
+        #: None: by target (the GPU folds, the CPU does not; see :meth:`folds`). Like
+        #: ``flat``, read when a kernel is first chosen for an input shape.
+        self.fold: bool | None = None
+        #: Pixel groups per thread of the flat kernel (1, 2, 4 or 8); None: the default
+        #: (fkl._flat.FOLD_VECTORS for folded kernels, else 1).
+        self.vectors: int | None = None
         self._target: Target | None = None
-        self._built: dict[tuple[PixType, str], _Built] = {}
-        self._specs: dict[PixType, FlatSpec | None] = {}
+        self._built: dict[tuple[Any, ...], _Built] = {}
+        self._specs: dict[tuple[Any, ...], FlatSpec | None] = {}
         self._plans: dict[Any, _Plan] = {}
         # Hot path: (shape, dtype, device) of each input -> (plan, launcher).
         self._hot: dict[Any, tuple[_Plan, Launcher]] = {}
@@ -159,25 +172,57 @@ class Pipe:
             self._target = choose(self.target, self.compiler)[0]
         return self._target
 
-    def flat_spec(self, t: PixType) -> FlatSpec | None:
-        """How the chain runs as the flat kernel for input pixels ``t`` (None: it
-        cannot, and always uses the 2-D grid kernel)."""
-        if t not in self._specs:
-            type_chain(self.chain, t)
-            self._specs[t] = flat_spec(self.chain, t)
-        return self._specs[t]
+    def _target_name(self, target: str | None) -> str:
+        """``target``, or this pipe's target's name (resolving it)."""
+        return target if target is not None else self._resolve().name
 
-    def variant(self, t: PixType) -> str:
-        """The preferred kernel variant for ``t``: ``"flat"`` or ``"grid"``."""
+    def folds(self, target: str | None = None) -> bool:
+        """Whether flat kernels are channel-folded where the chain allows it: ``fold``
+        when set, else by target — the GPU folds, the CPU keeps the pixels' channels
+        (measured faster there, docs/fkl-fusion.md). ``target`` as in :meth:`variant`."""
+        if self.fold is not None:
+            return bool(self.fold)
+        return self._target_name(target) != "cpu"
+
+    def flat_spec(self, t: PixType, target: str | None = None) -> FlatSpec | None:
+        """How the chain runs as the flat kernel for input pixels ``t`` (None: it
+        cannot, and always uses the 2-D grid kernel); ``.folded`` says whether it is
+        channel-folded. ``target`` as in :meth:`variant`."""
+        return self._flat_spec(t, self.folds(target))
+
+    def _flat_spec(self, t: PixType, fold: bool) -> FlatSpec | None:
+        key = (t, fold, self.vectors)
+        if key not in self._specs:
+            type_chain(self.chain, t)
+            self._specs[key] = flat_spec(self.chain, t, fold=fold, vectors=self.vectors)
+        return self._specs[key]
+
+    def _has_flat(self, t: PixType) -> bool:
+        """Whether the chain has a flat kernel for ``t`` (folded or not: a chain that
+        folds has one either way), without looking for a target."""
+        return self._flat_spec(t, False) is not None
+
+    def variant(self, t: PixType, target: str | None = None) -> str:
+        """The preferred kernel variant for ``t``: ``"flat"`` or ``"grid"``. ``target``
+        (``"gpu"`` or ``"cpu"``) gives that target's choice without looking for one;
+        None: this pipe's target (resolved when the choice depends on it).
+
+        ``flat`` forces either; else the flat kernel where the chain has one on the CPU
+        and with ``thread_fusion``, and on the GPU where it is channel-folded."""
         flat = self.flat
         if flat is None:
-            flat = self.thread_fusion or self._resolve().name == "cpu"
-        return "flat" if flat and self.flat_spec(t) is not None else "grid"
+            if self.thread_fusion or self._target_name(target) == "cpu":
+                flat = True
+            else:  # the GPU: the flat kernel when it is channel-folded
+                spec = self.flat_spec(t, target)
+                flat = spec is not None and spec.folded
+        return "flat" if flat and self._has_flat(t) else "grid"
 
-    def _check_variant(self, t: PixType, variant: str | None) -> str:
+    def _check_variant(self, t: PixType, variant: str | None,
+                       target: str | None = None) -> str:
         if variant is None:
-            return self.variant(t)
-        if variant == "grid" or (variant == "flat" and self.flat_spec(t) is not None):
+            return self.variant(t, target)
+        if variant == "grid" or (variant == "flat" and self._has_flat(t)):
             return variant
         if variant == "flat":
             raise ArgumentError(
@@ -186,28 +231,44 @@ class Pipe:
         raise ArgumentError(f"fkl pipe variant: expected 'flat', 'grid' or None, got "
                             f"{variant!r}")
 
+    def _form(self, t: PixType, variant: str, target: str | None = None) -> Any:
+        """The kernel's shape within (chain, pixel type): ``"grid"``, or ``("flat",
+        fold, vectors)`` (see :class:`~fkl._flat.FlatSpec`)."""
+        if variant == "flat":
+            spec = self.flat_spec(t, target)
+            assert spec is not None
+            return ("flat", spec.fold, spec.vectors)
+        return "grid"
+
     def signature(self, t: PixType, variant: str | None = None) -> tuple[Any, ...]:
         """The kernel identity for input pixels ``t``: types only, never values."""
         variant = self._check_variant(t, variant)
         tgt, comp = choose(self._resolve(), self.compiler)
-        return (self.chain.key(), t, variant, tgt.name, comp.name, tgt.arch())
+        return (self.chain.key(), t, self._form(t, variant), tgt.name, comp.name,
+                tgt.arch())
 
     def lowered(self, t: PixType, variant: str | None = None) -> Lowered:
         """The traced kernel for input pixels of type ``t`` (no compilation); by default
-        the variant a call with aligned arrays runs."""
-        variant = self._check_variant(t, variant)
-        type_chain(self.chain, t)
-        return self._lower(t, variant, kernel_name((self.chain.key(), t, variant)))
+        the variant a call with aligned arrays runs. ``.variant`` and ``.fold`` (C for a
+        channel-folded flat kernel) say which kernel it is."""
+        return self._lowered(t, self._check_variant(t, variant))
 
-    def _lower(self, t: PixType, variant: str, name: str) -> Lowered:
+    def _lowered(self, t: PixType, variant: str, target: str | None = None) -> Lowered:
+        form = self._form(t, variant, target)
+        type_chain(self.chain, t)
+        return self._lower(t, variant, kernel_name((self.chain.key(), t, form)), target)
+
+    def _lower(self, t: PixType, variant: str, name: str,
+               target: str | None = None) -> Lowered:
         if variant == "flat":
-            spec = self.flat_spec(t)
+            spec = self.flat_spec(t, target)
             assert spec is not None
             return lower_flat(self.chain, t, name, spec)
         return lower(self.chain, t, name)
 
     def _build(self, t: PixType, variant: str) -> _Built:
-        built = self._built.get((t, variant))
+        local = (t, self._form(t, variant))
+        built = self._built.get(local)
         if built is not None:
             return built
         key = self.signature(t, variant)
@@ -224,26 +285,33 @@ class Pipe:
                 _STATS["builds"] += 1
             else:
                 _STATS["reuses"] += 1
-        self._built[(t, variant)] = built
+        self._built[local] = built
         return built
 
     def source(self, x: Any = None, *, dtype: Any = None, channels: int = 1,
                variant: str | None = None) -> str:
         """The generated source for this pipe's target, for input ``x`` (or the given
-        pixel dtype and channel count); ``variant`` as in :meth:`lowered`."""
+        pixel dtype and channel count); ``variant`` as in :meth:`lowered`. A pipe
+        composed with ``target="gpu"`` gives its CUDA source without needing a GPU."""
         t = self._pixtype(x, dtype, channels)
+        if self.target == "gpu" and self._target is None:
+            from thork_core import CudaRenderer
+
+            lowered = self._lowered(t, self._check_variant(t, variant, "gpu"), "gpu")
+            return CudaRenderer().render(lowered.ir)
         return self._resolve().renderer().render(self.lowered(t, variant).ir)
 
     def artifact(self, x: Any = None, *, dtype: Any = None, channels: int = 1,
                  arch: str = "sm_90", compiler: str | None = None, kind: str = "cubin",
                  variant: str | None = None) -> Any:
         """Compile the CUDA source for ``arch`` without loading it (no GPU needed);
-        ``variant`` as in :meth:`lowered`."""
+        ``variant`` as in :meth:`lowered`, by default the kernel the GPU runs (whatever
+        this pipe's target)."""
         from thork_core import CudaRenderer
         from thork_core._gpu import GpuTarget
 
         t = self._pixtype(x, dtype, channels)
-        lowered = self.lowered(t, variant)
+        lowered = self._lowered(t, self._check_variant(t, variant, "gpu"), "gpu")
         comp = plugins().compiler(compiler or self.compiler, GpuTarget())
         source = CudaRenderer().render(lowered.ir)
         art, _, _ = compile_artifact(lowered.ir, source, comp, kind, parse_arch(arch))
@@ -265,9 +333,12 @@ class Pipe:
         """How the kernel for ``t`` (default: the most recent) was built."""
         if t is None:
             return next(reversed(self._built.values())).info if self._built else None
-        for key in ((t, self.variant(t)), (t, "grid"), (t, "flat")):
-            if key in self._built:
-                return self._built[key].info
+        for variant in (self.variant(t), "grid", "flat"):
+            if variant == "flat" and not self._has_flat(t):
+                continue
+            built = self._built.get((t, self._form(t, variant)))
+            if built is not None:
+                return built.info
         return None
 
     # -- running -----------------------------------------------------------------------
@@ -386,6 +457,8 @@ class Pipe:
         lowered = built.lowered
         spec = self.flat_spec(t) if variant == "flat" else None
         if spec is not None:
+            if spec.folded:  # the kernel's values are those of the 1-channel chain
+                values = host_plan(self.chain, spec.traced(t), spec.host_geom(g), lay)[0]
             values = [*values, spec.segments(og)[0]]  # the flat kernel's extra scalar
         args: list[Any] = [None] * len(lowered.slots)
         pointer_slots = []

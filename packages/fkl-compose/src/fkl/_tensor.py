@@ -40,6 +40,12 @@ class ReadOp(Op):
     kind: ClassVar[str] = "read"
     inputs: ClassVar[int] = 1
 
+    # For the memory ops, ``channel_uniform()`` (:meth:`Op.channel_uniform`) means: the op
+    # reads (writes) an image of N pixels x C channels as one packed run of N * C elements
+    # in pixel order, so run as a 1-channel op over N * C pixels it touches exactly the
+    # same elements in the same places. TensorRead, DualRead, TensorWrite and MidWrite
+    # are; planar layouts and per-channel constants are not.
+
     def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
         """Pixel type, geometry and layout from the input arrays (host side)."""
         raise NotImplementedError
@@ -160,6 +166,8 @@ class Run:
 class TensorRead(ReadOp):
     """Read packed pixels: ``t[z, y, x, :]`` of an (H, W), (H, W, C) or (B, H, W[, C])
     array. A 3-D array whose last axis is 1..4 is (H, W, C) unless ``batch=True``."""
+
+    elementwise = True
 
     def __init__(self, batch: bool | None = None) -> None:
         self.batch = batch
@@ -289,7 +297,14 @@ class ReadSet(ReadOp):
                 f"sizes, got {shape!r}")
 
     def key(self) -> tuple[Any, ...]:
-        return ("ReadSet", self.dtype.name)
+        return ("ReadSet", self.dtype.name, self.channel_uniform())
+
+    def channel_uniform(self) -> bool:
+        # One value for every channel: N pixels of C equal channels are N * C elements.
+        try:
+            return len(per_channel(self.value, 1, "")) == 1
+        except ArgumentError:
+            return False
 
     def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
         s = self.shape
@@ -367,6 +382,8 @@ def _packed_shape(t: PixType, g: Geom, lay: Layout) -> tuple[int, ...]:
 
 class TensorWrite(WriteOp):
     """Write packed pixels: (B,) H, W (, C) — the channel axis is dropped for one channel."""
+
+    elementwise = True
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
