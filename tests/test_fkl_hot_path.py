@@ -1,0 +1,93 @@
+"""fkl's hot path on the GPU: after the first call a call is one prepared launch; what it
+must still check (out's kind, alignment, the producer stream) and what it must get right."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import poisoned, random_array
+
+fkl = pytest.importorskip("fkl")
+pytestmark = [pytest.mark.plugin("compose"), pytest.mark.gpu]
+
+
+def _pipe():
+    return fkl.compose(fkl.TensorRead(), fkl.Mul(1.5), fkl.Add(-0.25), fkl.Max(-1.0),
+                       fkl.TensorWrite(), target="gpu")
+
+
+def _ref(x):
+    return np.maximum(x * np.float32(1.5) + np.float32(-0.25), np.float32(-1.0))
+
+
+def _sync():
+    from thork_core import _cuda
+
+    _cuda.check(_cuda.driver().cuCtxSynchronize(), "sync")
+
+
+def test_repeated_calls_take_the_one_launch_path(rng):
+    shape = (29, 67, 3)
+    pipe = _pipe()
+    for _ in range(3):  # fresh inputs every call; the second and third are hot
+        x = random_array(rng, shape, np.float32)
+        out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
+        assert pipe(fkl.DeviceBuffer.from_host(x), out=out) is out
+        np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+    assert len(pipe._hot1) == 1 and fkl.stats()["builds"] >= 1
+
+
+def test_hot_path_still_rejects_a_wrong_out(rng):
+    shape = (29, 67, 3)
+    pipe = _pipe()
+    x = fkl.DeviceBuffer.from_host(random_array(rng, shape, np.float32))
+    pipe(x, out=fkl.DeviceBuffer(shape, "float32"))
+    pipe(x, out=fkl.DeviceBuffer(shape, "float32"))  # hot now
+    with pytest.raises(fkl.ArgumentError, match=r"out: expected shape .* float32, got .*"
+                       r"float64"):
+        pipe(x, out=fkl.DeviceBuffer(shape, "float64"))
+    with pytest.raises(fkl.ArgumentError, match="out: expected shape"):
+        pipe(x, out=fkl.DeviceBuffer((29, 66, 3), "float32"))
+
+
+def test_hot_path_waits_for_the_input_producer_stream(rng):
+    """An input whose producer stream is not the launch stream is waited for, also once
+    the pipe is hot (the result is checked after a full synchronization)."""
+    from thork_core import _cuda
+    from thork_core._device_array import DeviceArray
+
+    drv = _cuda.driver()
+    stream = _cuda.check(drv.cuStreamCreate(0), "cuStreamCreate")
+    try:
+        shape = (31, 45, 3)
+        pipe = _pipe()
+        for _ in range(3):
+            x = random_array(rng, shape, np.float32)
+            buf = fkl.DeviceBuffer.from_host(x)
+            tagged = DeviceArray.wrap(buf.ptr, shape, "float32", stream=int(stream),
+                                      owner=buf)
+            out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
+            assert pipe(tagged, out=out) is out
+            _sync()
+            np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+    finally:
+        _cuda.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
+
+
+def test_hot_path_on_a_given_stream(rng):
+    from thork_core import _cuda
+
+    drv = _cuda.driver()
+    stream = _cuda.check(drv.cuStreamCreate(0), "cuStreamCreate")
+    try:
+        shape = (17, 33, 3)
+        pipe = _pipe()
+        for _ in range(3):
+            x = random_array(rng, shape, np.float32)
+            buf = fkl.DeviceBuffer.from_host(x)
+            out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
+            pipe(buf, out=out, stream=int(stream))
+            _cuda.check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
+            np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+    finally:
+        _cuda.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
