@@ -6,6 +6,7 @@ signatures); this module is the shared path behind it.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from ._ir import KernelIR
 from ._plugins import plugins
 from ._target import Executable, Target
 
-__all__ = ["CompileInfo", "build", "choose", "compile_artifact"]
+__all__ = ["CompileInfo", "build", "choose", "compile_artifact", "key_parts"]
 
 
 @dataclass
@@ -47,6 +48,39 @@ def choose(target: str | Target | None, compiler: str | None) -> tuple[Target, C
     return tgt, reg.compiler(compiler, tgt)
 
 
+def key_parts(compiler: Compiler, kind: str, arch: str) -> tuple[str, list[str]]:
+    """The compiler's part of a cache key: its identity (name and version) and its flags
+    for ``kind`` and ``arch``.
+
+    A compiler may define ``key_fingerprint()``, returning a JSON-able value that changes
+    whenever its identity or flags could (its executable's path, size and modification
+    time; the environment variables it reads...), or None when it cannot tell. With one,
+    both are memoized on disk (``memo.json``) under that fingerprint and the modification
+    times of the files defining the compiler's class, so a disk-cache hit in a fresh
+    process neither runs nor loads the toolchain to learn them. Without one, they are
+    asked for every time (NVRTC memoizes its own version).
+    """
+    probe = getattr(compiler, "key_fingerprint", None)
+    fingerprint = probe() if callable(probe) else None
+    if fingerprint is None:
+        return compiler.identity(), list(compiler.flags(kind, arch))
+    from ._memo import memo, path_fingerprint
+
+    cls = type(compiler)
+    files = sorted({f for c in cls.__mro__ if (f := _file_of(c)) is not None})
+    ident, flags = memo(
+        f"key_parts {cls.__module__}.{cls.__qualname__} {compiler.name} {kind} {arch}",
+        [fingerprint, path_fingerprint(files)],
+        lambda: [compiler.identity(), list(compiler.flags(kind, arch))])
+    return str(ident), [str(f) for f in flags]
+
+
+def _file_of(cls: type) -> str | None:
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None)
+    return path if isinstance(path, str) and cls.__module__ not in ("builtins", "abc") else None
+
+
 def compile_artifact(
     kernel: KernelIR, source: str, compiler: Compiler, kind: str, arch: str
 ) -> tuple[Artifact, str, bool]:
@@ -54,7 +88,15 @@ def compile_artifact(
 
     Returns the artifact, its cache key and whether it was a cache hit. Needs no GPU.
     """
-    key = cache_key(source, compiler.identity(), compiler.flags(kind, arch), kind, arch)
+    ident, flags = key_parts(compiler, kind, arch)
+    return _fetch(kernel, source, compiler, kind, arch, ident, flags)
+
+
+def _fetch(
+    kernel: KernelIR, source: str, compiler: Compiler, kind: str, arch: str, ident: str,
+    flags: list[str],
+) -> tuple[Artifact, str, bool]:
+    key = cache_key(source, ident, flags, kind, arch)
     cache = disk_cache()
     artifact = cache.get(key)
     if artifact is not None:
@@ -71,14 +113,15 @@ def build(
     arch = target.arch()
     kind = next(k for k in target.consumes if k in compiler.produces)
     t0 = time.perf_counter()
-    artifact, key, hit = compile_artifact(kernel, source, compiler, kind, arch)
+    ident, flags = key_parts(compiler, kind, arch)
+    artifact, key, hit = _fetch(kernel, source, compiler, kind, arch, ident, flags)
     t1 = time.perf_counter()
     exe = target.load(artifact, kernel)
     exe.cache = "disk" if hit else "compiled"
     t2 = time.perf_counter()
     info = CompileInfo(
         target=target.name, compiler=artifact.compiler, arch=arch, kind=kind,
-        flags=compiler.flags(kind, arch),
+        flags=flags,
         cache=exe.cache, key=key, compile_ms=(t1 - t0) * 1e3, load_ms=(t2 - t1) * 1e3,
         log=artifact.log, fallback=str(artifact.info.get("fallback", "")),
         attributes=dict(getattr(exe, "attributes", {})),

@@ -13,27 +13,40 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._artifact import Artifact
 from ._renderer import CODEGEN_VERSION
 
-__all__ = ["DiskCache", "cache_dir", "cache_key", "disk_cache", "CacheEntry", "library_path"]
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# pathlib and tempfile are imported where needed: a disk-cache hit in a fresh process
+# uses neither (string paths; temporary files only when writing).
+
+__all__ = ["DiskCache", "cache_dir", "cache_root", "cache_key", "disk_cache", "CacheEntry",
+           "library_path"]
 
 _MAGIC = b"THORKC1\n"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, meta length, payload length, sha256
 
 
-def cache_dir() -> Path:
+def cache_root() -> str:
     """``THORK_CACHE_DIR``, else ``$XDG_CACHE_HOME/thork``, else ``~/.cache/thork``."""
     env = os.environ.get("THORK_CACHE_DIR")
     if env:
-        return Path(env)
+        return env
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "thork"
+    return os.path.join(base, "thork")
+
+
+def cache_dir() -> Path:
+    """:func:`cache_root` as a :class:`~pathlib.Path`."""
+    from pathlib import Path
+
+    return Path(cache_root())
 
 
 def cache_key(source: str, compiler: str, flags: Iterable[str], kind: str, arch: str) -> str:
@@ -69,14 +82,16 @@ class DiskCache:
     def root(self) -> Path:
         return self._root if self._root is not None else cache_dir()
 
-    def _path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.art"
+    def _path(self, key: str) -> str:
+        root = os.fspath(self._root) if self._root is not None else cache_root()
+        return os.path.join(root, key[:2], f"{key}.art")
 
     def get(self, key: str) -> Artifact | None:
         """The artifact stored under ``key``, or None (a damaged entry is removed)."""
         path = self._path(key)
         try:
-            blob = path.read_bytes()
+            with open(path, "rb") as f:
+                blob = f.read()
         except OSError:
             self.stats["misses"] += 1
             return None
@@ -85,7 +100,7 @@ class DiskCache:
             self.stats["corrupt"] += 1
             self.stats["misses"] += 1
             try:
-                path.unlink()
+                os.unlink(path)
             except OSError:
                 pass
             return None
@@ -94,10 +109,13 @@ class DiskCache:
 
     def put(self, key: str, artifact: Artifact) -> None:
         """Store atomically; failures to write (read-only disk...) are not fatal."""
+        import tempfile
+
         path = self._path(key)
+        folder = os.path.dirname(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".art")
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".art")
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(_encode(artifact))
@@ -131,7 +149,8 @@ class DiskCache:
         return sum(p.stat().st_size for p in self.root.glob("*/*.art"))
 
     def clear(self) -> int:
-        """Delete every entry; return how many files were removed."""
+        """Delete every entry and the memo of slow facts (``memo.json``: plugin index,
+        compiler versions; relearned on next use); return how many entries were removed."""
         n = 0
         if not self.root.is_dir():
             return 0
@@ -141,6 +160,13 @@ class DiskCache:
                 n += 1
             except OSError:
                 pass
+        from . import _memo
+
+        try:
+            (self.root / _memo.FILE).unlink()
+        except OSError:
+            pass
+        _memo.reset()
         return n
 
 
@@ -178,14 +204,15 @@ def library_path(data: bytes, folder: str) -> str:
     ``dlopen`` needs a path). Written once, atomically, so concurrent loaders never see
     half a library."""
     digest = hashlib.sha256(data).hexdigest()
-    where = cache_dir() / folder
-    path = where / f"{digest}.so"
-    if not path.exists():
-        where.mkdir(parents=True, exist_ok=True)
-        tmp = where / f".tmp-{os.getpid()}-{digest}.so"
-        tmp.write_bytes(data)
+    where = os.path.join(cache_root(), folder)
+    path = os.path.join(where, f"{digest}.so")
+    if not os.path.exists(path):
+        os.makedirs(where, exist_ok=True)
+        tmp = os.path.join(where, f".tmp-{os.getpid()}-{digest}.so")
+        with open(tmp, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
-    return str(path)
+    return path
 
 
 _DEFAULT = DiskCache()

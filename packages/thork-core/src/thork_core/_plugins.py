@@ -4,16 +4,30 @@ Plugins are found in the ``thork`` entry-point group. ``THORK_DISABLE_PLUGINS`` 
 separated entry-point names) blocks plugins; ``THORK_PLUGINS_AUTOLOAD=0`` loads none
 from entry points (core's own built-ins stay). A plugin that fails to import, or whose
 hook raises, is reported with a :class:`PluginWarning` and skipped.
+
+Plugins load lazily. What each plugin registers — the names, priorities, languages and
+artifact kinds of its compilers, targets, front-ends and array adapters — is memoized on
+disk (``memo.json``, see ``_memo``) per entry point (name, value, distribution and
+version) together with the modification times of the files that define it (the plugin
+module and the modules of the registered classes). A registry built from that index
+imports a plugin only when a query needs one of its objects: a disk-cache hit on the CPU
+target imports the CPU plugin alone; ``compilers()``, ``targets()`` and ``thork info``
+import everything. A plugin the index does not know (new, upgraded, edited, blocked
+before, or failing) is imported when the registry is built, as before, and indexed if
+it loads cleanly. When a lazily imported plugin turns out to differ from its index entry
+(or fails to import), its real registrations replace the indexed ones (or it is
+skipped with a warning) and the query is answered again.
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
-from typing import Any
+from typing import Any, TypeVar
 
 import pluggy
 
@@ -28,6 +42,13 @@ __all__ = ["Plugins", "PluginInfo", "PluginWarning", "plugins", "ENTRY_POINT_GRO
 
 ENTRY_POINT_GROUP = "thork"
 _HOOKS = ("compilers", "targets", "frontends", "array_adapters")
+#: The attribute holding an item's artifact kinds, per hook.
+_KINDS = {"compilers": "produces", "targets": "consumes"}
+#: Bump when the layout of the plugin index (or what it records) changes.
+_INDEX_FORMAT = 1
+_INDEX = "plugin_index"
+
+T = TypeVar("T")
 
 
 class PluginWarning(UserWarning):
@@ -44,12 +65,47 @@ class PluginInfo:
     registered: dict[str, list[str]] = field(default_factory=dict)
 
 
+class _Item:
+    """One registered compiler, target, front-end or adapter: its facts (from the index or
+    from the object) and the object once its plugin is imported."""
+
+    __slots__ = ("plugin", "name", "priority", "language", "kinds", "obj")
+
+    def __init__(self, plugin: _Plugin, fact: list[Any], obj: Any = None) -> None:
+        self.plugin = plugin
+        self.name, self.priority, self.language, kinds = fact
+        self.kinds = tuple(kinds)
+        self.obj = obj
+
+    def fact(self) -> list[Any]:
+        return [self.name, self.priority, self.language, list(self.kinds)]
+
+
+class _Plugin:
+    """One entry point (or core's built-ins) in registration order."""
+
+    __slots__ = ("name", "value", "dist", "version", "loaded", "items")
+
+    def __init__(self, name: str, value: str, dist: str, version: str) -> None:
+        self.name, self.value, self.dist, self.version = name, value, dist, version
+        self.loaded = False
+        #: hook -> items, for the hooks the plugin implements (indexed or real).
+        self.items: dict[str, list[_Item]] = {}
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}={self.value} {self.dist}=={self.version}"
+
+
+class _Changed(Exception):
+    """A lazily imported plugin failed or differed from its index entry: ask again."""
+
+
 class Plugins:
-    """Loads plugins once and answers what they registered."""
+    """Loads plugins (lazily, see the module docstring) and answers what they registered."""
 
     def __init__(self, *, autoload: bool | None = None, blocked: set[str] | None = None) -> None:
-        self._pm = pluggy.PluginManager(_hookspecs.PROJECT)
-        self._pm.add_hookspecs(_hookspecs)
+        self._manager: pluggy.PluginManager | None = None  # made when a plugin is imported
         if autoload is None:
             autoload = os.environ.get("THORK_PLUGINS_AUTOLOAD", "1").lower() not in (
                 "0", "false", "no", "off")
@@ -60,78 +116,205 @@ class Plugins:
             }
         self.blocked = blocked
         self.info: dict[str, PluginInfo] = {}
-        from . import _builtin
+        self._lock = _thread.RLock()
+        self._adapters: list[ArrayAdapter] | None = None
+        candidates = [_Plugin("core", "thork_core._builtin", "thork-core", _core_version())]
+        eps = _entry_points() if autoload else []
+        seen = {"core"}
+        for name, value, dist, version in eps:
+            if name in blocked or name in seen:
+                continue
+            seen.add(name)
+            candidates.append(_Plugin(name, value, dist, version))
+        from . import _memo
 
-        self._register(_builtin, "core", "thork-core", _core_version())
-        if autoload:
-            self._load_entry_points()
-        self._items: dict[str, list[Any]] = {}
-        self._collect()
+        index = _memo.recall(_INDEX, [_INDEX_FORMAT])
+        self._index: dict[str, Any] = dict(index) if isinstance(index, dict) else {}
+        self._index_dirty = False
+        # Entries kept when the index is saved: those of installed entry points (blocked
+        # ones included); all of them when this registry did not look (autoload off).
+        self._keep = ({f"{n}={v} {d}=={ver}" for n, v, d, ver in eps} | {candidates[0].key}
+                      if autoload else None)
+        if self._keep is not None and not self._keep.issuperset(self._index):
+            self._index_dirty = True  # uninstalled or upgraded: drop their entries
+        self._plugins: list[_Plugin] = []
+        for p in candidates:
+            if not self._from_index(p):
+                items = self._load(p)
+                if items is None:
+                    continue
+                p.items = items
+            self._plugins.append(p)
+            self.info[p.name] = PluginInfo(p.name, p.dist, p.version, _names(p.items))
+        self._save_index()
 
     # -- loading --------------------------------------------------------------------------
-    def _register(self, plugin: Any, name: str, dist: str, version: str) -> None:
-        self._pm.register(plugin, name=name)
-        self.info[name] = PluginInfo(name, dist, version)
+    @property
+    def _pm(self) -> pluggy.PluginManager:
+        if self._manager is None:
+            self._manager = pluggy.PluginManager(_hookspecs.PROJECT)
+            self._manager.add_hookspecs(_hookspecs)
+        return self._manager
 
-    def _load_entry_points(self) -> None:
-        for name, value, dist, version in _entry_points():
-            if name in self.blocked or name in self.info:
-                continue
-            try:
-                plugin = metadata.EntryPoint(name, value, ENTRY_POINT_GROUP).load()
-            except Exception as exc:
-                warnings.warn(
-                    f"thork plugin {name!r} ({value}) failed to load and was skipped: "
-                    f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=3)
-                continue
-            self._register(plugin, name, dist, version)
+    def _from_index(self, p: _Plugin) -> bool:
+        """Take ``p``'s registrations from the index if its entry is still valid."""
+        from ._memo import path_fingerprint
 
-    def _collect(self) -> None:
-        for hook_name in _HOOKS:
-            caller = getattr(self._pm.hook, f"thork_register_{hook_name}")
-            items: list[Any] = []
-            # pluggy calls the last-registered first; keep registration order instead.
-            for impl in reversed(caller.get_hookimpls()):
+        entry = self._index.get(p.key)
+        try:
+            files = entry["files"]
+            if path_fingerprint(f[0] for f in files) != files:
+                return False
+            p.items = {hook: [_Item(p, fact) for fact in facts]
+                       for hook, facts in entry["registered"].items()}
+        except (TypeError, KeyError, ValueError):
+            return False
+        return True
+
+    def _load(self, p: _Plugin) -> dict[str, list[_Item]] | None:
+        """Import ``p`` and call its hooks: the registered objects per hook, or None (with
+        a warning) when it cannot be imported. Indexes it when every hook succeeded."""
+        try:
+            plugin = _load_object(p.value)
+            self._pm.register(plugin, name=p.name)
+        except Exception as exc:
+            warnings.warn(
+                f"thork plugin {p.name!r} ({p.value}) failed to load and was skipped: "
+                f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=4)
+            self._forget(p)
+            return None
+        p.loaded = True
+        clean = True
+        items: dict[str, list[_Item]] = {}
+        for hook in _HOOKS:
+            caller = getattr(self._pm.hook, f"thork_register_{hook}")
+            for impl in caller.get_hookimpls():
+                if impl.plugin_name != p.name:
+                    continue
                 try:
                     got = list(impl.function() or ())
                 except Exception as exc:
                     warnings.warn(
-                        f"thork plugin {impl.plugin_name!r} failed in "
-                        f"thork_register_{hook_name} and was skipped: "
-                        f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=3)
+                        f"thork plugin {p.name!r} failed in thork_register_{hook} and was "
+                        f"skipped: {type(exc).__name__}: {exc}", PluginWarning, stacklevel=4)
+                    clean = False
                     continue
-                items.extend(got)
-                self.info[impl.plugin_name].registered[hook_name] = [
-                    getattr(x, "name", type(x).__name__) for x in got]
-            self._items[hook_name] = items
+                items[hook] = [_Item(p, _fact(hook, x), x) for x in got]
+        if clean:
+            self._remember(p, plugin, items)
+        else:
+            self._forget(p)
+        return items
+
+    def _remember(self, p: _Plugin, plugin: Any, items: dict[str, list[_Item]]) -> None:
+        """Index what ``p`` registered, with the files that define it."""
+        from ._memo import path_fingerprint
+
+        facts = _facts(items)
+        if not _json_safe(facts):
+            self._forget(p)
+            return
+        files = {_file_of(plugin)}
+        for its in items.values():
+            for i in its:
+                files.update(_file_of(c) for c in type(i.obj).__mro__
+                             if c.__module__ not in ("builtins", "abc"))
+        files.discard(None)
+        entry = {"files": path_fingerprint(sorted(files)),  # type: ignore[type-var]
+                 "registered": facts}
+        if self._index.get(p.key) != entry:
+            self._index[p.key] = entry
+            self._index_dirty = True
+
+    def _forget(self, p: _Plugin) -> None:
+        if self._index.pop(p.key, None) is not None:
+            self._index_dirty = True
+
+    def _save_index(self) -> None:
+        if not self._index_dirty:
+            return
+        from . import _memo
+
+        keep = self._keep
+        index = {k: v for k, v in self._index.items() if keep is None or k in keep}
+        _memo.remember(_INDEX, [_INDEX_FORMAT], index)
+        self._index_dirty = False
+
+    def _obj(self, item: _Item) -> Any:
+        """The object of ``item``, importing its plugin on first use. Raises _Changed when
+        the plugin failed or registered something else than its index entry said."""
+        if item.obj is not None:
+            return item.obj
+        p = item.plugin
+        assert not p.loaded, "items of an imported plugin carry their objects"
+        items = self._load(p)
+        if items is not None and _facts(items) == _facts(p.items):
+            for hook, its in items.items():  # as indexed: the facts get their objects
+                for old, new in zip(p.items[hook], its):
+                    old.obj = new.obj
+            self._save_index()
+            return item.obj
+        if items is None:
+            self._plugins.remove(p)
+            self.info.pop(p.name, None)
+        else:
+            p.items = items
+            self.info[p.name].registered = _names(items)
+        self._adapters = None
+        self._save_index()
+        raise _Changed
+
+    def _answer(self, question: Callable[[], T]) -> T:
+        with self._lock:
+            while True:
+                try:
+                    return question()
+                except _Changed:  # each round imports one more plugin: this ends
+                    continue
+
+    def _items(self, hook: str) -> list[_Item]:
+        """Registered items of ``hook``, highest priority first, as facts (their objects
+        load through :meth:`_obj`). Among equal priorities, pluggy's call order: the last
+        registered plugin first, core last (what the registry has always done)."""
+        return sorted(self._unsorted(hook), key=lambda i: -i.priority)
+
+    def _unsorted(self, hook: str) -> list[_Item]:
+        return [i for p in reversed(self._plugins) for i in p.items.get(hook, ())]
+
+    def _all(self, hook: str) -> list[Any]:
+        return self._answer(lambda: [self._obj(i) for i in self._items(hook)])
 
     # -- queries --------------------------------------------------------------------------
     def compilers(self) -> list[Compiler]:
-        """All registered compilers, highest priority first."""
-        return sorted(self._items["compilers"], key=lambda c: -c.priority)
+        """All registered compilers, highest priority first (imports every compiler plugin)."""
+        return self._all("compilers")
 
     def targets(self) -> list[Target]:
-        """All registered targets, highest priority first."""
-        return sorted(self._items["targets"], key=lambda t: -t.priority)
+        """All registered targets, highest priority first (imports every target plugin)."""
+        return self._all("targets")
 
     def frontends(self) -> list[Frontend]:
-        return list(self._items["frontends"])
+        return self._answer(lambda: [self._obj(i) for i in self._unsorted("frontends")])
 
     def array_adapters(self) -> list[ArrayAdapter]:
         """Array adapters, highest priority first (cached: this is on the launch path)."""
-        cached = self._items.get("_adapters_sorted")
+        cached = self._adapters
         if cached is None:
-            cached = sorted(self._items["array_adapters"], key=lambda a: -a.priority)
-            self._items["_adapters_sorted"] = cached
+            cached = self._all("array_adapters")
+            self._adapters = cached
         return cached
 
     def target(self, name: str | None = None) -> Target:
         """The target called ``name``; with None, ``THORK_TARGET`` or the best available."""
         name = name or os.environ.get("THORK_TARGET") or None
-        targets = self.targets()
+        return self._answer(lambda: self._target(name))
+
+    def _target(self, name: str | None) -> Target:
+        targets = self._items("targets")
         if name is not None:
-            for t in targets:
-                if t.name == name:
+            for item in targets:
+                if item.name == name:
+                    t: Target = self._obj(item)
                     ok, why = t.available()
                     if not ok:
                         raise NoTargetError(f"target {name!r} is not available here: {why}")
@@ -140,7 +323,8 @@ class Plugins:
             hint = " (install thork-target-cpu)" if name == "cpu" else ""
             raise NoTargetError(f"no target named {name!r} is installed{hint}; installed: {known}")
         reasons = []
-        for t in targets:
+        for item in targets:
+            t = self._obj(item)
             ok, why = t.available()
             if ok:
                 if reasons:
@@ -155,40 +339,93 @@ class Plugins:
 
     def compiler(self, name: str | None, target: Target) -> Compiler:
         """The compiler called ``name`` (or ``THORK_COMPILER``, or the best) for ``target``."""
+        return self._answer(lambda: self._compiler(name, target))
+
+    def _compiler(self, name: str | None, target: Target) -> Compiler:
+        compilers = self._items("compilers")
         fitting = [
-            c for c in self.compilers()
-            if c.language == target.language and set(c.produces) & set(target.consumes)
+            c for c in compilers
+            if c.language == target.language and set(c.kinds) & set(target.consumes)
         ]
         if name is None:
             # The process-wide choice applies where it fits (THORK_COMPILER=nvcc must not
             # break CPU-target kernels); an explicit per-kernel choice stays strict.
             env = os.environ.get("THORK_COMPILER") or None
             if env is not None and (any(c.name == env for c in fitting)
-                                    or not any(c.name == env for c in self.compilers())):
+                                    or not any(c.name == env for c in compilers)):
                 name = env
         if name is not None:
-            for c in self.compilers():
+            for c in compilers:
                 if c.name == name:
                     if c not in fitting:
                         raise PluginError(
                             f"compiler {name!r} cannot produce code for the {target.name} "
-                            f"target (it makes {', '.join(c.produces)} from {c.language})")
-                    ok, why = c.available()
+                            f"target (it makes {', '.join(c.kinds)} from {c.language})")
+                    comp: Compiler = self._obj(c)
+                    ok, why = comp.available()
                     if not ok:
                         raise PluginError(f"compiler {name!r} is installed but not usable: {why}")
-                    return c
+                    return comp
             pkg = _COMPILER_PACKAGES.get(name, f"a plugin providing compiler {name!r}")
             raise PluginError(f"compiler {name!r} is not installed; install {pkg}")
         reasons = []
         for c in fitting:
-            ok, why = c.available()
+            comp = self._obj(c)
+            ok, why = comp.available()
             if ok:
-                return c
+                return comp
             reasons.append(f"{c.name}: {why}")
         want = "thork-backend-nvrtc" if target.language == "cuda" else "thork-target-cpu"
         raise PluginError(
             f"no compiler for the {target.name} target is usable ("
             + ("; ".join(reasons) or "none installed") + f"); install {want}")
+
+    def loaded(self) -> list[str]:
+        """Names of the plugins imported so far (the others are known from the index)."""
+        return [p.name for p in self._plugins if p.loaded]
+
+
+def _facts(items: dict[str, list[_Item]]) -> dict[str, list[list[Any]]]:
+    return {hook: [i.fact() for i in its] for hook, its in items.items()}
+
+
+def _names(items: dict[str, list[_Item]]) -> dict[str, list[str]]:
+    return {hook: [i.name for i in its] for hook, its in items.items()}
+
+
+def _fact(hook: str, obj: Any) -> list[Any]:
+    """What the index records of a registered object."""
+    kinds = getattr(obj, _KINDS[hook], ()) if hook in _KINDS else ()
+    return [getattr(obj, "name", type(obj).__name__), getattr(obj, "priority", 0),
+            getattr(obj, "language", "") if hook in _KINDS else "", list(kinds)]
+
+
+def _json_safe(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_safe(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_json_safe(v) for v in value)
+    return isinstance(value, (str, int, float, bool)) or value is None
+
+
+def _file_of(obj: Any) -> str | None:
+    """The source file defining a module, or a class's module."""
+    module = obj if isinstance(obj, type(sys)) else sys.modules.get(
+        getattr(obj, "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    return path if isinstance(path, str) else None
+
+
+def _load_object(value: str) -> Any:
+    """What an entry point's value names: ``module`` or ``module:attr.attr``."""
+    import importlib
+
+    value = value.split("[", 1)[0].strip()  # extras ([...]) do not change the object
+    module, _, attr = value.partition(":")
+    obj = importlib.import_module(module.strip())
+    for part in attr.strip().split(".") if attr.strip() else ():
+        obj = getattr(obj, part)
+    return obj
 
 
 _NOTICED: set[str] = set()
@@ -212,6 +449,8 @@ _COMPILER_PACKAGES = {
 
 
 def _scan_entry_points() -> list[list[str]]:
+    from importlib import metadata  # ~5 ms to import: only when the memo is stale
+
     out = []
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
@@ -221,11 +460,11 @@ def _scan_entry_points() -> list[list[str]]:
 
 
 def _entry_points() -> list[list[str]]:
-    """The ``thork`` entry points, memoized on disk against the mtimes of ``sys.path``
-    folders (installing or removing a distribution changes its folder's mtime)."""
-    from ._memo import memo, path_fingerprint
+    """The ``thork`` entry points, memoized on disk against the distribution metadata
+    found on ``sys.path`` (installing, upgrading or removing a distribution changes it)."""
+    from ._memo import installed_fingerprint, memo
 
-    return memo("entry_points", path_fingerprint(sys.path), _scan_entry_points)
+    return memo("entry_points", installed_fingerprint(), _scan_entry_points)
 
 
 def _core_version() -> str:

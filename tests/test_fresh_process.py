@@ -1,0 +1,81 @@
+"""A disk-cache hit in a fresh process imports only what it needs: the plugin of its target
+and compiler, not the others (their modules stay out of ``sys.modules``), and neither the
+entry-point scan nor the compiler's heavy module (memoized). Timing is the bench's job
+(``bench/bench_core.py``); these tests check what was imported."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import TARGETS
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    import thork as tk
+    from thork_core import plugins
+
+    @tk.jit
+    def add(out: tk.DevicePointer[tk.dt.float32], a: tk.DevicePointer[tk.dt.float32],
+            tid: tk.Uint[tk.ThreadIdx]):
+        out[tid] = a[tid] + 1.0
+
+    if sys.argv[1] == "cubin":
+        art = add.artifact("sm_90")
+        cache = "disk" if __import__("thork_core").disk_cache().stats["hits"] else "compiled"
+    else:
+        cache = add.compile(sys.argv[1]).cache
+    print(json.dumps({"cache": cache, "loaded": plugins().loaded(),
+                      "modules": sorted(sys.modules)}))
+""")
+
+#: Top-level packages of the plugins a given run must not import.
+OTHERS = {
+    "cpu": ("thork_clang", "thork_nvcc", "thork_nvrtc", "fkl"),
+    "cubin": ("thork_clang", "thork_nvcc", "thork_cpu", "fkl"),
+}
+
+
+def run_twice(tmp_path, what):
+    """Run the script in two fresh processes sharing one cache: a miss, then a hit."""
+    (tmp_path / "s").mkdir()
+    script = tmp_path / "s" / "fresh.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, THORK_CACHE_DIR=str(tmp_path / "c"))
+    for var in ("THORK_TARGET", "THORK_COMPILER", "THORK_DISABLE_PLUGINS",
+                "THORK_PLUGINS_AUTOLOAD"):
+        env.pop(var, None)
+    out = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, str(script), what], capture_output=True,
+                           text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    assert out[0]["cache"] == "compiled" and out[1]["cache"] == "disk"
+    return out[1]
+
+
+def check_imports(hit, what, plugin):
+    assert hit["loaded"] == [plugin], hit["loaded"]
+    imported = {m.split(".")[0] for m in hit["modules"]}
+    unrelated = sorted(imported & set(OTHERS[what]))
+    assert not unrelated, f"a {what} cache hit imported unrelated plugins: {unrelated}"
+    # The entry points came from the memo, not from scanning the installed distributions.
+    assert "importlib.metadata" not in hit["modules"]
+
+
+@pytest.mark.plugin("cpu")
+@pytest.mark.skipif("cpu" not in TARGETS, reason="the CPU target is not available here")
+def test_cpu_cache_hit_imports_only_the_cpu_plugin(tmp_path):
+    hit = run_twice(tmp_path, "cpu")
+    check_imports(hit, "cpu", "cpu")
+
+
+@pytest.mark.plugin("nvrtc")
+def test_cubin_cache_hit_imports_only_nvrtc_and_not_nvrtc_itself(tmp_path):
+    hit = run_twice(tmp_path, "cubin")
+    check_imports(hit, "cubin", "nvrtc")
+    # The cache key needs NVRTC's version, memoized: the library itself is not loaded.
+    assert "cuda.bindings.nvrtc" not in hit["modules"]
