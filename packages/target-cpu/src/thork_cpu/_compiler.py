@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Sequence
 
 from thork_core import Artifact, CompileError, Compiler
@@ -18,16 +15,29 @@ __all__ = ["HostCompiler"]
 def _find_cxx() -> str | None:
     env = os.environ.get("CXX")
     if env:
-        return shutil.which(env) or (env if os.path.exists(env) else None)
+        return _which(env) or (env if os.path.exists(env) else None)
     for name in ("g++", "clang++", "c++"):
-        path = shutil.which(name)
+        path = _which(name)
         if path:
             return path
     return None
 
 
+def _which(name: str) -> str | None:
+    """``shutil.which`` without importing shutil (and bz2, lzma...) on the hit path."""
+    if os.sep in name:
+        return name if os.access(name, os.X_OK) and not os.path.isdir(name) else None
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        p = os.path.join(d or ".", name)
+        if os.access(p, os.X_OK) and not os.path.isdir(p):
+            return p
+    return None
+
+
 @functools.cache
 def _version(cxx: str) -> str:
+    import subprocess
+
     out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
     return out.stdout.splitlines()[0].strip() if out.stdout else "unknown"
 
@@ -35,6 +45,9 @@ def _version(cxx: str) -> str:
 @functools.cache
 def _openmp_works(cxx: str) -> bool:
     """Whether ``-fopenmp`` links here (libgomp or libomp present)."""
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "t.cpp")
         with open(src, "w") as f:
@@ -63,6 +76,14 @@ class HostCompiler(Compiler):
     def version(self) -> str:
         return _version(self._cxx())
 
+    def key_fingerprint(self) -> list[object] | None:
+        cxx = _find_cxx()
+        if cxx is None:
+            return None
+        real = os.path.realpath(cxx)
+        st = os.stat(real)
+        return [os.environ.get("CXX", ""), cxx, real, st.st_mtime_ns, st.st_size]
+
     def available(self) -> tuple[bool, str]:
         cxx = _find_cxx()
         if cxx is None:
@@ -82,6 +103,9 @@ class HostCompiler(Compiler):
     ) -> Artifact:
         if kind != "hostlib":
             raise CompileError(f"the host compiler produces 'hostlib' artifacts, not {kind!r}")
+        import subprocess
+        import tempfile
+
         cxx = self._cxx()
         with tempfile.TemporaryDirectory(prefix="thork-cpu-") as d:
             src = os.path.join(d, f"{entry}.cpp")
