@@ -2,7 +2,6 @@
 which libdevice it links, and what the GPU computes. Usage: python bench/diag_clang.py"""
 
 import numpy as np
-
 import thork as tk
 from thork_core import plugins
 from thork_core._gpu import GpuTarget
