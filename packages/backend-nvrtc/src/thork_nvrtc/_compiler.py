@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,10 +48,12 @@ class NvrtcCompiler(Compiler):
     @functools.cache  # noqa: B019 - one instance per process
     def version(self) -> str:
         # Loading NVRTC costs ~40 ms; a disk-cache hit should not pay it. The version is
-        # memoized against the installed packages (sys.path folders change on upgrade).
-        from thork_core._memo import memo, path_fingerprint
+        # memoized against the installed distributions (a wheel upgrade changes their
+        # metadata folders; a script folder gaining files does not) and the variables
+        # that steer where a system NVRTC is found.
+        from thork_core._memo import installed_fingerprint, memo
 
-        fp = [path_fingerprint(sys.path), os.environ.get("LD_LIBRARY_PATH", ""),
+        fp = [installed_fingerprint(), os.environ.get("LD_LIBRARY_PATH", ""),
               os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
         return str(memo("nvrtc_version", fp, _query_version))
 
