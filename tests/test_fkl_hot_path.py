@@ -91,3 +91,22 @@ def test_hot_path_on_a_given_stream(rng):
             np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
     finally:
         _cuda.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
+
+
+def test_cuda_array_interface_inputs_take_the_hot_path(rng):
+    """CuPy arrays (any __cuda_array_interface__ producer) get the hot path too: fresh
+    data every call, results right, and a non-contiguous view still gets the error."""
+    cp = pytest.importorskip("cupy")
+    shape = (23, 59, 3)
+    pipe = _pipe()
+    for _ in range(3):
+        x = random_array(rng, shape, np.float32)
+        out = cp.asarray(poisoned(shape, np.float32))
+        assert pipe(cp.asarray(x), out=out) is out
+        np.testing.assert_allclose(cp.asnumpy(out), _ref(x), rtol=1e-6, atol=1e-6)
+    assert any(isinstance(k[0][0], type) for k in pipe._hot)  # keyed by the CAI type
+    wide = cp.asarray(random_array(rng, (23, 118, 3), np.float32))
+    with pytest.raises(fkl.ArgumentError, match="contiguous"):
+        pipe(wide[:, ::2], out=cp.empty(shape, cp.float32))
+    with pytest.raises(fkl.ArgumentError, match="out: expected shape"):
+        pipe(cp.asarray(random_array(rng, shape, np.float32)), out=cp.empty(shape, cp.float64))

@@ -392,7 +392,7 @@ class Pipe:
             ptrs.append(fast[0])
             key.append(fast[1])
             if fast[2]:
-                producers.append((fast[2], fast[1][2]))
+                producers.append((fast[2], fast[3]))
         hot = self._hot.get(tuple(key)) if key is not None else None
         if hot is None:
             return self._call_slow(inputs, out, stream, key)
@@ -403,13 +403,18 @@ class Pipe:
                 _wait(producer, handle, device)
         if out is None:
             outs = _allocate(plan, self._on_device(plan), inputs, handle)
-        elif type(out) is _TYPES[1] and plan.device and len(plan.outs) == 1 and \
-                out.shape == plan.outs[0][0] and out.dtype == plan.outs[0][1]:
-            outs = [out]  # the common hot case: a DeviceBuffer of exactly the right kind
+            for o in outs:
+                ptrs.append(_pointer(o))
         else:
-            outs = self._check_out(plan, out, plan.device)
-        for o in outs:
-            ptrs.append(_pointer(o))
+            # The common hot cases: one device array of exactly the output's kind.
+            optr = _fast_out(out, plan) if plan.device and len(plan.outs) == 1 else None
+            if optr is not None:
+                outs = [out]
+                ptrs.append(optr)
+            else:
+                outs = self._check_out(plan, out, plan.device)
+                for o in outs:
+                    ptrs.append(_pointer(o))
         if plan.align_mask:
             bits = 0
             for p in ptrs:
@@ -578,18 +583,68 @@ def _array_types() -> list[type]:
     return _TYPES
 
 
-def _fast_info(x: Any) -> tuple[int, Any, int] | None:
-    """``(address, hot-path key, producer stream)`` for arrays that can skip the
-    adapters, else None (the producer stream is 0 for host arrays and the default)."""
+def _fast_info(x: Any) -> tuple[int, Any, int, int] | None:
+    """``(address, hot-path key, producer stream, device)`` for arrays that can skip the
+    adapters, else None. The producer stream is 0 when no wait can be needed: host
+    arrays, and CAI v3's absent/legacy/per-thread default streams (as core's launch)."""
     nd, da = _TYPES or _array_types()
     tx = type(x)
     if tx is da:
-        return x.ptr, (x.shape, x.dtype, x.device), x.stream
+        return x.ptr, (x.shape, x.dtype, x.device), x.stream, x.device
     if tx is nd:
         if not x.flags.c_contiguous:
             return None
-        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1), 0
-    return None
+        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1), 0, -1
+    # CuPy, torch, Numba...: __cuda_array_interface__, C-contiguous (no strides), on the
+    # one GPU (with several, the owning device needs the adapter's pointer query).
+    try:
+        cai = x.__cuda_array_interface__
+    except Exception:  # noqa: BLE001 - e.g. torch raises for a CPU tensor
+        return None
+    if cai.get("strides") is not None or cai.get("mask") is not None or not _one_gpu():
+        return None
+    stream = cai.get("stream")
+    return (cai["data"][0], (tx, tuple(cai["shape"]), cai["typestr"]),
+            0 if stream in (None, 1, 2) else stream, 0)
+
+
+def _fast_out(out: Any, plan: _Plan) -> int | None:
+    """The address of ``out`` when it is a device array of exactly the plan's single
+    output (shape, dtype, writable, C-contiguous), else None (the full check runs)."""
+    shape, d = plan.outs[0]
+    if type(out) is _TYPES[1]:
+        return out.ptr if out.shape == shape and out.dtype is d else None
+    try:
+        cai = out.__cuda_array_interface__
+    except Exception:  # noqa: BLE001
+        return None
+    ptr, readonly = cai["data"]
+    if readonly or cai.get("strides") is not None or cai.get("mask") is not None or \
+            cai["typestr"] != _typestr(d) or tuple(cai["shape"]) != shape or \
+            cai.get("stream") not in (None, 1, 2) or not _one_gpu():
+        return None
+    return ptr
+
+
+_ONE_GPU: list[bool] = []
+
+
+def _one_gpu() -> bool:
+    """Whether exactly one GPU is visible (asked once)."""
+    if not _ONE_GPU:
+        from thork_core import _cuda
+
+        try:
+            _ONE_GPU.append(_cuda.device_count() == 1)
+        except Exception:  # noqa: BLE001 - no driver: no device arrays either
+            _ONE_GPU.append(False)
+    return _ONE_GPU[0]
+
+
+def _typestr(d: DType) -> str | None:
+    from thork_core._gpu import _TYPESTR
+
+    return _TYPESTR.get(d.name)
 
 
 def _pointer(o: Any) -> int:
