@@ -138,6 +138,22 @@ def bench_large_frame(ev: Events, rng: Any, reps: int) -> None:
         f"{2 * nbytes / t_copy / 1e3:.0f} GB/s")
     row("8K frame", "fkl achieved", 2 * nbytes / t_fkl / 1e3, "GB/s",
         f"{100 * t_copy / t_fkl:.0f}% of copy; goal >= 90%")
+    # uint8 HWC -> normalized float CHW on the same frame size: 3 bytes in, 12 out.
+    imgs = [DeviceArray.from_host(rng.integers(0, 256, (h, w, c)).astype(np.uint8))
+            for _ in range(2)]
+    planes = DeviceArray((c, h, w), "float32")
+    pbytes = h * w * c * 5
+    for flat in (None, True, False):
+        plain = fkl.compose(fkl.TensorRead(), fkl.ColorConversion("BGR2RGB"),
+                            fkl.Mul(1 / 255.0), fkl.Sub(MEAN), fkl.Div(STD),
+                            fkl.TensorSplit(), target="gpu")
+        plain.flat = flat
+        plain(imgs[0], out=planes)
+        t_p = ev.time_us(lambda p=plain: p(imgs[k[0]], out=planes), reps, refresh=rotate)
+        label = {None: "default", True: "forced flat", False: "forced grid"}[flat]
+        row("8K frame", f"u8->CHW {label}", t_p, "us",
+            f"{100 * (pbytes / t_p) / (2 * nbytes / t_copy):.0f}% of copy bandwidth; "
+            f"{describe(plain, imgs[0])}")
 
 
 def bench_gpu(reps: int) -> None:
@@ -255,6 +271,15 @@ def bench_gpu(reps: int) -> None:
         f"{pbytes / t_plain / 1e3:.0f} GB/s = "
         f"{100 * (pbytes / t_plain) / (2 * nbytes / t_copy):.0f}% of copy; "
         f"{describe(plain, img)}")
+    for flat in (True, False):  # which layout wins for planar writes, on this GPU
+        forced = fkl.compose(fkl.TensorRead(), fkl.ColorConversion("BGR2RGB"),
+                             fkl.Mul(1 / 255.0), fkl.Sub(MEAN), fkl.Div(STD),
+                             fkl.TensorSplit(), target="gpu")
+        forced.flat = flat
+        forced(img, out=pout)
+        t_v = ev.time_us(lambda f=forced: f(img, out=pout), reps)
+        row("dnn preproc", f"  u8->CHW forced {'flat' if flat else 'grid'}", t_v, "us",
+            describe(forced, img))
     if torch is not None:
         ti = torch.from_dlpack(img)
         mean = torch.tensor(MEAN, device="cuda").view(3, 1, 1)

@@ -71,6 +71,14 @@ FOLD_VECTORS = 1
 _MAX_PIXELS = 16
 
 
+def _group_lanes(dtype: DType) -> int:
+    """The vector (in elements) a group's share of a ``dtype`` stream must fill: the
+    widest access, except 4 lanes (one 32-bit word) for 1-byte types. So packed uint8 x3
+    pixels group by 4 (three 32-bit loads: 12 bytes, and one float4 per plane of a
+    planar float output) rather than by 8, which doubled every other stream's share."""
+    return 4 if dtype.itemsize == 1 else _widest(dtype)
+
+
 def _widest(dtype: DType) -> int:
     """The widest vector access (in elements) the tracer offers for ``dtype``."""
     for n in (8, 4, 2):
@@ -219,7 +227,7 @@ def _spec(chain: Chain, t: PixType) -> FlatSpec | None:
     # are powers of two, so the lcm is the max.
     p = 1
     for e, d in streams:
-        n = _widest(d)
+        n = _group_lanes(d)
         p = max(p, n // gcd(e, n))
     # Tiny pixels (one uint8...) also get a few accesses' worth of work per thread, so a
     # thread keeps enough bytes in flight.
