@@ -113,6 +113,15 @@ class FlatSpec:
         """Whether the kernel runs the chain on 1-channel pixels over N * C elements."""
         return self.fold > 0
 
+    @property
+    def coalesced(self) -> bool:
+        """Whether every stream's share of a group fits one 16-byte window, so that
+        consecutive threads touch consecutive windows (a warp's accesses are one
+        contiguous run). False when a group spans several vectors of one stream, e.g.
+        unfolded float32 x3 (three float4 at a 48-byte stride per thread): the H200 ran
+        that slower than the 2-D kernel (docs/fkl-fusion.md)."""
+        return all(self.pixels * e * d.itemsize <= 16 for e, d in self.streams)
+
     def traced(self, t: PixType) -> PixType:
         """The pixel type the kernel is traced for, for input pixels ``t``."""
         return t.with_(channels=1) if self.fold else t

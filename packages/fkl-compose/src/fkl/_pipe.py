@@ -222,14 +222,16 @@ class Pipe:
         None: this pipe's target (resolved when the choice depends on it).
 
         ``flat`` forces either; else the flat kernel where the chain has one on the CPU
-        and with ``thread_fusion``, and on the GPU where it is channel-folded."""
+        and with ``thread_fusion``, and on the GPU where it is channel-folded or its
+        accesses are coalesced (:attr:`~fkl._flat.FlatSpec.coalesced`, e.g. uint8 HWC
+        to planar float CHW)."""
         flat = self.flat
         if flat is None:
             if self.thread_fusion or self._target_name(target) == "cpu":
                 flat = True
-            else:  # the GPU: the flat kernel when it is channel-folded
+            else:  # the GPU: the flat kernel when warps access contiguous runs
                 spec = self.flat_spec(t, target)
-                flat = spec is not None and spec.folded
+                flat = spec is not None and (spec.folded or spec.coalesced)
         return "flat" if flat and self._has_flat(t) else "grid"
 
     def _check_variant(self, t: PixType, variant: str | None,
