@@ -368,3 +368,25 @@ def test_device_arrays_hot_path_alignment(rng):
             backing = fkl.DeviceBuffer.from_host(poisoned((n + 64,), np.float32))
         (plan,) = pipe._plans.values()
         assert plan.built.lowered.block == (256, 1, 1) and plan.fallback is not None
+
+
+def test_gpu_default_is_flat_only_when_coalesced():
+    """The GPU's choice (asked without a GPU): the flat kernel for channel-folded chains
+    and for coalesced ones (uint8 HWC -> planar float CHW: 4 pixels, three 32-bit loads
+    and one float4 per plane); the grid kernel when a thread's share of a stream spans
+    several vectors (unfolded float32 x3, packed uint8 x3 -> uint8 x3)."""
+    u = np.zeros((37, 53, 3), np.uint8)
+    f = np.zeros((37, 53, 3), np.float32)
+    cases = [
+        (u, [fkl.ColorConversion("BGR2RGB"), fkl.Mul(1 / 255.0), fkl.Sub(MEAN),
+             fkl.Div(STD), fkl.TensorSplit()], "flat", True),
+        (u, [fkl.ColorConversion("BGR2RGB"), fkl.TensorWrite()], "grid", False),
+        (f, [fkl.Mul((1.0, 2.0, 3.0)), fkl.TensorWrite()], "grid", False),
+        (f, [*six_ops(), fkl.TensorWrite()], "flat", True),  # folded: 1 float4
+    ]
+    for x, ops, variant, coalesced in cases:
+        pipe = fkl.compose(fkl.TensorRead(), *ops, target="gpu")
+        t = pipe._pixtype(x, None, 1)
+        assert pipe.variant(t, "gpu") == variant, ops
+        assert pipe.flat_spec(t, "gpu").coalesced is coalesced, ops
+        assert pipe._target is None  # decided without looking for a GPU
