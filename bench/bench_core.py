@@ -282,6 +282,33 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
     rows.append({"what": "hot launch, core PreparedLaunch", "thork": prepared_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
+    prepared_bd = exe_bd.prepare(grid, block, [0, 0, 0])
+    out.fill(cp.nan)
+    prepared_bd(ptrs, 0)
+    cp.cuda.runtime.deviceSynchronize()
+    assert cp.array_equal(out, a + b), "prepared bindings launch wrote wrong values"
+    rows.append({"what": "  same, THORK_LAUNCHER=bindings", "thork": timed(
+        lambda: prepared_bd(ptrs, 0)), "cupy": cupy_us, "floor": floor, "unit": "us",
+        "goal": "<= 1.1x C floor"})
+    # ctypes against cuda-bindings, interleaved so that host drift hits both alike: the
+    # default launcher is chosen from these rows.
+    variants = {
+        "launch(), ctypes": lambda: exe.launch(grid, block, (out, a, b)),
+        "launch(), bindings": lambda: exe_bd.launch(grid, block, (out, a, b)),
+        "prepared, ctypes": lambda: prepared(ptrs, 0),
+        "prepared, bindings": lambda: prepared_bd(ptrs, 0),
+    }
+    got: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            t0 = time.perf_counter()
+            for _ in range(per_round):
+                fn()
+            got[name].append((time.perf_counter() - t0) / per_round * 1e6)
+            cp.cuda.runtime.deviceSynchronize()
+    for name, ts in got.items():
+        rows.append({"what": f"  interleaved: {name}", "thork": median(ts), "cupy": cupy_us,
+                     "floor": floor, "unit": "us", "goal": "diagnostic"})
     # Where the gap to the C floor goes: the same prepared call with the GIL held
     # (PyDLL: no release/re-acquire around the call), and a ctypes call of a trivial
     # driver function (the cost of crossing from Python into libcuda at all).

@@ -164,7 +164,7 @@ class GpuExecutable(Executable):
     ) -> PreparedLaunch:
         if shared_mem > self._dynamic_limit:
             self._allow_dynamic_shared(shared_mem)
-        if self._by_ctypes and type(self)._run is GpuExecutable._run:
+        if type(self)._run is GpuExecutable._run:
             return _GpuLaunch(self, grid, block, values, shared_mem)
         return super().prepare(grid, block, values, shared_mem=shared_mem)
 
@@ -217,23 +217,29 @@ _DEFAULT_STREAMS = (None, 0, 1, 2)
 
 
 class _GpuLaunch(PreparedLaunch):
-    """A prepared GPU launch: every argument of the ctypes call but the stream is built
-    once, so a call is the pointer-slot writes and one foreign call."""
+    """A prepared GPU launch: every argument of the driver call but the stream is built
+    once, so a call is the pointer-slot writes and one foreign call (through ctypes or
+    cuda-bindings, as the executable's launcher)."""
 
-    __slots__ = ("_fn", "_head", "_argv")
+    __slots__ = ("_fn", "_head", "_argv", "_by_ctypes")
 
     def __init__(self, exe: GpuExecutable, grid: Dim3, block: Dim3, values: Sequence[Any],
                  shared_mem: int) -> None:
         super().__init__(exe, grid, block, values, shared_mem)
         self._fn = exe._launch_fn
+        self._by_ctypes = exe._by_ctypes
         self._head = (exe._function_arg, *grid, *block, shared_mem)
-        self._argv = ctypes.c_void_p(self.pack.address)
+        self._argv = ctypes.c_void_p(self.pack.address) if self._by_ctypes \
+            else self.pack.address
 
     def __call__(self, pointers: Sequence[int], stream: int = 0) -> None:
         for slot, ptr in zip(self._pointer_slots, pointers):
             slot.value = ptr
-        err = self._fn(*self._head, ctypes.c_void_p(stream) if stream else None,
-                       self._argv, None)
+        if self._by_ctypes:
+            err = self._fn(*self._head, ctypes.c_void_p(stream) if stream else None,
+                           self._argv, None)
+        else:
+            err = self._fn(*self._head, stream, self._argv, 0)[0]
         if err:
             self.exe._failed(err, self.grid, self.block)  # type: ignore[attr-defined]
 
