@@ -57,6 +57,7 @@ def test_hot_path_waits_for_the_input_producer_stream(rng):
     from thork_core._device_array import DeviceArray
 
     drv = _cuda.driver()
+    _cuda.make_current(0)  # a test that runs first in its process has no context yet
     stream = _cuda.check(drv.cuStreamCreate(0), "cuStreamCreate")
     try:
         shape = (31, 45, 3)
@@ -78,6 +79,7 @@ def test_hot_path_on_a_given_stream(rng):
     from thork_core import _cuda
 
     drv = _cuda.driver()
+    _cuda.make_current(0)  # a test that runs first in its process has no context yet
     stream = _cuda.check(drv.cuStreamCreate(0), "cuStreamCreate")
     try:
         shape = (17, 33, 3)
