@@ -50,49 +50,47 @@ def test_hot_path_still_rejects_a_wrong_out(rng):
         pipe(x, out=fkl.DeviceBuffer((29, 66, 3), "float32"))
 
 
-def test_hot_path_waits_for_the_input_producer_stream(rng):
+@pytest.fixture
+def stream():
+    """A fresh CUDA stream (raw handle), destroyed after the test."""
+    from thork_core import _cuda
+
+    drv = _cuda.driver()
+    _cuda.make_current(0)  # a test that runs first in its process has no context yet
+    handle = _cuda.check(drv.cuStreamCreate(0), "cuStreamCreate")
+    yield int(handle)
+    _cuda.check(drv.cuStreamDestroy(handle), "cuStreamDestroy")
+
+
+def test_hot_path_waits_for_the_input_producer_stream(rng, stream):
     """An input whose producer stream is not the launch stream is waited for, also once
     the pipe is hot (the result is checked after a full synchronization)."""
-    from thork_core import _cuda
     from thork_core._device_array import DeviceArray
 
-    drv = _cuda.driver()
-    _cuda.make_current(0)  # a test that runs first in its process has no context yet
-    stream = _cuda.check(drv.cuStreamCreate(0), "cuStreamCreate")
-    try:
-        shape = (31, 45, 3)
-        pipe = _pipe()
-        for _ in range(3):
-            x = random_array(rng, shape, np.float32)
-            buf = fkl.DeviceBuffer.from_host(x)
-            tagged = DeviceArray.wrap(buf.ptr, shape, "float32", stream=int(stream),
-                                      owner=buf)
-            out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
-            assert pipe(tagged, out=out) is out
-            _sync()
-            np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
-    finally:
-        _cuda.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
+    shape = (31, 45, 3)
+    pipe = _pipe()
+    for _ in range(3):
+        x = random_array(rng, shape, np.float32)
+        buf = fkl.DeviceBuffer.from_host(x)
+        tagged = DeviceArray.wrap(buf.ptr, shape, "float32", stream=stream, owner=buf)
+        out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
+        assert pipe(tagged, out=out) is out
+        _sync()
+        np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
 
 
-def test_hot_path_on_a_given_stream(rng):
+def test_hot_path_on_a_given_stream(rng, stream):
     from thork_core import _cuda
 
-    drv = _cuda.driver()
-    _cuda.make_current(0)  # a test that runs first in its process has no context yet
-    stream = _cuda.check(drv.cuStreamCreate(0), "cuStreamCreate")
-    try:
-        shape = (17, 33, 3)
-        pipe = _pipe()
-        for _ in range(3):
-            x = random_array(rng, shape, np.float32)
-            buf = fkl.DeviceBuffer.from_host(x)
-            out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
-            pipe(buf, out=out, stream=int(stream))
-            _cuda.check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize")
-            np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
-    finally:
-        _cuda.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
+    shape = (17, 33, 3)
+    pipe = _pipe()
+    for _ in range(3):
+        x = random_array(rng, shape, np.float32)
+        buf = fkl.DeviceBuffer.from_host(x)
+        out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
+        pipe(buf, out=out, stream=stream)
+        _cuda.check(_cuda.driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
+        np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
 
 
 def test_cuda_array_interface_inputs_take_the_hot_path(rng):
