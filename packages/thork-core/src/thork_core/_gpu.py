@@ -252,10 +252,11 @@ def _launcher() -> tuple[Any, bool]:
 
     By default libcuda's ``cuLaunchKernel`` through ctypes *without* argument types: the
     caller passes pre-converted pointers and small ints, which ctypes forwards with the
-    least work (about 0.6 µs a call against about 2 µs through cuda-bindings, whose
-    wrapper converts every argument). ``THORK_LAUNCHER=bindings`` selects cuda-bindings
-    (returns a tuple); ``bench/bench_core.py`` measures both. Falls back to cuda-bindings
-    where libcuda cannot be opened by name.
+    least work, releasing the GIL. ``THORK_LAUNCHER=bindings`` selects cuda-bindings
+    (returns a tuple). ``bench/bench_core.py`` measures both, interleaved: on the H200
+    host they were within noise of each other (the ctypes crossing itself costs ~0.2 µs;
+    the rest is the driver and the Python around it). Falls back to cuda-bindings where
+    libcuda cannot be opened by name.
     """
     import os
 
