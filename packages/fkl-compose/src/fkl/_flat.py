@@ -63,8 +63,8 @@ FLAT_BLOCK = (256, 1, 1)
 
 #: Pixel groups (P elements each: one float4 for float32) each thread of a folded kernel
 #: handles. 1: one float4 per thread for float32, the layout of a plain vectorized copy.
-#: Not measured on a GPU yet against 2 (see docs/fkl-fusion.md); type-level, so it is part
-#: of the kernel identity.
+#: On the H200, 2 was within noise of 1 (19.4 against 19.8 us, 1080p 6-op chain; see
+#: docs/fkl-fusion.md); type-level, so it is part of the kernel identity.
 FOLD_VECTORS = 1
 
 #: Most pixels one thread handles: bounds the code (the chain is traced P + 1 times).
