@@ -7,10 +7,9 @@ Usage: python bench/diag_stream.py   (needs a GPU and CuPy)"""
 
 from __future__ import annotations
 
-import statistics
-
 import cupy as cp
 import numpy as np
+from diag_layouts import Rotation, time_us  # the same rotation and event timing
 
 SRC = r"""
 __device__ __forceinline__ float f6(float v) { v = v * 1.5f + 0.25f; v = v * 2.0f - 0.5f; return fminf(fmaxf(v, -1.f), 4.f); }
@@ -40,28 +39,14 @@ def main() -> None:
     h, w, c = 1080, 1920, 3
     n = h * w * c
     n4 = n // 4
-    xs = [cp.random.standard_normal(n, dtype=cp.float32) for _ in range(4)]
+    rot = Rotation([cp.random.standard_normal(n, dtype=cp.float32) for _ in range(4)])
     y = cp.full(n, cp.nan, cp.float32)
-    k = [0]
-    ref = cp.minimum(cp.maximum((xs[0] * 1.5 + 0.25) * 2.0 - 0.5, -1.0), 4.0)
+    ref = cp.minimum(cp.maximum((rot.cur * 1.5 + 0.25) * 2.0 - 0.5, -1.0), 4.0)
     mod = cp.RawModule(code=SRC, options=("-arch=sm_90", "-std=c++17"))
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    a, b = cp.cuda.Event(), cp.cuda.Event()
 
-    def time_us(fn, reps: int = 100) -> float:
-        for _ in range(5):
-            fn()
-        ts = []
-        for _ in range(reps):
-            k[0] = (k[0] + 1) % len(xs)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
-        return statistics.median(ts)
-
-    rows = [("cuMemcpyDtoD", time_us(lambda: y.data.copy_from_device(xs[k[0]].data, 4 * n)))]
+    rows = [("cuMemcpyDtoD", time_us(lambda: y.data.copy_from_device(rot.cur.data, 4 * n), rot,
+                                      reps=100))]
     cases = [(name, vec, blk) for name, vec in (("v1", 1), ("v2", 2), ("v4", 4), ("v8", 8))
              for blk in (128, 256, 512, 1024)]
     cases += [("v1cs", 1, 256), ("v4cs", 4, 256)]
@@ -70,25 +55,25 @@ def main() -> None:
         grid = (-(-n4 // (blk * vec)),)
 
         def run(fn=fn, grid=grid, blk=blk) -> None:
-            fn(grid, (blk,), (xs[k[0]], y, np.int64(n4)))
+            fn(grid, (blk,), (rot.cur, y, np.int64(n4)))
 
         y.fill(cp.nan)
-        k[0] = 0
+        rot.k = 0
         run()
         assert bool(cp.allclose(y, ref, rtol=1e-6, atol=1e-6)), name
-        rows.append((f"{name} block {blk}", time_us(run)))
+        rows.append((f"{name} block {blk}", time_us(run, rot, reps=100)))
     fn = mod.get_function("persist")
     for waves in (1, 2, 4, 8):
         grid = (sms * waves * 2048 // 256,)
 
         def run(fn=fn, grid=grid) -> None:
-            fn(grid, (256,), (xs[k[0]], y, np.int64(n4)))
+            fn(grid, (256,), (rot.cur, y, np.int64(n4)))
 
         y.fill(cp.nan)
-        k[0] = 0
+        rot.k = 0
         run()
         assert bool(cp.allclose(y, ref, rtol=1e-6, atol=1e-6)), "persist"
-        rows.append((f"persistent, {waves} resident waves", time_us(run)))
+        rows.append((f"persistent, {waves} resident waves", time_us(run, rot, reps=100)))
     copy = rows[0][1]
     print(f"{'kernel':<32} {'us':>8} {'vs copy':>8}")
     for name, t in rows:
