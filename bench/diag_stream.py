@@ -29,6 +29,31 @@ extern "C" __global__ void v4(const float4* x, float4* y, long n4) { body<4, fal
 extern "C" __global__ void v8(const float4* x, float4* y, long n4) { body<8, false>(x, y, n4); }
 extern "C" __global__ void v1cs(const float4* x, float4* y, long n4) { body<1, true>(x, y, n4); }
 extern "C" __global__ void v4cs(const float4* x, float4* y, long n4) { body<4, true>(x, y, n4); }
+// L2 policy variants: loads that leave L2 soon (the input is read once) with plain or
+// evict_last stores, so a reused out= can stay resident in L2 between calls.
+__device__ __forceinline__ unsigned long long pol_first() {
+  unsigned long long p; asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p)); return p; }
+__device__ __forceinline__ unsigned long long pol_last() {
+  unsigned long long p; asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p)); return p; }
+__device__ __forceinline__ float4 ld_ef(const float4* p) {
+  float4 v; asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(pol_first())); return v; }
+__device__ __forceinline__ void st_el(float4* p, float4 v) {
+  asm volatile("st.global.L2::cache_hint.v4.f32 [%0], {%1,%2,%3,%4}, %5;" :: "l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "l"(pol_last()) : "memory"); }
+template <int V, int LD, int ST>  // LD: 0 plain, 1 __ldcs, 2 evict_first; ST: 0 plain, 1 evict_last
+__device__ void pol(const float4* __restrict__ x, float4* __restrict__ y, long n4) {
+  long base = blockIdx.x * (long)blockDim.x * V + threadIdx.x;
+  float4 v[V];
+  #pragma unroll
+  for (int k = 0; k < V; k++) { long i = base + k * (long)blockDim.x; if (i < n4) v[k] = LD == 0 ? x[i] : LD == 1 ? __ldcs(x + i) : ld_ef(x + i); }
+  #pragma unroll
+  for (int k = 0; k < V; k++) { long i = base + k * (long)blockDim.x; if (i < n4) { if (ST) st_el(y + i, g(v[k])); else y[i] = g(v[k]); } }
+}
+extern "C" __global__ void cs_plain1(const float4* x, float4* y, long n4) { pol<1, 1, 0>(x, y, n4); }
+extern "C" __global__ void cs_plain2(const float4* x, float4* y, long n4) { pol<2, 1, 0>(x, y, n4); }
+extern "C" __global__ void ef_plain1(const float4* x, float4* y, long n4) { pol<1, 2, 0>(x, y, n4); }
+extern "C" __global__ void ef_plain2(const float4* x, float4* y, long n4) { pol<2, 2, 0>(x, y, n4); }
+extern "C" __global__ void ef_el1(const float4* x, float4* y, long n4) { pol<1, 2, 1>(x, y, n4); }
+extern "C" __global__ void plain_el1(const float4* x, float4* y, long n4) { pol<1, 0, 1>(x, y, n4); }
 extern "C" __global__ void persist(const float4* x, float4* y, long n4) {
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n4; i += (long)gridDim.x * blockDim.x) y[i] = g(x[i]);
 }
@@ -50,6 +75,10 @@ def main() -> None:
     cases = [(name, vec, blk) for name, vec in (("v1", 1), ("v2", 2), ("v4", 4), ("v8", 8))
              for blk in (128, 256, 512, 1024)]
     cases += [("v1cs", 1, 256), ("v4cs", 4, 256)]
+    cases += [(name, vec, blk) for name, vec in (("cs_plain1", 1), ("cs_plain2", 2),
+                                                ("ef_plain1", 1), ("ef_plain2", 2),
+                                                ("ef_el1", 1), ("plain_el1", 1))
+              for blk in (256, 512)]
     for name, vec, blk in cases:
         fn = mod.get_function(name)
         grid = (-(-n4 // (blk * vec)),)
@@ -62,6 +91,35 @@ def main() -> None:
         run()
         assert bool(cp.allclose(y, ref, rtol=1e-6, atol=1e-6)), name
         rows.append((f"{name} block {blk}", time_us(run, rot, reps=100)))
+    # The same policies with out= rotated too (no L2 reuse of the output possible): what
+    # is left of a gain there is not output residency.
+    ys = [cp.full(n, cp.nan, cp.float32) for _ in range(4)]
+    for name in ("v1", "cs_plain1", "ef_plain1", "ef_el1"):
+        fn = mod.get_function(name)
+        grid = (-(-n4 // 256),)
+
+        def run_rot(fn=fn, grid=grid) -> None:
+            fn(grid, (256,), (rot.cur, ys[rot.k], np.int64(n4)))
+
+        rows.append((f"{name} block 256, out rotated", time_us(run_rot, rot, reps=100)))
+    # Back to back without a sync between calls (as a pipeline runs), events around 20.
+    for name in ("v1", "cs_plain1", "ef_plain1", "ef_el1"):
+        fn = mod.get_function(name)
+        grid = (-(-n4 // 256),)
+
+        def run20(fn=fn, grid=grid) -> None:
+            for _ in range(20):
+                rot.next()
+                fn(grid, (256,), (rot.cur, y, np.int64(n4)))
+
+        rows.append((f"{name} block 256, 20 back to back /20", time_us(run20, rot, reps=20) / 20))
+
+    def copy20() -> None:
+        for _ in range(20):
+            rot.next()
+            y.data.copy_from_device(rot.cur.data, 4 * n)
+
+    rows.append(("cuMemcpyDtoD, 20 back to back /20", time_us(copy20, rot, reps=20) / 20))
     fn = mod.get_function("persist")
     for waves in (1, 2, 4, 8):
         grid = (sms * waves * 2048 // 256,)
