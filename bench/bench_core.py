@@ -259,10 +259,23 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     exe_bd.launch(grid, block, (out, a, b))
     cp.cuda.runtime.deviceSynchronize()
     assert cp.array_equal(out, a + b), "bindings launch wrote wrong values"
-    # Core's prepared launch: geometry and scalars fixed, addresses per call.
+    # Core's prepared launch: geometry and scalars fixed, addresses per call. The default
+    # launcher runs it in C (the native module); THORK_LAUNCHER=ctypes, the Python path.
+    from thork_core._native import native_status
+
     prepared = exe.prepare(grid, block, [0, 0, 0])
+    print(f"  native launch module: {native_status()}", flush=True)
+    os.environ["THORK_LAUNCHER"] = "ctypes"
+    prepared_ct = exe.prepare(grid, block, [0, 0, 0])
+    del os.environ["THORK_LAUNCHER"]
+    assert prepared_ct.native is None  # type: ignore[attr-defined]
     ptrs = [out.data.ptr, a.data.ptr, b.data.ptr]
-    prepared_us = timed(lambda: prepared(ptrs, 0))
+    call = prepared.call
+    prepared_us = timed(lambda: call(ptrs, 0))
+    out.fill(cp.nan)
+    prepared_ct(ptrs, 0)
+    cp.cuda.runtime.deviceSynchronize()
+    assert cp.array_equal(out, a + b), "prepared ctypes launch wrote wrong values"
     out.fill(cp.nan)
     prepared(ptrs, 0)
     cp.cuda.runtime.deviceSynchronize()
@@ -280,7 +293,7 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
                  "goal": "<= 1.1x C floor"})
     rows.append({"what": "  same, THORK_LAUNCHER=bindings", "thork": bindings_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
-    rows.append({"what": "hot launch, core PreparedLaunch", "thork": prepared_us,
+    rows.append({"what": "hot launch, core PreparedLaunch (.call)", "thork": prepared_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
     prepared_bd = exe_bd.prepare(grid, block, [0, 0, 0])
     out.fill(cp.nan)
@@ -295,7 +308,8 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     variants = {
         "launch(), ctypes": lambda: exe.launch(grid, block, (out, a, b)),
         "launch(), bindings": lambda: exe_bd.launch(grid, block, (out, a, b)),
-        "prepared, ctypes": lambda: prepared(ptrs, 0),
+        "prepared .call, native": lambda: call(ptrs, 0),
+        "prepared, ctypes": lambda: prepared_ct(ptrs, 0),
         "prepared, bindings": lambda: prepared_bd(ptrs, 0),
     }
     got: dict[str, list[float]] = {name: [] for name in variants}
@@ -317,8 +331,8 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     lib_gil = ctypes.PyDLL("libcuda.so.1")
     fn_gil = lib_gil.cuLaunchKernel
     fn_gil.restype = ctypes.c_int
-    head = prepared._head  # type: ignore[attr-defined]
-    argv = prepared._argv  # type: ignore[attr-defined]
+    head = prepared_ct._head  # type: ignore[attr-defined]
+    argv = prepared_ct._argv  # type: ignore[attr-defined]
     gil_us = timed(lambda: fn_gil(*head, None, argv, None))
     version = ctypes.c_int()
     get_version = ctypes.CDLL("libcuda.so.1").cuDriverGetVersion

@@ -89,6 +89,30 @@ class Events:
         return statistics.median(times)
 
 
+    def stream_us(self, fn: Callable[[], Any], reps: int, batch: int = 20,
+                  refresh: Callable[[], Any] | None = None) -> float:
+        """Per-call device time in steady state: events around ``batch`` calls issued back
+        to back (``refresh`` before each, e.g. the next fresh input), as a pipeline over a
+        stream of frames runs; median over ``reps`` batches. One call's launch ramp and
+        the event overhead are shared by the batch instead of charged to each call."""
+        drv, check = self.drv, self.cuda.check
+        for _ in range(3):
+            fn()
+        check(drv.cuCtxSynchronize(), "sync")
+        times = []
+        for _ in range(reps):
+            check(drv.cuEventRecord(self.a, 0), "record")
+            for _ in range(batch):
+                if refresh is not None:
+                    refresh()
+                fn()
+            check(drv.cuEventRecord(self.b, 0), "record")
+            check(drv.cuEventSynchronize(self.b), "sync")
+            times.append(check(drv.cuEventElapsedTime(self.a, self.b), "elapsed") * 1e3
+                         / batch)
+        return statistics.median(times)
+
+
 def describe(pipe: Any, x: Any) -> str:
     """Which kernel ``pipe`` runs for aligned inputs like ``x``: variant, channel fold
     (C: the chain runs as 1 channel over N * C elements) and groups per thread."""
@@ -176,7 +200,7 @@ def bench_gpu(reps: int) -> None:
     pipe(x, out=out)
     assert np.allclose(out.to_host(), six_ops_numpy(host), rtol=1e-5, atol=1e-5)
     fresh = [DeviceArray.from_host(rng.standard_normal((H, W, C)).astype(np.float32))
-             for _ in range(3)]
+             for _ in range(4)]  # 100 MB: no input is still in the 60 MB L2 when read again
     k = [0]
 
     def rotate() -> None:
@@ -247,6 +271,33 @@ def bench_gpu(reps: int) -> None:
             row("6-op chain", "CuPy fuse", t_cf, "us", f"fkl speedup {t_cf / t_fkl:.1f}x")
         except Exception as exc:  # an anchor failing must not stop the run
             print(f"  CuPy fuse skipped: {type(exc).__name__}: {str(exc)[:200]}")
+
+    # -- steady state: a stream of frames, calls back to back --------------------------
+    # One call timed alone carries the kernel's launch ramp and tail and the events'
+    # own cost (a copy of 25 MB: ~18 us alone, ~13.6 us back to back in
+    # bench/diag_stream.py); a pipeline over frames pays them once per batch. Every call
+    # still reads the next fresh input.
+    print("6-op chain, steady state (20 calls back to back per timing)", flush=True)
+    batch_reps = max(reps // 4, 5)
+    s_fkl = ev.stream_us(lambda: pipe(fresh[k[0]], out=out), batch_reps, refresh=rotate)
+    s_copy = ev.stream_us(lambda: _cuda.check(
+        drv.cuMemcpyDtoDAsync(dst.ptr, fresh[k[0]].ptr, nbytes, 0), "copy"), batch_reps,
+        refresh=rotate)
+    row("steady state", "fkl fused, per frame", s_fkl, "us",
+        f"{100 * s_copy / s_fkl:.0f}% of copy")
+    row("steady state", "cuMemcpyDtoD same bytes, per frame", s_copy, "us",
+        f"{2 * nbytes / s_copy / 1e3:.0f} GB/s")
+    if torch is not None:
+        s_torch = ev.stream_us(torch_chain, batch_reps, refresh=rotate)
+        row("steady state", "torch eager (6 kernels), per frame", s_torch, "us",
+            f"fkl speedup {s_torch / s_fkl:.1f}x; goal >= 5x")
+    if cupy is not None:
+        s_cupy = ev.stream_us(cupy_chain, batch_reps, refresh=rotate)
+        row("steady state", "CuPy unfused, per frame", s_cupy, "us",
+            f"fkl speedup {s_cupy / s_fkl:.1f}x")
+    pipe(x, out=out)
+    _cuda.check(drv.cuCtxSynchronize(), "sync")
+    assert np.allclose(out.to_host(), six_ops_numpy(host), rtol=1e-5, atol=1e-5)
 
     # -- DNN preprocessing --------------------------------------------------------------
     print("DNN preprocessing, uint8 1080p HWC -> crop -> 224x224 -> normalize -> CHW",
@@ -326,12 +377,23 @@ def bench_gpu(reps: int) -> None:
     t1, t2 = tiny.reshape(1, 16), tout.reshape(1, 16)
     hot(t1, out=t2)
     assert np.allclose(tout.to_host(), (np.arange(16) * 2 + 1) * 3)
-    (entry,) = hot._hot1.values()  # the one-in, one-out hot path is the one measured
-    launch = entry.launch
-    ptrs = (t1.ptr, t2.ptr) if entry.in_first else (t2.ptr, t1.ptr)
+    (guard,) = hot._hot1.values()  # the one-in, one-out hot path is the one measured
+    plan = next(iter(hot._plans.values()))
+    prepared = plan.launcher.prepared
+    ptrs = [(t1.ptr, t2.ptr)[i] for i in plan.order]
+    call = prepared.call
+    from thork_core._native import native_status
 
-    def stub(pointers: Any, stream: int) -> None:
-        return None
+    print(f"  native launch module: {native_status()}", flush=True)
+    # The same launch on core's Python path (what runs where the native module cannot be
+    # built): THORK_LAUNCHER=ctypes at prepare time.
+    os.environ["THORK_LAUNCHER"] = "ctypes"
+    slow = plan.built.exe.prepare(prepared.grid, prepared.block,
+                                  [s.value for s in prepared.pack.slots])
+    del os.environ["THORK_LAUNCHER"]
+    slow_guard = slow.guard(type(t1), [(t1.shape, t1.dtype, t1.device),
+                                       (t2.shape, t2.dtype, t2.device)], plan.order,
+                            plan.align_mask)
 
     def per_call(fn: Callable[[], Any], n: int) -> float:
         t0 = time.perf_counter()
@@ -341,26 +403,36 @@ def bench_gpu(reps: int) -> None:
         _cuda.check(drv.cuCtxSynchronize(), "sync")
         return took
 
-    def python_only() -> None:
-        hot(t1, out=t2)
-
-    samples: dict[str, list[float]] = {"call": [], "launch": [], "python": []}
-    for _ in range(200):
-        hot(t1, out=t2)
+    variants: dict[str, Callable[[], Any]] = {
+        "call": lambda: hot(t1, out=t2),
+        "guard": lambda: guard(t1, t2, None),
+        "launch": lambda: call(ptrs, 0),
+        "py_guard": lambda: slow_guard(t1, t2, None),
+        "py_launch": lambda: slow(ptrs, 0),
+    }
+    for fn in variants.values():
+        for _ in range(200):
+            fn()
     _cuda.check(drv.cuCtxSynchronize(), "sync")
+    tout.copy_from_host(np.full(16, np.nan, np.float32))
+    slow_guard(t1, t2, None)
+    assert np.allclose(tout.to_host(), (np.arange(16) * 2 + 1) * 3)
     n = 10000
-    for _ in range(7):  # interleaved rounds: drifts of the host hit all three alike
-        samples["call"].append(per_call(lambda: hot(t1, out=t2), n))
-        samples["launch"].append(per_call(lambda: launch(ptrs, 0), n))
-        entry.launch = stub
-        samples["python"].append(per_call(python_only, n))
-        entry.launch = launch
+    samples: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(7):  # interleaved rounds: drifts of the host hit all alike
+        for name, fn in variants.items():
+            samples[name].append(per_call(fn, n))
     med = {k: statistics.median(v) for k, v in samples.items()}
+    native = getattr(prepared, "native", None) is not None
     row("hot call", "fkl pipe(x, out=y)", med["call"], "us",
         "host time per call; goal <= 5 us")
-    row("hot call", "  prepared launch alone", med["launch"], "us",
-        "ctypes cuLaunchKernel, GIL released")
-    row("hot call", "  pipe's Python alone (launch stubbed)", med["python"], "us")
+    row("hot call", "  core guard alone (checks + launch)", med["guard"], "us",
+        "C (native module)" if native else "Python (no native module)")
+    row("hot call", "  prepared launch alone (addresses only)", med["launch"], "us",
+        "C" if native else "ctypes")
+    row("hot call", "  pipe's Python around the guard", med["call"] - med["guard"], "us")
+    row("hot call", "  Python path: guard (THORK_LAUNCHER=ctypes)", med["py_guard"], "us")
+    row("hot call", "  Python path: prepared launch", med["py_launch"], "us")
     samples_alloc = []
     for _ in range(5):
         samples_alloc.append(per_call(lambda: hot(t1), n // 4))

@@ -110,3 +110,31 @@ def test_cuda_array_interface_inputs_take_the_hot_path(rng):
         pipe(wide[:, ::2], out=cp.empty(shape, cp.float32))
     with pytest.raises(fkl.ArgumentError, match="out: expected shape"):
         pipe(cp.asarray(random_array(rng, shape, np.float32)), out=cp.empty(shape, cp.float64))
+
+
+def test_hot_path_is_the_native_guard_where_core_built_it(rng):
+    """With the default launcher the hot call is one C call (core's native guard); the
+    same pipe with THORK_LAUNCHER=ctypes uses the Python guard, with the same results."""
+    import os
+
+    from thork_core._launch import ArrayGuard
+    from thork_core._native import native_module
+
+    shape = (17, 41, 3)
+    guards = {}
+    for launcher in ("native", "ctypes"):
+        os.environ["THORK_LAUNCHER"] = launcher
+        try:
+            fkl.reset_stats(clear_cache=True)  # a fresh prepare under this launcher
+            pipe = _pipe()
+            for _ in range(3):
+                x = random_array(rng, shape, np.float32)
+                out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
+                assert pipe(fkl.DeviceBuffer.from_host(x), out=out) is out
+                np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+            guards[launcher] = pipe._last1
+        finally:
+            del os.environ["THORK_LAUNCHER"]
+    assert isinstance(guards["ctypes"], ArrayGuard)
+    if native_module() is not None:
+        assert type(guards["native"]).__name__ == "Guard"

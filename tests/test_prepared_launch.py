@@ -64,3 +64,42 @@ def test_prepared_launch_checks_the_value_count(target):
     exe = axpb._executable(target)[0]
     with pytest.raises(ValueError, match="5 values expected"):
         exe.prepare((1, 1, 1), (32, 1, 1), [0, 0, 1.0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("launcher", ["native", "ctypes", "bindings"])
+def test_every_gpu_launcher_runs_the_prepared_launch(launcher, rng, monkeypatch):
+    """The native module (default), ctypes and cuda-bindings: same results, and the
+    native one really is the native module where it can be built."""
+    from thork_core import DeviceArray, _cuda, gpu_arch
+    from thork_core._native import native_module
+
+    monkeypatch.setenv("THORK_LAUNCHER", launcher)
+    n = 3000 + int(rng.integers(1, 97))
+    gpu_exe = axpb._executable("gpu")[0]
+    exe = type(gpu_exe)(axpb.artifact(gpu_arch(0)), gpu_exe.kernel)  # this launcher's
+    x = random_array(rng, n, np.float32)
+    dx, dout = DeviceArray.from_host(x), DeviceArray.from_host(poisoned(n, np.float32))
+    prepared = exe.prepare((-(-n // 128), 1, 1), (128, 1, 1), [0, 0, 0.75, -2.0, n])
+    if launcher == "native" and native_module() is not None:
+        assert prepared.native is not None and prepared.call == prepared.native.run
+    else:
+        assert prepared.native is None
+    prepared.call([dout.ptr, dx.ptr], 0)
+    _cuda.check(_cuda.driver().cuCtxSynchronize(), "sync")
+    f32 = np.float32
+    np.testing.assert_allclose(dout.to_host(), x * f32(0.75) + f32(-2.0), rtol=1e-6,
+                               atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_a_failed_native_launch_raises_launch_error(rng):
+    """A driver error inside the C call surfaces as core's LaunchError naming the kernel
+    and the geometry (here: a block larger than the device allows)."""
+    from thork_core import DeviceArray, LaunchError
+
+    exe = axpb._executable("gpu")[0]
+    prepared = exe.prepare((1, 1, 1), (2048, 1, 1), [0, 0, 1.0, 0.0, 16])
+    dx, dout = DeviceArray((16,), "float32"), DeviceArray((16,), "float32")
+    with pytest.raises(LaunchError, match="axpb"):
+        prepared.call([dout.ptr, dx.ptr], 0)

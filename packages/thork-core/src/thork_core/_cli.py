@@ -47,6 +47,12 @@ def info_text() -> str:
             lines.append(f"  cuda:{i} {_cuda.device_name(i)} sm_{major}{minor}")
     else:
         lines.append(f"  none ({why})")
+    import os
+
+    from ._native import native_status
+
+    launcher = os.environ.get("THORK_LAUNCHER", "native")
+    lines.append(f"launcher: {launcher} (THORK_LAUNCHER); native module: {native_status()}")
     cache = disk_cache()
     lines.append(f"cache: {cache.root} ({len(cache.entries())} entries, {cache.size()} bytes)")
     return "\n".join(lines)

@@ -218,10 +218,11 @@ _DEFAULT_STREAMS = (None, 0, 1, 2)
 
 class _GpuLaunch(PreparedLaunch):
     """A prepared GPU launch: every argument of the driver call but the stream is built
-    once, so a call is the pointer-slot writes and one foreign call (through ctypes or
-    cuda-bindings, as the executable's launcher)."""
+    once. A call is one C call into the native module where it could be built
+    (:mod:`thork_core._native`, the default launcher), else the pointer-slot writes and one
+    foreign call through ctypes or cuda-bindings (the executable's launcher)."""
 
-    __slots__ = ("_fn", "_head", "_argv", "_by_ctypes")
+    __slots__ = ("_fn", "_head", "_argv", "_by_ctypes", "native")
 
     def __init__(self, exe: GpuExecutable, grid: Dim3, block: Dim3, values: Sequence[Any],
                  shared_mem: int) -> None:
@@ -231,8 +232,24 @@ class _GpuLaunch(PreparedLaunch):
         self._head = (exe._function_arg, *grid, *block, shared_mem)
         self._argv = ctypes.c_void_p(self.pack.address) if self._by_ctypes \
             else self.pack.address
+        #: The native module's ``Launch`` (None: the ctypes/cuda-bindings path serves).
+        self.native: Any = None
+        mod = _native_for_launch()
+        if mod is not None:
+            self.native = mod.Launch(
+                ctypes.cast(_LIBCUDA.cuLaunchKernel, ctypes.c_void_p).value,
+                int(exe._function), grid, block, shared_mem, self.pack.address,
+                len(self.pack.slots), [ctypes.addressof(s) for s in self._pointer_slots],
+                self._on_error)
+            self.call = self.native.run
+
+    def _on_error(self, err: int) -> None:
+        self.exe._failed(err, self.grid, self.block)  # type: ignore[attr-defined]
 
     def __call__(self, pointers: Sequence[int], stream: int = 0) -> None:
+        if self.native is not None:
+            self.native.run(pointers, stream)
+            return
         for slot, ptr in zip(self._pointer_slots, pointers):
             slot.value = ptr
         if self._by_ctypes:
@@ -243,25 +260,44 @@ class _GpuLaunch(PreparedLaunch):
         if err:
             self.exe._failed(err, self.grid, self.block)  # type: ignore[attr-defined]
 
+    def _guard(self, array_type: type, specs: list[Any], order: list[int], align_mask: int,
+               to_handle: Any) -> Any:
+        if self.native is None:
+            return super()._guard(array_type, specs, order, align_mask, to_handle)
+        return self.native.guard(array_type, specs, order, align_mask, to_handle)
+
 
 _LIBCUDA: Any = None
+
+
+def _launcher_choice() -> str:
+    import os
+
+    return os.environ.get("THORK_LAUNCHER", "native").strip().lower() or "native"
+
+
+def _native_for_launch() -> Any:
+    """The native module when it is the launcher (the default) and libcuda is open."""
+    if _LIBCUDA is None or _launcher_choice() != "native":
+        return None
+    from ._native import native_module
+
+    return native_module()
 
 
 def _launcher() -> tuple[Any, bool]:
     """``cuLaunchKernel`` and whether it is the ctypes binding.
 
-    By default libcuda's ``cuLaunchKernel`` through ctypes *without* argument types: the
-    caller passes pre-converted pointers and small ints, which ctypes forwards with the
-    least work, releasing the GIL. ``THORK_LAUNCHER=bindings`` selects cuda-bindings
-    (returns a tuple). ``bench/bench_core.py`` measures both, interleaved: on the H200
-    host they were within noise of each other (the ctypes crossing itself costs ~0.2 µs;
-    the rest is the driver and the Python around it). Falls back to cuda-bindings where
-    libcuda cannot be opened by name.
+    ``THORK_LAUNCHER``: ``native`` (default) prepares launches in C
+    (:mod:`thork_core._native`) and otherwise calls libcuda's ``cuLaunchKernel`` through
+    ctypes *without* argument types, as ``ctypes`` does everywhere: the caller passes
+    pre-converted pointers and small ints, which ctypes forwards with the least work,
+    releasing the GIL. ``bindings`` selects cuda-bindings (returns a tuple).
+    ``bench/bench_core.py`` measures the three, interleaved. Falls back to cuda-bindings
+    where libcuda cannot be opened by name.
     """
-    import os
-
     global _LIBCUDA
-    if os.environ.get("THORK_LAUNCHER", "ctypes") != "bindings":
+    if _launcher_choice() != "bindings":
         try:
             if _LIBCUDA is None:
                 _LIBCUDA = ctypes.CDLL("libcuda.so.1")

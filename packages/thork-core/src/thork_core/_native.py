@@ -1,0 +1,125 @@
+"""The native launch module: ``_native_launch.c`` built for this Python on first use.
+
+A prepared launch through ctypes spends about as long in Python (slot writes, argument
+conversion, the foreign call) as the driver spends enqueueing the kernel. The C module
+does the same work (and, for device arrays, the hot-path checks) in one C call. It is
+compiled once per Python, compiler and source with the host C compiler (``$CC``, else
+``cc``) against this Python's headers, into ``<cache root>/native/<key>/``; the first
+build takes ~0.1–0.5 s. Where that cannot be done (no compiler, no ``Python.h``,
+``THORK_NATIVE=0``) :func:`native_module` returns None and the ctypes path serves,
+with the same behaviour; :func:`native_status` says which and why (``thork info``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["native_module", "native_status"]
+
+_NAME = "_thork_native"
+_LOCK = threading.Lock()
+_STATE: dict[str, object] = {}
+
+
+def _compiler() -> str | None:
+    cc = os.environ.get("CC") or "cc"
+    return shutil.which(cc.split()[0]) and cc
+
+
+def _source() -> Path:
+    return Path(__file__).with_name("_native_launch.c")
+
+
+def _key(src: bytes, cc: str, include: str) -> str:
+    h = hashlib.sha256(src)
+    for part in (sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "", cc, include):
+        h.update(b"\0" + part.encode())
+    return h.hexdigest()[:20]
+
+
+def _build(src: Path, cc: str, include: str, out: Path) -> None:
+    """Compile ``src`` to the extension ``out`` (atomically: a temp name, then rename)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.close(fd)
+    cmd = [*cc.split(), "-O2", "-shared", "-fPIC", "-fvisibility=hidden", f"-I{include}",
+           str(src), "-o", tmp]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[:1])} failed: "
+                               f"{(proc.stderr or proc.stdout).strip()[-400:]}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _load(path: Path) -> ModuleType:
+    loader = importlib.machinery.ExtensionFileLoader(_NAME, str(path))
+    spec = importlib.util.spec_from_file_location(_NAME, str(path), loader=loader)
+    assert spec is not None
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def native_module() -> ModuleType | None:
+    """The compiled module (``Launch``, ``Guard``), built on first call; None where it
+    cannot be built or loaded (the reason is in :func:`native_status`)."""
+    if "module" in _STATE:
+        return _STATE["module"]  # type: ignore[return-value]
+    with _LOCK:
+        if "module" not in _STATE:
+            _STATE["module"], _STATE["status"] = _make()
+    return _STATE["module"]  # type: ignore[return-value]
+
+
+def native_status() -> str:
+    """``built <path>`` / ``cached <path>`` / ``unavailable: <reason>`` (builds if needed)."""
+    native_module()
+    return str(_STATE["status"])
+
+
+def _make() -> tuple[ModuleType | None, str]:
+    if os.environ.get("THORK_NATIVE", "1").strip().lower() in ("0", "off", "false", "no"):
+        return None, "unavailable: THORK_NATIVE=0"
+    cc = _compiler()
+    if cc is None:
+        return None, "unavailable: no C compiler (set CC)"
+    include = sysconfig.get_paths().get("include", "")
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        return None, f"unavailable: no Python.h in {include!r} (install the Python headers)"
+    from ._cache import cache_root
+
+    src = _source()
+    try:
+        data = src.read_bytes()
+    except OSError as exc:
+        return None, f"unavailable: {exc}"
+    key = _key(data, cc, include)
+    path = Path(cache_root()) / "native" / key / f"{_NAME}{sysconfig.get_config_var('EXT_SUFFIX')}"
+    how = "cached"
+    try:
+        if not path.exists():
+            _build(src, cc, include, path)
+            how = "built"
+        return _load(path), f"{how} {path}"
+    except Exception as exc:  # any failure leaves the ctypes path in charge
+        return None, f"unavailable: {exc}"
+
+
+def _reset() -> None:
+    """Forget the loaded module (tests)."""
+    _STATE.clear()

@@ -1,0 +1,306 @@
+"""Core's native launch module (``_native_launch.c``) without a GPU: a ctypes stand-in for
+``cuLaunchKernel`` records what the C code passes, so the slot writes, the geometry, the
+stream, the error path and the guard's decisions are checked here; the GPU suite runs the
+same module against the driver. The Python guard (``ArrayGuard``, the fallback) is held to
+the same decisions."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import sysconfig
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from thork_core import DeviceArray, LaunchError, dt
+from thork_core._launch import ArrayGuard
+from thork_core._native import _reset, native_module, native_status
+
+LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
+                          ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+def _can_build() -> bool:
+    include = sysconfig.get_paths().get("include", "")
+    return bool(shutil.which("cc")) and os.path.exists(os.path.join(include, "Python.h"))
+
+
+@pytest.fixture(scope="module")
+def native():
+    mod = native_module()
+    if _can_build():  # CI and the GPU machine have a compiler and headers: it must build
+        assert mod is not None, native_status()
+    else:
+        assert mod is None and native_status().startswith("unavailable: ")
+        pytest.skip(native_status())
+    return mod
+
+
+class Recorder:
+    """A fake cuLaunchKernel over an argument pack of 2 pointer slots and a float and an
+    int scalar (slot order: ptr, float, ptr, int)."""
+
+    def __init__(self, result: int = 0) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.result = result
+        self.slots = [ctypes.c_void_p(), ctypes.c_float(2.5), ctypes.c_void_p(),
+                      ctypes.c_int32(-7)]
+        self.argv = (ctypes.c_void_p * 4)(*[ctypes.addressof(s) for s in self.slots])
+        self.fn = LAUNCH(self._launch)
+
+    def _launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        def read(i: int, ctype: Any) -> Any:
+            return ctypes.cast(params[i], ctypes.POINTER(ctype))[0]
+
+        self.calls.append({
+            "function": function, "grid": (gx, gy, gz), "block": (bx, by, bz),
+            "shared": shared, "stream": stream or 0, "extra": extra,
+            "pointers": (read(0, ctypes.c_uint64), read(2, ctypes.c_uint64)),
+            "scalars": (read(1, ctypes.c_float), read(3, ctypes.c_int32)),
+            "thread": threading.get_ident(),
+        })
+        return self.result
+
+    def launch(self, native: Any, on_error: Any = None) -> Any:
+        errors: list[int] = []
+        return native.Launch(
+            ctypes.cast(self.fn, ctypes.c_void_p).value, 0xF00D, (5, 3, 1), (128, 2, 1), 96,
+            ctypes.addressof(self.argv), 4, [ctypes.addressof(self.slots[0]),
+                                             ctypes.addressof(self.slots[2])],
+            on_error or errors.append)
+
+
+def test_status_names_what_happened(native):
+    status = native_status()
+    assert status.split()[0] in ("built", "cached")
+    assert status.split(maxsplit=1)[1].endswith(sysconfig.get_config_var("EXT_SUFFIX"))
+
+
+def test_run_writes_the_pointer_slots_and_passes_the_launch(native, rng):
+    rec = Recorder()
+    launch = rec.launch(native)
+    for _ in range(3):
+        a, b = (int(v) for v in rng.integers(1, 2**63, size=2, dtype=np.int64))
+        stream = int(rng.integers(1, 2**40))
+        assert launch.run([a, b], stream) is None
+        call = rec.calls[-1]
+        assert call["pointers"] == (a, b) and call["stream"] == stream
+        assert call["scalars"] == (2.5, -7)  # the prepared scalars
+        # The shared pack is never written (a call launches from its own copy), so two
+        # threads can share one Launch.
+        assert rec.slots[0].value is None and rec.slots[2].value is None
+        assert call["function"] == 0xF00D and call["extra"] is None
+        assert call["grid"] == (5, 3, 1) and call["block"] == (128, 2, 1)
+        assert call["shared"] == 96
+    launch.run((1, 2**64 - 1))  # tuples too; stream defaults to the legacy stream
+    assert rec.calls[-1]["pointers"] == (1, 2**64 - 1) and rec.calls[-1]["stream"] == 0
+
+
+def test_run_rejects_bad_arguments_before_launching(native):
+    rec = Recorder()
+    launch = rec.launch(native)
+    with pytest.raises(ValueError, match="pointers: 2 addresses expected, got 3"):
+        launch.run([1, 2, 3], 0)
+    with pytest.raises(TypeError, match="pointers must be a sequence"):
+        launch.run(5, 0)
+    with pytest.raises(OverflowError):
+        launch.run([-1, 2], 0)
+    with pytest.raises(TypeError, match=r"run\(pointers, stream=0\)"):
+        launch.run()
+    assert rec.calls == []
+
+
+def test_construction_checks_geometry_and_addresses(native):
+    rec = Recorder()
+    fn = ctypes.cast(rec.fn, ctypes.c_void_p).value
+    argv = ctypes.addressof(rec.argv)
+    with pytest.raises(ValueError, match="grid: dimensions must be 1..2"):
+        native.Launch(fn, 1, (0, 1, 1), (1, 1, 1), 0, argv, 4, [], print)
+    with pytest.raises(ValueError, match="block: expected 3 dimensions"):
+        native.Launch(fn, 1, (1, 1, 1), (1, 1), 0, argv, 4, [], print)
+    with pytest.raises(ValueError, match="fn: a non-null function address"):
+        native.Launch(0, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [], print)
+    with pytest.raises(TypeError, match="on_error must be callable"):
+        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [], None)
+    with pytest.raises(ValueError, match="at most 32 pointer parameters"):
+        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [8] * 33, print)
+    with pytest.raises(ValueError, match="nparams: 0..128 parameters with a non-null argv"):
+        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, 0, 4, [], print)
+    with pytest.raises(ValueError, match="slots: entry 1 is not one of argv's entries"):
+        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4,
+                      [ctypes.addressof(rec.slots[0]), ctypes.addressof(rec.slots[0]) + 8],
+                      print)
+
+
+def test_a_driver_error_goes_to_on_error(native):
+    rec = Recorder(result=701)  # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+
+    def on_error(err: int) -> None:
+        raise LaunchError(f"cuLaunchKernel failed with {err}")
+
+    launch = rec.launch(native, on_error)
+    with pytest.raises(LaunchError, match="failed with 701"):
+        launch.run([16, 32], 0)
+    assert len(rec.calls) == 1
+
+
+# -- the guard: native and Python, one behaviour -------------------------------------------
+
+SHAPE_IN, SHAPE_OUT = (7, 33, 3), (3, 7, 33)
+F32, U8 = dt.float32, dt.uint8  # DeviceArray.dtype holds core's interned DType
+
+
+class PyLaunch:
+    """What ArrayGuard needs of a PreparedLaunch: ``call(pointers, stream)``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple[int, ...], int]] = []
+
+    def call(self, pointers: Any, stream: int) -> None:
+        self.calls.append((tuple(pointers), stream))
+
+
+class Stream:
+    """A stream object of the kind CuPy has (``.ptr``)."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+def _to_handle(stream: Any) -> int:
+    from thork_core._cuda import stream_handle
+
+    return stream_handle(stream)
+
+
+def _guards(native):
+    """(guard, calls) for the native and the Python implementation, same configuration:
+    a uint8 input and a float32 output, kernel slots (out, in), 16-byte alignment."""
+    specs = [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)]
+    rec = Recorder()
+    native_guard = rec.launch(native).guard(DeviceArray, specs, [1, 0], 15, _to_handle)
+    py = PyLaunch()
+    py_guard = ArrayGuard(py, DeviceArray, specs, [1, 0], 15, _to_handle)  # type: ignore
+    return [
+        (native_guard, lambda: [(c["pointers"], c["stream"]) for c in rec.calls]),
+        (py_guard, lambda: py.calls),
+    ]
+
+
+def _arr(ptr: int, shape: Any = SHAPE_IN, dtype: Any = U8, device: int = 0,
+         stream: int = 0) -> DeviceArray:
+    return DeviceArray.wrap(ptr, shape, dtype, device=device, stream=stream)
+
+
+CASES = [  # (name, x, out, stream, launched with (pointers, stream) or None)
+    ("the prepared kind", _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32), None,
+     ((0x2000, 0x1000), 0)),
+    ("an int stream", _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32), 77, ((0x2000, 0x1000), 77)),
+    ("a stream object", _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32), Stream(99),
+     ((0x2000, 0x1000), 99)),
+    ("input produced on the launch stream", _arr(0x1000, stream=77),
+     _arr(0x2000, SHAPE_OUT, F32), 77, ((0x2000, 0x1000), 77)),
+    ("input produced on another stream", _arr(0x1000, stream=5),
+     _arr(0x2000, SHAPE_OUT, F32), 77, None),
+    ("output produced on another stream", _arr(0x1000),
+     _arr(0x2000, SHAPE_OUT, F32, stream=5), None, None),
+    ("out is None", _arr(0x1000), None, None, None),
+    ("out is a NumPy array", _arr(0x1000), np.zeros(SHAPE_OUT, np.float32), None, None),
+    ("wrong output shape", _arr(0x1000), _arr(0x2000, (3, 7, 32), F32), None, None),
+    ("wrong output dtype", _arr(0x1000), _arr(0x2000, SHAPE_OUT, dt.float64), None, None),
+    ("wrong input shape", _arr(0x1000, (7, 33, 4)), _arr(0x2000, SHAPE_OUT, F32), None, None),
+    ("input on another device", _arr(0x1000, device=1), _arr(0x2000, SHAPE_OUT, F32), None,
+     None),
+    ("output on another device", _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32, device=1), None,
+     None),
+    ("misaligned input", _arr(0x1004), _arr(0x2000, SHAPE_OUT, F32), None, None),
+    ("misaligned output", _arr(0x1000), _arr(0x2008, SHAPE_OUT, F32), None, None),
+]
+
+
+@pytest.mark.parametrize("which", ["native", "python"])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_guard_decisions(native, which, case):
+    _, x, out, stream, launched = case
+    guard, calls = _guards(native)[0 if which == "native" else 1]
+    result = guard(x, out, stream)
+    assert result is (launched is not None)
+    assert calls() == ([launched] if launched else [])
+
+
+@pytest.mark.parametrize("which", ["native", "python"])
+def test_guard_errors(native, which):
+    guard, calls = _guards(native)[0 if which == "native" else 1]
+    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+    with pytest.raises(TypeError, match="2 arrays and a stream expected"):
+        guard(x, out)
+    with pytest.raises(TypeError, match="stream must be None, an int handle"):
+        guard(x, out, object())
+    assert calls() == []
+
+
+def test_guard_checks_its_configuration(native):
+    launch = Recorder().launch(native)
+    with pytest.raises(ValueError, match="order: 2 entries expected"):
+        launch.guard(DeviceArray, [(SHAPE_IN, U8, 0)], [0], 0, _to_handle)
+    with pytest.raises(ValueError, match="order: index 2 outside 0..1"):
+        launch.guard(DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [0, 2], 0,
+                     _to_handle)
+    with pytest.raises(TypeError, match="array_type must be a type"):
+        launch.guard("DeviceArray", [(SHAPE_IN, U8, 0)], [0, 0], 0, _to_handle)
+
+
+def test_disabled_by_environment(monkeypatch):
+    monkeypatch.setenv("THORK_NATIVE", "0")
+    _reset()
+    try:
+        assert native_module() is None
+        assert native_status() == "unavailable: THORK_NATIVE=0"
+    finally:
+        monkeypatch.delenv("THORK_NATIVE")
+        _reset()
+
+
+def test_a_broken_compiler_falls_back_with_the_reason(monkeypatch, tmp_path):
+    monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path))  # nothing cached there
+    monkeypatch.setenv("CC", "false")  # exists, always fails
+    _reset()
+    try:
+        assert native_module() is None
+        assert native_status().startswith("unavailable: false failed")
+    finally:
+        monkeypatch.delenv("CC")
+        _reset()
+    assert not any(p.suffix == ".so" for p in tmp_path.rglob("*"))  # no half-written file
+
+
+def test_threads_sharing_one_launch_keep_their_own_pointers(native):
+    """Each call launches with its own addresses even while other threads call the same
+    Launch (the GIL is released around the driver call)."""
+    import sys
+
+    rec = Recorder()
+    launch = rec.launch(native)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        def work(i: int) -> None:
+            for _ in range(2000):
+                launch.run([0x1000 * (i + 1), 0x10 * (i + 1)], 0)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert len(rec.calls) == 8000
+    seen: dict[int, set[tuple[int, int]]] = {}
+    for call in rec.calls:
+        seen.setdefault(call["thread"], set()).add(call["pointers"])
+    assert sorted(map(sorted, seen.values())) == [[(0x1000 * (i + 1), 0x10 * (i + 1))]
+                                                  for i in range(4)]
