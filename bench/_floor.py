@@ -91,7 +91,8 @@ def _parse(stdout: str) -> dict[str, float]:
 
 
 def measure_launch_floor(
-    cubin_path: str, kernel_name: str, n: int = 1024, rounds: int = 20
+    cubin_path: str, kernel_name: str, n: int = 1024, rounds: int = 20,
+    launches: int = 10000,
 ) -> dict[str, float]:
     """Measure the per-launch host cost of ``cuLaunchKernel`` from C.
 
@@ -100,7 +101,10 @@ def measure_launch_floor(
         kernel_name: Name of a kernel taking ``(float* out, const float* a,
             const float* b)``; it is launched with grid ``n // 128``, block 128.
         n: Floats per device buffer; must be a positive multiple of 128.
-        rounds: Timed rounds of 10000 back-to-back launches each.
+        rounds: Timed rounds of ``launches`` back-to-back launches each.
+        launches: Launches per round: 10000 (sustained: once the driver's queue
+            is full the figure follows the GPU), or a few hundred (a burst below
+            the queue depth: host cost alone).
 
     Returns:
         ``{"enqueue_us": ..., "with_sync_us": ...}``: the median over rounds
@@ -112,7 +116,7 @@ def measure_launch_floor(
             carries its stderr), or its output lacks the expected lines.
     """
     exe = _build()
-    cmd = [str(exe), os.fspath(cubin_path), kernel_name, str(n), str(rounds)]
+    cmd = [str(exe), os.fspath(cubin_path), kernel_name, str(n), str(rounds), str(launches)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:

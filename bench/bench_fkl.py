@@ -403,6 +403,7 @@ def bench_gpu(reps: int) -> None:
         _cuda.check(drv.cuCtxSynchronize(), "sync")
         return took
 
+    python_call = type(hot)._call_python  # the Python entry the C dispatcher stands for
     variants: dict[str, Callable[[], Any]] = {
         "call": lambda: hot(t1, out=t2),
         "guard": lambda: guard(t1, t2, None),
@@ -417,26 +418,69 @@ def bench_gpu(reps: int) -> None:
     tout.copy_from_host(np.full(16, np.nan, np.float32))
     slow_guard(t1, t2, None)
     assert np.allclose(tout.to_host(), (np.arange(16) * 2 + 1) * 3)
+    variants["python_pipe"] = lambda: python_call(hot, t1, out=t2)
     n = 10000
     samples: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(7):  # interleaved rounds: drifts of the host hit all alike
         for name, fn in variants.items():
             samples[name].append(per_call(fn, n))
     med = {k: statistics.median(v) for k, v in samples.items()}
+    # Bursts of 200 calls from an idle GPU: the driver's queue never fills, so this is
+    # the host's cost per call alone (10000 back to back can end up waiting on the GPU).
+    burst_k = 200
+    bursts: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(51):
+        for name, fn in variants.items():
+            _cuda.check(drv.cuCtxSynchronize(), "sync")
+            t0 = time.perf_counter()
+            for _ in range(burst_k):
+                fn()
+            bursts[name].append((time.perf_counter() - t0) / burst_k * 1e6)
+    _cuda.check(drv.cuCtxSynchronize(), "sync")
+    bmed = {k: statistics.median(v) for k, v in bursts.items()}
+    floor = launch_floor()
     native = getattr(prepared, "native", None) is not None
-    row("hot call", "fkl pipe(x, out=y)", med["call"], "us",
-        "host time per call; goal <= 5 us")
-    row("hot call", "  core guard alone (checks + launch)", med["guard"], "us",
-        "C (native module)" if native else "Python (no native module)")
-    row("hot call", "  prepared launch alone (addresses only)", med["launch"], "us",
-        "C" if native else "ctypes")
-    row("hot call", "  pipe's Python around the guard", med["call"] - med["guard"], "us")
-    row("hot call", "  Python path: guard (THORK_LAUNCHER=ctypes)", med["py_guard"], "us")
-    row("hot call", "  Python path: prepared launch", med["py_launch"], "us")
+    dispatched = type(type(hot).__dict__["__call__"]).__name__ == "Dispatch"
+    for label, m, fl in (("10000 back to back", med, floor.get("sustained")),
+                         (f"bursts of {burst_k}", bmed, floor.get("burst"))):
+        ref = f"; C floor {fl:.2f} us" if fl else ""
+        row("hot call", f"fkl pipe(x, out=y), {label}", m["call"], "us",
+            f"host time per call; goal <= 5 us{ref}")
+        row("hot call", "  core guard alone (checks + launch)", m["guard"], "us",
+            "C (native module)" if native else "Python (no native module)")
+        row("hot call", "  prepared launch alone (addresses only)", m["launch"], "us",
+            "C" if native else "ctypes")
+        row("hot call", "  pipe's Python entry (no C dispatcher)", m["python_pipe"], "us",
+            "C dispatcher installed" if dispatched else "no dispatcher")
+        row("hot call", "  Python path: guard (THORK_LAUNCHER=ctypes)", m["py_guard"], "us")
+        row("hot call", "  Python path: prepared launch", m["py_launch"], "us")
+        if fl:
+            row("hot call", "  C floor: cuLaunchKernel from C", fl, "us", "bench/launch_floor.c")
     samples_alloc = []
     for _ in range(5):
         samples_alloc.append(per_call(lambda: hot(t1), n // 4))
     row("hot call", "fkl pipe(x) allocating out", statistics.median(samples_alloc), "us")
+
+
+def launch_floor() -> dict[str, float]:
+    """``cuLaunchKernel`` from C (bench/launch_floor.c) on a 3-pointer kernel: 10000 launches
+    back to back (``sustained``) and bursts of 200 from an idle GPU (``burst``)."""
+    try:
+        from _floor import measure_launch_floor
+        from seedkernel import matrix_add
+        from thork_core import gpu_arch
+
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(matrix_add.artifact(gpu_arch(0)).data)
+        return {
+            "sustained": measure_launch_floor(f.name, "matrix_add", n=1024, rounds=21)[
+                "enqueue_us"],
+            "burst": measure_launch_floor(f.name, "matrix_add", n=1024, rounds=201,
+                                          launches=200)["enqueue_us"],
+        }
+    except Exception as exc:  # no C compiler: the rows say so
+        print(f"  C floor skipped: {type(exc).__name__}: {exc}")
+        return {}
 
 
 def bench_compile() -> None:

@@ -5,7 +5,7 @@
  * a launch can be when issued straight from C through the driver API.
  *
  * Build:  cc -O2 -o launch_floor bench/launch_floor.c -ldl
- * Usage:  launch_floor IMAGE KERNEL [N=1024] [ROUNDS=20]
+ * Usage:  launch_floor IMAGE KERNEL [N=1024] [ROUNDS=20] [K=10000]
  *
  *   IMAGE   path to a cubin or PTX file (loaded with cuModuleLoadData)
  *   KERNEL  name of a kernel with signature
@@ -13,7 +13,9 @@
  *   N       floats per buffer; must be a positive multiple of 128, because
  *           the launch is grid N/128 x block 128 and the kernel is expected
  *           to have no bounds check
- *   ROUNDS  number of timed rounds of K=10000 launches each
+ *   ROUNDS  number of timed rounds of K launches each
+ *   K       launches per round (default 10000; a few hundred stay below the
+ *           driver's launch queue depth, so the enqueue figure is host cost alone)
  *
  * Output (stdout, one key=value per line, per-launch microseconds, median
  * over rounds):
@@ -195,13 +197,14 @@ static void load_driver(void)
 static void usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s IMAGE KERNEL [N=1024] [ROUNDS=20]\n"
+            "usage: %s IMAGE KERNEL [N=1024] [ROUNDS=20] [K=%d]\n"
             "  IMAGE   cubin or PTX file\n"
             "  KERNEL  kernel taking (float *out, const float *a, "
             "const float *b)\n"
             "  N       floats per buffer, positive multiple of %u\n"
-            "  ROUNDS  timed rounds of %d launches\n",
-            argv0, BLOCK, LAUNCHES_PER_ROUND);
+            "  ROUNDS  timed rounds of K launches\n"
+            "  K       launches per round\n",
+            argv0, LAUNCHES_PER_ROUND, BLOCK);
     exit(EXIT_USAGE);
 }
 
@@ -280,12 +283,13 @@ static double median(double *v, size_t n)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 5)
+    if (argc < 3 || argc > 6)
         usage(argv[0]);
     const char *image_path = argv[1];
     const char *kernel_name = argv[2];
     long n = argc > 3 ? parse_positive(argv[3], "N") : 1024;
     long rounds = argc > 4 ? parse_positive(argv[4], "ROUNDS") : 20;
+    long k = argc > 5 ? parse_positive(argv[5], "K") : LAUNCHES_PER_ROUND;
     if (n % BLOCK != 0) {
         fprintf(stderr, "launch_floor: N must be a multiple of %u, got %ld\n",
                 BLOCK, n);
@@ -343,14 +347,14 @@ int main(int argc, char **argv)
      */
     for (long r = 0; r < rounds; r++) {
         double t0 = now_s();
-        for (int i = 0; i < LAUNCHES_PER_ROUND; i++)
+        for (long i = 0; i < k; i++)
             CHECK(cu.LaunchKernel(fn, grid, 1, 1, BLOCK, 1, 1, 0, stream,
                                   params, NULL));
         double t1 = now_s();
         CHECK(cu.CtxSynchronize());
         double t2 = now_s();
-        enq[r] = (t1 - t0) * 1e6 / LAUNCHES_PER_ROUND;
-        with_sync[r] = (t2 - t0) * 1e6 / LAUNCHES_PER_ROUND;
+        enq[r] = (t1 - t0) * 1e6 / (double)k;
+        with_sync[r] = (t2 - t0) * 1e6 / (double)k;
     }
 
     printf("launch_floor_us_enqueue=%.6f\n", median(enq, (size_t)rounds));

@@ -138,3 +138,32 @@ def test_hot_path_is_the_native_guard_where_core_built_it(rng):
     assert isinstance(guards["ctypes"], ArrayGuard)
     if native_module() is not None:
         assert type(guards["native"]).__name__ == "Guard"
+        # ... and pipe(x, out=y) is core's C dispatcher, which fell back to the Python
+        # entry for the ctypes pipe above (its results were checked).
+        assert type(type(pipe).__dict__["__call__"]).__name__ == "Dispatch"
+
+
+def test_dispatcher_keeps_errors_and_other_calls(rng):
+    """Through the C dispatcher: a wrong out= still gets the Python path's clear error,
+    host inputs still come back as NumPy, a second pipe with its own kind still runs."""
+    shape = (13, 37, 3)
+    pipe = _pipe()
+    x = random_array(rng, shape, np.float32)
+    dx = fkl.DeviceBuffer.from_host(x)
+    for _ in range(2):
+        out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
+        assert pipe(dx, out=out) is out
+    np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+    with pytest.raises(fkl.ArgumentError, match="out: expected shape"):
+        pipe(dx, out=fkl.DeviceBuffer((13, 36, 3), "float32"))
+    np.testing.assert_allclose(pipe(x), _ref(x), rtol=1e-6, atol=1e-6)  # NumPy in, out
+    other = fkl.compose(fkl.TensorRead(), fkl.Mul(-2.0), fkl.TensorWrite(), target="gpu")
+    y = random_array(rng, (9, 11, 3), np.float32)
+    dy = fkl.DeviceBuffer.from_host(y)
+    for _ in range(2):
+        oy = fkl.DeviceBuffer.from_host(poisoned((9, 11, 3), np.float32))
+        assert other(dy, out=oy) is oy
+        assert pipe(dx, out=out) is out
+    _sync()
+    np.testing.assert_allclose(oy.to_host(), y * np.float32(-2.0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)

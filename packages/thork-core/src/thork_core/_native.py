@@ -87,7 +87,8 @@ def native_module() -> ModuleType | None:
 
 
 def native_status() -> str:
-    """``built <path>`` / ``cached <path>`` / ``unavailable: <reason>`` (builds if needed)."""
+    """``ready <path>`` or ``unavailable: <reason>`` (builds if needed; the same text
+    whether this process built it or found it cached)."""
     native_module()
     return str(_STATE["status"])
 
@@ -110,12 +111,10 @@ def _make() -> tuple[ModuleType | None, str]:
         return None, f"unavailable: {exc}"
     key = _key(data, cc, include)
     path = Path(cache_root()) / "native" / key / f"{_NAME}{sysconfig.get_config_var('EXT_SUFFIX')}"
-    how = "cached"
     try:
         if not path.exists():
             _build(src, cc, include, path)
-            how = "built"
-        return _load(path), f"{how} {path}"
+        return _load(path), f"ready {path}"
     except Exception as exc:  # any failure leaves the ctypes path in charge
         return None, f"unavailable: {exc}"
 
