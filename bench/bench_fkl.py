@@ -403,7 +403,6 @@ def bench_gpu(reps: int) -> None:
         _cuda.check(drv.cuCtxSynchronize(), "sync")
         return took
 
-    python_call = type(hot)._call_python  # the Python entry the C dispatcher stands for
     variants: dict[str, Callable[[], Any]] = {
         "call": lambda: hot(t1, out=t2),
         "guard": lambda: guard(t1, t2, None),
@@ -418,7 +417,6 @@ def bench_gpu(reps: int) -> None:
     tout.copy_from_host(np.full(16, np.nan, np.float32))
     slow_guard(t1, t2, None)
     assert np.allclose(tout.to_host(), (np.arange(16) * 2 + 1) * 3)
-    variants["python_pipe"] = lambda: python_call(hot, t1, out=t2)
     n = 10000
     samples: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(7):  # interleaved rounds: drifts of the host hit all alike
@@ -440,7 +438,6 @@ def bench_gpu(reps: int) -> None:
     bmed = {k: statistics.median(v) for k, v in bursts.items()}
     floor = launch_floor()
     native = getattr(prepared, "native", None) is not None
-    dispatched = type(type(hot).__dict__["__call__"]).__name__ == "Dispatch"
     for label, m, fl in (("10000 back to back", med, floor.get("sustained")),
                          (f"bursts of {burst_k}", bmed, floor.get("burst"))):
         ref = f"; C floor {fl:.2f} us" if fl else ""
@@ -450,8 +447,6 @@ def bench_gpu(reps: int) -> None:
             "C (native module)" if native else "Python (no native module)")
         row("hot call", "  prepared launch alone (addresses only)", m["launch"], "us",
             "C" if native else "ctypes")
-        row("hot call", "  pipe's Python entry (no C dispatcher)", m["python_pipe"], "us",
-            "C dispatcher installed" if dispatched else "no dispatcher")
         row("hot call", "  Python path: guard (THORK_LAUNCHER=ctypes)", m["py_guard"], "us")
         row("hot call", "  Python path: prepared launch", m["py_launch"], "us")
         if fl:
@@ -462,13 +457,43 @@ def bench_gpu(reps: int) -> None:
     row("hot call", "fkl pipe(x) allocating out", statistics.median(samples_alloc), "us")
 
 
+# The C floor's kernel (out, a, b), as bench_core's: a module of its own so that its
+# annotations are real objects (this file's are strings).
+FLOOR_KERNEL = """
+import thork as tk
+
+
+@tk.jit
+def matrix_add(
+    out: tk.DevicePointer[tk.dt.float32],
+    A: tk.DevicePointer[tk.dt.float32],
+    B: tk.DevicePointer[tk.dt.float32],
+    bid: tk.Uint[tk.BlockIdx],
+    tid: tk.Uint[tk.ThreadIdx],
+    bdm: tk.Uint[tk.BlockDim],
+):
+    i = bid * bdm + tid
+    out[i] = A[i] + B[i]
+"""
+
+
 def launch_floor() -> dict[str, float]:
     """``cuLaunchKernel`` from C (bench/launch_floor.c) on a 3-pointer kernel: 10000 launches
     back to back (``sustained``) and bursts of 200 from an idle GPU (``burst``)."""
     try:
+        import importlib.util
+
         from _floor import measure_launch_floor
-        from seedkernel import matrix_add
         from thork_core import gpu_arch
+
+        path = os.path.join(tempfile.mkdtemp(prefix="thork-floor-"), "floor_kernel.py")
+        with open(path, "w") as src:
+            src.write(FLOOR_KERNEL)
+        spec = importlib.util.spec_from_file_location("floor_kernel", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        matrix_add = module.matrix_add
 
         with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
             f.write(matrix_add.artifact(gpu_arch(0)).data)

@@ -419,10 +419,6 @@ class Pipe:
         launcher.launch(_order(plan, ptrs), handle)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    #: The Python entry, also what core's native dispatcher falls back to (see
-    #: :func:`_native_dispatch`).
-    _call_python = __call__
-
     @staticmethod
     def _on_device(plan: _Plan) -> bool:
         return plan.device
@@ -479,7 +475,6 @@ class Pipe:
                         plan.order, plan.align_mask, _stream)
                     self._hot1[(type(x), x.shape, x.dtype, x.device)] = guard
                     self._last1 = guard
-                    _native_dispatch(guard)
         else:
             args = list(run.args)
             for pos, role, idx in run.pointer_slots:
@@ -557,23 +552,6 @@ def _allocate(plan: _Plan, on_device: bool, inputs: tuple[Any, ...], handle: int
         dev = _device_of(inputs[0]) if inputs else 0
         return [DeviceArray(shape, d, device=dev, stream=handle) for shape, d in plan.outs]
     return [_host_empty(shape, d) for shape, d in plan.outs]
-
-
-def _native_dispatch(guard: Any) -> None:
-    """Once core hands out a native guard, ``Pipe.__call__`` becomes core's C dispatcher:
-    ``pipe(x, out=y[, stream=s])`` then runs the pipe's last guard without entering Python
-    (one C call from the call site to ``cuLaunchKernel``); every other call, and every
-    call the guard declines, goes to the Python :meth:`Pipe.__call__` unchanged. Both
-    paths check and launch the same way (core's guard). ``THORK_LAUNCHER=ctypes`` (no
-    native guards) never installs it."""
-    if type(guard).__name__ != "Guard" or Pipe.__dict__["__call__"] is not Pipe._call_python:
-        return
-    from thork_core._native import native_module
-
-    mod = native_module()
-    if mod is not None and type(guard) is mod.Guard:
-        Pipe.__call__ = mod.Dispatch(  # type: ignore[method-assign]
-            "_last1", "_call_python", Pipe._call_python)
 
 
 def _order(plan: _Plan, ptrs: list[int]) -> list[int]:

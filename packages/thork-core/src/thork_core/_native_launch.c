@@ -29,10 +29,6 @@
  *     stream: None (0), an int handle, or anything `to_handle` turns into one.
  *     Slot k of the kernel receives arrays[order[k]].
  *
- * Dispatch(attr, fallback, wrapped=None): set as a class's __call__, serves obj(x, out=o) and
- *     obj(x, out=o, stream=s) from the two-array Guard in obj.<attr> when it takes the
- *     call (returns o); every other call goes to obj.<fallback>(*args, **kwargs).
- *
  * The GIL is released around fn, as CuPy's launcher does: a launch can block on a full
  * queue, and a stream callback waiting for the GIL must not deadlock against it.
  */
@@ -50,7 +46,7 @@ typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
 #define MAX_SLOTS 32
 #define MAX_PARAMS 128
 
-static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream, *s_out, *s_stream_kw;
+static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream;
 
 /* An attribute of the guarded array type: read straight from its __slots__ offset when the
  * type's attribute is a slot (exact type is checked before any read), else by getattr. */
@@ -475,167 +471,23 @@ static PyTypeObject GuardType = {
     .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),
 };
 
-/* ---- Dispatch -------------------------------------------------------------------- */
-
-/* Dispatch(attr, fallback, wrapped=None): a method (set on a class as __call__) that serves
- * obj(x, out=..., stream=...) from the Guard in obj.<attr> when that guard takes the
- * call, and otherwise calls obj.<fallback>(*args, **kwargs) with the call unchanged.
- * `wrapped` (the Python method it stands for) gives __doc__ and __wrapped__, so help() and
- * inspect.signature() show that method. */
-typedef struct {
-    PyObject_HEAD
-    PyObject *attr;
-    PyObject *fallback;
-    PyObject *wrapped;
-    vectorcallfunc vectorcall;
-} DispatchObject;
-
-static PyObject *dispatch_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
-                                     PyObject *kwnames) {
-    DispatchObject *d = (DispatchObject *)self;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "Dispatch: called without the instance");
-        return NULL;
-    }
-    PyObject *inst = args[0];
-    if (nargs == 2) {
-        PyObject *out = Py_None, *stream = Py_None;
-        int plain = 1;
-        Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-        for (Py_ssize_t k = 0; k < nkw; k++) {
-            PyObject *name = PyTuple_GET_ITEM(kwnames, k);
-            if (name == s_out || PyUnicode_Compare(name, s_out) == 0) {
-                out = args[nargs + k];
-            } else if (name == s_stream_kw || PyUnicode_Compare(name, s_stream_kw) == 0) {
-                stream = args[nargs + k];
-            } else {
-                plain = 0;
-            }
-        }
-        if (PyErr_Occurred()) return NULL;
-        if (plain && out != Py_None) {
-            PyObject *g = PyObject_GetAttr(inst, d->attr);
-            if (!g) return NULL;
-            if (Py_TYPE(g) == &GuardType && ((GuardObject *)g)->n == 2) {
-                PyObject *gargs[3] = {args[1], out, stream};
-                PyObject *r = guard_call((GuardObject *)g, gargs, 3, NULL);
-                Py_DECREF(g);
-                if (!r) return NULL;
-                if (r == Py_True) {
-                    Py_DECREF(r);
-                    Py_INCREF(out);
-                    return out;
-                }
-                Py_DECREF(r);
-            } else {
-                Py_DECREF(g);
-            }
-        }
-    }
-    PyObject *m = PyObject_GetAttr(inst, d->fallback);
-    if (!m) return NULL;
-    PyObject *r = PyObject_Vectorcall(m, args + 1, (size_t)(nargs - 1), kwnames);
-    Py_DECREF(m);
-    return r;
-}
-
-static PyObject *dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *attr, *fallback, *wrapped = Py_None;
-    static char *names[] = {"attr", "fallback", "wrapped", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "UU|O", names, &attr, &fallback, &wrapped))
-        return NULL;
-    DispatchObject *d = (DispatchObject *)type->tp_alloc(type, 0);
-    if (!d) return NULL;
-    Py_INCREF(attr);
-    PyUnicode_InternInPlace(&attr);
-    Py_INCREF(fallback);
-    PyUnicode_InternInPlace(&fallback);
-    Py_INCREF(wrapped);
-    d->attr = attr;
-    d->fallback = fallback;
-    d->wrapped = wrapped;
-    d->vectorcall = dispatch_vectorcall;
-    return (PyObject *)d;
-}
-
-static void dispatch_dealloc(DispatchObject *d) {
-    Py_XDECREF(d->attr);
-    Py_XDECREF(d->fallback);
-    Py_XDECREF(d->wrapped);
-    Py_TYPE(d)->tp_free((PyObject *)d);
-}
-
-static PyObject *dispatch_get(PyObject *self, PyObject *obj, PyObject *type) {
-    if (obj == NULL || obj == Py_None) {
-        Py_INCREF(self);
-        return self;
-    }
-    return PyMethod_New(self, obj);
-}
-
-static PyObject *dispatch_doc(DispatchObject *d, void *closure) {
-    if (d->wrapped == Py_None) Py_RETURN_NONE;
-    return PyObject_GetAttrString(d->wrapped, "__doc__");
-}
-
-static PyObject *dispatch_wrapped(DispatchObject *d, void *closure) {
-    if (d->wrapped == Py_None) {
-        PyErr_SetString(PyExc_AttributeError, "__wrapped__");
-        return NULL;
-    }
-    Py_INCREF(d->wrapped);
-    return d->wrapped;
-}
-
-static PyGetSetDef dispatch_getset[] = {
-    {"__doc__", (getter)dispatch_doc, NULL, NULL, NULL},
-    {"__wrapped__", (getter)dispatch_wrapped, NULL, NULL, NULL},
-    {NULL, NULL, NULL, NULL, NULL}};
-
-static PyMemberDef dispatch_members[] = {
-    {"attr", T_OBJECT, offsetof(DispatchObject, attr), READONLY, "the guard's attribute"},
-    {"fallback", T_OBJECT, offsetof(DispatchObject, fallback), READONLY,
-     "the method called when the guard does not take the call"},
-    {NULL, 0, 0, 0, NULL}};
-
-static PyTypeObject DispatchType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_thork_native.Dispatch",
-    .tp_basicsize = sizeof(DispatchObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_new = dispatch_new,
-    .tp_dealloc = (destructor)dispatch_dealloc,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(DispatchObject, vectorcall),
-    .tp_descr_get = dispatch_get,
-    .tp_getset = dispatch_getset,
-    .tp_members = dispatch_members,
-};
-
 static PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_thork_native",
     "Thork's C-level prepared launch (see _native_launch.c).", -1, NULL};
 
 PyMODINIT_FUNC PyInit__thork_native(void) {
-    if (PyType_Ready(&LaunchType) < 0 || PyType_Ready(&GuardType) < 0 ||
-        PyType_Ready(&DispatchType) < 0)
-        return NULL;
+    if (PyType_Ready(&LaunchType) < 0 || PyType_Ready(&GuardType) < 0) return NULL;
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_device = PyUnicode_InternFromString("device");
     s_ptr = PyUnicode_InternFromString("ptr");
     s_stream = PyUnicode_InternFromString("stream");
-    s_out = PyUnicode_InternFromString("out");
-    s_stream_kw = s_stream;
-    if (!s_shape || !s_dtype || !s_device || !s_ptr || !s_stream || !s_out) return NULL;
+    if (!s_shape || !s_dtype || !s_device || !s_ptr || !s_stream) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&LaunchType);
     if (PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0) return NULL;
     Py_INCREF(&GuardType);
     if (PyModule_AddObject(m, "Guard", (PyObject *)&GuardType) < 0) return NULL;
-    Py_INCREF(&DispatchType);
-    if (PyModule_AddObject(m, "Dispatch", (PyObject *)&DispatchType) < 0) return NULL;
     return m;
 }
