@@ -92,7 +92,7 @@ def _parse(stdout: str) -> dict[str, float]:
 
 def measure_launch_floor(
     cubin_path: str, kernel_name: str, n: int = 1024, rounds: int = 20,
-    launches: int = 10000,
+    launches: int = 10000, stream: str = "legacy",
 ) -> dict[str, float]:
     """Measure the per-launch host cost of ``cuLaunchKernel`` from C.
 
@@ -105,6 +105,7 @@ def measure_launch_floor(
         launches: Launches per round: 10000 (sustained: once the driver's queue
             is full the figure follows the GPU), or a few hundred (a burst below
             the queue depth: host cost alone).
+        stream: ``legacy`` (the NULL stream) or ``created`` (a non-blocking stream).
 
     Returns:
         ``{"enqueue_us": ..., "with_sync_us": ...}``: the median over rounds
@@ -116,7 +117,7 @@ def measure_launch_floor(
             carries its stderr), or its output lacks the expected lines.
     """
     exe = _build()
-    cmd = [str(exe), os.fspath(cubin_path), kernel_name, str(n), str(rounds), str(launches)]
+    cmd = [str(exe), os.fspath(cubin_path), kernel_name, str(n), str(rounds), str(launches), stream]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:

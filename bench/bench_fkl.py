@@ -418,39 +418,66 @@ def bench_gpu(reps: int) -> None:
     slow_guard(t1, t2, None)
     assert np.allclose(tout.to_host(), (np.arange(16) * 2 + 1) * 3)
     n = 10000
-    samples: dict[str, list[float]] = {k: [] for k in variants}
-    for _ in range(7):  # interleaved rounds: drifts of the host hit all alike
-        for name, fn in variants.items():
-            samples[name].append(per_call(fn, n))
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    # Bursts of 200 calls from an idle GPU: the driver's queue never fills, so this is
-    # the host's cost per call alone (10000 back to back can end up waiting on the GPU).
     burst_k = 200
-    bursts: dict[str, list[float]] = {k: [] for k in variants}
-    for _ in range(51):
-        for name, fn in variants.items():
-            _cuda.check(drv.cuCtxSynchronize(), "sync")
-            t0 = time.perf_counter()
-            for _ in range(burst_k):
-                fn()
-            bursts[name].append((time.perf_counter() - t0) / burst_k * 1e6)
-    _cuda.check(drv.cuCtxSynchronize(), "sync")
-    bmed = {k: statistics.median(v) for k, v in bursts.items()}
-    floor = launch_floor()
     native = getattr(prepared, "native", None) is not None
-    for label, m, fl in (("10000 back to back", med, floor.get("sustained")),
-                         (f"bursts of {burst_k}", bmed, floor.get("burst"))):
-        ref = f"; C floor {fl:.2f} us" if fl else ""
-        row("hot call", f"fkl pipe(x, out=y), {label}", m["call"], "us",
-            f"host time per call; goal <= 5 us{ref}")
-        row("hot call", "  core guard alone (checks + launch)", m["guard"], "us",
-            "C (native module)" if native else "Python (no native module)")
-        row("hot call", "  prepared launch alone (addresses only)", m["launch"], "us",
-            "C" if native else "ctypes")
-        row("hot call", "  Python path: guard (THORK_LAUNCHER=ctypes)", m["py_guard"], "us")
-        row("hot call", "  Python path: prepared launch", m["py_launch"], "us")
-        if fl:
-            row("hot call", "  C floor: cuLaunchKernel from C", fl, "us", "bench/launch_floor.c")
+
+    def measure(variants: dict[str, Callable[[], Any]]) -> tuple[dict[str, float],
+                                                                  dict[str, float]]:
+        """Host time per call: 10000 back to back (the driver's queue can fill and make
+        the host wait on the GPU), and bursts of 200 from an idle GPU (host cost alone);
+        variants interleaved so that drifts of the host hit all alike."""
+        samples: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(7):
+            for name, fn in variants.items():
+                samples[name].append(per_call(fn, n))
+        bursts: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(51):
+            for name, fn in variants.items():
+                _cuda.check(drv.cuCtxSynchronize(), "sync")
+                t0 = time.perf_counter()
+                for _ in range(burst_k):
+                    fn()
+                bursts[name].append((time.perf_counter() - t0) / burst_k * 1e6)
+        _cuda.check(drv.cuCtxSynchronize(), "sync")
+        return ({k: statistics.median(v) for k, v in samples.items()},
+                {k: statistics.median(v) for k, v in bursts.items()})
+
+    def report(where: str, med: dict[str, float], bmed: dict[str, float],
+               floor: dict[str, float]) -> None:
+        for label, m, fl in (("10000 back to back", med, floor.get("sustained")),
+                             (f"bursts of {burst_k}", bmed, floor.get("burst"))):
+            ref = f"; C floor {fl:.2f} us" if fl else ""
+            row("hot call", f"fkl pipe(x, out=y{where}), {label}", m["call"], "us",
+                f"host time per call; goal <= 5 us{ref}")
+            row("hot call", "  core guard alone (checks + launch)", m["guard"], "us",
+                "C (native module)" if native else "Python (no native module)")
+            row("hot call", "  prepared launch alone (addresses only)", m["launch"], "us",
+                "C" if native else "ctypes")
+            if "py_guard" in m:
+                row("hot call", "  Python path: guard (THORK_LAUNCHER=ctypes)", m["py_guard"],
+                    "us")
+                row("hot call", "  Python path: prepared launch", m["py_launch"], "us")
+            if fl:
+                row("hot call", "  C floor: cuLaunchKernel from C", fl, "us",
+                    "bench/launch_floor.c")
+
+    med, bmed = measure(variants)
+    report("", med, bmed, launch_floor())
+    # The same with a stream given (a non-blocking stream, as a pipeline would own).
+    stream_obj = _cuda.check(drv.cuStreamCreate(1), "cuStreamCreate")  # non-blocking
+    sh = int(stream_obj)
+    on_stream: dict[str, Callable[[], Any]] = {
+        "call": lambda: hot(t1, out=t2, stream=sh),
+        "guard": lambda: guard(t1, t2, sh),
+        "launch": lambda: call(ptrs, sh),
+    }
+    tout.copy_from_host(np.full(16, np.nan, np.float32))
+    hot(t1, out=t2, stream=sh)
+    _cuda.check(drv.cuStreamSynchronize(stream_obj), "sync")
+    assert np.allclose(tout.to_host(), (np.arange(16) * 2 + 1) * 3)
+    med, bmed = measure(on_stream)
+    report(", stream=s", med, bmed, launch_floor("created"))
+    _cuda.check(drv.cuStreamDestroy(stream_obj), "cuStreamDestroy")
     samples_alloc = []
     for _ in range(5):
         samples_alloc.append(per_call(lambda: hot(t1), n // 4))
@@ -477,9 +504,10 @@ def matrix_add(
 """
 
 
-def launch_floor() -> dict[str, float]:
+def launch_floor(stream: str = "legacy") -> dict[str, float]:
     """``cuLaunchKernel`` from C (bench/launch_floor.c) on a 3-pointer kernel: 10000 launches
-    back to back (``sustained``) and bursts of 200 from an idle GPU (``burst``)."""
+    back to back (``sustained``) and bursts of 200 from an idle GPU (``burst``), on the
+    legacy stream or a ``created`` non-blocking one."""
     try:
         import importlib.util
 
@@ -498,10 +526,10 @@ def launch_floor() -> dict[str, float]:
         with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
             f.write(matrix_add.artifact(gpu_arch(0)).data)
         return {
-            "sustained": measure_launch_floor(f.name, "matrix_add", n=1024, rounds=21)[
-                "enqueue_us"],
+            "sustained": measure_launch_floor(f.name, "matrix_add", n=1024, rounds=21,
+                                              stream=stream)["enqueue_us"],
             "burst": measure_launch_floor(f.name, "matrix_add", n=1024, rounds=201,
-                                          launches=200)["enqueue_us"],
+                                          launches=200, stream=stream)["enqueue_us"],
         }
     except Exception as exc:  # no C compiler: the rows say so
         print(f"  C floor skipped: {type(exc).__name__}: {exc}")

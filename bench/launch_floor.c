@@ -5,7 +5,7 @@
  * a launch can be when issued straight from C through the driver API.
  *
  * Build:  cc -O2 -o launch_floor bench/launch_floor.c -ldl
- * Usage:  launch_floor IMAGE KERNEL [N=1024] [ROUNDS=20] [K=10000]
+ * Usage:  launch_floor IMAGE KERNEL [N=1024] [ROUNDS=20] [K=10000] [STREAM=legacy]
  *
  *   IMAGE   path to a cubin or PTX file (loaded with cuModuleLoadData)
  *   KERNEL  name of a kernel with signature
@@ -16,6 +16,8 @@
  *   ROUNDS  number of timed rounds of K launches each
  *   K       launches per round (default 10000; a few hundred stay below the
  *           driver's launch queue depth, so the enqueue figure is host cost alone)
+ *   STREAM  legacy (the NULL stream) or created (a cuStreamCreate'd non-blocking
+ *           stream: no implicit ordering with other streams)
  *
  * Output (stdout, one key=value per line, per-launch microseconds, median
  * over rounds):
@@ -67,6 +69,7 @@ typedef CUresult (*PFN_cuLaunchKernel)(CUfunction f,
                                        unsigned int shared_bytes,
                                        CUstream stream, void **params,
                                        void **extra);
+typedef CUresult (*PFN_cuStreamCreate)(CUstream *stream, unsigned int flags);
 typedef CUresult (*PFN_cuMemAlloc)(CUdeviceptr *dptr, size_t bytes);
 typedef CUresult (*PFN_cuMemFree)(CUdeviceptr dptr);
 typedef CUresult (*PFN_cuMemsetD32)(CUdeviceptr dptr, unsigned int value,
@@ -85,6 +88,7 @@ static struct {
     PFN_cuModuleUnload ModuleUnload;
     PFN_cuModuleGetFunction ModuleGetFunction;
     PFN_cuLaunchKernel LaunchKernel;
+    PFN_cuStreamCreate StreamCreate;
     PFN_cuMemAlloc MemAlloc;
     PFN_cuMemFree MemFree;
     PFN_cuMemsetD32 MemsetD32;
@@ -186,6 +190,7 @@ static void load_driver(void)
     LOAD(ModuleUnload, NULL, "cuModuleUnload");
     LOAD(ModuleGetFunction, NULL, "cuModuleGetFunction");
     LOAD(LaunchKernel, NULL, "cuLaunchKernel");
+    LOAD(StreamCreate, NULL, "cuStreamCreate");
     LOAD(MemAlloc, "cuMemAlloc_v2", NULL);
     LOAD(MemFree, "cuMemFree_v2", NULL);
     LOAD(MemsetD32, "cuMemsetD32_v2", NULL);
@@ -197,13 +202,14 @@ static void load_driver(void)
 static void usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s IMAGE KERNEL [N=1024] [ROUNDS=20] [K=%d]\n"
+            "usage: %s IMAGE KERNEL [N=1024] [ROUNDS=20] [K=%d] [STREAM=legacy]\n"
             "  IMAGE   cubin or PTX file\n"
             "  KERNEL  kernel taking (float *out, const float *a, "
             "const float *b)\n"
             "  N       floats per buffer, positive multiple of %u\n"
             "  ROUNDS  timed rounds of K launches\n"
-            "  K       launches per round\n",
+            "  K       launches per round\n"
+            "  STREAM  legacy or created (a non-blocking stream)\n",
             argv0, LAUNCHES_PER_ROUND, BLOCK);
     exit(EXIT_USAGE);
 }
@@ -283,13 +289,19 @@ static double median(double *v, size_t n)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 6)
+    if (argc < 3 || argc > 7)
         usage(argv[0]);
     const char *image_path = argv[1];
     const char *kernel_name = argv[2];
     long n = argc > 3 ? parse_positive(argv[3], "N") : 1024;
     long rounds = argc > 4 ? parse_positive(argv[4], "ROUNDS") : 20;
     long k = argc > 5 ? parse_positive(argv[5], "K") : LAUNCHES_PER_ROUND;
+    const char *stream_kind = argc > 6 ? argv[6] : "legacy";
+    if (strcmp(stream_kind, "legacy") != 0 && strcmp(stream_kind, "created") != 0) {
+        fprintf(stderr, "launch_floor: STREAM must be legacy or created, got %s\n",
+                stream_kind);
+        return EXIT_USAGE;
+    }
     if (n % BLOCK != 0) {
         fprintf(stderr, "launch_floor: N must be a multiple of %u, got %ld\n",
                 BLOCK, n);
@@ -324,6 +336,8 @@ int main(int argc, char **argv)
     void *params[3] = {&out, &a, &b};
     unsigned int grid = (unsigned int)(n / BLOCK);
     CUstream stream = NULL; /* legacy default stream */
+    if (strcmp(stream_kind, "created") == 0)
+        CHECK(cu.StreamCreate(&stream, 1u)); /* CU_STREAM_NON_BLOCKING */
 
     /* Warm-up: first launches pay lazy module/function setup costs. */
     for (int i = 0; i < WARMUP_LAUNCHES; i++)
