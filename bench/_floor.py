@@ -19,7 +19,42 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["measure_launch_floor"]
+__all__ = ["KERNEL_SOURCE", "floor_kernel", "measure_launch_floor"]
+
+#: The floor's kernel written in Thork (seed 000's matrix_add): bench_core writes it as
+#: ``seedkernel.py`` for its child processes, bench_fkl loads it through
+#: :func:`floor_kernel`. Its own module, so that the annotations are real objects.
+KERNEL_SOURCE = """\
+import thork as tk
+
+
+@tk.jit
+def matrix_add(
+    out: tk.DevicePointer[tk.dt.float32],
+    A: tk.DevicePointer[tk.dt.float32],
+    B: tk.DevicePointer[tk.dt.float32],
+    bid: tk.Uint[tk.BlockIdx],
+    tid: tk.Uint[tk.ThreadIdx],
+    bdm: tk.Uint[tk.BlockDim],
+):
+    i = bid * bdm + tid
+    out[i] = A[i] + B[i]
+"""
+
+
+def floor_kernel() -> object:
+    """``matrix_add`` from :data:`KERNEL_SOURCE`, imported from a temporary module."""
+    import importlib.util
+
+    folder = Path(tempfile.mkdtemp(prefix="thork_floor_kernel_"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / "floor_kernel.py"
+    path.write_text(KERNEL_SOURCE)
+    spec = importlib.util.spec_from_file_location("floor_kernel", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.matrix_add
 
 _SOURCE = Path(__file__).resolve().with_name("launch_floor.c")
 

@@ -29,21 +29,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-KERNEL_SRC = textwrap.dedent('''
-    import thork as tk
-
-    @tk.jit
-    def matrix_add(
-        out : tk.DevicePointer[tk.dt.float32],
-        A   : tk.DevicePointer[tk.dt.float32],
-        B   : tk.DevicePointer[tk.dt.float32],
-        bid : tk.Uint[tk.BlockIdx],
-        tid : tk.Uint[tk.ThreadIdx],
-        bdm : tk.Uint[tk.BlockDim],
-    ):
-        i = bid * bdm + tid
-        out[i] = A[i] + B[i]
-''')
+from _floor import KERNEL_SOURCE as KERNEL_SRC  # noqa: E402  (after the path insert)
 
 CUDA_SRC = r'''
 extern "C" __global__ void matrix_add(float* out, const float* A, const float* B)

@@ -484,44 +484,15 @@ def bench_gpu(reps: int) -> None:
     row("hot call", "fkl pipe(x) allocating out", statistics.median(samples_alloc), "us")
 
 
-# The C floor's kernel (out, a, b), as bench_core's: a module of its own so that its
-# annotations are real objects (this file's are strings).
-FLOOR_KERNEL = """
-import thork as tk
-
-
-@tk.jit
-def matrix_add(
-    out: tk.DevicePointer[tk.dt.float32],
-    A: tk.DevicePointer[tk.dt.float32],
-    B: tk.DevicePointer[tk.dt.float32],
-    bid: tk.Uint[tk.BlockIdx],
-    tid: tk.Uint[tk.ThreadIdx],
-    bdm: tk.Uint[tk.BlockDim],
-):
-    i = bid * bdm + tid
-    out[i] = A[i] + B[i]
-"""
-
-
 def launch_floor(stream: str = "legacy") -> dict[str, float]:
     """``cuLaunchKernel`` from C (bench/launch_floor.c) on a 3-pointer kernel: 10000 launches
     back to back (``sustained``) and bursts of 200 from an idle GPU (``burst``), on the
     legacy stream or a ``created`` non-blocking one."""
     try:
-        import importlib.util
-
-        from _floor import measure_launch_floor
+        from _floor import floor_kernel, measure_launch_floor
         from thork_core import gpu_arch
 
-        path = os.path.join(tempfile.mkdtemp(prefix="thork-floor-"), "floor_kernel.py")
-        with open(path, "w") as src:
-            src.write(FLOOR_KERNEL)
-        spec = importlib.util.spec_from_file_location("floor_kernel", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        matrix_add = module.matrix_add
+        matrix_add: Any = floor_kernel()
 
         with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
             f.write(matrix_add.artifact(gpu_arch(0)).data)
