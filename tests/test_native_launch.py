@@ -127,12 +127,22 @@ def test_construction_checks_geometry_and_addresses(native):
         native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [], None)
     with pytest.raises(ValueError, match="at most 32 pointer parameters"):
         native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [8] * 33, print)
-    with pytest.raises(ValueError, match="nparams: 0..128 parameters with a non-null argv"):
+    with pytest.raises(ValueError, match="nparams: 0..1024 parameters with a non-null argv"):
+        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 1025, [], print)
+    with pytest.raises(ValueError, match="nparams: 0..1024 parameters with a non-null argv"):
         native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, 0, 4, [], print)
     with pytest.raises(ValueError, match="slots: entry 1 is not one of argv's entries"):
         native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4,
                       [ctypes.addressof(rec.slots[0]), ctypes.addressof(rec.slots[0]) + 8],
                       print)
+
+
+def test_an_uninitialized_launch_refuses_to_run(native):
+    launch = native.Launch.__new__(native.Launch)
+    with pytest.raises(RuntimeError, match="Launch was not initialized"):
+        launch.run([1, 2], 0)
+    with pytest.raises(RuntimeError, match="Launch was not initialized"):
+        launch.guard(DeviceArray, [(SHAPE_IN, U8, 0)], [0, 0], 0, _to_handle)
 
 
 def test_a_driver_error_goes_to_on_error(native):

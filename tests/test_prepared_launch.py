@@ -103,3 +103,33 @@ def test_a_failed_native_launch_raises_launch_error(rng):
     dx, dout = DeviceArray((16,), "float32"), DeviceArray((16,), "float32")
     with pytest.raises(LaunchError, match="axpb"):
         prepared.call([dout.ptr, dx.ptr], 0)
+
+
+@pytest.mark.gpu
+def test_a_kernel_beyond_the_native_limits_keeps_the_ctypes_path(rng, tmp_path):
+    """34 pointer parameters (the C module takes 32): prepare still works, through ctypes."""
+    import importlib.util
+
+    from thork_core import DeviceArray, _cuda
+
+    k = 33
+    params = ", ".join(f"a{i}: tk.DevicePointer[tk.dt.float32]" for i in range(k))
+    total = " + ".join(f"a{i}[t]" for i in range(k))
+    path = tmp_path / "many_pointers.py"
+    path.write_text("import thork as tk\n\n\n@tk.jit\n"
+                    f"def many(out: tk.DevicePointer[tk.dt.float32], {params}, "
+                    f"t: tk.Uint[tk.ThreadIdx]):\n    out[t] = {total}\n")
+    spec = importlib.util.spec_from_file_location("many_pointers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    exe = module.many._executable("gpu")[0]
+    n = 61
+    xs = [random_array(rng, n, np.float32) for _ in range(k)]
+    dxs = [DeviceArray.from_host(x) for x in xs]
+    out = DeviceArray.from_host(poisoned(n, np.float32))
+    prepared = exe.prepare((1, 1, 1), (n, 1, 1), [0] * (k + 1))
+    assert prepared.native is None
+    prepared.call([out.ptr, *(d.ptr for d in dxs)], 0)
+    _cuda.check(_cuda.driver().cuCtxSynchronize(), "sync")
+    np.testing.assert_allclose(out.to_host(), np.sum(xs, axis=0, dtype=np.float32),
+                               rtol=1e-5, atol=1e-5)

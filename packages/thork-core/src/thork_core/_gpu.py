@@ -235,7 +235,8 @@ class _GpuLaunch(PreparedLaunch):
         #: The native module's ``Launch`` (None: the ctypes/cuda-bindings path serves).
         self.native: Any = None
         mod = _native_for_launch()
-        if mod is not None:
+        if mod is not None and len(self.pack.slots) <= 1024 and len(self._pointer_slots) <= 32:
+            # (the C module's limits; larger kernels keep the ctypes path)
             self.native = mod.Launch(
                 ctypes.cast(_LIBCUDA.cuLaunchKernel, ctypes.c_void_p).value,
                 int(exe._function), grid, block, shared_mem, self.pack.address,

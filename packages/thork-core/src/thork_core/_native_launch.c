@@ -44,7 +44,7 @@ typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigne
                          void **params, void **extra);
 
 #define MAX_SLOTS 32
-#define MAX_PARAMS 128
+#define MAX_PARAMS 1024 /* more: the caller keeps its ctypes path */
 
 static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream;
 
@@ -226,7 +226,14 @@ static PyObject *do_launch(LaunchObject *self, uint64_t *vals, void *stream) {
     Py_RETURN_NONE;
 }
 
+static int ready(LaunchObject *self) {
+    if (self->fn) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "Launch was not initialized");
+    return 0;
+}
+
 static PyObject *launch_run(LaunchObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!ready(self)) return NULL;
     if (nargs < 1 || nargs > 2) {
         PyErr_SetString(PyExc_TypeError, "run(pointers, stream=0)");
         return NULL;
@@ -287,6 +294,7 @@ static PyObject *guard_vectorcall(PyObject *self, PyObject *const *args, size_t 
 }
 
 static PyObject *launch_guard(LaunchObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!ready(self)) return NULL;
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError,
                         "guard(array_type, specs, order, align_mask, to_handle)");
