@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -47,8 +48,6 @@ def info_text() -> str:
             lines.append(f"  cuda:{i} {_cuda.device_name(i)} sm_{major}{minor}")
     else:
         lines.append(f"  none ({why})")
-    import os
-
     from ._native import native_status
 
     launcher = os.environ.get("THORK_LAUNCHER", "native")
