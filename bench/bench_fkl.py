@@ -12,9 +12,12 @@ Rows (GPU rows run when a GPU is visible; anchors when torch / CuPy / torchvisio
   * cold compile of a 6-op chain (trace + NVRTC + load, fresh disk cache) and a disk hit
   * CPU target vs NumPy for the 6-op chain
 
-GPU times are CUDA events around each call (median of fresh-input repetitions after a
-warm-up). Everything runs on the legacy default stream, which torch and CuPy also use by
-default. Results go to DIR/bench_fkl.json; the compact table is printed last.
+GPU times are CUDA events (medians of fresh-input repetitions after a warm-up), three
+ways: around one call from an idle GPU (host launch latency included), around 20 calls
+back to back (steady state), and do_bench's way (an L2 flush queued first, so the GPU is
+busy when the start event runs: device work only). Everything runs on the legacy
+default stream, which torch and CuPy also use by default. Results go to
+DIR/bench_fkl.json; the compact table is printed last.
 """
 
 from __future__ import annotations
@@ -88,6 +91,34 @@ class Events:
             times.append(check(drv.cuEventElapsedTime(self.a, self.b), "elapsed") * 1e3)
         return statistics.median(times)
 
+
+    def busy_us(self, fn: Callable[[], Any], reps: int, warmup: int = 5,
+                refresh: Callable[[], Any] | None = None) -> float:
+        """Median device time of ``fn`` in microseconds, the way ``triton.testing.do_bench``
+        times: before each repetition a 512 MB memset is queued (it evicts the 60 MB L2
+        and keeps the GPU busy for ~150 us), so the start event runs when the memset ends
+        and ``fn``'s work is already queued behind it: the host's launch latency is not
+        in the number, only the device's work and the gaps between its kernels. One
+        call's host cost is measured on its own (the hot-call rows)."""
+        drv, check = self.drv, self.cuda.check
+        if getattr(self, "flush", None) is None:
+            from thork_core._device_array import DeviceArray
+
+            self.flush = DeviceArray((512 << 20,), "uint8")
+        for _ in range(warmup):
+            fn()
+        check(drv.cuCtxSynchronize(), "sync")
+        times = []
+        for i in range(reps):
+            if refresh is not None:
+                refresh()
+            check(drv.cuMemsetD8Async(self.flush.ptr, i & 0xFF, 512 << 20, 0), "memset")
+            check(drv.cuEventRecord(self.a, 0), "record")
+            fn()
+            check(drv.cuEventRecord(self.b, 0), "record")
+            check(drv.cuEventSynchronize(self.b), "sync")
+            times.append(check(drv.cuEventElapsedTime(self.a, self.b), "elapsed") * 1e3)
+        return statistics.median(times)
 
     def stream_us(self, fn: Callable[[], Any], reps: int, batch: int = 20,
                   refresh: Callable[[], Any] | None = None) -> float:
@@ -295,6 +326,38 @@ def bench_gpu(reps: int) -> None:
         s_cupy = ev.stream_us(cupy_chain, batch_reps, refresh=rotate)
         row("steady state", "CuPy unfused, per frame", s_cupy, "us",
             f"fkl speedup {s_cupy / s_fkl:.1f}x")
+    # -- device time, do_bench's convention: no host launch latency in any row ----------
+    print("6-op chain, device time (a 512 MB L2 flush queued before each timing, "
+          "as triton.testing.do_bench does)", flush=True)
+    d_fkl = ev.busy_us(lambda: pipe(fresh[k[0]], out=out), reps, refresh=rotate)
+    d_copy = ev.busy_us(lambda: _cuda.check(
+        drv.cuMemcpyDtoDAsync(dst.ptr, fresh[k[0]].ptr, nbytes, 0), "copy"), reps,
+        refresh=rotate)
+    row("device time", "fkl fused", d_fkl, "us", f"{100 * d_copy / d_fkl:.0f}% of copy")
+    row("device time", "cuMemcpyDtoD same bytes", d_copy, "us",
+        f"{2 * nbytes / d_copy / 1e3:.0f} GB/s")
+    if torch is not None:
+        d_torch = ev.busy_us(torch_chain, reps, refresh=rotate)
+        row("device time", "torch eager (6 kernels)", d_torch, "us",
+            f"fkl speedup {d_torch / d_fkl:.1f}x; goal >= 5x")
+        try:  # the same through Triton's own timer, where Triton is installed
+            from triton.testing import do_bench
+
+            tb_fkl = do_bench(lambda: pipe(fresh[0], out=out), warmup=25, rep=200,
+                              return_mode="median") * 1e3
+            tb_torch = do_bench(lambda: (((((txs[0] * 1.5) + 0.25) * 2.0) - 0.5)
+                                         .clamp_min(-1.0).clamp_max(4.0)),
+                                warmup=25, rep=200, return_mode="median") * 1e3
+            row("device time", "do_bench: fkl fused", tb_fkl, "us",
+                "triton.testing.do_bench, median")
+            row("device time", "do_bench: torch eager", tb_torch, "us",
+                f"fkl speedup {tb_torch / tb_fkl:.1f}x")
+        except Exception as exc:  # no Triton, or an older one without return_mode
+            print(f"  triton.testing.do_bench skipped: {type(exc).__name__}: {exc}")
+    if cupy is not None:
+        d_cupy = ev.busy_us(cupy_chain, reps, refresh=rotate)
+        row("device time", "CuPy unfused", d_cupy, "us",
+            f"fkl speedup {d_cupy / d_fkl:.1f}x")
     pipe(x, out=out)
     _cuda.check(drv.cuCtxSynchronize(), "sync")
     assert np.allclose(out.to_host(), six_ops_numpy(host), rtol=1e-5, atol=1e-5)
@@ -384,7 +447,8 @@ def bench_gpu(reps: int) -> None:
     call = prepared.call
     from thork_core._native import native_status
 
-    print(f"  native launch module: {native_status()}", flush=True)
+    print(f"  native launch module: {native_status()}; pipe entry: "
+          f"{' -> '.join(c.__name__ for c in type(hot).__mro__)}", flush=True)
     # The same launch on core's Python path (what runs where the native module cannot be
     # built): THORK_LAUNCHER=ctypes at prepare time.
     os.environ["THORK_LAUNCHER"] = "ctypes"
@@ -403,8 +467,10 @@ def bench_gpu(reps: int) -> None:
         _cuda.check(drv.cuCtxSynchronize(), "sync")
         return took
 
+    py_call = fkl.Pipe.__call__  # the pipe's Python entry (what runs without GuardedCall)
     variants: dict[str, Callable[[], Any]] = {
         "call": lambda: hot(t1, out=t2),
+        "py_call": lambda: py_call(hot, t1, out=t2),
         "guard": lambda: guard(t1, t2, None),
         "launch": lambda: call(ptrs, 0),
         "py_guard": lambda: slow_guard(t1, t2, None),
@@ -449,6 +515,9 @@ def bench_gpu(reps: int) -> None:
             ref = f"; C floor {fl:.2f} us" if fl else ""
             row("hot call", f"fkl pipe(x, out=y{where}), {label}", m["call"], "us",
                 f"host time per call; goal <= 5 us{ref}")
+            if "py_call" in m:
+                row("hot call", "  same through Pipe.__call__ (Python)", m["py_call"], "us",
+                    "the entry without core's GuardedCall")
             row("hot call", "  core guard alone (checks + launch)", m["guard"], "us",
                 "C (native module)" if native else "Python (no native module)")
             row("hot call", "  prepared launch alone (addresses only)", m["launch"], "us",

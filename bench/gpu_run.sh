@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One full run on a lent GPU machine (no package index there): install the wheels built
 # here (carried in .wheels/), then the GPU test suite and the benchmarks, logs in $OUT.
-#   usage: bash bench/gpu_run.sh [tests] [bench_core] [bench_lang] [bench_fkl] [bench_compilers]
+#   usage: bash bench/gpu_run.sh [tests] [tests:COMPILER] [examples] [bench_core] [bench_lang]
+#          [bench_fkl] [bench_compilers]
 #   (no argument: all of them)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -19,7 +20,14 @@ export THORK_CACHE_DIR=/tmp/thork-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -m thork_core._cli info | tee "$out/info.txt"
 for step in "${steps[@]}"; do
-  if [[ "$step" == tests* ]]; then
+  if [[ "$step" == examples ]]; then
+    # Every example as a user runs it (each checks its results against NumPy).
+    for ex in examples/*.py; do
+      if timeout 120 python3 "$ex" > "$out/example-$(basename "$ex" .py).log" 2>&1; then
+        r=ok; else r="FAILED ($?)"; fi
+      echo "example $ex: $r" | tee -a "$out/summary.txt"
+    done
+  elif [[ "$step" == tests* ]]; then
     # tests:nvcc runs the suite with THORK_COMPILER=nvcc (GPU kernels built by nvcc).
     compiler="${step#tests}"; compiler="${compiler#:}"
     log="$out/pytest${compiler:+-$compiler}.log"

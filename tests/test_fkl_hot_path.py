@@ -132,7 +132,7 @@ def test_hot_path_is_the_native_guard_where_core_built_it(rng):
                 out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
                 assert pipe(fkl.DeviceBuffer.from_host(x), out=out) is out
                 np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
-            guards[launcher] = pipe._last1
+            guards[launcher] = pipe._hot_guard
         finally:
             del os.environ["THORK_LAUNCHER"]
     assert isinstance(guards["ctypes"], ArrayGuard)
@@ -164,3 +164,44 @@ def test_hot_guards_keep_errors_and_other_calls(rng):
     _sync()
     np.testing.assert_allclose(oy.to_host(), y * np.float32(-2.0), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+
+
+def test_the_hot_call_is_taken_in_c(rng):
+    """With core's native module, a GPU pipe is a GuardedCall: once hot, pipe(x, out=y)
+    and pipe(x, out=y, stream=s) launch without running any Python of the pipe (its
+    general path, _miss, is replaced here by one that fails)."""
+    from thork_core import guarded_call_base
+
+    base = guarded_call_base()
+    if base is None:
+        pytest.skip("no native module here")
+    shape = (23, 45, 3)
+    pipe = _pipe()
+    assert isinstance(pipe, base) and isinstance(pipe, fkl.Pipe)
+    x = random_array(rng, shape, np.float32)
+    dx = fkl.DeviceBuffer.from_host(x)
+    pipe(dx, out=fkl.DeviceBuffer(shape, "float32"))  # the first call prepares the guard
+
+    def general(*args, **kwargs):
+        raise AssertionError(f"the general path ran: {args} {kwargs}")
+
+    pipe._miss = general
+    out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
+    assert pipe(dx, out=out) is out
+    np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+    from thork_core import _cuda
+
+    drv = _cuda.driver()
+    handle = _cuda.check(drv.cuStreamCreate(0), "cuStreamCreate")
+    try:
+        out2 = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
+        assert pipe(dx, out=out2, stream=int(handle)) is out2
+        _cuda.check(drv.cuStreamSynchronize(handle), "sync")
+        np.testing.assert_allclose(out2.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+    finally:
+        _cuda.check(drv.cuStreamDestroy(handle), "cuStreamDestroy")
+    with pytest.raises(AssertionError, match="the general path ran"):
+        pipe(dx, out=fkl.DeviceBuffer((23, 44, 3), "float32"))  # a miss goes there
+    del pipe._miss
+    with pytest.raises(fkl.ArgumentError, match="out: expected shape"):
+        pipe(dx, out=fkl.DeviceBuffer((23, 44, 3), "float32"))

@@ -284,3 +284,38 @@ def test_vector_input_keeps_its_shape(target, rng):
     assert out.shape == (1001,)
     np.testing.assert_allclose(out, (x * np.float32(2) + np.float32(1)) * np.float32(3),
                                rtol=1e-6, atol=1e-6)
+
+
+# -- the pipe's call entry --------------------------------------------------------------------
+def test_a_pipe_takes_core_guarded_call_where_available(rng, monkeypatch):
+    """GPU (and auto) pipes are GuardedCall instances when core's native module exists,
+    CPU pipes never; with THORK_NATIVE=0 all are plain Pipes. Either way they compute the
+    same thing (here on the CPU, through the general path)."""
+    from fkl import _pipe
+    from thork_core import guarded_call_base
+    from thork_core._native import _reset
+
+    ops = (fkl.TensorRead(), fkl.Mul(3.0), fkl.Sub(0.5), fkl.TensorWrite())
+    assert type(fkl.compose(*ops, target="cpu")) is fkl.Pipe
+    base = guarded_call_base()
+    gpu = fkl.compose(*ops, target="gpu")
+    assert isinstance(gpu, fkl.Pipe)
+    assert isinstance(gpu, base) if base is not None else type(gpu) is fkl.Pipe
+    x = random_array(rng, (19, 23, 3), np.float32)
+    ref = x * np.float32(3.0) - np.float32(0.5)
+    auto = fkl.compose(*ops)
+    close(auto(x), ref, rtol=1e-6, atol=1e-6)
+    out = poisoned((19, 23, 3), np.float32)
+    assert auto(x, out=out) is out
+    close(out, ref, rtol=1e-6, atol=1e-6)
+    monkeypatch.setenv("THORK_NATIVE", "0")
+    _reset()
+    monkeypatch.setattr(_pipe, "_GUARDED", [])
+    try:
+        assert type(fkl.compose(*ops, target="gpu")) is fkl.Pipe
+        plain = fkl.compose(*ops)
+        assert type(plain) is fkl.Pipe
+        close(plain(x), ref, rtol=1e-6, atol=1e-6)
+    finally:
+        monkeypatch.delenv("THORK_NATIVE")
+        _reset()

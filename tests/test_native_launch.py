@@ -315,3 +315,115 @@ def test_threads_sharing_one_launch_keep_their_own_pointers(native):
     assert sorted(map(sorted, seen.values())) == [[(0x1000 * (i + 1), 0x10 * (i + 1))]
                                                   for i in range(4)]
 
+
+
+# -- GuardedCall: the C call entry of a Python class ---------------------------------------
+
+def _guarded_class(native):
+    class Hot(native.GuardedCall):
+        """What fkl's Pipe does: no __call__ of its own, _miss takes every other call."""
+
+        def __init__(self) -> None:
+            self._hot_guard = None
+            self.missed: list[tuple[Any, ...]] = []
+
+        def _miss(self, *args: Any, **kwargs: Any) -> Any:
+            self.missed.append((args, kwargs))
+            return "general path"
+
+    return Hot
+
+
+def test_guarded_call_launches_through_its_guard_in_c(native):
+    rec = Recorder()
+    hot = _guarded_class(native)()
+    hot._hot_guard = rec.launch(native).guard(
+        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
+    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+    assert hot(x, out=out) is out
+    assert hot(x, out=out, stream=77) is out
+    assert hot(x, stream=Stream(99), out=out) is out  # keyword order does not matter
+    assert [(c["pointers"], c["stream"]) for c in rec.calls] == [
+        ((0x2000, 0x1000), 0), ((0x2000, 0x1000), 77), ((0x2000, 0x1000), 99)]
+    assert hot.missed == []
+    # A Python-level call of __call__ takes the same entry (tp_call on Python 3.11).
+    assert type(hot).__call__(hot, x, out=out) is out and len(rec.calls) == 4
+
+
+@pytest.mark.parametrize("call", [
+    lambda h, x, o: h(x, out=_arr(0x2000, (3, 7, 32), F32)),  # guard says no
+    lambda h, x, o: h(x, o),  # out positional: not the hot shape of a call
+    lambda h, x, o: h(x),
+    lambda h, x, o: h(x, out=o, stream=None, extra=1),
+    lambda h, x, o: h(x, x, out=o),
+    lambda h, x, o: h(out=o),
+    lambda h, x, o: h(x, stream=0),
+], ids=["guard-misses", "positional-out", "no-out", "unknown-keyword", "two-inputs",
+        "no-input", "stream-only"])
+def test_guarded_call_sends_everything_else_to_miss(native, call):
+    rec = Recorder()
+    hot = _guarded_class(native)()
+    hot._hot_guard = rec.launch(native).guard(
+        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
+    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+    assert call(hot, x, out) == "general path"
+    assert rec.calls == [] and len(hot.missed) == 1
+
+
+def test_guarded_call_passes_arguments_to_miss_unchanged(native):
+    hot = _guarded_class(native)()
+    x = _arr(0x1000)
+    assert hot(x, 1, out=2, stream=3) == "general path"
+    assert hot(x, out=5) == "general path"  # no guard yet
+    hot._hot_guard = lambda *a: True  # not a native guard: C never calls it
+    assert hot(x, out=6, stream=7) == "general path"
+    assert hot.missed == [((x, 1), {"out": 2, "stream": 3}), ((x,), {"out": 5}),
+                          ((x,), {"out": 6, "stream": 7})]
+
+
+def test_guarded_call_errors(native):
+    rec = Recorder()
+    hot = _guarded_class(native)()
+    guard = rec.launch(native).guard(
+        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
+    hot._hot_guard = guard
+    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+    with pytest.raises(TypeError, match="stream must be None, an int handle"):
+        hot(x, out=out, stream=object())  # the guard's error comes out, no fallback
+    assert rec.calls == [] and hot.missed == []
+    # A guard over another number of arrays is never called from the hot entry.
+    hot._hot_guard = rec.launch(native).guard(
+        DeviceArray, [(SHAPE_IN, U8, 0)], [0, 0], 15, _to_handle)
+    assert hot(x, out=out) == "general path" and rec.calls == []
+
+    class NoMiss(native.GuardedCall):
+        pass
+
+    with pytest.raises(AttributeError, match="_miss"):
+        NoMiss()(x)
+    assert NoMiss()._hot_guard is None  # unset reads as None
+
+
+def test_guarded_call_releases_what_it_holds(native):
+    import gc
+    import sys
+    import weakref
+
+    rec = Recorder()
+    Hot = _guarded_class(native)
+    guard = rec.launch(native).guard(
+        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
+    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+    before = sys.getrefcount(guard), sys.getrefcount(out)
+    hot = Hot()
+    hot._hot_guard = guard
+    for _ in range(100):
+        hot(x, out=out)
+    del hot
+    assert (sys.getrefcount(guard), sys.getrefcount(out)) == before
+    hot = Hot()
+    hot._hot_guard = hot  # a cycle through the C member is collected
+    ref = weakref.ref(hot)
+    del hot
+    gc.collect()
+    assert ref() is None

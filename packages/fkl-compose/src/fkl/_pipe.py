@@ -108,7 +108,20 @@ def compose(*ops: Op, target: str | None = None, compiler: str | None = None,
 
 
 class Pipe:
-    """A composed chain; ``pipe(x, out=None, stream=None)`` runs it as one kernel."""
+    """A composed chain; ``pipe(x, out=None, stream=None)`` runs it as one kernel.
+
+    A pipe for the GPU (or any target but ``"cpu"``) is made an instance of a subclass
+    whose first base is core's native ``GuardedCall`` where that module is available: the
+    hot call ``pipe(x, out=y[, stream=s])`` is then tried in C (core's guard checks and
+    launches) before any Python runs, and everything else comes to :meth:`__call__` here.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Pipe:
+        if cls is Pipe and kwargs.get("target") != "cpu":
+            guarded = _guarded_pipe()
+            if guarded is not None:
+                return guarded.__new__(guarded)  # type: ignore[no-any-return]
+        return super().__new__(cls)
 
     def __init__(self, ops: Sequence[Op], *, target: str | None = None,
                  compiler: str | None = None, thread_fusion: bool = False) -> None:
@@ -163,9 +176,10 @@ class Pipe:
         # Hot path: (shape, dtype, device) of each input -> (plan, launcher).
         self._hot: dict[Any, tuple[_Plan, Launcher]] = {}
         # One-in, one-out device hot path: a core guard per input kind (checks + launch in
-        # one call, C where core built its native module), and the last one that hit.
+        # one call, C where core built its native module), and the last one that hit
+        # (tried first; in C, before any Python runs, where the pipe is a _GuardedPipe).
         self._hot1: dict[Any, Any] = {}
-        self._last1: Any = None
+        self._hot_guard: Any = None
         self._n_inputs = self.chain.read.inputs
 
     def __repr__(self) -> str:
@@ -361,7 +375,7 @@ class Pipe:
         # output's kind given as out=, both ready on the launch stream, vector-aligned.
         # One guard call: core checks all that and launches (False: it launched nothing).
         if len(inputs) == 1:
-            guard = self._last1
+            guard = self._hot_guard
             if guard is not None and guard(inputs[0], out, stream):
                 return out
             if self._hot1:
@@ -369,7 +383,7 @@ class Pipe:
                 guard = self._hot1.get((type(x), getattr(x, "shape", None),
                                         getattr(x, "dtype", None), getattr(x, "device", None)))
                 if guard is not None and guard(x, out, stream):
-                    self._last1 = guard
+                    self._hot_guard = guard
                     return out
         if len(inputs) != self._n_inputs:
             read = self.chain.read
@@ -418,6 +432,11 @@ class Pipe:
                 launcher = plan.launcher  # type: ignore[assignment]
         launcher.launch(_order(plan, ptrs), handle)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # What core's GuardedCall base calls for every call it did not launch itself (a
+    # _GuardedPipe): the same Python path (a guard that missed in C is tried once more
+    # here: one more check on the general path, never a second launch).
+    _miss = __call__
 
     @staticmethod
     def _on_device(plan: _Plan) -> bool:
@@ -474,7 +493,7 @@ class Pipe:
                                     (out_shape, out_dtype, x.device)],
                         plan.order, plan.align_mask, _stream)
                     self._hot1[(type(x), x.shape, x.dtype, x.device)] = guard
-                    self._last1 = guard
+                    self._hot_guard = guard
         else:
             args = list(run.args)
             for pos, role, idx in run.pointer_slots:
@@ -723,3 +742,21 @@ def _scalar(value: Any, t: DType, ops: Sequence[Op]) -> Any:
                                 "parameter it feeds (pixel dtype); cast the pixel first")
         return bool(iv) if t == dt.bool else iv
     return float(value)
+
+
+_GUARDED: list[type[Pipe] | None] = []
+
+
+def _guarded_pipe() -> type[Pipe] | None:
+    """Pipe with core's native ``GuardedCall`` first among its bases (it then takes the
+    call), made once; None where the native module is not available."""
+    if not _GUARDED:
+        with _LOCK:
+            if not _GUARDED:
+                from thork_core import guarded_call_base
+
+                base = guarded_call_base()
+                _GUARDED.append(None if base is None else type(
+                    "_GuardedPipe", (base, Pipe), {"__module__": Pipe.__module__,
+                                                   "__doc__": Pipe.__doc__}))
+    return _GUARDED[0]

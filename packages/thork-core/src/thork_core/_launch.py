@@ -16,7 +16,7 @@ from ._target import ArgumentPack, Dim3
 if TYPE_CHECKING:
     from ._target import Executable
 
-__all__ = ["ArrayGuard", "PreparedLaunch"]
+__all__ = ["ArrayGuard", "PreparedLaunch", "guarded_call_base"]
 
 #: What a guard's ``specs`` holds per array: (shape, dtype, device ordinal).
 ArraySpec = tuple[tuple[int, ...], Any, int]
@@ -129,3 +129,20 @@ class ArrayGuard:
             return False
         self.launch.call([ptrs[j] for j in self.order], handle)
         return True
+
+
+def guarded_call_base() -> type | None:
+    """The native module's ``GuardedCall`` base type; None where that module is not
+    available (:func:`~thork_core._native.native_status` says why; builds it on first use).
+
+    A Python class that lists it first among its bases and does not define ``__call__``
+    has the call ``obj(x, out=y)`` / ``obj(x, out=y, stream=s)`` decided in C: the guard in
+    ``obj._hot_guard`` (a :meth:`PreparedLaunch.guard` over one input and one output) is
+    tried and ``y`` returned when it launched; every other call, and a miss, goes to
+    ``obj._miss(*args, **kwargs)``. On Python 3.12+ such a call is a vectorcall: no
+    argument tuple, keyword dict or Python frame (~0.3 us less per call than a Python
+    ``__call__`` on the dev machine; docs/benchmarks.md)."""
+    from ._native import native_module
+
+    mod = native_module()
+    return None if mod is None else mod.GuardedCall  # type: ignore[no-any-return]

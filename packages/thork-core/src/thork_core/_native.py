@@ -76,8 +76,9 @@ def _load(path: Path) -> ModuleType:
 
 
 def native_module() -> ModuleType | None:
-    """The compiled module (``Launch``, ``Guard``), built on first call; None where it
-    cannot be built or loaded (the reason is in :func:`native_status`)."""
+    """The compiled module (``Launch``, ``Guard``, ``GuardedCall``), built on first
+    call; None where it cannot be built or loaded (the reason is in
+    :func:`native_status`)."""
     if "module" in _STATE:
         return _STATE["module"]  # type: ignore[return-value]
     with _LOCK:

@@ -29,6 +29,9 @@
  *     stream: None (0), an int handle, or anything `to_handle` turns into one.
  *     Slot k of the kernel receives arrays[order[k]].
  *
+ * GuardedCall: a base type whose instances' call obj(x, out=y[, stream=s]) tries the Guard
+ *     in obj._hot_guard in C and returns y when it launched; else obj._miss(*args, **kw).
+ *
  * The GIL is released around fn, as CuPy's launcher does: a launch can block on a full
  * queue, and a stream callback waiting for the GIL must not deadlock against it.
  */
@@ -479,23 +482,154 @@ static PyTypeObject GuardType = {
     .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),
 };
 
+/* ---- GuardedCall ------------------------------------------------------------------
+ * A base type for callables whose hottest call, obj(x, out=y) or obj(x, out=y, stream=s),
+ * is decided here: when obj._hot_guard is a Guard over two arrays, it is called with
+ * (x, y, s); True returns y. Any other call, or a guard that did not launch, goes to
+ * obj._miss(*args, **kwargs), the Python implementation. A Python subclass that does not
+ * define __call__ inherits the vectorcall entry on Python 3.12+ (on 3.11, tp_call below):
+ * the call then builds no argument tuple, keyword dict or Python frame. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *guard; /* _hot_guard: NULL/None, a Guard, or anything else (never tried) */
+    vectorcallfunc vectorcall;
+} GuardedCallObject;
+
+static PyTypeObject GuardedCallType;
+static PyObject *s_out, *s_miss;
+
+/* The hot try: 1 launched, 0 not (take the general path), -1 error. */
+static int guarded_try(GuardedCallObject *self, PyObject *x, PyObject *out,
+                       PyObject *stream) {
+    PyObject *g = self->guard;
+    if (!g || Py_TYPE(g) != &GuardType || ((GuardObject *)g)->n != 2) return 0;
+    PyObject *argv[3] = {x, out, stream ? stream : Py_None};
+    Py_INCREF(g); /* another thread may replace _hot_guard while the launch has no GIL */
+    PyObject *r = guard_call((GuardObject *)g, argv, 3, NULL);
+    Py_DECREF(g);
+    if (!r) return -1;
+    int hit = r == Py_True;
+    Py_DECREF(r);
+    return hit;
+}
+
+static int is_name(PyObject *key, PyObject *name) {
+    return key == name || (PyUnicode_Check(key) && PyUnicode_Compare(key, name) == 0);
+}
+
+static PyObject *guarded_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                    PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs == 1 && (nkw == 1 || nkw == 2)) {
+        PyObject *out = NULL, *stream = NULL;
+        for (Py_ssize_t i = 0; i < nkw; i++) {
+            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+            if (is_name(k, s_out)) out = args[1 + i];
+            else if (is_name(k, s_stream)) stream = args[1 + i];
+        }
+        if (out && (nkw == 1 || stream)) {
+            int hit = guarded_try((GuardedCallObject *)self, args[0], out, stream);
+            if (hit < 0) return NULL;
+            if (hit) return Py_NewRef(out);
+        }
+    }
+    PyObject *miss = PyObject_GetAttr(self, s_miss);
+    if (!miss) return NULL;
+    PyObject *r = PyObject_Vectorcall(miss, args, nargs, kwnames);
+    Py_DECREF(miss);
+    return r;
+}
+
+static PyObject *guarded_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
+    if (PyTuple_GET_SIZE(args) == 1 && (nkw == 1 || nkw == 2)) {
+        PyObject *out = PyDict_GetItemWithError(kwargs, s_out); /* borrowed */
+        PyObject *stream = out ? PyDict_GetItemWithError(kwargs, s_stream) : NULL;
+        if (PyErr_Occurred()) return NULL;
+        if (out && (nkw == 1 || stream)) {
+            int hit = guarded_try((GuardedCallObject *)self, PyTuple_GET_ITEM(args, 0), out,
+                                  stream);
+            if (hit < 0) return NULL;
+            if (hit) return Py_NewRef(out);
+        }
+    }
+    PyObject *miss = PyObject_GetAttr(self, s_miss);
+    if (!miss) return NULL;
+    PyObject *r = PyObject_Call(miss, args, kwargs);
+    Py_DECREF(miss);
+    return r;
+}
+
+static PyObject *guarded_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    GuardedCallObject *self = (GuardedCallObject *)type->tp_alloc(type, 0);
+    if (self) self->vectorcall = guarded_vectorcall;
+    return (PyObject *)self;
+}
+
+static int guarded_traverse(GuardedCallObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->guard);
+    return 0;
+}
+
+static int guarded_clear(GuardedCallObject *self) {
+    Py_CLEAR(self->guard);
+    return 0;
+}
+
+static void guarded_dealloc(GuardedCallObject *self) {
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->guard);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef guarded_members[] = {
+    {"_hot_guard", T_OBJECT, offsetof(GuardedCallObject, guard), 0,
+     "The Guard tried first by obj(x, out=y[, stream=s]) (None: none yet)."},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject GuardedCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.GuardedCall",
+    .tp_basicsize = sizeof(GuardedCallObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
+                Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Base of a callable whose call obj(x, out=y[, stream=s]) tries "
+              "obj._hot_guard in C first; anything else goes to obj._miss(*args, **kw).",
+    .tp_new = guarded_new,
+    .tp_dealloc = (destructor)guarded_dealloc,
+    .tp_traverse = (traverseproc)guarded_traverse,
+    .tp_clear = (inquiry)guarded_clear,
+    .tp_call = guarded_tp_call,
+    .tp_vectorcall_offset = offsetof(GuardedCallObject, vectorcall),
+    .tp_members = guarded_members,
+};
+
 static PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_thork_native",
     "Thork's C-level prepared launch (see _native_launch.c).", -1, NULL};
 
 PyMODINIT_FUNC PyInit__thork_native(void) {
-    if (PyType_Ready(&LaunchType) < 0 || PyType_Ready(&GuardType) < 0) return NULL;
+    if (PyType_Ready(&LaunchType) < 0 || PyType_Ready(&GuardType) < 0 ||
+        PyType_Ready(&GuardedCallType) < 0)
+        return NULL;
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_device = PyUnicode_InternFromString("device");
     s_ptr = PyUnicode_InternFromString("ptr");
     s_stream = PyUnicode_InternFromString("stream");
-    if (!s_shape || !s_dtype || !s_device || !s_ptr || !s_stream) return NULL;
+    s_out = PyUnicode_InternFromString("out");
+    s_miss = PyUnicode_InternFromString("_miss");
+    if (!s_shape || !s_dtype || !s_device || !s_ptr || !s_stream || !s_out || !s_miss)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&LaunchType);
     if (PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0) return NULL;
     Py_INCREF(&GuardType);
     if (PyModule_AddObject(m, "Guard", (PyObject *)&GuardType) < 0) return NULL;
+    Py_INCREF(&GuardedCallType);
+    if (PyModule_AddObject(m, "GuardedCall", (PyObject *)&GuardedCallType) < 0) return NULL;
     return m;
 }
