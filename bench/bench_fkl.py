@@ -73,35 +73,18 @@ class Events:
         self.b = _cuda.check(self.drv.cuEventCreate(0), "cuEventCreate")
 
     def time_us(self, fn: Callable[[], Any], reps: int, warmup: int = 5,
-                refresh: Callable[[], Any] | None = None) -> float:
+                refresh: Callable[[], Any] | None = None, busy: bool = False) -> float:
         """Median device time of ``fn`` in microseconds (``refresh`` runs untimed
-        before each repetition, e.g. to write fresh inputs)."""
-        drv, check = self.drv, self.cuda.check
-        for _ in range(warmup):
-            fn()
-        check(drv.cuCtxSynchronize(), "sync")
-        times = []
-        for _ in range(reps):
-            if refresh is not None:
-                refresh()
-            check(drv.cuEventRecord(self.a, 0), "record")
-            fn()
-            check(drv.cuEventRecord(self.b, 0), "record")
-            check(drv.cuEventSynchronize(self.b), "sync")
-            times.append(check(drv.cuEventElapsedTime(self.a, self.b), "elapsed") * 1e3)
-        return statistics.median(times)
+        before each repetition, e.g. to write fresh inputs).
 
-
-    def busy_us(self, fn: Callable[[], Any], reps: int, warmup: int = 5,
-                refresh: Callable[[], Any] | None = None) -> float:
-        """Median device time of ``fn`` in microseconds, the way ``triton.testing.do_bench``
-        times: before each repetition a 512 MB memset is queued (it evicts the 60 MB L2
-        and keeps the GPU busy for ~150 us), so the start event runs when the memset ends
-        and ``fn``'s work is already queued behind it: the host's launch latency is not
-        in the number, only the device's work and the gaps between its kernels. One
-        call's host cost is measured on its own (the hot-call rows)."""
+        ``busy=False``: the GPU is idle when the start event is recorded, so the host's
+        launch latency is in the number. ``busy=True`` times the way
+        ``triton.testing.do_bench`` does: a 512 MB memset queued before each start event
+        (it evicts the 60 MB L2 and keeps the GPU busy for ~150 us) lets ``fn`` queue its
+        work before the start event runs: only the device's work and the gaps between its
+        kernels count. One call's host cost is measured on its own (the hot-call rows)."""
         drv, check = self.drv, self.cuda.check
-        if getattr(self, "flush", None) is None:
+        if busy and getattr(self, "flush", None) is None:
             from thork_core._device_array import DeviceArray
 
             self.flush = DeviceArray((512 << 20,), "uint8")
@@ -112,7 +95,8 @@ class Events:
         for i in range(reps):
             if refresh is not None:
                 refresh()
-            check(drv.cuMemsetD8Async(self.flush.ptr, i & 0xFF, 512 << 20, 0), "memset")
+            if busy:
+                check(drv.cuMemsetD8Async(self.flush.ptr, i & 0xFF, 512 << 20, 0), "memset")
             check(drv.cuEventRecord(self.a, 0), "record")
             fn()
             check(drv.cuEventRecord(self.b, 0), "record")
@@ -329,15 +313,16 @@ def bench_gpu(reps: int) -> None:
     # -- device time, do_bench's convention: no host launch latency in any row ----------
     print("6-op chain, device time (a 512 MB L2 flush queued before each timing, "
           "as triton.testing.do_bench does)", flush=True)
-    d_fkl = ev.busy_us(lambda: pipe(fresh[k[0]], out=out), reps, refresh=rotate)
-    d_copy = ev.busy_us(lambda: _cuda.check(
+    d_fkl = ev.time_us(lambda: pipe(fresh[k[0]], out=out), reps, refresh=rotate,
+                       busy=True)
+    d_copy = ev.time_us(lambda: _cuda.check(
         drv.cuMemcpyDtoDAsync(dst.ptr, fresh[k[0]].ptr, nbytes, 0), "copy"), reps,
-        refresh=rotate)
+        refresh=rotate, busy=True)
     row("device time", "fkl fused", d_fkl, "us", f"{100 * d_copy / d_fkl:.0f}% of copy")
     row("device time", "cuMemcpyDtoD same bytes", d_copy, "us",
         f"{2 * nbytes / d_copy / 1e3:.0f} GB/s")
     if torch is not None:
-        d_torch = ev.busy_us(torch_chain, reps, refresh=rotate)
+        d_torch = ev.time_us(torch_chain, reps, refresh=rotate, busy=True)
         row("device time", "torch eager (6 kernels)", d_torch, "us",
             f"fkl speedup {d_torch / d_fkl:.1f}x; goal >= 5x")
         try:  # the same through Triton's own timer, where Triton is installed
@@ -355,7 +340,7 @@ def bench_gpu(reps: int) -> None:
         except Exception as exc:  # no Triton, or an older one without return_mode
             print(f"  triton.testing.do_bench skipped: {type(exc).__name__}: {exc}")
     if cupy is not None:
-        d_cupy = ev.busy_us(cupy_chain, reps, refresh=rotate)
+        d_cupy = ev.time_us(cupy_chain, reps, refresh=rotate, busy=True)
         row("device time", "CuPy unfused", d_cupy, "us",
             f"fkl speedup {d_cupy / d_fkl:.1f}x")
     pipe(x, out=out)

@@ -68,13 +68,19 @@ class Rotation:
         return self.arrays[self.k]
 
 
-def time_us(fn, rot: Rotation, reps: int = 50) -> float:
+def time_us(fn, rot: Rotation, reps: int = 50, flush=None) -> float:
+    """Median event time in microseconds, the next input set before each repetition.
+    ``flush`` (a large CuPy array) is filled before each start event, as
+    ``triton.testing.do_bench`` does: the GPU is then busy when the start event runs and
+    the host's launch latency is not in the number (device time only)."""
     a, b = cp.cuda.Event(), cp.cuda.Event()
     for _ in range(5):
         fn()
     ts = []
-    for _ in range(reps):
+    for i in range(reps):
         rot.next()
+        if flush is not None:
+            flush.fill(i & 0xFF)
         a.record()
         fn()
         b.record()

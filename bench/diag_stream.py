@@ -7,8 +7,6 @@ Usage: python bench/diag_stream.py   (needs a GPU and CuPy)"""
 
 from __future__ import annotations
 
-import statistics
-
 import cupy as cp
 import numpy as np
 from diag_layouts import Rotation, time_us  # the same rotation and event timing
@@ -96,7 +94,8 @@ def main() -> None:
                                                 ("ef_plain1", 1), ("ef_plain2", 2),
                                                 ("ef_el1", 1), ("plain_el1", 1))
               for blk in (256, 512)]
-    for name, vec, blk in cases:
+    def checked(name: str, vec: int, blk: int):
+        """The kernel's launch, run once on poisoned output and checked."""
         fn = mod.get_function(name)
         grid = (-(-n4 // (blk * vec)),)
 
@@ -107,7 +106,10 @@ def main() -> None:
         rot.k = 0
         run()
         assert bool(cp.allclose(y, ref, rtol=1e-6, atol=1e-6)), name
-        rows.append((f"{name} block {blk}", time_us(run, rot, reps=100)))
+        return run
+
+    for name, vec, blk in cases:
+        rows.append((f"{name} block {blk}", time_us(checked(name, vec, blk), rot, reps=100)))
     # The same policies with out= rotated too (no L2 reuse of the output possible): what
     # is left of a gain there is not output residency.
     ys = [cp.full(n, cp.nan, cp.float32) for _ in range(4)]
@@ -158,42 +160,19 @@ def main() -> None:
     # start event keeps the GPU busy (and evicts L2), so CuPy's host launch latency, which
     # the idle timings above include, is not in these numbers.
     flush = cp.empty(512 << 20, cp.uint8)
-    a, b = cp.cuda.Event(), cp.cuda.Event()
-
-    def busy_us(fn, reps: int = 100) -> float:
-        for _ in range(5):
-            fn()
-        ts = []
-        for i in range(reps):
-            rot.next()
-            flush.fill(i & 0xFF)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
-        return statistics.median(ts)
-
-    busy = [("cuMemcpyDtoD", busy_us(lambda: y.data.copy_from_device(rot.cur.data, 4 * n)))]
+    busy = [("cuMemcpyDtoD", time_us(lambda: y.data.copy_from_device(rot.cur.data, 4 * n),
+                                     rot, reps=100, flush=flush))]
     for name, vec, blk in (("v1", 1, 256), ("v1", 1, 512), ("v2", 2, 256), ("v4", 4, 256),
                            ("pf1", 1, 256), ("pf1", 1, 512), ("pf2", 2, 256),
                            ("cs_plain1", 1, 256), ("ef_plain1", 1, 256)):
-        fn = mod.get_function(name)
-        grid = (-(-n4 // (blk * vec)),)
-
-        def run(fn=fn, grid=grid, blk=blk) -> None:
-            fn(grid, (blk,), (rot.cur, y, np.int64(n4)))
-
-        y.fill(cp.nan)
-        rot.k = 0
-        run()
-        assert bool(cp.allclose(y, ref, rtol=1e-6, atol=1e-6)), name
-        busy.append((f"{name} block {blk}", busy_us(run)))
+        busy.append((f"{name} block {blk}", time_us(checked(name, vec, blk), rot, reps=100,
+                                                    flush=flush)))
     fn = mod.get_function("persist")
     for waves in (1, 2):
         grid = (sms * waves * 2048 // 256,)
-        busy.append((f"persistent, {waves} resident waves", busy_us(
-            lambda fn=fn, grid=grid: fn(grid, (256,), (rot.cur, y, np.int64(n4))))))
+        busy.append((f"persistent, {waves} resident waves", time_us(
+            lambda fn=fn, grid=grid: fn(grid, (256,), (rot.cur, y, np.int64(n4))), rot,
+            reps=100, flush=flush)))
     copy = busy[0][1]
     print(f"\ndevice time (do_bench convention)\n{'kernel':<32} {'us':>8} {'vs copy':>8}")
     for name, t in busy:
