@@ -140,8 +140,9 @@ def guarded_call_base() -> type | None:
     ``obj._hot_guard`` (a :meth:`PreparedLaunch.guard` over one input and one output) is
     tried and ``y`` returned when it launched; every other call, and a miss, goes to
     ``obj._miss(*args, **kwargs)``. On Python 3.12+ such a call is a vectorcall: no
-    argument tuple, keyword dict or Python frame (~0.3 us less per call than a Python
-    ``__call__`` on the dev machine; docs/benchmarks.md)."""
+    argument tuple, keyword dict or Python frame (0.3 us less per call than a Python
+    ``__call__`` on the dev machine, 0.5 us on the H200's host: ``python
+    bench/bench_call_entry.py``, docs/targets.md)."""
     from ._native import native_module
 
     mod = native_module()
