@@ -319,3 +319,28 @@ def test_a_pipe_takes_core_guarded_call_where_available(rng, monkeypatch):
     finally:
         monkeypatch.delenv("THORK_NATIVE")
         _reset()
+
+
+def test_a_pipe_pickles_and_copies_as_its_recipe(rng):
+    """Pickle and copy keep the ops and settings (not kernels or launch state); the copy
+    computes the same thing, GPU (GuardedCall) pipes included."""
+    import copy
+    import pickle
+
+    from thork_core._cuda import gpu_status
+
+    ops = (fkl.TensorRead(), fkl.Mul(3.0), fkl.Crop((1, 2, 9, 7)), fkl.Add([1.0, 2.0, 3.0]),
+           fkl.TensorWrite())
+    x = random_array(rng, (11, 13, 3), np.float32)
+    ref = x[2:9, 1:10] * np.float32(3.0) + np.array([1, 2, 3], np.float32)
+    for target in ("cpu", None, "gpu"):
+        pipe = fkl.compose(*ops, target=target)
+        pipe.vectors = 2
+        for clone in (pickle.loads(pickle.dumps(pipe)), copy.copy(pipe), copy.deepcopy(pipe)):
+            assert type(clone) is type(pipe) and clone is not pipe
+            assert repr(clone) == repr(pipe) and clone.target == target
+            assert clone.vectors == 2 and clone._hot_guard is None
+        if target != "gpu" or gpu_status()[0]:
+            close(pipe(x), ref, rtol=1e-6, atol=1e-6)  # built and hot state now exists
+            clone = pickle.loads(pickle.dumps(pipe))
+            close(clone(x), ref, rtol=1e-6, atol=1e-6)

@@ -185,6 +185,13 @@ class Pipe:
     def __repr__(self) -> str:
         return f"<fkl pipe {' -> '.join(op.name for op in self.ops)}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A pipe pickles (and copies) as its recipe: the ops and the settings. Kernels
+        and launch state stay behind; the new pipe builds them, or finds them in the
+        caches, on its first call."""
+        return (_restore, (self.ops, self.target, self.compiler, self.thread_fusion,
+                           self.flat, self.fold, self.vectors))
+
     # -- building ----------------------------------------------------------------------
     def _resolve(self) -> Target:
         if self._target is None:
@@ -760,3 +767,12 @@ def _guarded_pipe() -> type[Pipe] | None:
                     "_GuardedPipe", (base, Pipe), {"__module__": Pipe.__module__,
                                                    "__doc__": Pipe.__doc__}))
     return _GUARDED[0]
+
+
+def _restore(ops: Sequence[Op], target: str | None, compiler: str | None,
+             thread_fusion: bool, flat: bool | None, fold: bool | None,
+             vectors: int | None) -> Pipe:
+    """A pipe from what :meth:`Pipe.__reduce__` kept."""
+    pipe = Pipe(ops, target=target, compiler=compiler, thread_fusion=thread_fusion)
+    pipe.flat, pipe.fold, pipe.vectors = flat, fold, vectors
+    return pipe
