@@ -123,18 +123,10 @@ class Params:
         self.params: list[Param] = []
         self.slots: list[tuple[str, int]] = []
         self.scalar_types: list[DType] = []
-        self._n_in = 0
-        self._n_out = 0
+        self._count = {"in": 0, "out": 0}
 
     def inputs(self, dtypes: list[DType]) -> list[Pointer]:
-        ptrs = []
-        for ty in dtypes:
-            param = Param(f"in{self._n_in}", PointerType(ty))
-            self.params.append(param)
-            self.slots.append(("in", self._n_in))
-            self._n_in += 1
-            ptrs.append(Pointer(param))
-        return ptrs
+        return self._pointers("in", dtypes)
 
     def scalars(self, types: list[DType]) -> list[Value]:
         out = []
@@ -147,12 +139,17 @@ class Params:
         return out
 
     def outputs(self, dtypes: list[DType]) -> list[Pointer]:
+        return self._pointers("out", dtypes)
+
+    def _pointers(self, role: str, dtypes: list[DType]) -> list[Pointer]:
+        """Pointer parameters ``in0, in1...`` or ``out0, out1...``, numbered per role."""
         ptrs = []
         for ty in dtypes:
-            param = Param(f"out{self._n_out}", PointerType(ty))
+            k = self._count[role]
+            param = Param(f"{role}{k}", PointerType(ty))
             self.params.append(param)
-            self.slots.append(("out", self._n_out))
-            self._n_out += 1
+            self.slots.append((role, k))
+            self._count[role] = k + 1
             ptrs.append(Pointer(param))
         return ptrs
 
