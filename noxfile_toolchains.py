@@ -25,8 +25,8 @@ __all__ = ["toolchain_nvrtc", "toolchain_nvcc", "toolchain_clang", "toolchains_c
 
 _BASE = ["packages/thork-core", "packages/thork-trace", "packages/target-cpu"]
 _TEST_DEPS = ["pytest>=8", "ml_dtypes>=0.4", "numpy"]
-_COMMON_TESTS = ["tests/test_compilers_suite.py", "tests/test_compilers_selection.py",
-                 "tests/test_compilers_cache.py", "tests/test_compilers_errors.py"]
+_COMMON_TESTS = ["tests/compilers/test_compilers_suite.py", "tests/compilers/test_compilers_selection.py",
+                 "tests/compilers/test_compilers_cache.py", "tests/compilers/test_compilers_errors.py"]
 #: Debian 12 ships clang 13, 14, 15, 16 and 19 (apt-get install clang-N).
 CLANG_VERSIONS = ["14", "15", "16", "19"]
 #: NVRTC per CUDA major: the NVRTC wheel, and the cuda-bindings line that loads it.
@@ -109,7 +109,7 @@ def toolchain_nvcc(session: nox.Session, source: str) -> None:
         nvcc = _wheel_nvcc(session)
     env = {"THORK_NVCC": nvcc}  # pinned: the session tests exactly this toolkit
     _check(session, "from thork_nvcc import NvccCompiler as C; print(C().describe())", env)
-    _pytest(session, "nvcc", ["tests/test_nvcc.py"], env)
+    _pytest(session, "nvcc", ["tests/compilers/test_nvcc.py"], env)
 
 
 @nox.session
@@ -128,7 +128,7 @@ def toolchain_clang(session: nox.Session, version: str) -> None:
                   env)
     if f" {version}." not in text:
         session.error(f"expected clang {version}, got: {text}")
-    _pytest(session, "clang", ["tests/test_clang_fallback.py"], env)
+    _pytest(session, "clang", ["tests/compilers/test_clang_fallback.py"], env)
 
 
 @nox.session

@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import TARGETS
+from helpers import TARGETS
 
 SCRIPT = textwrap.dedent("""
     import json, sys

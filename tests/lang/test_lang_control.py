@@ -4,7 +4,7 @@ errors of the thork-trace language."""
 import numpy as np
 import pytest
 import thork as tk
-from conftest import compiles_for_gpu, poisoned, random_array
+from helpers import compiles_for_gpu, poisoned, random_array
 from thork_core import TraceError
 
 f32, i32 = tk.dt.float32, tk.dt.int32

@@ -1,10 +1,11 @@
-"""Runs last (file order): every kernel the suite launched compiles to cubin with NVRTC for
+"""Runs last (marked run_last): every kernel the suite launched compiles to cubin with NVRTC for
 sm_90 and sm_75 — CI has no GPU, so this is how it checks the GPU code of every test."""
 
 import pytest
-from conftest import LAUNCHED
+from helpers import LAUNCHED
 
 
+@pytest.mark.run_last
 @pytest.mark.plugin("nvrtc")
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
 def test_every_launched_kernel_compiles_to_cubin(arch):

@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import thork as tk
-from conftest import compiles_for_gpu, poisoned, random_array
+from helpers import compiles_for_gpu, poisoned, random_array
 
 f32, f16, bf16, i32, u32 = tk.dt.float32, tk.dt.float16, tk.dt.bfloat16, tk.dt.int32, tk.dt.uint32
 ARCHS = ("sm_75", "sm_90")

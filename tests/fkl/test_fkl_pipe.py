@@ -9,7 +9,7 @@ import ctypes
 import fkl
 import numpy as np
 import pytest
-from conftest import TARGETS, poisoned, random_array
+from helpers import TARGETS, poisoned, random_array
 from thork_core import ArgumentError
 
 pytestmark = pytest.mark.plugin("compose")

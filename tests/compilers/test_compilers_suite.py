@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import thork as tk
-from conftest import poisoned, random_array
+from helpers import poisoned, random_array
 from thork_core import dt, plugins
 
 ARCHS = ("sm_75", "sm_80", "sm_90")

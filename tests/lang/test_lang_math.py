@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import thork as tk
-from conftest import compiles_for_gpu
+from helpers import compiles_for_gpu
 
 # name: (reference, domain low, high, float32/float64 tolerance in ulps)
 UNARY = {

@@ -4,7 +4,7 @@ memory, block votes — on every available target, and compiled for sm_75/sm_90.
 import numpy as np
 import pytest
 import thork as tk
-from conftest import compiles_for_gpu, poisoned, random_array
+from helpers import compiles_for_gpu, poisoned, random_array
 from thork_core import LaunchError, TraceError
 
 f32, i32, u32 = tk.dt.float32, tk.dt.int32, tk.dt.uint32

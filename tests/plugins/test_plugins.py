@@ -11,7 +11,7 @@ import pytest
 import thork_core
 from thork_core import Plugins, PluginWarning, _hookspecs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_dist(tmp_path, name, entry_points, module_code=None):
@@ -129,7 +129,7 @@ def test_every_hook_is_documented():
 
 
 def test_every_hook_is_tested():
-    tests = "\n".join(p.read_text() for p in (ROOT / "tests").glob("test_*.py"))
+    tests = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
     for name in _hook_names():
         assert f"def {name}(" in tests, f"no test implements {name}"
 

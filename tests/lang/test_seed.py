@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TARGETS
+from helpers import TARGETS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # The example launches at import time, so every test here needs some target.
 pytestmark = pytest.mark.skipif(not TARGETS, reason="no target installed to run the example")
 

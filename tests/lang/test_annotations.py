@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import thork as tk
-from conftest import poisoned
+from helpers import poisoned
 from thork_core import TraceError
 
 

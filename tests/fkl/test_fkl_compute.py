@@ -6,7 +6,7 @@ from __future__ import annotations
 import fkl
 import numpy as np
 import pytest
-from conftest import poisoned, random_array
+from helpers import poisoned, random_array
 
 pytestmark = pytest.mark.plugin("compose")
 

@@ -4,7 +4,7 @@ and asynchronous on the caller's stream; and the CPU target's view of foreign ar
 import numpy as np
 import pytest
 import thork as tk
-from conftest import poisoned
+from helpers import poisoned
 from thork_core import ArgumentError, DeviceArray
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import poisoned, random_array
+from helpers import poisoned, random_array
 
 tk = pytest.importorskip("thork")
 

@@ -15,7 +15,7 @@ import re
 import fkl
 import numpy as np
 import pytest
-from conftest import poisoned, random_array
+from helpers import poisoned, random_array
 
 pytestmark = pytest.mark.plugin("compose")
 

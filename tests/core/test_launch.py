@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import thork as tk
-from conftest import TARGETS, poisoned
+from helpers import TARGETS, poisoned
 from thork_core import ArgumentError, TraceError
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import thork as tk
-from conftest import poisoned, random_array
+from helpers import poisoned, random_array
 from thork_core import ALL_DTYPES, dt, promote
 
 DTYPES = [d.name for d in ALL_DTYPES]

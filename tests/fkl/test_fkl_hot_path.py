@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import poisoned, random_array
+from helpers import poisoned, random_array
 
 fkl = pytest.importorskip("fkl")
 pytestmark = [pytest.mark.plugin("compose"), pytest.mark.gpu]

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 import thork as tk
-from conftest import TARGETS
+from helpers import TARGETS
 from thork_core import Artifact, DiskCache, cache_key, disk_cache
 
 SCRIPT = textwrap.dedent("""

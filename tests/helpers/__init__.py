@@ -1,0 +1,88 @@
+"""What tests share besides fixtures: the targets to run on, fresh random inputs, poisoned
+outputs, and the record of every kernel the suite launched.
+
+Tests import these as ``from helpers import poisoned, random_array`` (``tests/`` is on
+``sys.path`` through the root conftest); fixtures stay in ``tests/conftest.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+import numpy as np
+
+__all__ = ["LAUNCHED", "TARGETS", "compiles_for_gpu", "has_plugin", "importable",
+           "poisoned", "random_array"]
+
+
+def importable(module: str) -> bool:
+    """True when ``module`` can be imported (nox sessions install plugin subsets)."""
+    return importlib.util.find_spec(module) is not None
+
+
+def _installed_targets() -> list[str]:
+    try:
+        from thork_core import plugins
+    except ImportError:
+        return []
+    out = []
+    for t in plugins().targets():
+        ok, _ = t.available()
+        if ok:
+            out.append(t.name)
+    return out
+
+
+def has_plugin(name: str) -> bool:
+    """True when the thork plugin ``name`` is registered."""
+    from thork_core import plugins
+
+    return name in plugins().info
+
+
+# The targets every numeric test runs on: the GPU and the CPU by default (others, such as
+# nvcc's gpu-hostlib, have their own tests); THORK_TEST_TARGETS=a,b overrides.
+TARGETS = [t for t in _installed_targets() if t in ("gpu", "cpu")] \
+    if os.environ.get("THORK_TEST_TARGETS") is None else [
+    t for t in os.environ["THORK_TEST_TARGETS"].split(",") if t]
+
+def poisoned(shape: Any, dtype: Any) -> np.ndarray:
+    """An output array full of a value no correct kernel writes (NaN, or the max int)."""
+    d = np.dtype(dtype)
+    if d.kind == "f" or d.name == "bfloat16":
+        return np.full(shape, np.nan, dtype=d)
+    if d.kind == "b":
+        return np.ones(shape, dtype=d)
+    return np.full(shape, np.iinfo(d).max, dtype=d)
+
+
+def random_array(rng: np.random.Generator, shape: Any, dtype: Any) -> np.ndarray:
+    """Random values that fit ``dtype`` (integers over a range, floats normal)."""
+    d = np.dtype(dtype)
+    if d.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        lo, hi = max(int(info.min), -1000), min(int(info.max), 1000)
+        return rng.integers(lo, hi, size=shape, endpoint=True).astype(d)
+    return rng.standard_normal(size=shape).astype(d)
+
+
+def compiles_for_gpu(kernel: Any, archs: tuple[str, ...] = ("sm_75", "sm_90")) -> None:
+    """Assert ``kernel`` builds to cubin for each arch with NVRTC (no GPU needed).
+
+    Sessions without the NVRTC plugin (nox's core+trace+cpu) have no CUDA compiler: there
+    the check does not apply, and ``compilers/test_cubin_all_launched.py`` covers it where NVRTC is installed.
+    """
+    if not has_plugin("nvrtc"):
+        return
+    for arch in archs:
+        art = kernel.artifact(arch, compiler="nvrtc")
+        assert art.kind == "cubin" and art.data[:4] == b"\x7fELF", (kernel, arch)
+
+
+#: Every kernel the suite launched (name@id -> Kernel), filled by conftest's session
+#: fixture; ``compilers/test_cubin_all_launched.py`` compiles each to cubin at the end.
+LAUNCHED: dict[str, Any] = {}
