@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from thork_core import TraceError, dt
-from thork_core._ir import Atomic, BlockReduce, CallFunc, If, Let, Return, Warp, walk_exprs
+from thork_core.ir import Atomic, BlockReduce, CallFunc, If, Let, Return, Warp, walk_exprs
 
 from ._trace import _to, as_value, current
 

@@ -19,14 +19,14 @@ from thork_core import (
     Param,
     PointerType,
     TraceError,
-    build,
+    build_kernel,
     choose,
     compile_artifact,
     dt,
     normalize_dims,
 )
-from thork_core._binding import check_arg_count
-from thork_core._ir import Let, Special, Var
+from thork_core.ir import Let, Special, Var
+from thork_core.launch import check_arg_count
 
 from ._trace import Dim3, Pointer, Trace, Value, set_current
 from ._types import _EMPTY, BuiltinSpec, ConstexprSpec, PointerSpec, ScalarSpec, spec_of
@@ -274,7 +274,7 @@ class Kernel:
                  kind: str = "cubin") -> Artifact:
         """Compile the CUDA source for ``arch`` without loading it (no GPU needed)."""
         from thork_core import parse_arch, plugins
-        from thork_core._gpu import GpuTarget
+        from thork_core.plugin import GpuTarget
 
         comp = plugins().compiler(compiler or self.compiler, GpuTarget())
         art, _, _ = compile_artifact(self.ir, self.source, comp, kind, parse_arch(arch))
@@ -293,9 +293,7 @@ class Kernel:
             self._last_info = hit[1]
             return hit
         ir = self.ir
-        tgt, comp = choose(target or self.target, compiler or self.compiler)
-        source = tgt.renderer().render(ir)
-        exe, info = build(ir, source, tgt, comp)
+        exe, info = build_kernel(ir, target or self.target, compiler or self.compiler)
         self._exes[key] = (exe, info)
         self._last_info = info
         return exe, info
