@@ -33,7 +33,7 @@ from thork_core._ir import (
     walk_exprs,
     walk_stmts,
 )
-from thork_core._renderer import HALF_CONVERSIONS
+from thork_core._renderer import HALF_CONVERSIONS, INT_ARITHMETIC
 
 __all__ = ["CppRenderer", "ENTRY", "DEADLOCK"]
 
@@ -377,7 +377,7 @@ class CppRenderer(Renderer):
             "fibers": int(needs_fibers(kernel)),
         }
         return (
-            _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + "\n"
+            _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + INT_ARITHMETIC + "\n"
             + self.functions_text
             + f"static inline void {kernel.name}({sig})\n{{\n{body}\n}}\n\n"
             "static void thork_thread(thork_block* b, unsigned int lin)\n{\n"
