@@ -18,6 +18,7 @@ from typing import Any
 from thork_core import Loc, PointerType, TraceError
 from thork_core._ir import CallFunc, Eval, Function, Param, Return, Var
 
+from ._shaped import ShapedPointer
 from ._shared import SharedArray
 from ._trace import Memory, Pointer, Trace, Value, _to, as_value, current_or_none, set_current
 
@@ -65,6 +66,12 @@ class DeviceFunction:
                 if param.writes:
                     a.mark_written()
                 call_args.append(a.expr)
+        # Hidden extents/strides of shaped-array parameters: the caller's own values.
+        by_param = {f"p_{name}": a for name, a in items}
+        for param in function.params:
+            if param.derived is not None:
+                src, kind, axis = param.derived
+                call_args.append(by_param[src].derived(kind, axis).expr)
         call = CallFunc(function.result, function.name, tuple(call_args))
         if function.result is None:
             trace.emit(Eval(call))
@@ -103,6 +110,9 @@ class DeviceFunction:
                         p.writes = True
 
                     inner.append(_Tracked(view, _r, _w))
+                elif isinstance(a, ShapedPointer):
+                    param.ndim = a.ndim
+                    inner.append(ShapedPointer(param, a.ndim, params))
                 else:
                     inner.append(Pointer(param))
             else:
@@ -158,7 +168,8 @@ def _signature(name: str, a: Any, fname: str) -> Any:
     if isinstance(a, Value):
         return ("v", a.dtype)
     if isinstance(a, Memory):
-        shape = a.shape if isinstance(a, SharedArray) else None
+        shape = a.shape if isinstance(a, SharedArray) else \
+            ("ndim", a.ndim) if isinstance(a, ShapedPointer) else None
         return ("m", a.dtype, a.space, shape)
     try:
         hash(a)

@@ -25,9 +25,9 @@ from thork_core import (
     dt,
     normalize_dims,
 )
-from thork_core._binding import check_arg_count
-from thork_core._ir import Let, Special, Var
+from thork_core._ir import Cast, Expr, Let, Special, Var
 
+from ._shaped import ShapedPointer, with_derived
 from ._trace import Dim3, Pointer, Trace, Value, set_current
 from ._types import _EMPTY, BuiltinSpec, ConstexprSpec, PointerSpec, ScalarSpec, spec_of
 
@@ -217,7 +217,8 @@ class Kernel:
             elif isinstance(spec, PointerSpec):
                 param = Param(cname, PointerType(spec.dtype), ndim=spec.ndim)
                 params.append(param)
-                args.append(Pointer(param))
+                args.append(Pointer(param) if not spec.ndim
+                            else ShapedPointer(param, spec.ndim, params))
             elif isinstance(spec, ScalarSpec):
                 param = Param(cname, spec.dtype)
                 params.append(param)
@@ -225,10 +226,12 @@ class Kernel:
             else:
                 assert isinstance(spec, BuiltinSpec)
                 if spec.vector:
-                    args.append(Dim3(spec.builtin.cuda_name))
+                    args.append(Dim3(spec.builtin.cuda_name, signed=spec.signed))
                 else:
-                    var = Var(dt.uint32, cname)
-                    prologue.append(Let(var, Special(dt.uint32, f"{spec.builtin.cuda_name}.x")))
+                    reg: Expr = Special(dt.uint32, f"{spec.builtin.cuda_name}.x")
+                    t = dt.int32 if spec.signed else dt.uint32
+                    var = Var(t, cname)
+                    prologue.append(Let(var, Cast(t, reg) if spec.signed else reg))
                     args.append(Value(var))
         trace = Trace(self.name, params)
         src = inspect.getsourcefile(self.fn) or "<unknown>"
@@ -350,7 +353,8 @@ class Launch:
         ir = kernel._ir
         assert ir is not None
         if len(args) != len(ir.params):
-            check_arg_count(ir, args)
+            # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
+            args = with_derived(ir, args)
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
 
     def __repr__(self) -> str:
