@@ -53,7 +53,19 @@ class DeviceFunction:
         root = trace.root
         spec = root.function_cache.get(key)
         if spec is None:
-            spec = self._specialize(trace, items)
+            if key in root.functions_open:
+                chain = " -> ".join(k[0].__name__ for k in root.functions_open[
+                    root.functions_open.index(key):]) + f" -> {self.__name__}"
+                raise TraceError(
+                    f"{self.__name__}(): tk.func recursion ({chain}) with the same argument "
+                    "types is not supported: device code cannot recurse. Write it as a "
+                    "loop (tk.while_ or tk.range with tk.var state), or recurse on a Python "
+                    "value (a compile-time constant) so that tracing unrolls it")
+            root.functions_open.append(key)
+            try:
+                spec = self._specialize(trace, items)
+            finally:
+                root.functions_open.pop()
             root.function_cache[key] = spec
         function, kinds = spec
         call_args = []
@@ -82,7 +94,8 @@ class DeviceFunction:
                     ) -> tuple[Function, list[str]]:
         root = caller.root
         cname = re.sub(r"\W", "_", self.__name__)
-        name = f"thork_f{len(root.functions)}_{cname}"
+        # Specializations started so far (finished + open): unique even when nested.
+        name = f"thork_f{len(root.functions) + len(root.functions_open) - 1}_{cname}"
         child = Trace(name, [], parent=caller)
         params: list[Param] = []
         kinds: list[str] = []

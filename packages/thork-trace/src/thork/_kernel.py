@@ -18,6 +18,7 @@ from thork_core import (
     Loc,
     Param,
     PointerType,
+    ThorkError,
     TraceError,
     build,
     choose,
@@ -28,7 +29,7 @@ from thork_core import (
 from thork_core._ir import Cast, Expr, Let, Special, Var
 
 from ._shaped import ShapedPointer, with_derived
-from ._trace import Dim3, Pointer, Trace, Value, set_current
+from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
 from ._types import _EMPTY, BuiltinSpec, ConstexprSpec, PointerSpec, ScalarSpec, spec_of
 
 __all__ = ["Kernel", "Launch", "jit"]
@@ -92,6 +93,8 @@ class Kernel:
         #: Values of the compile-time constants this kernel is specialized for.
         self._bound: dict[str, Any] | None = None
         self._specializations: dict[tuple[Any, ...], Kernel] = {}
+        #: The kernel this one specializes (None for a kernel made by tk.jit).
+        self._parent: Kernel | None = None
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -159,6 +162,7 @@ class Kernel:
             child._const_pos = ()
             child._n_launch = self._n_launch - len(key)
             child._bound = {n: v for (n, _, _), v in zip(self._constexprs(), key)}
+            child._parent = self
             self._specializations[key] = child
         return child
 
@@ -243,6 +247,13 @@ class Kernel:
         prev = set_current(trace)
         try:
             result = self.fn(*args)
+        except ThorkError as exc:
+            raise exc.with_traceback(user_frames(exc.__traceback__))  # noqa: B904 - same error
+        except RecursionError:
+            raise TraceError(
+                f"{self.name}(): Python recursion went too deep while tracing; a tk.func "
+                "that calls itself must stop on a Python (compile-time) value, as device "
+                "code cannot recurse") from None
         finally:
             set_current(prev)
         if trace.deferred:
@@ -255,7 +266,14 @@ class Kernel:
 
     @property
     def source(self) -> str:
-        """The generated CUDA C++ (the same text every CUDA compiler plugin receives)."""
+        """The generated CUDA C++ for reading: the kernel first (after the device functions
+        it calls), then Thork's prelude. Compilers receive the same text with the prelude
+        in front (``cuda_source``)."""
+        return CudaRenderer().listing(self.ir)
+
+    @property
+    def cuda_source(self) -> str:
+        """The CUDA C++ translation unit exactly as every CUDA compiler plugin receives it."""
         return CudaRenderer().render(self.ir)
 
     def source_for(self, target: str | None = None) -> str:
@@ -280,12 +298,14 @@ class Kernel:
         from thork_core._gpu import GpuTarget
 
         comp = plugins().compiler(compiler or self.compiler, GpuTarget())
-        art, _, _ = compile_artifact(self.ir, self.source, comp, kind, parse_arch(arch))
+        art, _, _ = compile_artifact(self.ir, self.cuda_source, comp, kind, parse_arch(arch))
         return art
 
     @property
     def compile_info(self) -> CompileInfo | None:
-        """How the most recently used build was made (None before the first build)."""
+        """How the most recently used build was made (None before the first build); for a
+        kernel with ``tk.Constexpr`` parameters, that of its most recently built
+        specialization."""
         return self._last_info
 
     def _executable(self, target: str | None, compiler: str | None = None
@@ -301,6 +321,8 @@ class Kernel:
         exe, info = build(ir, source, tgt, comp)
         self._exes[key] = (exe, info)
         self._last_info = info
+        if self._parent is not None:
+            self._parent._last_info = info  # compile_info of the unspecialized kernel
         return exe, info
 
     # -- launching ------------------------------------------------------------------------

@@ -67,6 +67,23 @@ def _user_frame() -> Any:
     return None
 
 
+def user_frames(tb: Any) -> Any:
+    """The traceback ``tb`` without Thork's own frames (and contextlib's): what is left
+    leads from the user's call to the user's line that the error is about."""
+    import types
+
+    keep = []
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if not fn.startswith(_PACKAGE_DIRS) and fn not in _SKIP_FILES:
+            keep.append(tb)
+        tb = tb.tb_next
+    out = None
+    for t in reversed(keep):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
 def user_line() -> str:
     """The stripped text of the user's source line being traced ('' if unknown)."""
     import linecache
@@ -192,6 +209,8 @@ class Trace:
         #: Device functions traced so far (callees before callers); root only.
         self.functions: list[Any] = []
         self.function_cache: dict[Any, Any] = {}
+        #: Signatures of device functions being traced now, outermost first (root only).
+        self.functions_open: list[Any] = []
         #: Bytes of static shared memory declared so far (kernel-wide).
         self.static_shared = 0
         self.is_function = parent is not None
@@ -453,7 +472,8 @@ class Value:
         ops = _UFUNC_DUNDERS.get(name)
         if ops is not None and method == "__call__" and len(inputs) == 2 and not kwargs:
             # A NumPy scalar operand (np.float32(2) * x): the operator on the traced value.
-            a, b = inputs
+            # NumPy hands scalars over as 0-d arrays: back to NumPy scalars (typed).
+            a, b = (x[()] if getattr(x, "ndim", None) == 0 else x for x in inputs)
             return getattr(a, ops[0])(b) if isinstance(a, Value) else getattr(b, ops[1])(a)
         # NumPy functions run at trace time on Python data; name the device function.
         raise TraceError(_numpy_message(self, name))
