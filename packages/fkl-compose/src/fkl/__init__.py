@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from thork_core import ArgumentError
 
 if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
+    from ._batch import PerItem
     from ._color import COLOR_CODES, ColorCode, ColorConversion
     from ._geometry import (
         AspectRatio,
@@ -108,6 +109,7 @@ _EXPORTS = {
     "Not": "._ops",
     "Op": "._ops",
     "Or": "._ops",
+    "PerItem": "._batch",
     "Pipe": "._pipe",
     "ReadSet": "._tensor",
     "Resize": "._geometry",
@@ -164,7 +166,8 @@ __all__ = [
     "BorderReader", "COLOR_CODES", "Cast", "ColorCode", "ColorConversion", "Crop",
     "Deinterlace", "DeinterlaceMode", "DeviceBuffer", "Discard", "Div", "DualRead", "Equal",
     "Exp", "IGNORE_AR", "Ln", "Max", "MidWrite", "Min", "Mul", "MxVFloat3", "Normalize", "Not",
-    "Op", "Or", "PRESERVE_AR", "PRESERVE_AR_LEFT", "PRESERVE_AR_RN_EVEN", "Pipe", "ReadSet",
+    "Op", "Or", "PRESERVE_AR", "PRESERVE_AR_LEFT", "PRESERVE_AR_RN_EVEN", "PerItem", "Pipe",
+    "ReadSet",
     "Resize", "Saturate", "SaturateCast", "SaturateFloat", "ShiftLeft", "ShiftRight",
     "SplitWrite", "Sqr", "Sqrt", "StaticLoop", "Sub", "TensorPack", "TensorRead",
     "TensorSplit", "TensorTPack", "TensorTSplit", "TensorWrite", "VectorReduce",

@@ -17,7 +17,7 @@ from typing import Any
 from thork_core import ArgumentError, ArrayView, DType, plugins
 
 __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
-           "pointer", "stream_handle", "typestr", "view", "wait"]
+           "pointer", "stack", "stream_handle", "typestr", "view", "wait"]
 
 #: fkl kernels index with int32: arrays have fewer elements than this.
 INT32_LIMIT = 2**31
@@ -53,6 +53,42 @@ def view(x: Any, what: str) -> ArrayView:
             f"{v.strides} (use numpy.ascontiguousarray / .contiguous())")
     check_size(v.shape, what)
     return v
+
+
+def stack(items: Any, what: str, handle: int) -> Any:
+    """A list of same-size images as one ``(N, ...)`` batch: ``numpy.stack`` for host
+    arrays; for device arrays a new DeviceArray on their device, filled by one copy
+    kernel per image queued on stream ``handle`` (a batched array avoids that copy)."""
+    items = list(items)
+    if not items:
+        raise ArgumentError(f"fkl pipe {what}: an empty list of images")
+    views = [view(a, f"{what}[{i}]") for i, a in enumerate(items)]
+    first = views[0]
+    for i, v in enumerate(views[1:], start=1):
+        if v.shape != first.shape or v.dtype != first.dtype:
+            raise ArgumentError(
+                f"fkl pipe {what}: a batch needs same-size images of one dtype; image 0 is "
+                f"{first.shape} {first.dtype.name}, image {i} is {v.shape} {v.dtype.name} "
+                "(resize them first, or run them as separate calls)")
+        if (v.device, v.device_id) != (first.device, first.device_id):
+            raise ArgumentError(f"fkl pipe {what}: images 0 and {i} are on different devices")
+    if first.device != "cuda":
+        import numpy as np
+
+        return np.stack([v.host if v.host is not None else a for v, a in zip(views, items)])
+    from thork_core import DeviceArray
+
+    from ._pipe import compose
+    from ._tensor import TensorRead, TensorWrite
+
+    batch = DeviceArray((len(items), *first.shape), first.dtype, device=first.device_id,
+                        stream=handle)
+    copy = compose(TensorRead(), TensorWrite(), target="gpu")
+    for k, a in enumerate(items):
+        dst = DeviceArray.wrap(batch.ptr + k * first.nbytes, first.shape, first.dtype,
+                               device=first.device_id, stream=handle, owner=batch)
+        copy(a, out=dst, stream=handle)
+    return batch
 
 
 def check_size(shape: tuple[int, ...], what: str) -> None:

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError
 
-from ._arrays import array_types, fast_info, fast_out, pointer, stream_handle, view, wait
+from ._arrays import (
+    array_types,
+    fast_info,
+    fast_out,
+    pointer,
+    stack,
+    stream_handle,
+    view,
+    wait,
+)
 from ._launcher import Launcher
 from ._plan import Plan, allocate, check_out, make_plan
 
@@ -142,6 +151,10 @@ class CallPath:
                    key: list[Any] | None) -> Any:
         """First call for an input type/shape (or an input without a fast path)."""
         read = self.chain.read
+        if any(isinstance(x, (list, tuple)) for x in inputs):  # a batch given as a list
+            handle = stream_handle(stream) if stream is not None else 0
+            inputs = tuple(stack(x, f"input {i}", handle) if isinstance(x, (list, tuple))
+                           else x for i, x in enumerate(inputs))
         views = [view(x, f"input {i}") for i, x in enumerate(inputs)]
         t, g, lay = read.host_type(views)
         tgt = self.kernels.resolve()

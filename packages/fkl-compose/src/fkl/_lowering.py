@@ -24,6 +24,7 @@ from thork._trace import Pointer, Trace, Value, cast, set_current
 from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
 from thork_core._ir import Special, Var
 
+from ._batch import check_items
 from ._ops import Op
 from ._pixel import Geom, PixType, Stage
 from ._tensor import Layout, ReadOp, WriteOp
@@ -98,13 +99,37 @@ def host_plan(chain: Chain, t: PixType, g: Geom, lay: Layout) -> tuple[
     for op in chain.middle:
         values += op.values(t, g)
         if op.kind == "readback":
+            if g.ragged and not getattr(op, "takes_ragged", False):
+                raise ArgumentError(
+                    f"{op.name}: the planes below it have different sizes (a batch of "
+                    "crops of different sizes); only fkl.Resize or fkl.Warping may follow "
+                    "them")
             g = op.out_geom(g, t)
+            if op.batches():  # type: ignore[attr-defined]
+                lay = Layout(True, lay.channel_axis)
         elif op.kind == "midwrite":
             assert isinstance(op, WriteOp)
             outs += op.out_specs(t, g, lay)
         t = op.out_type(t)
+    for op in chain.middle:
+        if op.items():
+            check_items(op.items(), g.batch, f"{op.name} PerItem")
+    if g.ragged:
+        raise ArgumentError(
+            "fkl.Crop rects: crops of different sizes "
+            f"({', '.join(f'{r[2]}x{r[3]}' for r in _crop_rects(chain))}) give planes of "
+            "different sizes, which one output array cannot hold; add a fkl.Resize after "
+            "the crop (or crop equal sizes)")
     outs += chain.write.out_specs(t, g, lay)
     return values, g, outs
+
+
+def _crop_rects(chain: Chain) -> list[tuple[int, int, int, int]]:
+    for op in chain.middle:
+        rects = getattr(op, "rects", None)
+        if rects is not None and len(rects) > 1:
+            return list(rects)
+    return []
 
 
 def kernel_name(key: Any) -> str:
