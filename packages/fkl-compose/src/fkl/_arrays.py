@@ -17,7 +17,7 @@ from typing import Any
 from thork_core import ArgumentError, ArrayView, DType, plugins
 
 __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
-           "pointer", "stack", "stream_handle", "typestr", "view", "wait"]
+           "pointer", "stack", "stream_handle", "view", "wait"]
 
 #: fkl kernels index with int32: arrays have fewer elements than this.
 INT32_LIMIT = 2**31
@@ -30,7 +30,7 @@ def array_types() -> list[type]:
     """``[numpy.ndarray, DeviceArray]``, imported on first use (keeps ``import fkl`` fast)."""
     if not _TYPES:
         import numpy as np
-        from thork_core import DeviceArray
+        from thork_core.runtime import DeviceArray
 
         _TYPES.extend((np.ndarray, DeviceArray))
     return _TYPES
@@ -76,7 +76,7 @@ def stack(items: Any, what: str, handle: int) -> Any:
         import numpy as np
 
         return np.stack([v.host if v.host is not None else a for v, a in zip(views, items)])
-    from thork_core import DeviceArray
+    from thork_core.runtime import DeviceArray
 
     from ._pipe import compose
     from ._tensor import TensorRead, TensorWrite
@@ -142,17 +142,6 @@ def fast_out(out: Any, shape: tuple[int, ...], d: DType, code: str | None) -> in
     return ptr  # type: ignore[no-any-return]
 
 
-def typestr(d: DType) -> str | None:
-    """The ``__cuda_array_interface__`` typestr a producer uses for ``d`` (None: none,
-    as bfloat16: the hot path then never matches and the general path checks)."""
-    import numpy as np
-
-    try:
-        return np.dtype(d.numpy).str
-    except TypeError:
-        return None
-
-
 def pointer(o: Any, what: str = "out") -> int:
     """The address of an array (core's adapters for anything but NumPy and DeviceArray)."""
     nd, da = _TYPES or array_types()
@@ -165,25 +154,25 @@ def pointer(o: Any, what: str = "out") -> int:
 
 def stream_handle(stream: Any) -> int:
     """A raw CUDA stream handle from what a user passes as ``stream=``."""
-    from thork_core._cuda import stream_handle as handle
+    from thork_core.runtime import stream_handle as handle
 
     return handle(stream)
 
 
 def wait(producer: int, consumer: int, device: int) -> None:
     """Order ``consumer`` after the work queued so far on ``producer``."""
-    from thork_core._device_array import _stream_wait
+    from thork_core.runtime import stream_wait
 
-    _stream_wait(device, producer, consumer)
+    stream_wait(device, producer, consumer)
 
 
 def _one_gpu() -> bool:
     """Whether exactly one GPU is visible (asked once)."""
     if not _ONE_GPU:
-        from thork_core import _cuda
+        from thork_core.runtime import device_count
 
         try:
-            _ONE_GPU.append(_cuda.device_count() == 1)
+            _ONE_GPU.append(device_count() == 1)
         except Exception:  # noqa: BLE001 - no driver: no device arrays either
             _ONE_GPU.append(False)
     return _ONE_GPU[0]

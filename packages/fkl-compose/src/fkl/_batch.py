@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from thork._trace import Value, cast, where
+from thork.tracing import Value, cast, where
 from thork_core import ArgumentError, dt
 
 __all__ = ["PerItem", "pick", "plane"]
@@ -47,7 +47,7 @@ class PerItem:
 
 def plane() -> Value:
     """The thread's plane index in the 2-D kernel (``blockIdx.z``) as int32."""
-    from thork_core._ir import Special
+    from thork_core.ir import Special
 
     return cast(Value(Special(dt.uint32, "blockIdx.z")), dt.int32)
 

@@ -17,7 +17,7 @@ from thork_core import (
     CudaRenderer,
     Executable,
     Target,
-    build,
+    build_kernel,
     choose,
     compile_artifact,
     parse_arch,
@@ -112,9 +112,7 @@ class Kernels:
             built = _BUILT.get(key)
             if built is None:
                 lowered = self._lower(t, variant, kernel_name(key[:3]))
-                tgt, comp = choose(self.resolve(), self.compiler)
-                source = tgt.renderer().render(lowered.ir)
-                exe, info = build(lowered.ir, source, tgt, comp)
+                exe, info = build_kernel(lowered.ir, self.resolve(), self.compiler)
                 built = Built(lowered, exe, info)
                 _BUILT[key] = built
                 _STATS["builds"] += 1
@@ -135,7 +133,7 @@ class Kernels:
     def artifact(self, t: PixType, variant: str | None, who: str, arch: str,
                  compiler: str | None, kind: str) -> Any:
         """The CUDA kernel compiled for ``arch`` without loading it (no GPU needed)."""
-        from thork_core._gpu import GpuTarget
+        from thork_core.plugin import GpuTarget
 
         lowered = self.lowered(t, self.variants.check(t, variant, who, "gpu"), "gpu")
         comp = plugins().compiler(compiler or self.compiler, GpuTarget())

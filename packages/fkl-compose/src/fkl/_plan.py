@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thork_core import ArgumentError, DType, dt
+from thork_core.runtime import typestr
 
-from ._arrays import check_size, typestr, view
+from ._arrays import check_size, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
 from ._lowering import host_plan
@@ -120,7 +121,7 @@ def allocate(plan: Plan, device: int, handle: int) -> list[Any]:
     """New output arrays for ``plan``: DeviceArrays on CUDA device ``device``, queued on
     stream ``handle``, for device inputs; NumPy arrays for host inputs."""
     if plan.device:
-        from thork_core import DeviceArray
+        from thork_core.runtime import DeviceArray
 
         return [DeviceArray(shape, d, device=device, stream=handle) for shape, d in plan.outs]
     import numpy as np
