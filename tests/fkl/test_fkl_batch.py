@@ -236,3 +236,41 @@ def test_device_image_list_is_stacked_on_the_device(rng):
     got = pipe([fkl.DeviceBuffer.from_host(i) for i in imgs])
     assert isinstance(got, fkl.DeviceBuffer) and got.shape == (3, 15, 17, 3)
     np.testing.assert_array_equal(got.to_host(), np.stack(imgs).astype(F) * F(2.0))
+
+
+# -- active batch -------------------------------------------------------------------------
+def test_active_batch_fills_the_rest_with_the_default(target, rng):
+    xs = random_array(rng, (5, 11, 13, 3), np.uint8)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Cast("float32"), fkl.Mul(fkl.PerItem(
+        [1.0, 2.0, 3.0, 4.0, 5.0])), fkl.TensorSplit(), target=target)
+    full = xs.astype(F).transpose(0, 3, 1, 2) * np.arange(1, 6, dtype=F)[:, None, None, None]
+    builds = None
+    for k, default in ((3, [-1.0, -2.0, -3.0]), (0, 7.5), (5, 0.0), (1, 2.0)):
+        out = poisoned((5, 3, 11, 13), np.float32)
+        assert pipe(xs, out=out, active_batch=k, default=default) is out
+        ref = full.copy()
+        ref[k:] = np.broadcast_to(np.asarray(default, F).reshape(-1, 1, 1), (3, 11, 13))
+        np.testing.assert_array_equal(out, ref)
+        if builds is None:
+            builds = fkl.stats()["builds"]
+    assert fkl.stats()["builds"] == builds  # k and the default are runtime values
+    np.testing.assert_array_equal(pipe(xs), full)  # no active_batch: every item
+
+
+def test_active_batch_over_a_crop_batch_and_its_errors(target, rng):
+    x = random_array(rng, (21, 25), np.uint8)
+    rects = rects_in(rng, 4, 25, 21, w=6, h=5)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), fkl.TensorWrite(), target=target)
+    got = pipe(x, active_batch=2, default=255)
+    ref = np.stack([crop(x, r) for r in rects])
+    ref[2:] = 255
+    np.testing.assert_array_equal(got, ref)
+    with pytest.raises(fkl.ArgumentError, match="active_batch: expected an int from 0 to the "
+                                                "batch of 4, got 5"):
+        pipe(x, active_batch=5)
+    with pytest.raises(fkl.ArgumentError, match="does not fit the uint8"):
+        pipe(x, active_batch=1, default=300)
+    mid = fkl.compose(fkl.TensorRead(), fkl.MidWrite(), fkl.Mul(2), fkl.TensorWrite(),
+                      target=target)
+    with pytest.raises(fkl.ArgumentError, match="MidWrite"):
+        mid(random_array(rng, (2, 5, 6), np.uint8), active_batch=1)

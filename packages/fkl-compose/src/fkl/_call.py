@@ -71,14 +71,22 @@ class CallPath:
         self._hot_guard = None
         self._n_inputs = self.chain.read.inputs
 
-    def __call__(self, *inputs: Any, out: Any = None, stream: Any = None) -> Any:
+    def __call__(self, *inputs: Any, out: Any = None, stream: Any = None,
+                 active_batch: int | None = None, default: Any = 0) -> Any:
         """Run the chain on ``inputs`` (one array; two for DualRead; none for ReadSet).
 
         Host (NumPy) inputs give host outputs (the GPU target copies in and out and
         synchronizes); device inputs give :class:`fkl.DeviceBuffer` outputs on the same
         device, queued on ``stream`` without synchronization. ``out`` (an array, or a
-        list for several outputs) is written instead of allocating.
+        list for several outputs) is written instead of allocating. An input may be a
+        list of same-size images: a batch (the output has the batch axis).
+
+        ``active_batch=k``: only the first ``k`` batch items are computed; the others are
+        filled with ``default`` (a number or one per output channel) and read nothing.
+        Both are runtime values (the first such call builds one more kernel).
         """
+        if active_batch is not None:
+            return self._call_slow(inputs, out, stream, None, (active_batch, default))
         # The hottest case first: one DeviceBuffer in, one of exactly the output's kind as
         # out=, both ready on the launch stream, vector-aligned. One guard call: core
         # checks all that and launches (False: it launched nothing).
@@ -148,8 +156,9 @@ class CallPath:
     _miss = __call__
 
     def _call_slow(self, inputs: tuple[Any, ...], out: Any, stream: Any,
-                   key: list[Any] | None) -> Any:
-        """First call for an input type/shape (or an input without a fast path)."""
+                   key: list[Any] | None, active: tuple[int, Any] | None = None) -> Any:
+        """First call for an input type/shape (or an input without a fast path, or with
+        an active batch: ``(k, default)``)."""
         read = self.chain.read
         if any(isinstance(x, (list, tuple)) for x in inputs):  # a batch given as a list
             handle = stream_handle(stream) if stream is not None else 0
@@ -166,14 +175,21 @@ class CallPath:
         if on_device and not all(v.device == "cuda" for v in views):
             raise ArgumentError("fkl pipe: inputs mix host and device arrays")
         shape_key = (t, tuple(v.shape for v in views), on_device)
+        if active is not None:
+            shape_key = (*shape_key, active[0], repr(active[1]))
+            key = None  # active calls keep to this path
         plan = self._plans.get(shape_key)
         if plan is None:
-            variant = self.variants.choose(t)
-            spec = self.variants.flat_spec(t) if variant == "flat" else None
-            if spec is not None and not spec.fits(g):
-                variant = "grid"  # planes whose starts are not vector-aligned
-            plan = make_plan(self.kernels, t, g, lay, on_device, variant, self.ops)
-            self._plans[shape_key] = plan
+            if active is not None:
+                variant = "active"
+            else:
+                variant = self.variants.choose(t)
+                spec = self.variants.flat_spec(t) if variant == "flat" else None
+                if spec is not None and not spec.fits(g):
+                    variant = "grid"  # planes whose starts are not vector-aligned
+            plan = make_plan(self.kernels, t, g, lay, on_device, variant, self.ops, active)
+            if active is None or len(self._plans) < 256:  # per (k, default): bounded
+                self._plans[shape_key] = plan
         handle = stream_handle(stream) if stream is not None else 0
         device = views[0].device_id if views else 0
         outs = check_out(plan, out, on_device) if out is not None else \

@@ -200,8 +200,19 @@ def write_dtypes(op: WriteOp, t: PixType) -> list[DType]:
     return [s[1] for s in op.out_specs(t, Geom(1, 1), Layout(False, False))]
 
 
-def lower(chain: Chain, t: PixType, name: str) -> Lowered:
-    """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain)."""
+def final_type(chain: Chain, t: PixType) -> PixType:
+    """The pixel type the final write stores."""
+    for op in chain.middle:
+        t = op.out_type(t)
+    return t
+
+
+def lower(chain: Chain, t: PixType, name: str, active: bool = False) -> Lowered:
+    """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
+
+    ``active``: the kernel takes two more scalar groups after the ops' — the active batch
+    ``k`` (int32) and a default pixel (the written type, one value per channel) — and
+    planes ``z >= k`` store the default and read nothing (FKL's conditional planes)."""
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -210,6 +221,14 @@ def lower(chain: Chain, t: PixType, name: str) -> Lowered:
         in_ptrs = b.inputs(chain.read.input_dtypes(t))
         stage: Stage = chain.read.stage(in_ptrs, b.scalars(chain.read.scalar_types(t)), t)
         op_params = b.op_scalars(chain, t)
+        if active:
+            if any(op.kind == "midwrite" for op in chain.middle):
+                raise ArgumentError("fkl pipe active_batch: a chain with a MidWrite has no "
+                                    "default for its middle output; run it without "
+                                    "active_batch")
+            ft = final_type(chain, t)
+            act = b.scalars([dt.int32])[0]
+            default = b.scalars([ft.dtype] * ft.channels)
 
         last = chain.last_readback
         ty = t
@@ -234,6 +253,11 @@ def lower(chain: Chain, t: PixType, name: str) -> Lowered:
         nb = cast(Value(Special(dt.uint32, "gridDim.z")), dt.int32)
         with if_((x >= stage.w) | (y >= stage.h)):
             return_()
+        if active:
+            out_ptrs = b.outputs(write_dtypes(chain.write, ft))
+            with if_(z >= act):  # an inactive plane: the default, no reads
+                chain.write.store(out_ptrs, list(default), x, y, z, stage.w, stage.h, nb, ft)
+                return_()
         px = stage.read(x, y, z)
         for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
             p = op_params[i]
@@ -245,7 +269,8 @@ def lower(chain: Chain, t: PixType, name: str) -> Lowered:
                 px = op.apply(px, p, ty)
             ty = op.out_type(ty)
         w = chain.write
-        w.store(b.outputs(write_dtypes(w, ty)), px, x, y, z, stage.w, stage.h, nb, ty)
+        w.store(out_ptrs if active else b.outputs(write_dtypes(w, ty)), px, x, y, z, stage.w,
+                stage.h, nb, ty)
     finally:
         set_current(prev)
     return b.finish(name, trace, BLOCK)

@@ -13,9 +13,9 @@ from thork_core.runtime import typestr
 from ._arrays import check_size, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
-from ._lowering import host_plan
+from ._lowering import final_type, host_plan
 from ._ops import Op
-from ._pixel import PixType
+from ._pixel import PixType, per_channel
 from ._tensor import Layout
 
 __all__ = ["Plan", "allocate", "check_out", "make_plan"]
@@ -60,11 +60,19 @@ class Plan:
 
 
 def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
-              variant: str, ops: Sequence[Op]) -> Plan:
-    """The plan of ``variant`` for inputs of pixel type ``t``, geometry ``g``."""
+              variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None) -> Plan:
+    """The plan of ``variant`` for inputs of pixel type ``t``, geometry ``g``;
+    ``active`` is ``(k, default)`` for the ``"active"`` variant."""
     chain = kernels.chain
-    built = kernels.get(t, variant)
     values, og, outs = host_plan(chain, t, g, lay)
+    if active is not None:
+        k, default = active
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= og.batch:
+            raise ArgumentError(f"fkl pipe active_batch: expected an int from 0 to the "
+                                f"batch of {og.batch}, got {k!r}")
+        ft = final_type(chain, t)
+        values = [*values, k, *per_channel(default, ft.channels, "fkl pipe default")]
+    built = kernels.get(t, variant)
     lowered = built.lowered
     spec = kernels.variants.flat_spec(t) if variant == "flat" else None
     if spec is not None:

@@ -108,8 +108,11 @@ class Variants:
                             f"{variant!r}")
 
     def form(self, t: PixType, variant: str, target: str | None = None) -> Any:
-        """The kernel's shape within (chain, pixel type): ``"grid"``, or ``("flat",
+        """The kernel's shape within (chain, pixel type): ``"grid"``, ``"active"`` (the
+        2-D kernel with an active batch, :func:`fkl._lowering.lower`), or ``("flat",
         fold, vectors)`` (see :class:`~fkl._flat.FlatSpec`)."""
+        if variant == "active":
+            return "active"
         if variant == "flat":
             spec = self.flat_spec(t, target)
             assert spec is not None
