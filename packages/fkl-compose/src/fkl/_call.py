@@ -137,7 +137,7 @@ class CallPath:
                 outs = [out]
                 ptrs.append(optr)
             else:
-                outs = check_out(plan, out, plan.device)
+                outs = check_out(plan.outs, out, plan.device)
                 for o in outs:
                     ptrs.append(pointer(o))
         if plan.align_mask:
@@ -192,7 +192,7 @@ class CallPath:
                 self._plans[shape_key] = plan
         handle = stream_handle(stream) if stream is not None else 0
         device = views[0].device_id if views else 0
-        outs = check_out(plan, out, on_device) if out is not None else \
+        outs = check_out(plan.outs, out, on_device) if out is not None else \
             allocate(plan, device, handle)
         ptrs = [v.ptr for v in views] + [pointer(o) for o in outs]
         # Device arrays (and host arrays on the CPU target) get the pre-packed hot path.

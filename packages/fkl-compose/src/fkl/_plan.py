@@ -103,13 +103,15 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
                 out_codes=[typestr(d) for _, d in outs])
 
 
-def check_out(plan: Plan, out: Any, on_device: bool) -> list[Any]:
-    """``out`` (an array or a list of them) checked against the plan's outputs."""
+def check_out(specs: list[tuple[tuple[int, ...], DType]], out: Any,
+              on_device: bool) -> list[Any]:
+    """``out`` (an array or a list of them) checked against the outputs' ``specs``
+    (shape and dtype of each)."""
     given = list(out) if isinstance(out, (list, tuple)) else [out]
-    if len(given) != len(plan.outs):
-        raise ArgumentError(f"fkl pipe out: the chain writes {len(plan.outs)} array(s), "
+    if len(given) != len(specs):
+        raise ArgumentError(f"fkl pipe out: the chain writes {len(specs)} array(s), "
                             f"got {len(given)}")
-    for i, (o, (shape, d)) in enumerate(zip(given, plan.outs, strict=False)):
+    for i, (o, (shape, d)) in enumerate(zip(given, specs, strict=False)):
         what = f"out[{i}]" if len(given) > 1 else "out"
         v = view(o, what)
         if v.dtype != d or not _same_shape(v.shape, shape):
