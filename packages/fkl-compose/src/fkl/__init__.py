@@ -149,8 +149,17 @@ def __getattr__(name: str) -> Any:
         from thork_core.runtime import DeviceArray
 
         value = DeviceArray
+    elif name == "ops":
+        value = importlib.import_module(".ops", __name__)
     else:
-        raise AttributeError(f"module 'fkl' has no attribute {name!r}")
+        # An op from an installed op plugin (``fkl.ops`` entry points), never a
+        # built-in name: those are all in _EXPORTS. The ``_`` guard keeps dunder probes
+        # (copy, pickle) from scanning entry points.
+        from ._registry import plugin_ops
+
+        value = None if name.startswith("_") else plugin_ops(set(_EXPORTS)).get(name)
+        if value is None:
+            raise AttributeError(f"module 'fkl' has no attribute {name!r}")
     globals()[name] = value  # later lookups skip this function
     return value
 
@@ -168,7 +177,7 @@ __all__ = [
     "Resize", "Saturate", "SaturateCast", "SaturateFloat", "ShiftLeft", "ShiftRight",
     "SplitWrite", "Sqr", "Sqrt", "StaticLoop", "Sub", "TensorPack", "TensorRead",
     "TensorSplit", "TensorTPack", "TensorTSplit", "TensorWrite", "VectorReduce",
-    "VectorReorder", "VectorReorderRT", "Warping", "Xor", "compose", "letterbox",
+    "VectorReorder", "VectorReorderRT", "Warping", "Xor", "compose", "letterbox", "ops",
     "reset_stats", "stats",
 ]
 __version__ = "0.1.0"
