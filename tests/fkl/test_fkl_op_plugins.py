@@ -5,16 +5,14 @@ declared version (never the bare class name), and packages ship ops through the
 from __future__ import annotations
 
 import sys
-import textwrap
 import types
 import warnings
-from pathlib import Path
 
 import fkl
 import numpy as np
 import pytest
 from fkl._registry import reset_plugin_ops
-from helpers import poisoned, random_array
+from helpers import install_dist, poisoned, random_array
 
 pytestmark = pytest.mark.plugin("compose")
 
@@ -102,22 +100,12 @@ NOT_AN_OP = [int]
 """
 
 
-def install_fake_plugin(root: Path, entry_points: str, dist: str = "fake_fkl_ops") -> None:
-    """A distribution on sys.path, as pip would leave it: a module and its dist-info."""
-    (root / f"{dist}_mod.py").write_text(textwrap.dedent(PLUGIN_MODULE))
-    info = root / f"{dist}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[fkl.ops]\n" + textwrap.dedent(entry_points))
-
-
 @pytest.fixture
 def fake_plugin(tmp_path, monkeypatch):
-    install_fake_plugin(tmp_path, """
-        extra = fake_fkl_ops_mod:OPS
-        broken = fake_fkl_ops_missing_module:OPS
-        notop = fake_fkl_ops_mod:NOT_AN_OP
-    """)
+    install_dist(tmp_path, "fake-fkl-ops", {
+        "extra": "fake_fkl_ops_mod:OPS", "broken": "fake_fkl_ops_missing_module:OPS",
+        "notop": "fake_fkl_ops_mod:NOT_AN_OP"}, {"fake_fkl_ops_mod": PLUGIN_MODULE},
+        group="fkl.ops")
     monkeypatch.syspath_prepend(str(tmp_path))
     reset_plugin_ops()
     yield
@@ -152,8 +140,10 @@ def test_two_plugins_with_one_name_warn_naming_both(tmp_path, monkeypatch):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    install_fake_plugin(a, "one = aaa_ops_mod:Cube\n", dist="aaa_ops")
-    install_fake_plugin(b, "two = bbb_ops_mod:Cube\n", dist="bbb_ops")
+    install_dist(a, "aaa-ops", {"one": "aaa_ops_mod:Cube"}, {"aaa_ops_mod": PLUGIN_MODULE},
+                 group="fkl.ops")
+    install_dist(b, "bbb-ops", {"two": "bbb_ops_mod:Cube"}, {"bbb_ops_mod": PLUGIN_MODULE},
+                 group="fkl.ops")
     monkeypatch.syspath_prepend(str(a))
     monkeypatch.syspath_prepend(str(b))
     reset_plugin_ops()
