@@ -23,6 +23,7 @@ from __future__ import annotations
 from thork_core import CODEGEN_VERSION, KernelIR, Renderer
 from thork_core.ir import (
     HALF_CONVERSIONS,
+    INT_ARITHMETIC,
     Atomic,
     BlockReduce,
     DType,
@@ -377,7 +378,7 @@ class CppRenderer(Renderer):
             "fibers": int(needs_fibers(kernel)),
         }
         return (
-            _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + "\n"
+            _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + INT_ARITHMETIC + "\n"
             + self.functions_text
             + f"static inline void {kernel.name}({sig})\n{{\n{body}\n}}\n\n"
             "static void thork_thread(thork_block* b, unsigned int lin)\n{\n"

@@ -61,12 +61,18 @@ from ._ir import (
     walk_exprs,
     walk_stmts,
 )
-from ._renderer import CODEGEN_VERSION, HALF_CONVERSIONS, CudaRenderer, Renderer
+from ._renderer import (
+    CODEGEN_VERSION,
+    HALF_CONVERSIONS,
+    INT_ARITHMETIC,
+    CudaRenderer,
+    Renderer,
+)
 
 __all__ = [
     "ALL_DTYPES", "ATOMIC_OPS", "Assign", "Atomic", "Binary", "BlockReduce", "Break",
     "CODEGEN_VERSION", "Call", "CallFunc", "Cast", "Const", "Continue", "CudaRenderer",
-    "DType", "Eval", "Expr", "Field", "For", "Function", "HALF_CONVERSIONS", "If",
+    "DType", "Eval", "Expr", "Field", "For", "Function", "HALF_CONVERSIONS", "INT_ARITHMETIC", "If",
     "KernelIR", "Let", "Load", "Loc", "Param", "PointerType", "Renderer", "Return",
     "SPECIALS", "SYNC_KINDS", "Select", "SharedDecl", "Special", "Stmt", "Store", "Sync",
     "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",
