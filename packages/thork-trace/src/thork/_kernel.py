@@ -356,10 +356,11 @@ class Launch:
         self.shared_mem = shared
 
     def __call__(self, *args: Any, stream: Any = None, target: str | None = None,
-                 **consts: Any) -> None:
+                 compiler: str | None = None, **consts: Any) -> None:
         """Run the kernel. NumPy arrays are copied in and (if written) back, synchronously;
         device arrays are used in place and the launch is asynchronous on ``stream``.
-        Compile-time constants go in their positions or by keyword."""
+        Compile-time constants go in their positions or by keyword. ``target`` and
+        ``compiler`` override the kernel's for this call (each pair builds once)."""
         kernel = self.kernel
         if kernel._const_pos is None:
             kernel._analyze()
@@ -368,8 +369,8 @@ class Launch:
         elif consts:
             raise TypeError(f"{kernel.name}() got unexpected keyword argument(s) "
                             f"{', '.join(consts)}")
-        hit = kernel._exes.get((target, None))
-        exe = hit[0] if hit is not None else kernel._executable(target)[0]
+        hit = kernel._exes.get((target, compiler))
+        exe = hit[0] if hit is not None else kernel._executable(target, compiler)[0]
         ir = kernel._ir
         assert ir is not None
         if len(args) != len(ir.params):
