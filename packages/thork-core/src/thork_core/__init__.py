@@ -27,6 +27,7 @@ from ._frontend import Frontend
 from ._hookspecs import hookimpl, hookspec
 from ._ir import KernelIR, Loc, Param, PointerType
 from ._launch import PreparedLaunch, guarded_call_base
+from ._plugin_api import PLUGIN_API_VERSION
 from ._plugins import PluginInfo, Plugins, PluginWarning, plugins, reset_plugins
 from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
 from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
@@ -36,7 +37,7 @@ __all__ = [
     "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache",
     "Executable", "Frontend", "KernelIR", "LaunchError", "Loc", "NoTargetError", "Param",
-    "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
+    "PLUGIN_API_VERSION", "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
     "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build",
     "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt", "dtype_of",
     "gpu_arch", "guarded_call_base", "hookimpl", "hookspec", "literal_dtype",
