@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from thork_core import DeviceArray, LaunchError, dt
-from thork_core._launch import ArrayGuard
+from thork_core._launch import CONV_CU, ArrayGuard, PyLauncher
 from thork_core._native import _reset, native_module, native_status
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
@@ -40,15 +40,12 @@ def native():
 
 
 class Recorder:
-    """A fake cuLaunchKernel over an argument pack of 2 pointer slots and a float and an
-    int scalar (slot order: ptr, float, ptr, int)."""
+    """A fake cuLaunchKernel for a kernel of 2 pointers, a float and an int (parameter
+    order: ptr, float, ptr, int): records what each launch passed."""
 
     def __init__(self, result: int = 0) -> None:
         self.calls: list[dict[str, Any]] = []
         self.result = result
-        self.slots = [ctypes.c_void_p(), ctypes.c_float(2.5), ctypes.c_void_p(),
-                      ctypes.c_int32(-7)]
-        self.argv = (ctypes.c_void_p * 4)(*[ctypes.addressof(s) for s in self.slots])
         self.fn = LAUNCH(self._launch)
 
     def _launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
@@ -64,13 +61,23 @@ class Recorder:
         })
         return self.result
 
-    def launch(self, native: Any, on_error: Any = None) -> Any:
-        errors: list[int] = []
-        return native.Launch(
-            ctypes.cast(self.fn, ctypes.c_void_p).value, 0xF00D, (5, 3, 1), (128, 2, 1), 96,
-            ctypes.addressof(self.argv), 4, [ctypes.addressof(self.slots[0]),
-                                             ctypes.addressof(self.slots[2])],
-            on_error or errors.append)
+    def launcher(self, which: Any, on_error: Any = None) -> Any:
+        """A Launcher (the native module's, or PyLauncher when ``which`` is "python")."""
+        errors: list[Any] = []
+        cls = PyLauncher if which == "python" else which.Launcher
+        return cls(CONV_CU, ctypes.cast(self.fn, ctypes.c_void_p).value, 0xF00D, "PfPi",
+                   on_error or (lambda *a: errors.append(a)))
+
+    def launch(self, which: Any, on_error: Any = None) -> Any:
+        """A prepared launch: grid (5, 3, 1), block (128, 2, 1), 96 bytes, scalars 2.5, -7."""
+        return self.launcher(which, on_error).prepare((5, 3, 1), (128, 2, 1), 96,
+                                                      [0, 2.5, 0, -7])
+
+
+@pytest.fixture(params=["native", "python"])
+def which(request, native):
+    """The native module, or "python" for the Python launcher: one behaviour."""
+    return native if request.param == "native" else "python"
 
 
 def test_status_names_what_happened(native):
@@ -79,9 +86,9 @@ def test_status_names_what_happened(native):
     assert status.split(maxsplit=1)[1].endswith(sysconfig.get_config_var("EXT_SUFFIX"))
 
 
-def test_run_writes_the_pointer_slots_and_passes_the_launch(native, rng):
+def test_run_passes_the_pointers_scalars_and_launch(which, rng):
     rec = Recorder()
-    launch = rec.launch(native)
+    launch = rec.launch(which)
     for _ in range(3):
         a, b = (int(v) for v in rng.integers(1, 2**63, size=2, dtype=np.int64))
         stream = int(rng.integers(1, 2**40))
@@ -89,9 +96,6 @@ def test_run_writes_the_pointer_slots_and_passes_the_launch(native, rng):
         call = rec.calls[-1]
         assert call["pointers"] == (a, b) and call["stream"] == stream
         assert call["scalars"] == (2.5, -7)  # the prepared scalars
-        # The shared pack is never written (a call launches from its own copy), so two
-        # threads can share one Launch.
-        assert rec.slots[0].value is None and rec.slots[2].value is None
         assert call["function"] == 0xF00D and call["extra"] is None
         assert call["grid"] == (5, 3, 1) and call["block"] == (128, 2, 1)
         assert call["shared"] == 96
@@ -99,60 +103,80 @@ def test_run_writes_the_pointer_slots_and_passes_the_launch(native, rng):
     assert rec.calls[-1]["pointers"] == (1, 2**64 - 1) and rec.calls[-1]["stream"] == 0
 
 
-def test_run_rejects_bad_arguments_before_launching(native):
+def test_a_plain_run_converts_every_value(which, rng):
     rec = Recorder()
-    launch = rec.launch(native)
+    launcher = rec.launcher(which)
+    for _ in range(3):
+        a, b = (int(v) for v in rng.integers(1, 2**63, size=2, dtype=np.int64))
+        f = float(np.float32(rng.standard_normal()))
+        k = int(rng.integers(-2**31, 2**31))
+        launcher.run((7, 1, 2), (32, 4, 1), 0, 11, [a, f, b, k])
+        call = rec.calls[-1]
+        assert call["pointers"] == (a, b) and call["scalars"] == (f, k)
+        assert call["grid"] == (7, 1, 2) and call["block"] == (32, 4, 1)
+        assert call["stream"] == 11
+    with pytest.raises(OverflowError):
+        launcher.run((1, 1, 1), (1, 1, 1), 0, 0, [1, 1.0, 2, 2**31])  # int32 slot
+    with pytest.raises(ValueError, match="values: 4 expected"):
+        launcher.run((1, 1, 1), (1, 1, 1), 0, 0, [1, 1.0, 2])
+    assert len(rec.calls) == 3
+
+
+def test_run_rejects_bad_arguments_before_launching(which):
+    rec = Recorder()
+    launch = rec.launch(which)
     with pytest.raises(ValueError, match="pointers: 2 addresses expected, got 3"):
         launch.run([1, 2, 3], 0)
-    with pytest.raises(TypeError, match="pointers must be a sequence"):
+    with pytest.raises(TypeError):
         launch.run(5, 0)
     with pytest.raises(OverflowError):
         launch.run([-1, 2], 0)
-    with pytest.raises(TypeError, match=r"run\(pointers, stream=0\)"):
+    with pytest.raises(TypeError):
         launch.run()
     assert rec.calls == []
 
 
-def test_construction_checks_geometry_and_addresses(native):
+def test_construction_checks_its_arguments(which):
     rec = Recorder()
+    cls = PyLauncher if which == "python" else which.Launcher
     fn = ctypes.cast(rec.fn, ctypes.c_void_p).value
-    argv = ctypes.addressof(rec.argv)
-    with pytest.raises(ValueError, match="grid: dimensions must be 1..2"):
-        native.Launch(fn, 1, (0, 1, 1), (1, 1, 1), 0, argv, 4, [], print)
-    with pytest.raises(ValueError, match="block: expected 3 dimensions"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1), 0, argv, 4, [], print)
     with pytest.raises(ValueError, match="fn: a non-null function address"):
-        native.Launch(0, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [], print)
+        cls(CONV_CU, 0, 1, "PP", print)
     with pytest.raises(TypeError, match="on_error must be callable"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [], None)
-    with pytest.raises(ValueError, match="at most 32 pointer parameters"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [8] * 33, print)
-    with pytest.raises(ValueError, match="nparams: 0..1024 parameters with a non-null argv"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 1025, [], print)
-    with pytest.raises(ValueError, match="nparams: 0..1024 parameters with a non-null argv"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, 0, 4, [], print)
-    with pytest.raises(ValueError, match="slots: entry 1 is not one of argv's entries"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4,
-                      [ctypes.addressof(rec.slots[0]), ctypes.addressof(rec.slots[0]) + 8],
-                      print)
+        cls(CONV_CU, fn, 1, "PP", None)
+    with pytest.raises(ValueError, match="conv: 0, 1 or 2"):
+        cls(7, fn, 1, "PP", print)
+    with pytest.raises(ValueError, match="kinds: unknown parameter kind"):
+        cls(CONV_CU, fn, 1, "Px", print)
+    with pytest.raises(ValueError, match="ctx needs ctx_get and ctx_set"):
+        cls(CONV_CU, fn, 1, "PP", print, 5)
+    launcher = cls(CONV_CU, fn, 1, "PP", print)
+    with pytest.raises(ValueError, match="grid: dimensions must be 1..2"):
+        launcher.run((0, 1, 1), (1, 1, 1), 0, 0, [1, 2])
+    with pytest.raises(ValueError, match="block: expected 3 dimensions"):
+        launcher.prepare((1, 1, 1), (1, 1), 0, [1, 2])
+    with pytest.raises(ValueError, match="values: 2 expected"):
+        launcher.prepare((1, 1, 1), (1, 1, 1), 0, [1])
+    assert rec.calls == []
 
 
-def test_an_uninitialized_launch_refuses_to_run(native):
-    launch = native.Launch.__new__(native.Launch)
-    with pytest.raises(RuntimeError, match="Launch was not initialized"):
-        launch.run([1, 2], 0)
-    with pytest.raises(RuntimeError, match="Launch was not initialized"):
-        launch.guard(DeviceArray, [(SHAPE_IN, U8, 0)], [0, 0], 0, _to_handle)
+def test_an_uninitialized_launcher_refuses_to_run(native):
+    launcher = native.Launcher.__new__(native.Launcher)
+    with pytest.raises(RuntimeError, match="Launcher was not initialized"):
+        launcher.run((1, 1, 1), (1, 1, 1), 0, 0, [])
+    with pytest.raises(RuntimeError, match="Launcher was not initialized"):
+        launcher.prepare((1, 1, 1), (1, 1, 1), 0, [])
 
 
-def test_a_driver_error_goes_to_on_error(native):
+def test_a_driver_error_goes_to_on_error(which):
     rec = Recorder(result=701)  # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 
-    def on_error(err: int) -> None:
-        raise LaunchError(f"cuLaunchKernel failed with {err}")
+    def on_error(err: int, grid: Any, block: Any) -> None:
+        raise LaunchError(f"cuLaunchKernel failed with {err} for {tuple(grid)} "
+                          f"{tuple(block)}")
 
-    launch = rec.launch(native, on_error)
-    with pytest.raises(LaunchError, match="failed with 701"):
+    launch = rec.launch(which, on_error)
+    with pytest.raises(LaunchError, match=r"failed with 701 for \(5, 3, 1\) \(128, 2, 1\)"):
         launch.run([16, 32], 0)
     assert len(rec.calls) == 1
 
@@ -287,13 +311,13 @@ def test_a_broken_compiler_falls_back_with_the_reason(monkeypatch, tmp_path):
     assert not any(p.suffix == ".so" for p in tmp_path.rglob("*"))  # no half-written file
 
 
-def test_threads_sharing_one_launch_keep_their_own_pointers(native):
+def test_threads_sharing_one_launch_keep_their_own_pointers(which):
     """Each call launches with its own addresses even while other threads call the same
     Launch (the GIL is released around the driver call)."""
     import sys
 
     rec = Recorder()
-    launch = rec.launch(native)
+    launch = rec.launch(which)
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible
     try:

@@ -29,10 +29,10 @@ from ._ir import KernelIR, Loc, Param, PointerType
 from ._launch import PreparedLaunch, guarded_call_base
 from ._plugins import PluginInfo, Plugins, PluginWarning, plugins, reset_plugins
 from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
-from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
+from ._target import Dim3, Executable, Target, normalize_dims
 
 __all__ = [
-    "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArgumentPack", "ArrayAdapter",
+    "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter",
     "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache",
     "Executable", "Frontend", "KernelIR", "LaunchError", "Loc", "NoTargetError", "Param",

@@ -7,13 +7,14 @@ on machines without it and without a GPU.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 from ._errors import LaunchError
 
 __all__ = [
     "driver", "check", "gpu_status", "device_count", "compute_capability", "device_name",
-    "context", "pointer_device", "stream_handle",
+    "context", "pointer_device", "stream_handle", "stream_wait", "libcuda",
 ]
 
 
@@ -88,8 +89,26 @@ def device_name(ordinal: int = 0) -> str:
     return raw.split(b"\0", 1)[0].decode()
 
 
-@functools.cache
+_CONTEXT_LOCK = threading.Lock()
+
+
 def context(ordinal: int = 0) -> Any:
+    """Device ``ordinal``'s primary context (shared with CuPy and PyTorch), retained once
+    per process (threads racing here retain it once) and made current on the thread that
+    retained it; other threads call :func:`make_current` (launchers do it themselves)."""
+    ctx = _CONTEXTS.get(ordinal)
+    if ctx is None:
+        with _CONTEXT_LOCK:
+            ctx = _CONTEXTS.get(ordinal)
+            if ctx is None:
+                ctx = _CONTEXTS[ordinal] = _retain(ordinal)
+    return ctx
+
+
+_CONTEXTS: dict[int, Any] = {}
+
+
+def _retain(ordinal: int) -> Any:
     """Retain device ``ordinal``'s primary context (shared with CuPy and PyTorch)."""
     ok, why = gpu_status()
     if not ok:
@@ -106,6 +125,44 @@ def make_current(ordinal: int = 0) -> Any:
     ctx = context(ordinal)
     check(driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     return ctx
+
+
+def stream_wait(device: int, producer: int, consumer: int) -> None:
+    """Order ``consumer`` after the work already queued on ``producer`` (both raw stream
+    handles on ``device``, whose context is made current first): the one stream wait
+    (CAI v3 producer streams, DLPack exports, fkl inputs)."""
+    drv = driver()
+    make_current(device)
+    ev = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    try:
+        check(drv.cuEventRecord(ev, producer), "cuEventRecord")
+        check(drv.cuStreamWaitEvent(consumer, ev, 0), "cuStreamWaitEvent")
+    finally:
+        check(drv.cuEventDestroy(ev), "cuEventDestroy")
+
+
+_LIBCUDA: list[Any] = []
+
+
+def libcuda() -> Any:
+    """The driver library (``libcuda.so.1``) through ctypes: the launcher takes the
+    addresses of ``cuLaunchKernel`` and the context calls from it."""
+    if not _LIBCUDA:
+        import ctypes
+
+        try:
+            _LIBCUDA.append(ctypes.CDLL("libcuda.so.1"))
+        except OSError as exc:
+            raise LaunchError(f"cannot open the CUDA driver library libcuda.so.1: {exc}") \
+                from None
+    return _LIBCUDA[0]
+
+
+def function_address(name: str) -> int:
+    """The address of driver function ``name`` (for the launcher)."""
+    import ctypes
+
+    return int(ctypes.cast(getattr(libcuda(), name), ctypes.c_void_p).value or 0)
 
 
 def pointer_device(ptr: int) -> int:

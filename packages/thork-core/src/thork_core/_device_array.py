@@ -15,7 +15,8 @@ import threading
 from typing import Any
 
 from ._adapter import _DLDataType, _DLDevice, _DLManagedTensor, _DLManagedTensorVersioned
-from ._dtype import DType, dt, dtype_of
+from ._cuda import stream_wait as _cuda_stream_wait
+from ._dtype import DType, dt, dtype_of, typestr
 from ._errors import ArgumentError
 
 __all__ = ["DeviceArray"]
@@ -209,7 +210,7 @@ class DeviceArray:
     def __cuda_array_interface__(self) -> dict[str, Any]:
         return {
             "shape": self.shape,
-            "typestr": _typestr(self.dtype),
+            "typestr": typestr(self.dtype),
             "data": (self.ptr, False),
             "version": 3,
             "strides": None,
@@ -285,23 +286,5 @@ def _dtype(d: Any) -> DType:
         raise ArgumentError(f"DeviceArray dtype: unsupported dtype {d!r}") from None
 
 
-def _typestr(d: DType) -> str:
-    if d == dt.bfloat16:
-        return "<V2"  # no NumPy typestr for bfloat16: raw 2-byte elements
-    if d == dt.bool:
-        return "|b1"
-    order = "|" if d.itemsize == 1 else "<"
-    return f"{order}{d.kind}{d.itemsize}"
-
-
-def _stream_wait(device: int, producer: int, consumer: int) -> None:
-    """Order ``consumer`` after the work already queued on ``producer``."""
-    from . import _cuda
-
-    drv = _cuda.driver()
-    _cuda.make_current(device)
-    ev = _cuda.check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING),
-                     "cuEventCreate")
-    _cuda.check(drv.cuEventRecord(ev, producer), "cuEventRecord")
-    _cuda.check(drv.cuStreamWaitEvent(consumer, ev, 0), "cuStreamWaitEvent")
-    _cuda.check(drv.cuEventDestroy(ev), "cuEventDestroy")
+# fkl-compose imports this name; the one implementation is _cuda.stream_wait.
+_stream_wait = _cuda_stream_wait
