@@ -17,6 +17,7 @@ from thork_core import (
     ThorkError,
     TraceError,
     dt,
+    pinned_empty,
 )
 
 from ._atomic import (
@@ -141,7 +142,7 @@ __all__ = [
     "TraceError", "Uint", "Uint3", "WARP_SIZE",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
-    "where", "select", "cast", "jit", "func", "dt",
+    "where", "select", "cast", "jit", "func", "dt", "pinned_empty",
     # memory and synchronization
     "shared_array", "dynamic_shared", "syncthreads", "syncthreads_count", "syncthreads_and",
     "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",
