@@ -20,9 +20,9 @@ from thork_core import (
     KernelIR,
     LaunchError,
 )
-from thork_core._cache import library_path as _library_file
-from thork_core._gpu import CudaExecutable, GpuTarget
-from thork_core._launch import CONV_HOST_STREAM, make_launcher
+from thork_core.launch import CONV_HOST_STREAM, make_launcher
+from thork_core.plugin import CudaExecutable, GpuTarget
+from thork_core.plugin import library_path as _library_file
 
 from ._compiler import HOST_ENTRY
 
@@ -40,12 +40,12 @@ class HostlibExecutable(CudaExecutable):
     :class:`~thork_core._gpu.CudaExecutable`'s, as for the ``gpu`` target."""
 
     def __init__(self, artifact: Artifact, kernel: KernelIR, ordinal: int = 0) -> None:
-        from thork_core import _cuda
+        from thork_core.runtime import function_address, make_current
 
         # The runtime inside the library adopts the context current on the launching
         # thread: the launcher makes the primary context (the one the pool and staging
         # use) current on every thread that launches.
-        ctx = _cuda.make_current(ordinal)
+        ctx = make_current(ordinal)
         self._lib = ctypes.CDLL(library_path(artifact))
         try:
             fn = getattr(self._lib, artifact.info.get("host_entry", HOST_ENTRY))
@@ -59,8 +59,8 @@ class HostlibExecutable(CudaExecutable):
         launcher = make_launcher(
             CONV_HOST_STREAM, int(ctypes.cast(fn, ctypes.c_void_p).value or 0), 0,
             kernel.params, self._failed, ctx=int(ctx),
-            ctx_get=_cuda.function_address("cuCtxGetCurrent"),
-            ctx_set=_cuda.function_address("cuCtxSetCurrent"))
+            ctx_get=function_address("cuCtxGetCurrent"),
+            ctx_set=function_address("cuCtxSetCurrent"))
         self._setup(kernel, ordinal, launcher)
         self.attributes = self._read_attributes()
 

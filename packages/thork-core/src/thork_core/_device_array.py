@@ -15,7 +15,7 @@ import threading
 from typing import Any
 
 from ._adapter import _DLDataType, _DLDevice, _DLManagedTensor, _DLManagedTensorVersioned
-from ._cuda import stream_wait as _cuda_stream_wait
+from ._cuda import stream_wait
 from ._dtype import DType, dt, dtype_of, typestr
 from ._errors import ArgumentError
 
@@ -230,7 +230,7 @@ class DeviceArray:
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"DeviceArray.__dlpack__: cannot export to device {dl_device}")
         if stream is not None and stream != -1 and int(stream) != self.stream:
-            _stream_wait(self.device, producer=self.stream, consumer=int(stream))
+            stream_wait(self.device, producer=self.stream, consumer=int(stream))
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         ndim = self.ndim
         shape = (ctypes.c_int64 * max(ndim, 1))(*self.shape)
@@ -285,6 +285,3 @@ def _dtype(d: Any) -> DType:
     except (TypeError, KeyError, ValueError):
         raise ArgumentError(f"DeviceArray dtype: unsupported dtype {d!r}") from None
 
-
-# fkl-compose imports this name; the one implementation is _cuda.stream_wait.
-_stream_wait = _cuda_stream_wait

@@ -18,7 +18,7 @@ from ._arch import gpu_arch
 from ._artifact import Artifact
 from ._binding import array_view, check_array, scalar_value
 from ._device_array import DeviceArray
-from ._dtype import ALL_DTYPES, input_typestr
+from ._dtype import input_typestr
 from ._errors import ArgumentError, LaunchError
 from ._ir import KernelIR, PointerType
 from ._launch import CONV_CU, PreparedLaunch, make_launcher
@@ -235,8 +235,6 @@ class GpuExecutable(CudaExecutable):
 
 # CAI v3 'stream' values needing no synchronization (absent, legacy, per-thread default).
 _DEFAULT_STREAMS = (None, 0, 1, 2)
-#: Kept for fkl-compose's import: the one table is thork_core._dtype's.
-_TYPESTR = {d.name: s for d in ALL_DTYPES if (s := input_typestr(d)) is not None}
 
 
 class GpuTarget(Target):
