@@ -27,12 +27,20 @@ from ._cuda import (
 )
 from ._device_array import DeviceArray
 from ._dtype import DType, input_typestr
-from ._memory import DevicePool, PinnedStaging, device_pool, pinned_empty, staging
+from ._memory import (
+    DevicePool,
+    PinnedBlock,
+    PinnedStaging,
+    device_pool,
+    pinned_base,
+    pinned_empty,
+    staging,
+)
 
 __all__ = [
-    "DeviceArray", "DevicePool", "PinnedStaging", "check", "compute_capability", "context",
+    "DeviceArray", "DevicePool", "PinnedBlock", "PinnedStaging", "check", "compute_capability", "context",
     "device_count", "device_name", "device_pool", "driver", "function_address",
-    "gpu_status", "make_current", "pinned_empty", "pointer_device", "staging",
+    "gpu_status", "make_current", "pinned_base", "pinned_empty", "pointer_device", "staging",
     "stream_handle", "stream_wait", "typestr",
 ]
 
