@@ -38,7 +38,8 @@ from ._memory import (
 )
 
 __all__ = [
-    "DeviceArray", "DevicePool", "PinnedBlock", "PinnedStaging", "check", "compute_capability", "context",
+    "DeviceArray", "DevicePool", "PinnedBlock", "PinnedStaging", "check", "compute_capability",
+    "context",
     "device_count", "device_name", "device_pool", "driver", "function_address",
     "gpu_status", "make_current", "pinned_base", "pinned_empty", "pointer_device", "staging",
     "stream_handle", "stream_wait", "typestr",
