@@ -251,7 +251,7 @@ class PreparedLaunch:
     default stream; ignored by the CPU target). Safe to call from many threads at once.
     """
 
-    __slots__ = ("exe", "grid", "block", "shared_mem", "prepared", "call", "_count")
+    __slots__ = ("exe", "grid", "block", "shared_mem", "values", "prepared", "call", "_count")
 
     def __init__(self, exe: Executable, grid: Dim3, block: Dim3, values: Sequence[Any],
                  shared_mem: int = 0) -> None:
@@ -263,6 +263,7 @@ class PreparedLaunch:
         self.grid = grid
         self.block = block
         self.shared_mem = shared_mem
+        self.values = list(values)
         #: The launcher's prepared call (native ``Prepared`` or :class:`PyPrepared`).
         self.prepared = exe.launcher.prepare(grid, block, shared_mem, values)
         self._count = sum(isinstance(p.type, PointerType) for p in params)
