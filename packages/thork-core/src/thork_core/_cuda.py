@@ -6,6 +6,7 @@ on machines without it and without a GPU.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 from typing import Any
@@ -121,10 +122,39 @@ def _retain(ordinal: int) -> Any:
 
 
 def make_current(ordinal: int = 0) -> Any:
-    """Make device ``ordinal``'s primary context current on this thread; return it."""
+    """Make device ``ordinal``'s primary context current on this thread (a no-op when it
+    is: one ``cuCtxGetCurrent`` through ctypes, ~0.2 us); return it."""
     ctx = context(ordinal)
+    fast = _FAST
+    if not fast:
+        _fast_calls()
+    if fast[0] is not None:
+        cur = ctypes.c_void_p()
+        handle = int(ctx)
+        if fast[0](ctypes.byref(cur)) == 0 and cur.value == handle:
+            return ctx
+        err = fast[1](handle)
+        if err:
+            check((driver().CUresult(err),), "cuCtxSetCurrent")
+        return ctx
     check(driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     return ctx
+
+
+#: (cuCtxGetCurrent, cuCtxSetCurrent) as private ctypes prototypes, or (None, None) where
+#: libcuda cannot be opened by name (cuda-bindings then serves).
+_FAST: list[Any] = []
+
+
+def _fast_calls() -> None:
+    try:
+        get = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))(
+            function_address("cuCtxGetCurrent"))
+        put = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(
+            function_address("cuCtxSetCurrent"))
+        _FAST[:] = [get, put]
+    except LaunchError:
+        _FAST[:] = [None, None]
 
 
 def stream_wait(device: int, producer: int, consumer: int) -> None:
@@ -148,8 +178,6 @@ def libcuda() -> Any:
     """The driver library (``libcuda.so.1``) through ctypes: the launcher takes the
     addresses of ``cuLaunchKernel`` and the context calls from it."""
     if not _LIBCUDA:
-        import ctypes
-
         try:
             _LIBCUDA.append(ctypes.CDLL("libcuda.so.1"))
         except OSError as exc:
@@ -160,8 +188,6 @@ def libcuda() -> Any:
 
 def function_address(name: str) -> int:
     """The address of driver function ``name`` (for the launcher)."""
-    import ctypes
-
     return int(ctypes.cast(getattr(libcuda(), name), ctypes.c_void_p).value or 0)
 
 

@@ -14,10 +14,12 @@ import math
 import threading
 from typing import Any
 
+from . import _cuda
 from ._adapter import _DLDataType, _DLDevice, _DLManagedTensor, _DLManagedTensorVersioned
 from ._cuda import stream_wait
 from ._dtype import DType, dt, dtype_of, typestr
 from ._errors import ArgumentError
+from ._memory import device_pool
 
 __all__ = ["DeviceArray"]
 
@@ -74,9 +76,6 @@ class DeviceArray:
 
     def __init__(self, shape: Any, dtype: Any = "float32", *, device: int = 0,
                  stream: Any = None) -> None:
-        from . import _cuda
-        from ._memory import device_pool
-
         self._owns = False
         self.shape = _shape(shape)
         self.dtype = _dtype(dtype)
@@ -259,8 +258,6 @@ class DeviceArray:
             return
         self._owns = False
         try:
-            from ._memory import device_pool
-
             device_pool(self.device).free(self.ptr, self.stream)
         except Exception:  # interpreter shutdown or a destroyed stream: nothing to do
             pass
