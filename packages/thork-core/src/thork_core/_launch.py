@@ -102,17 +102,29 @@ def make_launcher(conv: int, fn: int, function: int, params: Sequence[Param],
     return PyLauncher(conv, fn, function, kinds, on_error, ctx, ctx_get, ctx_set)
 
 
-_PROTOTYPES = {
-    CONV_CU: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
-                              ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p),
-    CONV_HOST_STREAM: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                       ctypes.c_void_p, ctypes.c_uint, ctypes.c_void_p),
-    CONV_HOST: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                ctypes.c_void_p, ctypes.c_ulonglong),
-}
-_CTX_GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
-_CTX_SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
-_Dims = ctypes.c_uint * 3
+_PROTOTYPES: dict[int, Any] = {}
+
+
+def _prototypes() -> dict[int, Any]:
+    """The entries' ctypes prototypes per convention (made on first use: only the Python
+    launcher needs them, and ``import thork`` should not pay for them)."""
+    if not _PROTOTYPES:
+        _PROTOTYPES.update({
+            CONV_CU: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
+                                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p),
+            CONV_HOST_STREAM: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
+                                               ctypes.c_void_p, ctypes.c_void_p,
+                                               ctypes.c_uint, ctypes.c_void_p),
+            CONV_HOST: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.c_void_p, ctypes.c_ulonglong),
+            -1: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)),
+            -2: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p),
+        })
+    return _PROTOTYPES
+
+
+def _dims3(values: Sequence[int]) -> Any:
+    return (ctypes.c_uint * 3)(*values)
 
 
 class PyLauncher:
@@ -129,7 +141,8 @@ class PyLauncher:
     def __init__(self, conv: int, fn: int, function: int, kinds: str,
                  on_error: Callable[..., None], ctx: int = 0, ctx_get: int = 0,
                  ctx_set: int = 0) -> None:
-        if conv not in _PROTOTYPES:
+        protos = _prototypes()
+        if conv not in (CONV_CU, CONV_HOST_STREAM, CONV_HOST):
             raise ValueError(f"conv: 0, 1 or 2, got {conv}")
         if not fn:
             raise ValueError("fn: a non-null function address is required")
@@ -142,14 +155,14 @@ class PyLauncher:
             raise ValueError("ctx needs ctx_get and ctx_set")
         self.conv = conv
         self.nparams = len(kinds)
-        self._fn = _PROTOTYPES[conv](fn)
+        self._fn = protos[conv](fn)
         self._function = ctypes.c_void_p(function or None)
         self._kinds = kinds
         self._format = "<" + "".join(_SLOT[k] for k in kinds)
         self._on_error = on_error
         self._ctx = ctx
-        self._ctx_get = _CTX_GET(ctx_get) if ctx else None
-        self._ctx_set = _CTX_SET(ctx_set) if ctx else None
+        self._ctx_get = protos[-1](ctx_get) if ctx else None
+        self._ctx_set = protos[-2](ctx_set) if ctx else None
         self._tls = threading.local()
 
     def _buffers(self) -> tuple[Any, Any]:
@@ -191,9 +204,9 @@ class PyLauncher:
         if self.conv == CONV_CU:
             err = self._fn(self._function, *grid, *block, shared, stream or None, argv, None)
         elif self.conv == CONV_HOST_STREAM:
-            err = self._fn(argv, _Dims(*grid), _Dims(*block), shared, stream or None)
+            err = self._fn(argv, _dims3(grid), _dims3(block), shared, stream or None)
         else:
-            err = self._fn(argv, _Dims(*grid), _Dims(*block), shared)
+            err = self._fn(argv, _dims3(grid), _dims3(block), shared)
         if err:
             self._on_error(err, grid, block)
 
