@@ -451,3 +451,95 @@ def test_guarded_call_releases_what_it_holds(native):
     del hot
     gc.collect()
     assert ref() is None
+
+
+# -- Binder: kernel[grid, block](*args) checked and launched in C -----------------------
+
+class Cai:
+    """A device array as CuPy or torch presents it: only ``__cuda_array_interface__``."""
+
+    def __init__(self, ptr: int, typestr: str = "<f4", shape: Any = (8,), **extra: Any) -> None:
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
+                                         "data": (ptr, extra.pop("readonly", False)),
+                                         "version": 3, **extra}
+
+
+def _binder(native, cai: bool = True):
+    """A Binder for the Recorder's kernel: out (float32, 1-D, written), a float scale, x
+    (float32, any ndim, read) and an int."""
+    rec = Recorder()
+    specs = [(F32, "<f4", 1, True), (True,), (F32, "<f4", -1, False), (False,)]
+    return rec, native.Binder(rec.launcher(native), DeviceArray, 0, specs, cai)
+
+
+def _da(ptr: int, shape: Any = (8,), dtype: Any = F32, device: int = 0, stream: int = 0):
+    return DeviceArray.wrap(ptr, shape, dtype, device=device, stream=stream)
+
+
+BIND_CASES = [  # (name, args, stream, launched: (pointers, scalars) or None)
+    ("device arrays", (_da(0x100), 2.5, _da(0x200, (3, 4)), 7), 0,
+     ((0x100, 0x200), (2.5, 7))),
+    ("CAI arrays", (Cai(0x100), 2.5, Cai(0x200, shape=(2, 2)), -7), 0,
+     ((0x100, 0x200), (2.5, -7))),
+    ("an int for the float", (_da(0x100), 3, _da(0x200), 7), 0, ((0x100, 0x200), (3.0, 7))),
+    ("produced on the launch stream", (_da(0x100, stream=77), 1.0, _da(0x200), 0), 77,
+     ((0x100, 0x200), (1.0, 0))),
+    ("CAI legacy stream", (Cai(0x100, stream=1), 1.0, Cai(0x200, stream=None), 0), 0,
+     ((0x100, 0x200), (1.0, 0))),
+    ("read-only input", (_da(0x100), 1.0, Cai(0x200, readonly=True), 0), 0,
+     ((0x100, 0x200), (1.0, 0))),
+    ("produced on another stream", (_da(0x100, stream=5), 1.0, _da(0x200), 0), 77, None),
+    ("another dtype", (_da(0x100, dtype=dt.float64), 1.0, _da(0x200), 0), 0, None),
+    ("another device", (_da(0x100, device=1), 1.0, _da(0x200), 0), 0, None),
+    ("another ndim", (_da(0x100, (2, 4)), 1.0, _da(0x200), 0), 0, None),
+    ("CAI typestr", (Cai(0x100, "<f8"), 1.0, _da(0x200), 0), 0, None),
+    ("CAI strides", (Cai(0x100, strides=(4,)), 1.0, _da(0x200), 0), 0, None),
+    ("CAI mask", (Cai(0x100, mask=object()), 1.0, _da(0x200), 0), 0, None),
+    ("CAI producer stream", (Cai(0x100, stream=5), 1.0, _da(0x200), 0), 0, None),
+    ("CAI read-only output", (Cai(0x100, readonly=True), 1.0, _da(0x200), 0), 0, None),
+    ("CAI ndim", (Cai(0x100, shape=(2, 4)), 1.0, _da(0x200), 0), 0, None),
+    ("a NumPy array", (np.zeros(8, np.float32), 1.0, _da(0x200), 0), 0, None),
+    ("a NumPy scalar", (_da(0x100), np.float32(1.0), _da(0x200), 0), 0, None),
+    ("a bool for the int", (_da(0x100), 1.0, _da(0x200), True), 0, None),
+    ("an int out of range", (_da(0x100), 1.0, _da(0x200), 2**31), 0, None),
+    ("a float for the int", (_da(0x100), 1.0, _da(0x200), 1.5), 0, None),
+    ("a float beyond float32", (_da(0x100), 1e39, _da(0x200), 0), 0, None),
+    ("an array for a scalar", (_da(0x100), _da(0x300), _da(0x200), 0), 0, None),
+    ("too few arguments", (_da(0x100), 1.0, _da(0x200)), 0, None),
+]
+
+
+@pytest.mark.parametrize("case", BIND_CASES, ids=[c[0] for c in BIND_CASES])
+def test_binder_decisions(native, case):
+    """The binder launches exactly the argument kinds CudaExecutable.launch's fast paths
+    take and leaves everything else (with nothing launched) to the Python path."""
+    _, args, stream, launched = case
+    rec, binder = _binder(native)
+    assert binder((3, 1, 1), (64, 1, 1), 16, stream, args) is (launched is not None)
+    if launched is None:
+        assert rec.calls == []
+        return
+    (call,) = rec.calls
+    assert (call["pointers"], call["scalars"]) == launched
+    assert call["grid"] == (3, 1, 1) and call["block"] == (64, 1, 1)
+    assert call["shared"] == 16 and call["stream"] == stream
+
+
+def test_binder_without_cai_takes_only_device_arrays(native):
+    rec, binder = _binder(native, cai=False)
+    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (Cai(0x100), 1.0, _da(0x200), 0)) is False
+    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (_da(0x100), 1.0, _da(0x200), 0)) is True
+    assert len(rec.calls) == 1
+
+
+def test_binder_checks_its_configuration(native):
+    rec = Recorder()
+    launcher = rec.launcher(native)
+    with pytest.raises(ValueError, match="specs: 4 expected"):
+        native.Binder(launcher, DeviceArray, 0, [(True,)], True)
+    with pytest.raises(TypeError, match=r"specs\[0\]: \(dtype, typestr, ndim, writes\)"):
+        native.Binder(launcher, DeviceArray, 0, [(True,)] * 4, True)
+    with pytest.raises(TypeError, match=r"specs\[1\]: \(is_float,\)"):
+        native.Binder(launcher, DeviceArray, 0, [(F32, None, -1, False)] * 4, True)
+    with pytest.raises(TypeError):
+        native.Binder("launcher", DeviceArray, 0, [], True)

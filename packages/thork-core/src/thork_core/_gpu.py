@@ -21,7 +21,7 @@ from ._device_array import DeviceArray
 from ._dtype import input_typestr
 from ._errors import ArgumentError, LaunchError
 from ._ir import KernelIR, PointerType
-from ._launch import CONV_CU, PreparedLaunch, make_launcher
+from ._launch import CONV_CU, PreparedLaunch, PyLauncher, make_launcher
 from ._renderer import CudaRenderer, Renderer
 from ._target import Dim3, Executable, Target
 
@@ -51,6 +51,8 @@ class CudaExecutable(Executable):
         ] if _cuda.device_count() == 1 else None
         self._dynamic_limit = 48 * 1024  # CUDA's default cap on dynamic shared memory
         self._lock = threading.Lock()
+        #: The native checked launch of the common argument kinds (None: Python only).
+        self._binder = _binder(launcher, kernel, ordinal, self._fast is not None)
 
     def _allow_dynamic_shared(self, nbytes: int) -> None:
         """A launch asking for more than 48 KiB of dynamic shared memory must opt in
@@ -73,7 +75,12 @@ class CudaExecutable(Executable):
         self, grid: Dim3, block: Dim3, args: Sequence[Any], *, stream: Any = None,
         shared_mem: int = 0,
     ) -> None:
-        handle = 0 if stream is None else _cuda.stream_handle(stream)
+        handle = 0 if stream is None else stream if type(stream) is int \
+            else _cuda.stream_handle(stream)
+        binder = self._binder
+        if binder is not None and shared_mem <= self._dynamic_limit \
+                and binder(grid, block, shared_mem, handle, args):
+            return  # every argument was a common kind: checked and launched in C
         kernel = self.kernel
         host: list[tuple[int, ArrayView]] | None = None
         values = list(args)  # this call's own values: threads never share them
@@ -189,6 +196,26 @@ class CudaExecutable(Executable):
             finally:
                 for ptr in ptrs:
                     pool.free(ptr, handle)
+
+
+def _binder(launcher: Any, kernel: KernelIR, ordinal: int, cai: bool) -> Any:
+    """The native module's ``Binder`` for a native launcher (see ``_native_launch.c``):
+    the same decisions as :meth:`CudaExecutable.launch`'s fast paths, made in C."""
+    if isinstance(launcher, PyLauncher):
+        return None
+    from ._native import native_module
+
+    mod = native_module()
+    if mod is None:
+        return None
+    specs: list[tuple[Any, ...]] = []
+    for p in kernel.params:
+        if isinstance(p.type, PointerType):
+            specs.append((p.type.elem, input_typestr(p.type.elem),
+                          -1 if p.ndim is None else p.ndim, p.writes))
+        else:
+            specs.append((p.type.is_float,))
+    return mod.Binder(launcher, DeviceArray, ordinal, specs, cai)
 
 
 class GpuExecutable(CudaExecutable):

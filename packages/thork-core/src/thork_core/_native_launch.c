@@ -36,6 +36,10 @@
  *     stream: None (0), an int handle, or anything `to_handle` turns into one.
  *     Slot k of the kernel receives arrays[order[k]].
  *
+ * Binder(launcher, array_type, device, specs, cai)
+ *     binder(grid, block, shared, stream, args) -> bool: kernel[grid, block](*args) checked
+ *     and launched in C when every argument is of a common kind (see its section).
+ *
  * GuardedCall: a base type whose instances' call obj(x, out=y[, stream=s]) tries the Guard
  *     in obj._hot_guard in C and returns y when it launched; else obj._miss(*args, **kw).
  */
@@ -695,6 +699,353 @@ static PyTypeObject GuardType = {
     .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),
 };
 
+/* ---- Binder ------------------------------------------------------------------------
+ * Binder(launcher, array_type, device, specs, cai)
+ *   The checked launch of kernel[grid, block](*args) for the common argument kinds, in C:
+ *   __call__(grid, block, shared, stream, args) -> bool. True: every argument was of a
+ *   kind checked here and the kernel was launched; False: some argument needs the
+ *   caller's general path (adapters, conversions, staging, waits, errors), and nothing
+ *   was launched. specs: one per parameter,
+ *     pointer: (dtype, typestr, ndim, writes): dtype the DType a DeviceArray must hold
+ *              (identity), typestr the __cuda_array_interface__ typestr accepted (None:
+ *              none), ndim (-1: any), writes (a read-only CAI array goes to the caller)
+ *     scalar:  (is_float,) the parameter's kind being the launcher's
+ *   A pointer argument is taken here when it is exactly array_type (DeviceArray) with the
+ *   dtype, on `device`, produced on the legacy or the launch stream, of ndim; or (cai
+ *   true: one visible device) when its __cuda_array_interface__ names the typestr, no
+ *   strides or mask, a legacy/per-thread default or absent stream, and a writable buffer
+ *   where the kernel writes. A scalar when it is an exact int (bool for bool parameters;
+ *   an int in range for integer ones) or, for float parameters, an exact float or int
+ *   that fits (16-bit float parameters always go to the caller).
+ */
+
+typedef struct {
+    PyObject *dtype, *typestr;
+    int pointer, ndim, writes, is_float;
+} ParamSpec;
+
+typedef struct {
+    PyObject_HEAD
+    LauncherObject *launcher;
+    PyTypeObject *array_type;
+    long device;
+    int cai;
+    Field fields[N_FIELDS];
+    Py_ssize_t n;
+    ParamSpec *specs;
+    vectorcallfunc vectorcall_slot;
+} BinderObject;
+
+static PyTypeObject BinderType;
+static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask;
+
+static int binder_init(BinderObject *self, PyObject *args, PyObject *kw) {
+    PyObject *launcher, *array_type, *specs;
+    long device;
+    int cai;
+    static char *names[] = {"launcher", "array_type", "device", "specs", "cai", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!lOp", names, &LauncherType, &launcher,
+                                     &PyType_Type, &array_type, &device, &specs, &cai))
+        return -1;
+    LauncherObject *l = (LauncherObject *)launcher;
+    if (!ready(l)) return -1;
+    PyObject *fast = PySequence_Fast(specs, "specs must be a sequence");
+    if (!fast) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n != l->nparams) {
+        PyErr_Format(PyExc_ValueError, "specs: %zd expected (one per parameter), got %zd",
+                     l->nparams, n);
+        Py_DECREF(fast);
+        return -1;
+    }
+    ParamSpec *ps = PyMem_Calloc((size_t)(n ? n : 1), sizeof(ParamSpec));
+    if (!ps) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *spec = PySequence_Fast_GET_ITEM(fast, i);
+        ps[i].pointer = l->kinds[i] == 'P';
+        if (ps[i].pointer) {
+            PyObject *dtype, *typestr;
+            int ndim, writes;
+            if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 4 ||
+                !PyArg_ParseTuple(spec, "OOip", &dtype, &typestr, &ndim, &writes)) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_TypeError, "specs[%zd]: (dtype, typestr, ndim, "
+                                 "writes) for a pointer parameter", i);
+                goto fail;
+            }
+            if (typestr != Py_None && !PyUnicode_Check(typestr)) {
+                PyErr_Format(PyExc_TypeError, "specs[%zd]: typestr must be a str or None", i);
+                goto fail;
+            }
+            ps[i].dtype = Py_NewRef(dtype);
+            ps[i].typestr = Py_NewRef(typestr);
+            ps[i].ndim = ndim;
+            ps[i].writes = writes;
+        } else {
+            int is_float;
+            if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 1 ||
+                !PyArg_ParseTuple(spec, "p", &is_float)) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_TypeError, "specs[%zd]: (is_float,) for a scalar", i);
+                goto fail;
+            }
+            ps[i].is_float = is_float;
+        }
+    }
+    Py_DECREF(fast);
+    Py_XSETREF(self->launcher, (LauncherObject *)Py_NewRef(launcher));
+    Py_XSETREF(self->array_type, (PyTypeObject *)Py_NewRef(array_type));
+    self->device = device;
+    self->cai = cai;
+    field_init(&self->fields[F_SHAPE], self->array_type, s_shape);
+    field_init(&self->fields[F_DTYPE], self->array_type, s_dtype);
+    field_init(&self->fields[F_DEVICE], self->array_type, s_device);
+    field_init(&self->fields[F_STREAM], self->array_type, s_stream);
+    field_init(&self->fields[F_PTR], self->array_type, s_ptr);
+    self->n = n;
+    self->specs = ps;
+    return 0;
+fail:
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(ps[i].dtype);
+        Py_XDECREF(ps[i].typestr);
+    }
+    PyMem_Free(ps);
+    Py_DECREF(fast);
+    return -1;
+}
+
+static void binder_dealloc(BinderObject *self) {
+    if (self->specs) {
+        for (Py_ssize_t i = 0; i < self->n; i++) {
+            Py_XDECREF(self->specs[i].dtype);
+            Py_XDECREF(self->specs[i].typestr);
+        }
+        PyMem_Free(self->specs);
+    }
+    Py_XDECREF((PyObject *)self->launcher);
+    Py_XDECREF((PyObject *)self->array_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* 1: the value is in *slot; 0: the caller's path; -1: error. */
+static int bind_scalar(char kind, int is_float, PyObject *v, uint64_t *slot) {
+    if (kind == '?') {
+        if (!PyBool_Check(v) && !PyLong_CheckExact(v)) return 0;
+    } else if (is_float) {
+        if (kind == 'H') return 0; /* float16/bfloat16: Python converts the bits */
+        if (PyFloat_CheckExact(v)) {
+            double d = PyFloat_AS_DOUBLE(v);
+            /* a finite value float32 cannot hold: the caller's path decides */
+            if (kind == 'f' && d == d && (d > 3.4028234663852886e38 ||
+                                          d < -3.4028234663852886e38) &&
+                d != 1.0 / 0.0 && d != -1.0 / 0.0)
+                return 0;
+        } else if (!PyLong_CheckExact(v)) {
+            return 0;
+        } else {
+            double d = PyLong_AsDouble(v);
+            if (d == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return 0;
+            }
+            if (kind == 'f' && (d > 3.4028234663852886e38 || d < -3.4028234663852886e38))
+                return 0;
+        }
+    } else if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    if (put(kind, v, slot) == 0) return 1;
+    if (PyErr_ExceptionMatches(PyExc_OverflowError)) { /* out of range: named by Python */
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+static int is_default_stream(PyObject *s) {
+    if (!s || s == Py_None) return 1;
+    if (!PyLong_CheckExact(s)) return 0;
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(s, &overflow);
+    return !overflow && (v == 0 || v == 1 || v == 2);
+}
+
+/* 1: *ptr set; 0: the caller's path; -1: error. */
+static int bind_cai(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_t *ptr) {
+    if (ps->typestr == Py_None) return 0;
+    PyObject *cai = PyObject_GetAttr(a, s_cai);
+    if (!cai) {
+        PyErr_Clear(); /* not an array with the interface (or its getter refused) */
+        return 0;
+    }
+    int r = 0;
+    PyObject *v;
+    if (!PyDict_Check(cai)) goto done;
+    v = PyDict_GetItemWithError(cai, s_typestr);
+    if (!v || !PyUnicode_Check(v) || PyUnicode_Compare(v, ps->typestr) != 0) goto done;
+    v = PyDict_GetItemWithError(cai, s_strides);
+    if (v && v != Py_None) goto done;
+    v = PyDict_GetItemWithError(cai, s_mask);
+    if (v && v != Py_None) goto done;
+    if (!is_default_stream(PyDict_GetItemWithError(cai, s_stream))) goto done;
+    if (ps->ndim >= 0) {
+        v = PyDict_GetItemWithError(cai, s_shape);
+        if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) != ps->ndim) goto done;
+    }
+    v = PyDict_GetItemWithError(cai, s_data);
+    if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) goto done;
+    {
+        PyObject *p = PyTuple_GET_ITEM(v, 0), *ro = PyTuple_GET_ITEM(v, 1);
+        int readonly = PyObject_IsTrue(ro);
+        if (readonly < 0) goto error;
+        if (readonly && ps->writes) goto done;
+        if (!PyLong_Check(p)) goto done;
+        *ptr = PyLong_AsUnsignedLongLong(p);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto done;
+        }
+        r = 1;
+    }
+done:
+    if (PyErr_Occurred()) r = -1;
+    Py_DECREF(cai);
+    return r;
+error:
+    Py_DECREF(cai);
+    return -1;
+}
+
+/* 1: *ptr set; 0: the caller's path; -1: error. */
+static int bind_array(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_t handle,
+                      uint64_t *ptr) {
+    PyObject *v;
+    int ok;
+    if (!(v = field_get(a, &b->fields[F_DTYPE]))) return -1;
+    ok = v == ps->dtype;
+    Py_DECREF(v);
+    if (!ok) return 0;
+    if (!(v = field_get(a, &b->fields[F_DEVICE]))) return -1;
+    ok = PyLong_CheckExact(v) && PyLong_AsLong(v) == b->device;
+    Py_DECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!ok) return 0;
+    if (!(v = field_get(a, &b->fields[F_STREAM]))) return -1;
+    if (v != Py_None) {
+        uint64_t produced = PyLong_AsUnsignedLongLong(v);
+        Py_DECREF(v);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (produced != 0 && produced != handle) return 0; /* the caller waits on it */
+    } else {
+        Py_DECREF(v);
+    }
+    if (ps->ndim >= 0) {
+        if (!(v = field_get(a, &b->fields[F_SHAPE]))) return -1;
+        ok = PyTuple_Check(v) && PyTuple_GET_SIZE(v) == ps->ndim;
+        Py_DECREF(v);
+        if (!ok) return 0;
+    }
+    if (!(v = field_get(a, &b->fields[F_PTR]))) return -1;
+    *ptr = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *binder_call(BinderObject *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!self->launcher) {
+        PyErr_SetString(PyExc_RuntimeError, "Binder was not initialized");
+        return NULL;
+    }
+    if (kwnames || nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "binder(grid, block, shared, stream, args)");
+        return NULL;
+    }
+    LauncherObject *l = self->launcher;
+    unsigned grid[3], block[3];
+    if (read_dims(args[0], grid, "grid") || read_dims(args[1], block, "block")) return NULL;
+    unsigned long shared = PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    uint64_t handle = 0;
+    if (args[3] != Py_None) {
+        handle = PyLong_AsUnsignedLongLong(args[3]);
+        if (PyErr_Occurred()) return NULL;
+    }
+    PyObject *fast = PySequence_Fast(args[4], "args must be a sequence");
+    if (!fast) return NULL;
+    if (PySequence_Fast_GET_SIZE(fast) != self->n) {
+        Py_DECREF(fast);
+        Py_RETURN_FALSE; /* the caller's path names the count */
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    uint64_t vals[MAX_PARAMS];
+    void *params[MAX_PARAMS];
+    int r = 1;
+    for (Py_ssize_t i = 0; i < self->n && r == 1; i++) {
+        const ParamSpec *ps = &self->specs[i];
+        PyObject *a = items[i];
+        params[i] = &vals[i];
+        vals[i] = 0;
+        if (!ps->pointer)
+            r = bind_scalar(l->kinds[i], ps->is_float, a, &vals[i]);
+        else if (Py_TYPE(a) == self->array_type)
+            r = bind_array(self, ps, a, handle, &vals[i]);
+        else if (self->cai)
+            r = bind_cai(self, ps, a, &vals[i]);
+        else
+            r = 0;
+    }
+    Py_DECREF(fast);
+    if (r < 0) return NULL;
+    if (r == 0) Py_RETURN_FALSE;
+    PyObject *res = call_fn(l, grid, block, (unsigned)shared, (void *)(uintptr_t)handle,
+                            params);
+    if (!res) return NULL;
+    Py_DECREF(res);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *binder_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    return binder_call((BinderObject *)self, args, nargsf, kwnames);
+}
+
+static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    BinderObject *self = (BinderObject *)type->tp_alloc(type, 0);
+    if (self) self->vectorcall_slot = binder_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyTypeObject BinderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.Binder",
+    .tp_basicsize = sizeof(BinderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "binder(grid, block, shared, stream, args) -> bool: a checked launch of the "
+              "common argument kinds (see _native_launch.c).",
+    .tp_new = binder_new,
+    .tp_init = (initproc)binder_init,
+    .tp_dealloc = (destructor)binder_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BinderObject, vectorcall_slot),
+};
+
 /* ---- GuardedCall ------------------------------------------------------------------
  * A base type for callables whose hottest call, obj(x, out=y) or obj(x, out=y, stream=s),
  * is decided here: when obj._hot_guard is a Guard over two arrays, it is called with
@@ -825,8 +1176,15 @@ static PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&PreparedType) < 0 ||
-        PyType_Ready(&GuardType) < 0 || PyType_Ready(&GuardedCallType) < 0)
+        PyType_Ready(&GuardType) < 0 || PyType_Ready(&GuardedCallType) < 0 ||
+        PyType_Ready(&BinderType) < 0)
         return NULL;
+    s_cai = PyUnicode_InternFromString("__cuda_array_interface__");
+    s_typestr = PyUnicode_InternFromString("typestr");
+    s_strides = PyUnicode_InternFromString("strides");
+    s_data = PyUnicode_InternFromString("data");
+    s_mask = PyUnicode_InternFromString("mask");
+    if (!s_cai || !s_typestr || !s_strides || !s_data || !s_mask) return NULL;
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_device = PyUnicode_InternFromString("device");
@@ -842,6 +1200,8 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) return NULL;
     Py_INCREF(&PreparedType);
     if (PyModule_AddObject(m, "Prepared", (PyObject *)&PreparedType) < 0) return NULL;
+    Py_INCREF(&BinderType);
+    if (PyModule_AddObject(m, "Binder", (PyObject *)&BinderType) < 0) return NULL;
     Py_INCREF(&GuardType);
     if (PyModule_AddObject(m, "Guard", (PyObject *)&GuardType) < 0) return NULL;
     Py_INCREF(&GuardedCallType);
