@@ -15,7 +15,7 @@ from ._dtype import DType, dt, int_range
 from ._errors import ArgumentError
 from ._ir import KernelIR, Param, PointerType
 
-__all__ = ["check_arg_count", "array_view", "check_array", "scalar_value"]
+__all__ = ["check_arg_count", "array_view", "check_array", "find_view", "scalar_value"]
 
 
 def check_arg_count(kernel: KernelIR, args: Sequence[Any]) -> None:
@@ -27,14 +27,24 @@ def check_arg_count(kernel: KernelIR, args: Sequence[Any]) -> None:
         )
 
 
-def array_view(obj: Any, param: Param, kernel: KernelIR, stream: int | None) -> ArrayView:
-    """Adapt ``obj`` through the registered array adapters."""
+def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
+    """``obj`` through the registered array adapters (highest priority first), or None
+    when none takes it: the one adapter lookup (kernel launches, fkl pipes)."""
     from ._plugins import plugins
 
     for adapter in plugins().array_adapters():
         view = adapter.view(obj, stream)
         if view is not None:
             return view
+    return None
+
+
+def array_view(obj: Any, param: Param, kernel: KernelIR, stream: int | None) -> ArrayView:
+    """Adapt ``obj`` through the registered array adapters; an error naming the kernel
+    and parameter when none takes it."""
+    view = find_view(obj, stream)
+    if view is not None:
+        return view
     raise ArgumentError(
         f"{kernel.name}(): parameter '{param.name}' expects an array of "
         f"{_elem(param).name} (NumPy, __cuda_array_interface__ or DLPack), "
