@@ -385,6 +385,93 @@ def bench_round_trip(rows: list[dict[str, Any]], reps: int, gpu: bool) -> None:
             bw.append((time.perf_counter() - t0) * 1e3)
         row["floor"] = median(bw)
     rows.append(row)
+    if gpu:
+        bench_round_trip_pinned(rows, reps)
+
+
+def bench_round_trip_pinned(rows: list[dict[str, Any]], reps: int) -> None:
+    """The same round trip with tk.pinned_empty host arrays (copied directly, no staging)
+    against pinned cuMemcpy of the bytes the semantics move: A, B and C in (C is written,
+    so its host values go in too), C out."""
+    import cupy as cp
+    import thork as tk
+    from seedkernel import matrix_add
+
+    shape = (1024, 1024)
+    rng = np.random.default_rng()
+    A, B, C = (tk.pinned_empty(shape, "float32") for _ in range(3))
+    times = []
+    for _ in range(reps + 3):
+        A[...] = rng.standard_normal(shape, dtype=np.float32)
+        B[...] = rng.standard_normal(shape, dtype=np.float32)
+        C[...] = np.nan
+        t0 = time.perf_counter()
+        matrix_add[(A.size // 128, 1, 1), (128, 1, 1)](C, A, B)
+        times.append((time.perf_counter() - t0) * 1e3)
+        assert np.array_equal(C, A + B), "pinned round trip wrote wrong values"
+    pinned = cp.cuda.alloc_pinned_memory(A.nbytes)
+    host = np.frombuffer(pinned, np.float32, A.size)
+    dev = cp.empty(A.size, cp.float32)
+    bw = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(3):
+            dev.set(host)
+        dev.get(out=host)
+        bw.append((time.perf_counter() - t0) * 1e3)
+    rows.append({"what": "NumPy round trip 1024^2, tk.pinned_empty arrays",
+                 "thork": median(times[3:]), "floor": median(bw), "unit": "ms",
+                 "goal": "<= 1.25x pinned cuMemcpy (3 in, 1 out)"})
+
+
+def bench_cold_compile_in_process(rows: list[dict[str, Any]], reps: int) -> None:
+    """Cold compile as issue 11 measures it: trace -> loaded through NVRTC in one process,
+    against cupy.RawKernel on the exact text of kernel.source with Thork's NVRTC options,
+    both caches defeated (a unique constant / comment), one warm-up each, median."""
+    import random
+
+    import cupy as cp
+    import thork as tk
+    from thork_core import plugins
+    from thork_core._gpu import GpuTarget
+
+    def make(c: float) -> Any:
+        @tk.jit(compiler="nvrtc")
+        def cold_add(out: tk.DevicePointer[tk.dt.float32],
+                     a: tk.DevicePointer[tk.dt.float32], b: tk.DevicePointer[tk.dt.float32],
+                     bid: tk.Uint[tk.BlockIdx], tid: tk.Uint[tk.ThreadIdx],
+                     bdm: tk.Uint[tk.BlockDim]):
+            i = bid * bdm + tid
+            out[i] = a[i] + b[i] * c
+
+        return cold_add
+
+    comp = plugins().compiler("nvrtc", GpuTarget())
+    arch = GpuTarget().arch()
+    options = tuple(f for f in comp.flags("cubin", arch) if not f.startswith("--gpu-arch"))
+
+    def thork_once() -> float:
+        k = make(random.random())
+        t0 = time.perf_counter()
+        k.compile("gpu", "nvrtc")
+        return (time.perf_counter() - t0) * 1e3
+
+    def cupy_once(src: str) -> float:
+        t0 = time.perf_counter()
+        raw = cp.RawKernel(src + f"\n// {random.random()}\n", "cold_add", options=options)
+        raw.compile()
+        return (time.perf_counter() - t0) * 1e3
+
+    src = make(0.5).source
+    thork_once()
+    cupy_once(src)
+    th, cu = [], []
+    for _ in range(reps):
+        th.append(thork_once())
+        cu.append(cupy_once(src))
+    rows.append({"what": f"cold compile in process, trace -> loaded ({arch}, NVRTC)",
+                 "thork": median(th), "cupy": median(cu), "unit": "ms",
+                 "goal": "<= 1.0x CuPy (same text and options)"})
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -426,6 +513,7 @@ def main() -> int:
     if gpu:
         try:
             bench_launch(rows, rounds)
+            bench_cold_compile_in_process(rows, 10)
         except ImportError as exc:
             print(f"hot launch skipped: {exc}")
     bench_round_trip(rows, reps, gpu)
