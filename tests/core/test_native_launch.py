@@ -543,3 +543,107 @@ def test_binder_checks_its_configuration(native):
         native.Binder(launcher, DeviceArray, 0, [(F32, None, -1, False)] * 4, True)
     with pytest.raises(TypeError):
         native.Binder("launcher", DeviceArray, 0, [], True)
+
+
+# -- OutMaker: the allocating hot call obj(x) made in C ----------------------------------
+
+ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                         ctypes.c_void_p)
+FREE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p)
+
+
+class Arr:
+    """DeviceArray's slots, recording when an owned array is collected."""
+
+    __slots__ = ("ptr", "shape", "dtype", "device", "stream", "_owner", "_owns",
+                 "__weakref__")
+    collected: list[int] = []
+
+    def __del__(self) -> None:
+        if getattr(self, "_owns", False):
+            Arr.collected.append(self.ptr)
+
+
+class Pool:
+    """A fake stream-ordered pool: hands out 0x10000, 0x20000, ... (or refuses)."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.allocs: list[tuple[int, int]] = []
+        self.frees: list[int] = []
+        self.refuse = refuse
+
+        def alloc(ptr, nbytes, stream):
+            if self.refuse:
+                return 2  # CUDA_ERROR_OUT_OF_MEMORY
+            ptr[0] = 0x10000 * (len(self.allocs) + 1)
+            self.allocs.append((nbytes, stream or 0))
+            return 0
+
+        self.alloc, self.free = ALLOC(alloc), FREE(lambda p, s: self.frees.append(p) or 0)
+
+    def maker(self, native, shape=SHAPE_OUT, dtype=F32):
+        addr = ctypes.cast
+        return native.OutMaker(Arr, shape, dtype, 0, 4 * 3 * 7 * 33,
+                               addr(self.alloc, ctypes.c_void_p).value,
+                               addr(self.free, ctypes.c_void_p).value, 0, 0, 0)
+
+
+def _in(ptr: int = 0x1000, shape: Any = SHAPE_IN) -> Arr:
+    a = Arr()
+    a.ptr, a.shape, a.dtype, a.device, a.stream, a._owner, a._owns = \
+        ptr, shape, U8, 0, 0, None, False
+    return a
+
+
+def _allocating(native, pool: Pool):
+    rec = Recorder()
+    hot = _guarded_class(native)()
+    hot._hot_guard = rec.launch(native).guard(
+        Arr, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
+    hot._hot_out = pool.maker(native)
+    return rec, hot
+
+
+def test_allocating_call_makes_the_output_and_launches_in_c(native):
+    pool = Pool()
+    rec, hot = _allocating(native, pool)
+    x = _in()
+    out = hot(x)
+    assert type(out) is Arr and out.ptr == 0x10000 and out._owns is True
+    assert (out.shape, out.dtype, out.device, out.stream) == (SHAPE_OUT, F32, 0, 0)
+    out2 = hot(x, stream=Stream(99))
+    assert out2.ptr == 0x20000 and out2.stream == 99
+    assert pool.allocs == [(4 * 3 * 7 * 33, 0), (4 * 3 * 7 * 33, 99)]
+    assert [(c["pointers"], c["stream"]) for c in rec.calls] == [
+        ((0x10000, 0x1000), 0), ((0x20000, 0x1000), 99)]
+    assert hot.missed == []
+
+
+def test_allocating_call_misses_go_to_python(native):
+    pool = Pool()
+    rec, hot = _allocating(native, pool)
+    Arr.collected.clear()
+    assert hot(_in(shape=(7, 33, 4))) == "general path"  # the guard says no
+    assert Arr.collected == [0x10000]  # the output made for it went back
+    assert hot(_in(ptr=0x1004)) == "general path"  # misaligned
+    with pytest.raises(TypeError, match="stream must be None, an int handle"):
+        hot(_in(), stream=object())  # the guard's error comes out, as for out= calls
+    assert rec.calls == [] and len(hot.missed) == 2
+
+
+def test_allocating_call_when_the_pool_refuses(native):
+    pool = Pool(refuse=True)
+    rec, hot = _allocating(native, pool)
+    assert hot(_in()) == "general path" and rec.calls == [] and len(hot.missed) == 1
+    assert pool.maker(native)(0) is None
+
+
+def test_out_maker_needs_the_array_slots(native):
+    pool = Pool()
+    addr = ctypes.cast(pool.alloc, ctypes.c_void_p).value
+    with pytest.raises(TypeError, match="'ptr' must be a __slots__ entry"):
+        native.OutMaker(Stream, SHAPE_OUT, F32, 0, 4, addr, addr, 0, 0, 0)
+    with pytest.raises(ValueError, match="non-null"):
+        native.OutMaker(Arr, SHAPE_OUT, F32, 0, 4, 0, addr, 0, 0, 0)
+    made = pool.maker(native)(5)
+    assert type(made) is Arr and made.stream == 5 and pool.allocs[-1][1] == 5

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrayGuard", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "PreparedLaunch",
-    "PyLauncher", "guarded_call_base", "make_launcher", "param_kinds",
+    "PyLauncher", "guarded_call_base", "make_launcher", "out_maker", "param_kinds",
 ]
 
 #: Calling conventions (``_native_launch.c`` has the same numbers).
@@ -365,6 +365,30 @@ class ArrayGuard:
         return True
 
 
+def out_maker(array_type: type, shape: tuple[int, ...], dtype: DType, device: int) -> Any:
+    """What a ``GuardedCall`` object's ``_hot_out`` holds: ``maker(stream) -> array`` makes
+    a ``DeviceArray`` (``array_type``) of ``shape`` and ``dtype`` on ``device`` in C, from
+    the stream-ordered pool on the launch stream (None when the pool refused; the caller's
+    path then allocates and reports). With it and a ``_hot_guard`` over (input, output),
+    the call ``obj(x)`` / ``obj(x, stream=s)`` allocates and launches without running
+    Python. None where the native module is not available."""
+    from ._native import native_module
+
+    mod = native_module()
+    if mod is None:
+        return None
+    from ._cuda import function_address, make_current
+
+    ctx = int(make_current(device))
+    nbytes = dtype.itemsize
+    for s in shape:
+        nbytes *= s
+    return mod.OutMaker(array_type, tuple(shape), dtype, device, nbytes,
+                        function_address("cuMemAllocAsync"), function_address("cuMemFreeAsync"),
+                        ctx, function_address("cuCtxGetCurrent"),
+                        function_address("cuCtxSetCurrent"))
+
+
 def guarded_call_base() -> type | None:
     """The native module's ``GuardedCall`` base type; None where that module is not
     available (:func:`~thork_core._native.native_status` says why; builds it on first use).
@@ -373,7 +397,10 @@ def guarded_call_base() -> type | None:
     has the call ``obj(x, out=y)`` / ``obj(x, out=y, stream=s)`` decided in C: the guard in
     ``obj._hot_guard`` (a :meth:`PreparedLaunch.guard` over one input and one output) is
     tried and ``y`` returned when it launched; every other call, and a miss, goes to
-    ``obj._miss(*args, **kwargs)``. On Python 3.12+ such a call is a vectorcall: no
+    ``obj._miss(*args, **kwargs)``. With an :func:`out_maker` in ``obj._hot_out``, the
+    allocating call ``obj(x)`` / ``obj(x, stream=s)`` makes its output there and tries the
+    same guard (returning the output when it launched). On Python 3.12+ such a call is a
+    vectorcall: no
     argument tuple, keyword dict or Python frame (0.3 us less per call than a Python
     ``__call__`` on the dev machine, 0.5 us on the H200's host: ``python
     bench/bench_call_entry.py``, docs/targets.md)."""

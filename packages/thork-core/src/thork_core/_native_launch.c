@@ -41,7 +41,9 @@
  *     and launched in C when every argument is of a common kind (see its section).
  *
  * GuardedCall: a base type whose instances' call obj(x, out=y[, stream=s]) tries the Guard
- *     in obj._hot_guard in C and returns y when it launched; else obj._miss(*args, **kw).
+ *     in obj._hot_guard in C and returns y when it launched; obj(x) / obj(x, stream=s)
+ *     makes its output with the OutMaker in obj._hot_out, then tries the same guard;
+ *     everything else (and a miss) goes to obj._miss(*args, **kw).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1046,6 +1048,152 @@ static PyTypeObject BinderType = {
     .tp_vectorcall_offset = offsetof(BinderObject, vectorcall_slot),
 };
 
+/* ---- OutMaker ----------------------------------------------------------------------
+ * OutMaker(array_type, shape, dtype, device, nbytes, alloc, free, ctx, ctx_get, ctx_set)
+ *   Makes the output array of an allocating hot call in C: nbytes from the stream-ordered
+ *   pool (alloc/free: cuMemAllocAsync/cuMemFreeAsync, on the launch stream, with ctx made
+ *   current as a launcher does) wrapped in a new array_type instance (DeviceArray: its
+ *   __slots__ ptr, shape, dtype, device, stream, _owner, _owns set directly; the memory
+ *   goes back to the pool when the instance is collected, as for any DeviceArray).
+ *   maker(stream_handle) -> array, or None when the pool refused (the caller's path then
+ *   allocates and raises the error).
+ */
+typedef int (*alloc_fn)(uint64_t *ptr, size_t nbytes, void *stream);
+typedef int (*free_fn)(uint64_t ptr, void *stream);
+
+enum { O_PTR, O_SHAPE, O_DTYPE, O_DEVICE, O_STREAM, O_OWNER, O_OWNS, N_OUT };
+static const char *out_names[N_OUT] = {"ptr", "shape", "dtype", "device", "stream",
+                                       "_owner", "_owns"};
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *array_type;
+    PyObject *shape, *dtype, *device;
+    Py_ssize_t offset[N_OUT];
+    size_t nbytes;
+    alloc_fn alloc;
+    free_fn free;
+    void *ctx;
+    ctx_get_fn ctx_get;
+    ctx_set_fn ctx_set;
+} OutMakerObject;
+
+static PyTypeObject OutMakerType;
+
+static int maker_init(OutMakerObject *self, PyObject *args, PyObject *kw) {
+    PyObject *array_type, *shape, *dtype, *device, *alloc, *freef, *ctx, *get, *set;
+    unsigned long long nbytes;
+    static char *names[] = {"array_type", "shape", "dtype", "device", "nbytes", "alloc",
+                            "free", "ctx", "ctx_get", "ctx_set", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OO!KOOOOO", names, &PyType_Type,
+                                     &array_type, &PyTuple_Type, &shape, &dtype,
+                                     &PyLong_Type, &device, &nbytes, &alloc, &freef, &ctx,
+                                     &get, &set))
+        return -1;
+    void *a = as_address(alloc), *f = as_address(freef), *c = as_address(ctx);
+    void *g = as_address(get), *st = as_address(set);
+    if (PyErr_Occurred()) return -1;
+    if (!a || !f || (c && (!g || !st))) {
+        PyErr_SetString(PyExc_ValueError, "alloc and free (and ctx_get/ctx_set with a ctx) "
+                        "must be non-null addresses");
+        return -1;
+    }
+    PyTypeObject *t = (PyTypeObject *)array_type;
+    for (int i = 0; i < N_OUT; i++) {
+        PyObject *name = PyUnicode_InternFromString(out_names[i]);
+        if (!name) return -1;
+        Field fld;
+        field_init(&fld, t, name);
+        Py_DECREF(name);
+        if (fld.offset < 0) {
+            PyErr_Format(PyExc_TypeError, "array_type: '%s' must be a __slots__ entry",
+                         out_names[i]);
+            return -1;
+        }
+        self->offset[i] = fld.offset;
+    }
+    Py_XSETREF(self->array_type, (PyTypeObject *)Py_NewRef(array_type));
+    Py_XSETREF(self->shape, Py_NewRef(shape));
+    Py_XSETREF(self->dtype, Py_NewRef(dtype));
+    Py_XSETREF(self->device, Py_NewRef(device));
+    self->nbytes = (size_t)nbytes;
+    self->alloc = (alloc_fn)a;
+    self->free = (free_fn)f;
+    self->ctx = c;
+    self->ctx_get = (ctx_get_fn)g;
+    self->ctx_set = (ctx_set_fn)st;
+    return 0;
+}
+
+static void maker_dealloc(OutMakerObject *self) {
+    Py_XDECREF((PyObject *)self->array_type);
+    Py_XDECREF(self->shape);
+    Py_XDECREF(self->dtype);
+    Py_XDECREF(self->device);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline void set_slot(PyObject *a, Py_ssize_t offset, PyObject *v /* stolen */) {
+    PyObject **p = (PyObject **)((char *)a + offset);
+    Py_XSETREF(*p, v);
+}
+
+/* A new array, NULL with an exception, or NULL without one (the pool refused). */
+static PyObject *maker_make(OutMakerObject *m, uint64_t handle) {
+    if (!m->alloc) {
+        PyErr_SetString(PyExc_RuntimeError, "OutMaker was not initialized");
+        return NULL;
+    }
+    uint64_t ptr = 0;
+    int err = 0;
+    if (m->ctx) {
+        void *cur = NULL;
+        if (m->ctx_get(&cur) != 0 || cur != m->ctx) err = m->ctx_set(m->ctx);
+    }
+    if (!err) err = m->alloc(&ptr, m->nbytes ? m->nbytes : 1, (void *)(uintptr_t)handle);
+    if (err) return NULL;
+    PyObject *pv = PyLong_FromUnsignedLongLong(ptr);
+    PyObject *sv = PyLong_FromUnsignedLongLong(handle);
+    PyObject *a = (pv && sv) ? m->array_type->tp_alloc(m->array_type, 0) : NULL;
+    if (!a) {
+        Py_XDECREF(pv);
+        Py_XDECREF(sv);
+        m->free(ptr, (void *)(uintptr_t)handle);
+        return NULL;
+    }
+    set_slot(a, m->offset[O_PTR], pv);
+    set_slot(a, m->offset[O_SHAPE], Py_NewRef(m->shape));
+    set_slot(a, m->offset[O_DTYPE], Py_NewRef(m->dtype));
+    set_slot(a, m->offset[O_DEVICE], Py_NewRef(m->device));
+    set_slot(a, m->offset[O_STREAM], sv);
+    set_slot(a, m->offset[O_OWNER], Py_NewRef(Py_None));
+    set_slot(a, m->offset[O_OWNS], Py_NewRef(Py_True)); /* its __del__ frees it */
+    return a;
+}
+
+static PyObject *maker_call(PyObject *self, PyObject *args, PyObject *kw) {
+    unsigned long long handle;
+    if (kw || !PyArg_ParseTuple(args, "K", &handle)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "maker(stream_handle)");
+        return NULL;
+    }
+    PyObject *a = maker_make((OutMakerObject *)self, handle);
+    if (!a && !PyErr_Occurred()) Py_RETURN_NONE;
+    return a;
+}
+
+static PyTypeObject OutMakerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.OutMaker",
+    .tp_basicsize = sizeof(OutMakerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "maker(stream_handle) -> a new device array from the pool (None: refused).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)maker_init,
+    .tp_dealloc = (destructor)maker_dealloc,
+    .tp_call = maker_call,
+};
+
 /* ---- GuardedCall ------------------------------------------------------------------
  * A base type for callables whose hottest call, obj(x, out=y) or obj(x, out=y, stream=s),
  * is decided here: when obj._hot_guard is a Guard over two arrays, it is called with
@@ -1058,6 +1206,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *guard; /* _hot_guard: NULL/None, a Guard, or anything else (never tried) */
     vectorcallfunc vectorcall;
+    PyObject *maker; /* _hot_out: NULL/None, an OutMaker for obj(x[, stream=s]), or else */
 } GuardedCallObject;
 
 static PyTypeObject GuardedCallType;
@@ -1082,11 +1231,53 @@ static int is_name(PyObject *key, PyObject *name) {
     return key == name || (PyUnicode_Check(key) && PyUnicode_Compare(key, name) == 0);
 }
 
+/* The allocating hot try, obj(x) / obj(x, stream=s): the output from _hot_out, then the
+ * guard. A new reference to the output when it launched; NULL with an exception on error;
+ * NULL without one when the caller's path takes the call (the output, if made, is
+ * dropped: its memory goes back to the pool). */
+static PyObject *allocating_try(GuardedCallObject *self, PyObject *x, PyObject *stream) {
+    PyObject *m = self->maker, *g = self->guard;
+    if (!m || Py_TYPE(m) != &OutMakerType || !g || Py_TYPE(g) != &GuardType ||
+        ((GuardObject *)g)->n != 2)
+        return NULL;
+    /* held: another thread may replace _hot_out/_hot_guard while Python code runs */
+    Py_INCREF(m);
+    Py_INCREF(g);
+    PyObject *out = NULL;
+    uint64_t handle = 0;
+    if (stream && stream != Py_None) {
+        if (PyLong_CheckExact(stream)) {
+            handle = PyLong_AsUnsignedLongLong(stream);
+        } else {
+            PyObject *h = PyObject_CallOneArg(((GuardObject *)g)->to_handle, stream);
+            if (!h) goto done;
+            handle = PyLong_AsUnsignedLongLong(h);
+            Py_DECREF(h);
+        }
+        if (PyErr_Occurred()) goto done;
+    }
+    out = maker_make((OutMakerObject *)m, handle);
+    if (out) {
+        int hit = guarded_try(self, x, out, stream);
+        if (hit <= 0) Py_CLEAR(out);
+    }
+done:
+    Py_DECREF(g);
+    Py_DECREF(m);
+    return out;
+}
+
 static PyObject *guarded_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                     PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nargs == 1 && (nkw == 1 || nkw == 2)) {
+    if (nargs == 1 && (nkw == 0 || (nkw == 1 && is_name(PyTuple_GET_ITEM(kwnames, 0),
+                                                        s_stream)))) {
+        PyObject *out = allocating_try((GuardedCallObject *)self, args[0],
+                                       nkw ? args[1] : NULL);
+        if (out) return out;
+        if (PyErr_Occurred()) return NULL;
+    } else if (nargs == 1 && (nkw == 1 || nkw == 2)) {
         PyObject *out = NULL, *stream = NULL;
         for (Py_ssize_t i = 0; i < nkw; i++) {
             PyObject *k = PyTuple_GET_ITEM(kwnames, i);
@@ -1108,7 +1299,14 @@ static PyObject *guarded_vectorcall(PyObject *self, PyObject *const *args, size_
 
 static PyObject *guarded_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
-    if (PyTuple_GET_SIZE(args) == 1 && (nkw == 1 || nkw == 2)) {
+    PyObject *only_stream = nkw == 1 ? PyDict_GetItemWithError(kwargs, s_stream) : NULL;
+    if (PyErr_Occurred()) return NULL;
+    if (PyTuple_GET_SIZE(args) == 1 && (nkw == 0 || only_stream)) {
+        PyObject *out = allocating_try((GuardedCallObject *)self, PyTuple_GET_ITEM(args, 0),
+                                       only_stream);
+        if (out) return out;
+        if (PyErr_Occurred()) return NULL;
+    } else if (PyTuple_GET_SIZE(args) == 1 && (nkw == 1 || nkw == 2)) {
         PyObject *out = PyDict_GetItemWithError(kwargs, s_out); /* borrowed */
         PyObject *stream = out ? PyDict_GetItemWithError(kwargs, s_stream) : NULL;
         if (PyErr_Occurred()) return NULL;
@@ -1134,23 +1332,28 @@ static PyObject *guarded_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 
 static int guarded_traverse(GuardedCallObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->guard);
+    Py_VISIT(self->maker);
     return 0;
 }
 
 static int guarded_clear(GuardedCallObject *self) {
     Py_CLEAR(self->guard);
+    Py_CLEAR(self->maker);
     return 0;
 }
 
 static void guarded_dealloc(GuardedCallObject *self) {
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->guard);
+    Py_CLEAR(self->maker);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMemberDef guarded_members[] = {
     {"_hot_guard", T_OBJECT, offsetof(GuardedCallObject, guard), 0,
      "The Guard tried first by obj(x, out=y[, stream=s]) (None: none yet)."},
+    {"_hot_out", T_OBJECT, offsetof(GuardedCallObject, maker), 0,
+     "The OutMaker of obj(x[, stream=s]): its output, then _hot_guard (None: none)."},
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject GuardedCallType = {
@@ -1177,7 +1380,7 @@ static PyModuleDef module = {
 PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&PreparedType) < 0 ||
         PyType_Ready(&GuardType) < 0 || PyType_Ready(&GuardedCallType) < 0 ||
-        PyType_Ready(&BinderType) < 0)
+        PyType_Ready(&BinderType) < 0 || PyType_Ready(&OutMakerType) < 0)
         return NULL;
     s_cai = PyUnicode_InternFromString("__cuda_array_interface__");
     s_typestr = PyUnicode_InternFromString("typestr");
@@ -1200,6 +1403,8 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) return NULL;
     Py_INCREF(&PreparedType);
     if (PyModule_AddObject(m, "Prepared", (PyObject *)&PreparedType) < 0) return NULL;
+    Py_INCREF(&OutMakerType);
+    if (PyModule_AddObject(m, "OutMaker", (PyObject *)&OutMakerType) < 0) return NULL;
     Py_INCREF(&BinderType);
     if (PyModule_AddObject(m, "Binder", (PyObject *)&BinderType) < 0) return NULL;
     Py_INCREF(&GuardType);

@@ -21,10 +21,11 @@ from ._launch import (
     PyLauncher,
     guarded_call_base,
     make_launcher,
+    out_maker,
     param_kinds,
 )
 from ._target import Dim3, normalize_dims
 
 __all__ = ["CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "Dim3", "PreparedLaunch",
            "PyLauncher", "check_arg_count", "guarded_call_base", "make_launcher",
-           "normalize_dims", "param_kinds"]
+           "normalize_dims", "out_maker", "param_kinds"]
