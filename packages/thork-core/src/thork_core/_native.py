@@ -1,13 +1,15 @@
 """The native launch module: ``_native_launch.c`` built for this Python on first use.
 
-A prepared launch through ctypes spends about as long in Python (slot writes, argument
-conversion, the foreign call) as the driver spends enqueueing the kernel. The C module
-does the same work (and, for device arrays, the hot-path checks) in one C call. It is
+The module is Thork's launcher in C (:mod:`thork_core._launch` has the Python one): a
+launch through ctypes spends about as long in Python (argument conversion, the foreign
+call) as the driver spends enqueueing the kernel; the C module does the same work (and,
+for device arrays, the hot-path checks) in one C call. It is
 compiled once per Python, compiler and source with the host C compiler (``$CC``, else
 ``cc``) against this Python's headers, into ``<cache root>/native/<key>/``; the first
 build takes ~0.1–0.5 s. Where that cannot be done (no compiler, no ``Python.h``,
 ``THORK_NATIVE=0``) :func:`native_module` returns None and the ctypes path serves,
 with the same behaviour; :func:`native_status` says which and why (``thork info``).
+A process that finds the module built imports neither the compiler tools nor sysconfig.
 """
 
 from __future__ import annotations
@@ -16,11 +18,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import sysconfig
-import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -32,24 +30,40 @@ _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}
 
 
+def _cc() -> str:
+    return os.environ.get("CC") or "cc"
+
+
 def _compiler() -> str | None:
-    cc = os.environ.get("CC") or "cc"
+    import shutil
+
+    cc = _cc()
     return shutil.which(cc.split()[0]) and cc
+
+
+#: The extension suffix of this Python (``sysconfig``'s ``EXT_SUFFIX``, without importing
+#: sysconfig: a fresh process that finds the module built should not pay for it).
+_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
 def _source() -> Path:
     return Path(__file__).with_name("_native_launch.c")
 
 
-def _key(src: bytes, cc: str, include: str) -> str:
+def _key(src: bytes, cc: str) -> str:
+    """Source, Python (version and ABI suffix) and compiler command: what the built
+    module depends on (headers come with the Python version)."""
     h = hashlib.sha256(src)
-    for part in (sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "", cc, include):
+    for part in (sys.version, _SUFFIX, cc):
         h.update(b"\0" + part.encode())
     return h.hexdigest()[:20]
 
 
 def _build(src: Path, cc: str, include: str, out: Path) -> None:
     """Compile ``src`` to the extension ``out`` (atomically: a temp name, then rename)."""
+    import subprocess
+    import tempfile
+
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
@@ -97,12 +111,6 @@ def native_status() -> str:
 def _make() -> tuple[ModuleType | None, str]:
     if os.environ.get("THORK_NATIVE", "1").strip().lower() in ("0", "off", "false", "no"):
         return None, "unavailable: THORK_NATIVE=0"
-    cc = _compiler()
-    if cc is None:
-        return None, "unavailable: no C compiler (set CC)"
-    include = sysconfig.get_paths().get("include", "")
-    if not os.path.exists(os.path.join(include, "Python.h")):
-        return None, f"unavailable: no Python.h in {include!r} (install the Python headers)"
     from ._cache import cache_root
 
     src = _source()
@@ -110,13 +118,22 @@ def _make() -> tuple[ModuleType | None, str]:
         data = src.read_bytes()
     except OSError as exc:
         return None, f"unavailable: {exc}"
-    key = _key(data, cc, include)
-    path = Path(cache_root()) / "native" / key / f"{_NAME}{sysconfig.get_config_var('EXT_SUFFIX')}"
+    cc = _cc()
+    path = Path(cache_root()) / "native" / _key(data, cc) / f"{_NAME}{_SUFFIX}"
     try:
         if not path.exists():
+            # Built here once per machine: find the compiler and the headers first.
+            import sysconfig
+
+            if _compiler() is None:
+                return None, "unavailable: no C compiler (set CC)"
+            include = sysconfig.get_paths().get("include", "")
+            if not os.path.exists(os.path.join(include, "Python.h")):
+                return None, (f"unavailable: no Python.h in {include!r} (install the "
+                              "Python headers)")
             _build(src, cc, include, path)
         return _load(path), f"ready {path}"
-    except Exception as exc:  # any failure leaves the ctypes path in charge
+    except Exception as exc:  # any failure leaves the Python launcher in charge
         return None, f"unavailable: {exc}"
 
 
