@@ -76,7 +76,8 @@ class Recorder:
 def test_status_names_what_happened(native):
     status = native_status()
     assert status.split()[0] == "ready"
-    assert status.split(maxsplit=1)[1].endswith(sysconfig.get_config_var("EXT_SUFFIX"))
+    # The module's file is the cache's verified library store entry (lib/<sha256>.so).
+    assert os.path.isfile(status.split(maxsplit=1)[1])
 
 
 def test_run_writes_the_pointer_slots_and_passes_the_launch(native, rng):

@@ -4,9 +4,9 @@ A prepared launch through ctypes spends about as long in Python (slot writes, ar
 conversion, the foreign call) as the driver spends enqueueing the kernel. The C module
 does the same work (and, for device arrays, the hot-path checks) in one C call. It is
 compiled once per Python, compiler and source with the host C compiler (``$CC``, else
-``cc``) against this Python's headers, into ``<cache root>/native/<key>/``; the first
-build takes ~0.1–0.5 s. Where that cannot be done (no compiler, no ``Python.h``,
-``THORK_NATIVE=0``) :func:`native_module` returns None and the ctypes path serves,
+``cc``) against this Python's headers, and kept in the disk cache like a kernel's
+library (signed entry, content checked before loading); the first build takes ~0.1–0.5 s.
+Where that cannot be done (no compiler, no ``Python.h``, ``THORK_NATIVE=0``) :func:`native_module` returns None and the ctypes path serves,
 with the same behaviour; :func:`native_status` says which and why (``thork info``).
 """
 
@@ -103,21 +103,40 @@ def _make() -> tuple[ModuleType | None, str]:
     include = sysconfig.get_paths().get("include", "")
     if not os.path.exists(os.path.join(include, "Python.h")):
         return None, f"unavailable: no Python.h in {include!r} (install the Python headers)"
-    from ._cache import cache_root
-
     src = _source()
     try:
         data = src.read_bytes()
     except OSError as exc:
         return None, f"unavailable: {exc}"
     key = _key(data, cc, include)
-    path = Path(cache_root()) / "native" / key / f"{_NAME}{sysconfig.get_config_var('EXT_SUFFIX')}"
     try:
-        if not path.exists():
-            _build(src, cc, include, path)
+        path = _verified_library(src, cc, include, key)
         return _load(path), f"ready {path}"
     except Exception as exc:  # any failure leaves the ctypes path in charge
         return None, f"unavailable: {exc}"
+
+
+def _verified_library(src: Path, cc: str, include: str, key: str) -> Path:
+    """The module's file, through the disk cache's trust model (docs/guarantees.md): an
+    entry signed by Thork's writer for this key, whose library's content is compared with
+    the recorded hash before it is loaded; anything else is rebuilt."""
+    from ._artifact import Artifact
+    from ._cache import disk_cache, library_path
+
+    cache = disk_cache()
+    ckey = f"native-{key}"
+    art = cache.get(ckey)
+    if art is None:
+        with cache.lock(ckey):
+            art = cache.get(ckey)
+            if art is None:
+                with tempfile.TemporaryDirectory(prefix="thork-native-") as d:
+                    out = Path(d) / f"{_NAME}{sysconfig.get_config_var('EXT_SUFFIX')}"
+                    _build(src, cc, include, out)
+                    art = Artifact(kind="hostlib", data=out.read_bytes(), entry=_NAME,
+                                   compiler=cc, arch=sys.implementation.cache_tag or "")
+                cache.put(ckey, art)
+    return Path(library_path(art.data))
 
 
 def _reset() -> None:
