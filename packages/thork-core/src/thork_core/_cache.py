@@ -118,10 +118,18 @@ def _secure(path: str) -> str:
     import warnings
 
     fallback = tempfile.mkdtemp(prefix="thork-cache-")  # 0700, owned by this user
+    _remove_at_exit(fallback)
     warnings.warn(f"thork: cache folder {path} {reason}; using the private temporary folder "
                   f"{fallback} for this process (kernels are recompiled)", CacheWarning,
                   stacklevel=3)
     return fallback
+
+
+def _remove_at_exit(folder: str) -> None:
+    import atexit
+    import shutil
+
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
 def _unsafe(path: str) -> str | None:
@@ -578,6 +586,7 @@ def library_path(data: bytes, folder: str = _LIB) -> str:
         import tempfile
 
         _FALLBACK.append(tempfile.mkdtemp(prefix="thork-lib-"))
+        _remove_at_exit(_FALLBACK[0])
     root = _FALLBACK[0]
     return _lib_path(root, _store_library(root, data))
 

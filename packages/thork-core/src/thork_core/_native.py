@@ -6,8 +6,9 @@ does the same work (and, for device arrays, the hot-path checks) in one C call. 
 compiled once per Python, compiler and source with the host C compiler (``$CC``, else
 ``cc``) against this Python's headers, and kept in the disk cache like a kernel's
 library (signed entry, content checked before loading); the first build takes ~0.1–0.5 s.
-Where that cannot be done (no compiler, no ``Python.h``, ``THORK_NATIVE=0``) :func:`native_module` returns None and the ctypes path serves,
-with the same behaviour; :func:`native_status` says which and why (``thork info``).
+Where that cannot be done (no compiler, no ``Python.h``, ``THORK_NATIVE=0``)
+:func:`native_module` returns None and the ctypes path serves, with the same behaviour;
+:func:`native_status` says which and why (``thork info``).
 """
 
 from __future__ import annotations
