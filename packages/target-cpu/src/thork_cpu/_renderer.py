@@ -21,10 +21,12 @@ cores see each other's global atomics.
 from __future__ import annotations
 
 from thork_core import CODEGEN_VERSION, KernelIR, Renderer
-from thork_core._dtype import DType
-from thork_core._ir import (
+from thork_core.ir import (
+    HALF_CONVERSIONS,
+    INT_ARITHMETIC,
     Atomic,
     BlockReduce,
+    DType,
     PointerType,
     SharedDecl,
     Sync,
@@ -33,7 +35,6 @@ from thork_core._ir import (
     walk_exprs,
     walk_stmts,
 )
-from thork_core._renderer import HALF_CONVERSIONS, INT_ARITHMETIC
 
 __all__ = ["CppRenderer", "ENTRY", "DEADLOCK"]
 

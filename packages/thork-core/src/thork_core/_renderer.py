@@ -52,7 +52,8 @@ from ._ir import (
     While,
 )
 
-__all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC"]
+__all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC",
+           "PRELUDE_MARK"]
 
 # Bumped whenever generated code changes meaning; part of every disk-cache key.
 CODEGEN_VERSION = "3"
@@ -615,14 +616,32 @@ class CudaRenderer(Renderer):
                 + _CUDA_ATOMICS)
 
     def translation_unit(self, kernel: KernelIR, body: str) -> str:
-        params = ", ".join(self.param_decl(kernel))
+        return self._head() + self._code(kernel, body)
+
+    def _head(self) -> str:
         dyn = ("extern __shared__ __attribute__((aligned(16))) unsigned char "
                "thork_dynamic_smem[];\n")
-        return (
-            f"{self.prelude()}{dyn}\n{self.functions_text}"
-            f'extern "C" __global__ void {kernel.name}({params})\n'
-            f"{{\n{body}\n}}\n"
-        )
+        return f"{self.prelude()}{dyn}\n"
+
+    def _code(self, kernel: KernelIR, body: str) -> str:
+        params = ", ".join(self.param_decl(kernel))
+        return (f"{self.functions_text}"
+                f'extern "C" __global__ void {kernel.name}({params})\n'
+                f"{{\n{body}\n}}\n")
+
+    def listing(self, kernel: KernelIR) -> str:
+        """The translation unit for reading: the kernel (after its device functions)
+        first, then, under :data:`PRELUDE_MARK`, the prelude that compilers see before
+        it. :meth:`render` is the text compilers receive."""
+        self._kernel = kernel
+        self.functions_text = "".join(self.function(f) for f in kernel.functions)
+        body = self._body(kernel.body, kernel.mutable)
+        return f"{self._code(kernel, body)}\n{PRELUDE_MARK}\n{self._head()}"
+
+
+#: The line separating the code from the prelude in :meth:`CudaRenderer.listing`.
+PRELUDE_MARK = ("// ---- Thork's prelude: compiled *before* the code above (the order "
+                "render() gives compilers) ----")
 
 
 def _escape(path: str) -> str:
