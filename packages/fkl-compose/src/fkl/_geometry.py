@@ -74,6 +74,22 @@ def bilinear(src: Stage, sx: Value, sy: Value, z: Value) -> Pixel:
 
 
 # -- Crop ---------------------------------------------------------------------------------
+def _int_rect(rect: Any, what: str) -> tuple[int, int, int, int]:
+    """``(x, y, w, h)`` as four ints, or a named error: floats (even 2.0) are rejected
+    rather than truncated, since a fractional rectangle has no pixel-exact meaning."""
+    import operator
+
+    try:
+        values = list(rect)
+        if len(values) != 4 or any(isinstance(v, bool) for v in values):
+            raise TypeError
+        x, y, w, h = (operator.index(v) for v in values)
+    except TypeError:
+        raise ArgumentError(f"{what}: expected (x, y, w, h) integers, got {rect!r}"
+                            ) from None
+    return x, y, w, h
+
+
 class Crop(ReadBack):
     """``out[j, i] = src[y + j, x + i]`` for the rectangle ``(x, y, w, h)`` (runtime values).
 
@@ -81,11 +97,7 @@ class Crop(ReadBack):
     """
 
     def __init__(self, rect: Any) -> None:
-        try:
-            x, y, w, h = (int(v) for v in rect)
-        except (TypeError, ValueError):
-            raise ArgumentError(f"fkl.Crop rect: expected (x, y, w, h) integers, got {rect!r}"
-                                ) from None
+        x, y, w, h = _int_rect(rect, "fkl.Crop rect")
         if w < 1 or h < 1:
             raise ArgumentError(f"fkl.Crop rect: width and height must be positive, got "
                                 f"{rect!r}")

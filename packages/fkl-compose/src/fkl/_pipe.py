@@ -37,7 +37,9 @@ from thork_core import (
     parse_arch,
     plugins,
 )
+from thork_core.launch import float_scalar
 
+from ._alias import check_out_aliasing, in_place_safe
 from ._flat import FlatSpec, flat_spec, lower_flat
 from ._launcher import Launcher, make_launcher
 from ._lowering import Chain, Lowered, host_plan, kernel_name, lower, type_chain
@@ -181,6 +183,7 @@ class Pipe:
         self._hot1: dict[Any, Any] = {}
         self._hot_guard: Any = None
         self._n_inputs = self.chain.read.inputs
+        self._in_place = in_place_safe(self.chain)  # out= may be exactly the input
 
     def __repr__(self) -> str:
         return f"<fkl pipe {' -> '.join(op.name for op in self.ops)}>"
@@ -428,6 +431,7 @@ class Pipe:
                 outs = self._check_out(plan, out, plan.device)
                 for o in outs:
                     ptrs.append(_pointer(o))
+            check_out_aliasing(inputs, outs, self._in_place)
         if plan.align_mask:
             bits = 0
             for p in ptrs:
@@ -472,6 +476,8 @@ class Pipe:
             self._plans[shape_key] = plan
         outs = self._check_out(plan, out, on_device) if out is not None else \
             _allocate(plan, on_device, inputs, _stream(stream) if stream is not None else 0)
+        if out is not None:
+            check_out_aliasing(inputs, outs, self._in_place)
         ptrs = [v.ptr for v in views] + [_pointer(o) for o in outs]
         # Device arrays (and host arrays on the CPU target) get the pre-packed hot path.
         direct = on_device or tgt.name == "cpu"
@@ -490,7 +496,10 @@ class Pipe:
             if key is not None:
                 self._hot[tuple(key)] = (plan, plan.launcher)
                 if len(inputs) == 1 and plan.device and len(outs) == 1 \
-                        and len(plan.order) == 2 and type(inputs[0]) is _TYPES[1]:
+                        and len(plan.order) == 2 and type(inputs[0]) is _TYPES[1] \
+                        and (self._in_place or _sizes_differ(inputs[0], plan)):
+                    # The C guard does not compare addresses: it serves only where an
+                    # output cannot alias the input wrongly (device arrays alias whole).
                     x = inputs[0]
                     out_shape, out_dtype = plan.outs[0]
                     guard = plan.launcher.prepared.guard(
@@ -567,6 +576,16 @@ class Pipe:
                     f"fkl pipe {what}: inputs and outputs must all be host arrays or all be "
                     "device arrays")
         return given
+
+
+def _sizes_differ(x: Any, plan: _Plan) -> bool:
+    """Whether device array ``x`` and the plan's single output differ in bytes (then no
+    device array can be both: a :class:`DeviceArray` view always covers its whole buffer)."""
+    shape, d = plan.outs[0]
+    n = d.itemsize
+    for s in shape:
+        n *= s
+    return n != x.nbytes
 
 
 def _allocate(plan: _Plan, on_device: bool, inputs: tuple[Any, ...], handle: int) -> list[Any]:
@@ -716,7 +735,10 @@ def _check_size(shape: tuple[int, ...], what: str) -> None:
 def _view(x: Any, what: str) -> ArrayView:
     """Adapt an input/output array and check what every fkl kernel needs."""
     for adapter in plugins().array_adapters():
-        v = adapter.view(x, None)
+        try:
+            v = adapter.view(x, None)
+        except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
+            raise ArgumentError(f"fkl pipe {what}: {exc}") from None
         if v is not None:
             break
     else:
@@ -746,7 +768,8 @@ def _scalar(value: Any, t: DType, ops: Sequence[Op]) -> Any:
             raise ArgumentError(f"fkl pipe: value {value!r} does not fit the {t.name} "
                                 "parameter it feeds (pixel dtype); cast the pixel first")
         return bool(iv) if t == dt.bool else iv
-    return float(value)
+    # A finite value that would round to inf in its parameter's type is an error.
+    return float_scalar(float(value), t, f"fkl pipe: value {value!r} feeds a parameter that")
 
 
 _GUARDED: list[type[Pipe] | None] = []

@@ -1,6 +1,6 @@
-"""Launching loaded kernels: geometry checks, the per-launch argument pack and prepared
-launches (fixed geometry and scalars, only pointers per call) for front-ends that check
-their arguments once.
+"""Launching loaded kernels: geometry, shared memory, scalar and aliasing checks, the
+per-launch argument pack and prepared launches (fixed geometry and scalars, only pointers
+per call) for front-ends that check their arguments once.
 
 :meth:`Executable.launch <thork_core.plugin.Executable.launch>` is the checked path;
 :meth:`Executable.prepare <thork_core.plugin.Executable.prepare>` returns a
@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from ._binding import check_arg_count
 from ._launch import PreparedLaunch, guarded_call_base
+from ._limits import (
+    MAX_SHARED_PER_BLOCK,
+    float_scalar,
+    memory_range,
+    overlapping,
+    shared_bytes,
+    static_shared_bytes,
+)
 from ._target import ArgumentPack, Dim3, normalize_dims
 
-__all__ = ["ArgumentPack", "Dim3", "PreparedLaunch", "check_arg_count", "guarded_call_base",
-           "normalize_dims"]
+__all__ = ["ArgumentPack", "Dim3", "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "check_arg_count",
+           "float_scalar", "guarded_call_base", "memory_range", "normalize_dims", "overlapping",
+           "shared_bytes", "static_shared_bytes"]
