@@ -29,18 +29,20 @@ from ._trace import (
     Memory,
     Pointer,
     Trace,
+    TraceWarning,
     Value,
     as_value,
     cast,
     current,
     current_or_none,
     set_current,
+    warn,
     where,
 )
 
 __all__ = [
-    "Dim3", "Local", "Memory", "Pointer", "Trace", "Value", "as_value", "block_dim",
+    "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "as_value", "block_dim",
     "block_idx", "break_", "cast", "continue_", "current", "current_or_none", "elif_",
     "else_", "grid_dim", "if_", "math", "range", "return_", "set_current", "thread_idx",
-    "var", "where", "while_",
+    "var", "warn", "where", "while_",
 ]
