@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError
 
+from ._alias import check_out_aliasing, in_place_safe
 from ._arrays import (
     array_types,
     fast_info,
@@ -27,7 +28,6 @@ from ._arrays import (
     view,
     wait,
 )
-from ._alias import check_out_aliasing, in_place_safe
 from ._launcher import Launcher
 from ._plan import Plan, allocate, check_out, make_plan
 
