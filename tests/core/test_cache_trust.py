@@ -417,3 +417,43 @@ def test_planted_native_module_is_rejected_and_rebuilt(tmp_path):
     second = go()
     assert second["status"].startswith("ready ") and second["stats"]["corrupt"] == 1
     assert second["sha"] == first["sha"]  # the genuine module, rebuilt
+
+
+def test_dropped_kernels_unmap_their_libraries(tmp_path, monkeypatch, cpu):
+    """A kernel's host library stays mapped while the kernel lives and is unloaded after:
+    making and dropping kernels does not grow the process's mappings."""
+    import gc
+
+    from helpers import LAUNCHED
+
+    monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path / "cache"))
+    lib_dir = str(tmp_path / "cache" / "lib") + "/"
+
+    def mapped() -> int:
+        with open("/proc/self/maps") as f:
+            return sum(lib_dir in line for line in f)
+
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("no /proc/self/maps to count mappings")
+
+    def make(c: int):
+        @tk.jit
+        def add_c(out: tk.DevicePointer[tk.dt.int32], tid: tk.Uint[tk.ThreadIdx]):
+            out[tid] = tid + c
+
+        return add_c
+
+    counts = []
+    for c in range(4):
+        k = make(c)
+        out = np.full(9, -1, np.int32)
+        k[1, 9](out, target=cpu)
+        np.testing.assert_array_equal(out, np.arange(9) + c)
+        counts.append(mapped())
+        # The suite records launched kernels (for the final cubin check): let go of it.
+        for name in [n for n, v in LAUNCHED.items() if v is k or getattr(v, "fn", 0) is k.fn]:
+            del LAUNCHED[name]
+        del k
+        gc.collect()
+    assert counts[0] > 0 and len(set(counts)) == 1  # one kernel's worth at a time
+    assert mapped() == 0

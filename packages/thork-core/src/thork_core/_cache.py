@@ -38,7 +38,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._artifact import Artifact
 from ._renderer import CODEGEN_VERSION
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 # uses neither (string paths; temporary files only when writing).
 
 __all__ = ["DiskCache", "cache_dir", "cache_root", "cache_key", "disk_cache", "CacheEntry",
-           "CacheWarning", "library_path", "max_bytes", "read_private"]
+           "CacheWarning", "library_path", "load_library", "max_bytes", "read_private"]
 
 _MAGIC = b"THORKC2\n"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, meta length, payload length, HMAC-SHA256
@@ -589,6 +589,28 @@ def library_path(data: bytes, folder: str = _LIB) -> str:
         _remove_at_exit(_FALLBACK[0])
     root = _FALLBACK[0]
     return _lib_path(root, _store_library(root, data))
+
+
+def load_library(data: bytes) -> Any:
+    """``ctypes.CDLL`` of the library ``data`` (through :func:`library_path`'s verified
+    file), unloaded (``dlclose``) when the returned object and every function taken from
+    it are gone: a process that makes and drops many kernels does not keep every library
+    mapped. Callers keep the object (or its functions) while they may call into it."""
+    import ctypes
+    import weakref
+
+    lib = ctypes.CDLL(library_path(data))
+    weakref.finalize(lib, _dlclose, lib._handle)
+    return lib
+
+
+def _dlclose(handle: int) -> None:
+    try:
+        import _ctypes
+
+        _ctypes.dlclose(handle)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError):  # pragma: no cover - not POSIX
+        pass
 
 
 def _reset() -> None:

@@ -31,7 +31,7 @@ from ._adapter import ArrayAdapter, ArrayView
 from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch
 from ._artifact import ARTIFACT_KINDS, Artifact
 from ._binding import array_view, check_arg_count, check_array, scalar_ctype, scalar_value
-from ._cache import library_path
+from ._cache import library_path, load_library
 from ._compiler import Compiler
 from ._dtype import DType, dt
 from ._errors import (
@@ -60,8 +60,8 @@ __all__ = [
     "LaunchError", "NoTargetError", "PLUGIN_API_VERSION", "PluginError", "PluginInfo",
     "PluginWarning", "Plugins", "Target", "ThorkError", "TraceError", "array_view",
     "check_arg_count", "check_array", "dt", "gpu_arch", "hookimpl", "hookspec",
-    "hookspecs", "installed_fingerprint", "library_path", "memo", "normalize_dims",
-    "parse_arch", "path_fingerprint", "plugins", "scalar_ctype", "scalar_value",
+    "hookspecs", "installed_fingerprint", "library_path", "load_library", "memo",
+    "normalize_dims", "parse_arch", "path_fingerprint", "plugins", "scalar_ctype", "scalar_value",
 ]
 
 # The CUDA target's classes load on first use: a plugin module importing this facade
