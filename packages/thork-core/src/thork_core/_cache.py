@@ -60,6 +60,11 @@ _LOCKS = "lock"
 _DEFAULT_MAX = 2 << 30
 
 
+# This process's user; None where the OS has no POSIX owners (then modes are not checked
+# for ownership).
+_UID: int | None = os.geteuid() if hasattr(os, "geteuid") else None
+
+
 class CacheWarning(UserWarning):
     """The cache folder cannot be used safely; a private temporary folder serves instead."""
 
@@ -141,7 +146,7 @@ def _unsafe(path: str) -> str | None:
         return f"cannot be created ({exc.strerror})"
     if not stat.S_ISDIR(st.st_mode):
         return "is not a folder"
-    if st.st_uid != os.geteuid():
+    if _UID is not None and st.st_uid != _UID:
         return f"is owned by another user (uid {st.st_uid})"
     if st.st_mode & 0o022:
         return f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
@@ -179,7 +184,7 @@ def read_private(path: str, limit: int) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _Untrusted(f"{path}: not a regular file")
-        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        if (_UID is not None and st.st_uid != _UID) or st.st_mode & 0o022:
             raise _Untrusted(f"{path}: not this user's private file")
         if st.st_size > limit:
             raise _Untrusted(f"{path}: {st.st_size} bytes (limit {limit})")
