@@ -605,8 +605,27 @@ def load_library(data: bytes) -> Any:
     import weakref
 
     lib = ctypes.CDLL(library_path(data))
-    weakref.finalize(lib, _dlclose, lib._handle)
+    _pin_runtimes()
+    weakref.finalize(lib, _dlclose, lib._handle).atexit = False  # not at shutdown
     return lib
+
+
+_PINNED: dict[str, Any] = {}
+
+
+def _pin_runtimes() -> None:
+    """Keep the OpenMP runtime a library pulled in loaded for good: its worker threads
+    outlive any one library, so unloading the last library that needed it must not
+    unload it (``RTLD_NOLOAD``: only where already loaded)."""
+    import ctypes
+
+    for name in ("libgomp.so.1", "libomp.so", "libomp.so.5"):
+        if name in _PINNED:
+            continue
+        try:
+            _PINNED[name] = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+        except (OSError, AttributeError):
+            pass
 
 
 def _dlclose(handle: int) -> None:
