@@ -3,7 +3,10 @@
 Plugins are found in the ``thork`` entry-point group. ``THORK_DISABLE_PLUGINS`` (comma
 separated entry-point names) blocks plugins; ``THORK_PLUGINS_AUTOLOAD=0`` loads none
 from entry points (core's own built-ins stay). A plugin that fails to import, or whose
-hook raises, is reported with a :class:`PluginWarning` and skipped.
+hook raises, is reported with a :class:`PluginWarning` and skipped; so is one whose
+declared plugin API range (``THORK_PLUGIN_API``, see ``_plugin_api``) excludes this core.
+Each such warning is one line naming the plugin, and points at the plugin's file (the
+failing line when there is one), not at Thork's; it shows once per process.
 
 Plugins load lazily. What each plugin registers — the names, priorities, languages and
 artifact kinds of its compilers, targets, front-ends and array adapters — is memoized on
@@ -31,7 +34,7 @@ from typing import Any, TypeVar
 
 import pluggy
 
-from . import _hookspecs
+from . import _hookspecs, _plugin_api
 from ._adapter import ArrayAdapter
 from ._compiler import Compiler
 from ._frontend import Frontend
@@ -165,6 +168,8 @@ class Plugins:
             files = entry["files"]
             if path_fingerprint(f[0] for f in files) != files:
                 return False
+            if _plugin_api.incompatibility(entry.get("api")) is not None:  # type: ignore[union-attr]
+                return False  # core changed under it: import it to say why it is skipped
             p.items = {hook: [_Item(p, fact) for fact in facts]
                        for hook, facts in entry["registered"].items()}
         except (TypeError, KeyError, ValueError):
@@ -176,11 +181,17 @@ class Plugins:
         a warning) when it cannot be imported. Indexes it when every hook succeeded."""
         try:
             plugin = _load_object(p.value)
-            self._pm.register(plugin, name=p.name)
+            why = _plugin_api.incompatibility(getattr(plugin, _plugin_api.ATTRIBUTE, None))
+            if why is None:
+                self._pm.register(plugin, name=p.name)
         except Exception as exc:
-            warnings.warn(
-                f"thork plugin {p.name!r} ({p.value}) failed to load and was skipped: "
-                f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=4)
+            _warn(f"thork plugin {p.name!r} ({p.value}) failed to load and was skipped: "
+                  f"{type(exc).__name__}: {exc}", p.value, exc)
+            self._forget(p)
+            return None
+        if why is not None:
+            _warn(f"thork plugin {p.name!r} ({p.dist} {p.version}) was skipped: {why}",
+                  p.value, None)
             self._forget(p)
             return None
         p.loaded = True
@@ -194,9 +205,8 @@ class Plugins:
                 try:
                     got = list(impl.function() or ())
                 except Exception as exc:
-                    warnings.warn(
-                        f"thork plugin {p.name!r} failed in thork_register_{hook} and was "
-                        f"skipped: {type(exc).__name__}: {exc}", PluginWarning, stacklevel=4)
+                    _warn(f"thork plugin {p.name!r} failed in thork_register_{hook} and was "
+                          f"skipped: {type(exc).__name__}: {exc}", p.value, exc)
                     clean = False
                     continue
                 items[hook] = [_Item(p, _fact(hook, x), x) for x in got]
@@ -222,6 +232,9 @@ class Plugins:
         files.discard(None)
         entry = {"files": path_fingerprint(sorted(files)),  # type: ignore[type-var]
                  "registered": facts}
+        declared = getattr(plugin, _plugin_api.ATTRIBUTE, None)
+        if isinstance(declared, str):
+            entry["api"] = declared
         if self._index.get(p.key) != entry:
             self._index[p.key] = entry
             self._index_dirty = True
@@ -349,6 +362,42 @@ def _file_of(obj: Any) -> str | None:
         getattr(obj, "__module__", "") or "")
     path = getattr(module, "__file__", None)
     return path if isinstance(path, str) else None
+
+
+#: Warnings already shown (``warnings``' once-per-location registry, keyed by message).
+_WARNED: dict[Any, Any] = {}
+
+
+def _warn(message: str, value: str, exc: BaseException | None) -> None:
+    """Warn about a plugin, attributed to the plugin's own file: the deepest frame of
+    ``exc``'s traceback outside Thork's core and importlib, else the plugin module."""
+    core = os.path.dirname(os.path.abspath(__file__))
+    filename, lineno = "", 1
+    tb = exc.__traceback__ if exc is not None else None
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if not f.startswith(core) and "importlib" not in f:
+            filename, lineno = f, tb.tb_lineno
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename:
+        filename, lineno = exc.filename, exc.lineno or 1
+    if not filename:
+        filename, lineno = _module_file(value), 1
+    module = value.split(":", 1)[0].split("[", 1)[0].strip()
+    warnings.warn_explicit(message, PluginWarning, filename or f"<plugin {module}>", lineno,
+                           module=module, registry=_WARNED)
+
+
+def _module_file(value: str) -> str:
+    """The file of the module an entry point names, without importing it ("" if none)."""
+    import importlib.util
+
+    module = value.split(":", 1)[0].split("[", 1)[0].strip()
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return ""
+    return spec.origin if spec is not None and spec.origin else ""
 
 
 def _load_object(value: str) -> Any:

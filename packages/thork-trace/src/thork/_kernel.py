@@ -6,7 +6,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from thork_core import (
     ArgumentError,
@@ -408,10 +408,24 @@ def _annotations(fn: Callable[..., Any], kernel: Any = None) -> dict[str, Any]:
     return out
 
 
+@overload
+def jit(
+    fn: Callable[..., Any], *, target: str | None = None, compiler: str | None = None,
+    name: str | None = None,
+) -> Kernel: ...
+
+
+@overload
+def jit(
+    fn: None = None, *, target: str | None = None, compiler: str | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[..., Any]], Kernel]: ...
+
+
 def jit(
     fn: Callable[..., Any] | None = None, *, target: str | None = None,
     compiler: str | None = None, name: str | None = None,
-) -> Any:
+) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Decorate a Python function as a Thork kernel (``@tk.jit`` or ``@tk.jit(...)``).
 
     ``target`` (``"gpu"``/``"cpu"``) and ``compiler`` (``"nvrtc"``...) pin the defaults;
