@@ -1,7 +1,8 @@
 """The on-disk artifact cache (level two of SPEC §3.6; level one lives on each kernel).
 
 Key: SHA-256 of the generated source, the compiler's identity and version, its flags, the
-artifact kind, the arch and the codegen version. Each entry is one file written to a
+artifact kind and the arch. The renderers write their codegen version into the source's
+prelude, so the source covers it: the cache knows nothing of renderers. Each entry is one file written to a
 temporary name and renamed into place, so readers never see half an entry and
 concurrent writers of the same key do not corrupt each other. Every entry carries its
 own length and checksum; an entry that fails the check is deleted and rebuilt.
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ._artifact import Artifact
-from ._renderer import CODEGEN_VERSION
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -52,7 +52,7 @@ def cache_dir() -> Path:
 def cache_key(source: str, compiler: str, flags: Iterable[str], kind: str, arch: str) -> str:
     """The hex key of an artifact (see the module docstring for what it covers)."""
     h = hashlib.sha256()
-    for part in (CODEGEN_VERSION, compiler, kind, arch, "\x1f".join(flags), source):
+    for part in (compiler, kind, arch, "\x1f".join(flags), source):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
