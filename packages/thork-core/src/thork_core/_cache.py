@@ -2,9 +2,9 @@
 
 Key: SHA-256 of the generated source, the compiler's identity and version, its flags, the
 artifact kind and the arch. The renderers write their codegen version into the source's
-prelude, so the source covers it: the cache knows nothing of renderers. Each entry is one file written to a
-temporary name and renamed into place, so readers never see half an entry and
-concurrent writers of the same key do not corrupt each other. Every entry carries its
+prelude, so the source covers it: the cache knows nothing of renderers. Each entry is one
+file written to a temporary name and renamed into place, so readers never see half an
+entry and concurrent writers of the same key do not corrupt each other. Every entry carries its
 own length and checksum; an entry that fails the check is deleted and rebuilt.
 """
 
