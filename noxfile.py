@@ -63,7 +63,7 @@ EXTRA_TESTS = {
 }
 
 
-@nox.session(venv_backend="venv")
+@nox.session
 def wheels(session: nox.Session) -> None:
     """Build every distribution (packages/* and the meta-package) into wheelhouse/."""
     session.install("hatchling>=1.20", "pip")
