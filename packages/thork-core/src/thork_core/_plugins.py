@@ -37,8 +37,8 @@ import pluggy
 from . import _hookspecs, _plugin_api
 from ._adapter import ArrayAdapter
 from ._compiler import Compiler
-from ._errors import NoTargetError, PluginError
 from ._frontend import Frontend
+from ._selection import pick_compiler, pick_target
 from ._target import Target
 
 __all__ = ["Plugins", "PluginInfo", "PluginWarning", "plugins", "ENTRY_POINT_GROUP"]
@@ -318,80 +318,15 @@ class Plugins:
         return cached
 
     def target(self, name: str | None = None) -> Target:
-        """The target called ``name``; with None, ``THORK_TARGET`` or the best available."""
-        name = name or os.environ.get("THORK_TARGET") or None
-        return self._answer(lambda: self._target(name))
-
-    def _target(self, name: str | None) -> Target:
-        targets = self._items("targets")
-        if name is not None:
-            for item in targets:
-                if item.name == name:
-                    t: Target = self._obj(item)
-                    ok, why = t.available()
-                    if not ok:
-                        raise NoTargetError(f"target {name!r} is not available here: {why}")
-                    return t
-            known = ", ".join(t.name for t in targets) or "none"
-            hint = " (install thork-target-cpu)" if name == "cpu" else ""
-            raise NoTargetError(f"no target named {name!r} is installed{hint}; installed: {known}")
-        reasons = []
-        for item in targets:
-            t = self._obj(item)
-            ok, why = t.available()
-            if ok:
-                if reasons:
-                    _notice_fallback(t, reasons)
-                return t
-            reasons.append(f"{t.name}: {why}")
-        raise NoTargetError(
-            "no target can run kernels here ("
-            + ("; ".join(reasons) or "no target plugin installed")
-            + "); install thork-target-cpu to run on the CPU"
-        )
+        """The target called ``name``; with None, ``THORK_TARGET`` or the default (the
+        rules are in :mod:`thork_core._selection`)."""
+        return self._answer(lambda: pick_target(self._items("targets"), name, self._obj))
 
     def compiler(self, name: str | None, target: Target) -> Compiler:
-        """The compiler called ``name`` (or ``THORK_COMPILER``, or the best) for ``target``."""
-        return self._answer(lambda: self._compiler(name, target))
-
-    def _compiler(self, name: str | None, target: Target) -> Compiler:
-        compilers = self._items("compilers")
-        fitting = [
-            c for c in compilers
-            if c.language == target.language and set(c.kinds) & set(target.consumes)
-        ]
-        if name is None:
-            # The process-wide choice applies where it fits (THORK_COMPILER=nvcc must not
-            # break CPU-target kernels); an explicit per-kernel choice stays strict.
-            env = os.environ.get("THORK_COMPILER") or None
-            if env is not None and (any(c.name == env for c in fitting)
-                                    or not any(c.name == env for c in compilers)):
-                name = env
-        if name is not None:
-            for c in compilers:
-                if c.name == name:
-                    if c not in fitting:
-                        raise PluginError(
-                            f"compiler {name!r} cannot produce code for the {target.name} "
-                            f"target (it makes {', '.join(c.kinds)} from {c.language})")
-                    comp: Compiler = self._obj(c)
-                    ok, why = comp.available()
-                    if not ok:
-                        raise PluginError(f"compiler {name!r} is installed but not usable: {why}")
-                    return comp
-            pkg = _COMPILER_PACKAGES.get(name, f"a plugin providing compiler {name!r}")
-            raise PluginError(f"compiler {name!r} is not installed; install {pkg}")
-        reasons = []
-        for c in fitting:
-            comp = self._obj(c)
-            ok, why = comp.available()
-            if ok:
-                return comp
-            reasons.append(f"{c.name}: {why}")
-        want = "thork-backend-nvrtc" if target.language == "cuda" else "thork-target-cpu"
-        raise PluginError(
-            f"no compiler for the {target.name} target is usable ("
-            + ("; ".join(reasons) or "none installed") + f"); install {want}")
+        """The compiler called ``name`` for ``target``; with None, ``THORK_COMPILER``, the
+        target's preferred compiler or the default (see :mod:`thork_core._selection`)."""
+        return self._answer(
+            lambda: pick_compiler(self._items("compilers"), name, target, self._obj))
 
     def loaded(self) -> list[str]:
         """Names of the plugins imported so far (the others are known from the index)."""
@@ -475,31 +410,6 @@ def _load_object(value: str) -> Any:
     for part in attr.strip().split(".") if attr.strip() else ():
         obj = getattr(obj, part)
     return obj
-
-
-_NOTICED: set[str] = set()
-
-
-def _notice_fallback(chosen: Target, reasons: list[str]) -> None:
-    """Say once per process, in one line, that a lower-priority target was chosen."""
-    if chosen.name in _NOTICED:
-        return
-    _NOTICED.add(chosen.name)
-    print(f"thork: running on the {chosen.name} target ({'; '.join(reasons)})",
-          file=sys.stderr)
-
-
-_COMPILER_PACKAGES = {
-    # The install commands of docs/getting-started.md (Thork installs from its wheelhouse).
-    "nvrtc": "thork-backend-nvrtc (pip install --find-links wheelhouse 'thork[nvrtc]', "
-             "after nox -s wheels in a Thork checkout)",
-    "nvcc": "thork-backend-nvcc (pip install --find-links wheelhouse 'thork[nvcc]', "
-            "after nox -s wheels in a Thork checkout)",
-    "clang": "thork-backend-clang (pip install --find-links wheelhouse 'thork[clang]', "
-             "after nox -s wheels in a Thork checkout)",
-    "host-cxx": "thork-target-cpu (pip install --find-links wheelhouse 'thork[cpu]', "
-                "after nox -s wheels in a Thork checkout)",
-}
 
 
 def _scan_entry_points() -> list[list[str]]:

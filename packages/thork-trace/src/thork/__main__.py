@@ -2,6 +2,6 @@
 
 import sys
 
-from thork_core._cli import main
+from thork_core.cli import main
 
 sys.exit(main())
