@@ -38,6 +38,8 @@ nox.options.sessions = ["extras", "example_plugins"]
 
 #: the meta-package's extras (new ones appear here by themselves); "base" is plain thork.
 EXTRAS = ["base", *_project(ROOT).get("optional-dependencies", {})]
+#: Extras whose install alone exceeds CI's budget (torch brings torch): in no CI list.
+HEAVY = {"torch"}
 #: short plugin names of the test combinations below -> distribution.
 SHORT = {"core": "thork-core", "trace": "thork-trace", "nvrtc": "thork-backend-nvrtc",
          "cpu": "thork-target-cpu", "nvcc": "thork-backend-nvcc",
@@ -129,8 +131,8 @@ def extra(session: nox.Session, name: str) -> None:
 
 @nox.session(venv_backend="none")
 def extras(session: nox.Session) -> None:
-    """Every extra, one after the other."""
-    for name in EXTRAS:
+    """Every extra but the heavy ones (torch), one after the other."""
+    for name in (n for n in EXTRAS if n not in HEAVY):
         session.notify(f"extra(name={name!r})")
 
 
@@ -218,7 +220,7 @@ from noxfile_toolchains import CLANG_VERSIONS  # noqa: E402
 ROTATION = {
     "toolchain": ["toolchain_nvrtc(cuda='12')", "toolchain_nvcc(source='system')",
                   *[f"toolchain_clang(version={v!r})" for v in CLANG_VERSIONS if v != "16"]],
-    "suite": [f"suite(name={n!r})" for n in EXTRAS if n != "base"],
+    "suite": [f"suite(name={n!r})" for n in EXTRAS if n != "base" and n not in HEAVY],
 }
 
 
