@@ -119,6 +119,8 @@ class CallPath:
             self._hot_guard = hot.guard
             return out
         plan, launcher = hot.plan, hot.launcher
+        if plan.table_ptrs:
+            ptrs += plan.table_ptrs
         handle = stream_handle(stream) if stream is not None else 0
         for producer, dev in producers:  # CAI-v3-like: order after the producer stream
             if producer != handle:
@@ -194,7 +196,7 @@ class CallPath:
         device = views[0].device_id if views else 0
         outs = check_out(plan.outs, out, on_device) if out is not None else \
             allocate(plan, device, handle)
-        ptrs = [v.ptr for v in views] + [pointer(o) for o in outs]
+        ptrs = [v.ptr for v in views] + plan.table_ptrs + [pointer(o) for o in outs]
         # Device arrays (and host arrays on the CPU target) get the pre-packed hot path.
         direct = on_device or tgt.name == "cpu"
         launcher = plan.prepare() if direct else None
@@ -210,8 +212,12 @@ class CallPath:
                 self._hot[tuple(key)] = Hot(plan, launcher, self._guard(plan, inputs))
         else:
             args = list(run.args)
+            n = len(inputs)
             for pos, role, idx in run.pointer_slots:
-                args[pos] = inputs[idx] if role == "in" else outs[idx]
+                if role == "in":
+                    args[pos] = inputs[idx] if idx < n else run.tables[idx - n]
+                else:
+                    args[pos] = outs[idx]
             run.built.exe.launch(run.grid, run.block, args, stream=stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 

@@ -149,6 +149,9 @@ class CircularTensor:
             if not isinstance(op, Op) or op.kind != "compute":
                 raise ArgumentError(f"fkl.CircularTensor.update ops[{i}]: expected a compute "
                                     f"op such as fkl.Mul(2.0), got {op!r}")
+            if op.items():
+                raise ArgumentError(f"fkl.CircularTensor.update ops[{i}]: per-item values "
+                                    "(fkl.PerItem) do not apply to a single frame")
         v = view(frame, "fkl.CircularTensor.update frame")
         want = (self.h, self.w, self.channels) if self.channels > 1 else (self.h, self.w)
         if v.shape not in (want, (self.h, self.w, 1) if self.channels == 1 else want) \

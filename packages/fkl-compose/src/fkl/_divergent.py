@@ -22,12 +22,21 @@ from thork_core import ArgumentError, build_kernel, choose, dt
 from thork_core.ir import Special
 
 from ._arrays import stack, stream_handle, view
-from ._batch import pick
 from ._kernels import _BUILT, _LOCK, _STATS, Built
-from ._lowering import BLOCK, Chain, Lowered, Params, _fused, host_plan, kernel_name, write_dtypes
+from ._lowering import (
+    BLOCK,
+    Chain,
+    Lowered,
+    Params,
+    _fused,
+    host_plan,
+    host_tables,
+    kernel_name,
+    write_dtypes,
+)
 from ._pipe import Pipe, _check_chain
 from ._pixel import Geom, PixType, Stage
-from ._plan import _scalar, check_out
+from ._plan import _scalar, _tables, check_out
 from ._tensor import Layout, WriteOp
 
 __all__ = ["Divergent", "chain_body", "compose_divergent", "thread_xyz"]
@@ -127,7 +136,9 @@ class Divergent:
             raise ArgumentError("fkl divergent pipe (target='cpu'): the input must be a "
                                 "NumPy array on the host")
         counts = [self.plane_map.count(c) for c in range(len(self.chains))]
+        on_device = v.device == "cuda"
         values: list[Any] = []
+        ins: list[Any] = []  # every input array in parameter order: x and tables
         outs_spec: list[tuple[tuple[int, ...], Any]] = []
         width = height = 0
         for c, chain in enumerate(self.chains):
@@ -136,10 +147,12 @@ class Divergent:
             _, og, specs = host_plan(chain, t, Geom(g.w, g.h, counts[c], g.unbounded),
                                      Layout(True, lay.channel_axis))
             values += vals
+            ins += [x, *_tables(host_tables(chain, t, g), on_device, chain.middle)]
             outs_spec += specs
             width, height = max(width, og.w), max(height, og.h)
         rank = [self.planes(m).index(z) for z, m in enumerate(self.plane_map)]
-        values += [*self.plane_map, *rank, *counts]
+        ins += _tables([(dt.int32, [*self.plane_map, *rank])], on_device, [])
+        values += counts
         built = self._build(t)
         lowered = built.lowered
         args: list[Any] = [None] * len(lowered.slots)
@@ -148,7 +161,7 @@ class Divergent:
             if role == "scalar":
                 args[pos] = _scalar(values[idx], lowered.scalar_types[idx], [])
             elif role == "in":
-                args[pos] = x
+                args[pos] = ins[idx]
             else:
                 args[pos] = outs[idx]
         grid = (-(-width // BLOCK[0]), -(-height // BLOCK[1]), n)
@@ -195,9 +208,10 @@ def _plane_map(plane_map: Any, n_chains: int) -> list[int]:
 
 
 def lower_divergent(chains: list[Chain], t: PixType, n: int, name: str) -> Lowered:
-    """Trace the divergent kernel: per chain its input pointer, read and op scalars; then
-    the plane → chain map, the plane → rank map and each chain's plane count (``n``
-    planes); then every chain's outputs. Each chain's body sits in its own branch."""
+    """Trace the divergent kernel: per chain its input pointer, read and op parameters;
+    then a table of the plane → chain and plane → rank maps (``n`` planes) and each
+    chain's plane count; then every chain's outputs. Each chain's body sits in its own
+    branch."""
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -207,12 +221,11 @@ def lower_divergent(chains: list[Chain], t: PixType, n: int, name: str) -> Lower
             in_ptrs = b.inputs(chain.read.input_dtypes(t))
             read_p = b.scalars(chain.read.scalar_types(t))
             parts.append((in_ptrs, read_p, b.op_scalars(chain, t)))
-        cmap = b.scalars([dt.int32] * n)
-        rank = b.scalars([dt.int32] * n)
+        maps = b.inputs([dt.int32])[0]  # [chain of plane 0..n-1, rank of plane 0..n-1]
         counts = b.scalars([dt.int32] * len(chains))
         x, y, z = thread_xyz()
-        which = pick(z, cmap)
-        j = pick(z, rank)
+        which = maps[z]
+        j = maps[z + n]
         for c, chain in enumerate(chains):
             in_ptrs, read_p, op_params = parts[c]
             with if_(which == c):

@@ -10,10 +10,10 @@ from typing import Any
 from thork_core import ArgumentError, DType, dt
 from thork_core.runtime import typestr
 
-from ._arrays import check_size, view
+from ._arrays import check_size, pointer, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
-from ._lowering import final_type, host_plan
+from ._lowering import final_type, host_plan, host_tables
 from ._ops import Op
 from ._pixel import PixType, per_channel
 from ._tensor import Layout
@@ -46,6 +46,10 @@ class Plan:
     fallback: Plan | None = None
     launcher: Launcher | None = None
     out_codes: list[str | None] = field(default_factory=list)
+    #: The ops' value tables (:meth:`fkl.Op.table_types`): arrays in the inputs' memory,
+    #: passed after the inputs; ``table_ptrs`` their addresses.
+    tables: list[Any] = field(default_factory=list)
+    table_ptrs: list[int] = field(default_factory=list)
 
     def prepare(self) -> Launcher | None:
         """This plan's launcher, made on first need."""
@@ -73,6 +77,7 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
         ft = final_type(chain, t)
         values = [*values, k, *per_channel(default, ft.channels, "fkl pipe default")]
     built = kernels.get(t, variant)
+    tables = _tables(host_tables(chain, t, g), device, ops)
     lowered = built.lowered
     spec = kernels.variants.flat_spec(t) if variant == "flat" else None
     if spec is not None:
@@ -100,7 +105,24 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
     order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
     return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
                 align_mask=spec.align - 1 if spec is not None else 0,
-                out_codes=[typestr(d) for _, d in outs])
+                out_codes=[typestr(d) for _, d in outs], tables=tables,
+                table_ptrs=[pointer(a, "table") for a in tables])
+
+
+def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[Op]) -> list[Any]:
+    """The value tables as arrays: NumPy (host calls), or uploaded once (device calls)."""
+    import numpy as np
+
+    out = []
+    for d, vals in tables:
+        host = np.array([_scalar(v, d, ops) for v in vals], dtype=d.numpy)
+        if device:
+            from thork_core.runtime import DeviceArray
+
+            out.append(DeviceArray.from_host(host))
+        else:
+            out.append(host)
+    return out
 
 
 def check_out(specs: list[tuple[tuple[int, ...], DType]], out: Any,
