@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from thork.tracing import Trace, Value, cast, if_, return_, set_current
 from thork_core import ArgumentError, build_kernel, choose, dt
 from thork_core.ir import Special
 
-from ._arrays import stack, stream_handle, view
+from ._arrays import pointer, stack, stream_handle, view, wait
 from ._kernels import _BUILT, _LOCK, _STATS, Built
 from ._lowering import (
     BLOCK,
@@ -36,10 +37,19 @@ from ._lowering import (
 )
 from ._pipe import Pipe, _check_chain
 from ._pixel import Geom, PixType, Stage
-from ._plan import _scalar, _tables, check_out
+from ._plan import Plan, _scalar, _tables, check_out
 from ._tensor import Layout, WriteOp
 
 __all__ = ["Divergent", "chain_body", "compose_divergent", "thread_xyz"]
+
+
+@dataclass
+class DivergentPlan(Plan):
+    """A :class:`~fkl._plan.Plan` whose input parameters are the batch (``ins`` entry
+    -1: each chain reads it) or a value table (its index); ``cpu``: the CPU target."""
+
+    ins: list[int] = field(default_factory=list)
+    cpu: bool = False
 
 
 def compose_divergent(plane_map: Any, *chains: Any, target: str | None = None,
@@ -82,6 +92,7 @@ class Divergent:
         self.plane_map = _plane_map(plane_map, len(self.chains))
         self.target, self.compiler = target, compiler
         self._built: dict[Any, Built] = {}
+        self._plans: dict[Any, DivergentPlan] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -125,6 +136,34 @@ class Divergent:
         if isinstance(x, (list, tuple)):
             x = stack(x, "input", handle)
         v = view(x, "input")
+        key = (v.shape, v.dtype, v.device, v.device_id)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(v, x)
+            with self._lock:
+                self._plans[key] = plan
+        on_device = v.device == "cuda"
+        outs = self._outs(out, plan.outs, on_device, v.device_id, handle)
+        if plan.launcher is not None and (on_device or plan.cpu):
+            # The prepared launch: addresses only (x for each chain's read, the tables).
+            if v.stream is not None and v.stream != handle:
+                wait(v.stream, handle, v.device_id)
+            ptrs = [v.ptr if k < 0 else plan.table_ptrs[k] for k in plan.ins]
+            ptrs += [pointer(o) for o in outs]
+            plan.launcher.launch(plan.arrange(ptrs), handle)
+        else:  # host arrays on the GPU: core's checked launch copies them in and out
+            args = list(plan.args)
+            for pos, role, idx in plan.pointer_slots:
+                if role == "in":
+                    k = plan.ins[idx]
+                    args[pos] = x if k < 0 else plan.tables[k]
+                else:
+                    args[pos] = outs[idx]
+            plan.built.exe.launch(plan.grid, plan.block, args, stream=stream)
+        return tuple(outs)
+
+    def _plan(self, v: Any, x: Any) -> DivergentPlan:
+        """Everything a call with inputs like ``v`` needs, made once per input kind."""
         n = len(self.plane_map)
         t, g, lay = self.chains[0].read.host_type([v])
         if g.batch != n or not lay.batch:
@@ -138,7 +177,8 @@ class Divergent:
         counts = [self.plane_map.count(c) for c in range(len(self.chains))]
         on_device = v.device == "cuda"
         values: list[Any] = []
-        ins: list[Any] = []  # every input array in parameter order: x and tables
+        ins: list[int] = []  # each input parameter: -1 for x, else its table's index
+        tables: list[Any] = []
         outs_spec: list[tuple[tuple[int, ...], Any]] = []
         width = height = 0
         for c, chain in enumerate(self.chains):
@@ -147,26 +187,33 @@ class Divergent:
             _, og, specs = host_plan(chain, t, Geom(g.w, g.h, counts[c], g.unbounded),
                                      Layout(True, lay.channel_axis))
             values += vals
-            ins += [x, *_tables(host_tables(chain, t, g), on_device, chain.middle)]
+            own = _tables(host_tables(chain, t, g), on_device, chain.middle)
+            ins += [-1, *range(len(tables), len(tables) + len(own))]
+            tables += own
             outs_spec += specs
             width, height = max(width, og.w), max(height, og.h)
         rank = [self.planes(m).index(z) for z, m in enumerate(self.plane_map)]
-        ins += _tables([(dt.int32, [*self.plane_map, *rank])], on_device, [])
+        ins.append(len(tables))
+        tables += _tables([(dt.int32, [*self.plane_map, *rank])], on_device, [])
         values += counts
         built = self._build(t)
         lowered = built.lowered
         args: list[Any] = [None] * len(lowered.slots)
-        outs = self._outs(out, outs_spec, v.device == "cuda", v.device_id, handle)
+        pointer_slots = []
         for pos, (role, idx) in enumerate(lowered.slots):
             if role == "scalar":
                 args[pos] = _scalar(values[idx], lowered.scalar_types[idx], [])
-            elif role == "in":
-                args[pos] = ins[idx]
             else:
-                args[pos] = outs[idx]
+                pointer_slots.append((pos, role, idx))
+        n_in = len(ins)
+        order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
         grid = (-(-width // BLOCK[0]), -(-height // BLOCK[1]), n)
-        built.exe.launch(grid, BLOCK, args, stream=stream)
-        return tuple(outs)
+        plan = DivergentPlan(args, pointer_slots, grid, BLOCK, outs_spec, on_device, order,
+                             built, (t, g, lay), tables=tables,
+                             table_ptrs=[pointer(a, "table") for a in tables], ins=ins,
+                             cpu=tgt.name == "cpu")
+        plan.prepare()
+        return plan
 
     def _outs(self, out: Any, specs: list[tuple[tuple[int, ...], Any]], device: bool,
               device_id: int, handle: int) -> list[Any]:
