@@ -721,16 +721,8 @@ def bench_batch_cpu(reps: int) -> None:
     for k, p in enumerate(singles):
         assert np.array_equal(out[k], p(frame))
 
-    def wall(fn: Callable[[], Any]) -> float:
-        ts = []
-        for _ in range(max(3, reps // 10)):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(ts)
-
-    t1 = wall(lambda: batch(frame, out=out))
-    t16 = wall(lambda: [p(frame, out=out[k]) for k, p in enumerate(singles)])
+    t1 = wall_ms(lambda: batch(frame, out=out), reps)
+    t16 = wall_ms(lambda: [p(frame, out=out[k]) for k, p in enumerate(singles)], reps)
     row("cpu target", "16 crops, fkl 1 call (cpu)", t1, "ms")
     row("cpu target", "  16 single calls (cpu)", t16, "ms", f"batch speedup {t16 / t1:.1f}x")
 
@@ -783,6 +775,17 @@ def bench_compile() -> None:
         f"builds so far: {fkl.stats()['builds']}")
 
 
+def wall_ms(fn: Callable[[], Any], reps: int) -> float:
+    """Median wall time of ``fn`` in milliseconds (one untimed warm-up call)."""
+    fn()
+    ts = []
+    for _ in range(max(3, reps // 10)):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
+
+
 def bench_cpu(reps: int) -> None:
     from thork_core import plugins
 
@@ -796,17 +799,8 @@ def bench_cpu(reps: int) -> None:
     pipe(host, out=out)
     assert np.allclose(out, six_ops_numpy(host), rtol=1e-5, atol=1e-5)
 
-    def wall(fn: Callable[[], Any]) -> float:
-        fn()
-        ts = []
-        for _ in range(max(3, reps // 10)):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(ts)
-
-    t_fkl = wall(lambda: pipe(host, out=out))
-    t_np = wall(lambda: six_ops_numpy(host))
+    t_fkl = wall_ms(lambda: pipe(host, out=out), reps)
+    t_np = wall_ms(lambda: six_ops_numpy(host), reps)
     row("cpu target", "fkl fused (cpu)", t_fkl, "ms",
         f"{os.cpu_count()} cores; {describe(pipe, host)}")
     row("cpu target", "NumPy eager", t_np, "ms", f"fkl speedup {t_np / t_fkl:.1f}x")
@@ -815,7 +809,7 @@ def bench_cpu(reps: int) -> None:
     folded.flat, folded.fold = True, True
     folded(host, out=out)
     assert np.allclose(out, six_ops_numpy(host), rtol=1e-5, atol=1e-5)
-    row("cpu target", "  fkl flat folded (cpu)", wall(lambda: folded(host, out=out)), "ms",
+    row("cpu target", "  fkl flat folded (cpu)", wall_ms(lambda: folded(host, out=out), reps), "ms",
         describe(folded, host))
 
 

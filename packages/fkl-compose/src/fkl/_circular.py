@@ -13,12 +13,12 @@ import threading
 from typing import Any
 
 from thork.tracing import Trace, Value, cast, if_, return_, set_current
-from thork_core import ArgumentError, build_kernel, choose, dt
+from thork_core import ArgumentError, choose, dt
 from thork_core.ir import Special
 
 from ._arrays import pointer, stream_handle, view, wait
 from ._divergent import chain_body, thread_xyz
-from ._kernels import _BUILT, _LOCK, _STATS, Built
+from ._kernels import Built, build_cached, target_key
 from ._lowering import (
     BLOCK,
     Chain,
@@ -31,7 +31,7 @@ from ._lowering import (
 )
 from ._ops import Op
 from ._pixel import PixType, as_dtype
-from ._plan import Plan, _scalar
+from ._plan import Plan, fill_args
 from ._tensor import TensorPack, TensorRead, TensorSplit, TensorWrite
 
 __all__ = ["CircularTensor"]
@@ -126,19 +126,9 @@ class CircularTensor:
         key = ("circular", new.key(), shift.key(), t, self.batch, self.order)
         built = self._built.get(key)
         if built is None:
-            tgt, comp = choose(self._target, self.compiler)
-            full = (*key, tgt.name, comp.name, tgt.arch())
-            with _LOCK:
-                built = _BUILT.get(full)
-                if built is None:
-                    lowered = lower_circular(new, shift, t, window, self.order,
-                                             kernel_name(key))
-                    exe, info = build_kernel(lowered.ir, tgt, self.compiler)
-                    built = Built(lowered, exe, info)
-                    _BUILT[full] = built
-                    _STATS["builds"] += 1
-                else:
-                    _STATS["reuses"] += 1
+            tgt, tail = target_key(self._target, self.compiler)
+            built = build_cached((*key, *tail), lambda: lower_circular(
+                new, shift, t, window, self.order, kernel_name(key)), tgt, self.compiler)
             self._built[key] = built
         return built, new, shift
 
@@ -196,14 +186,7 @@ class CircularTensor:
         sv = view(self._buffers[0], "window")
         wt, wg, wlay = shift.read.host_type([sv])
         values = values + host_plan(shift, wt, wg, wlay)[0]
-        lowered = built.lowered
-        args: list[Any] = [None] * len(lowered.slots)
-        pointer_slots = []
-        for pos, (role, idx) in enumerate(lowered.slots):
-            if role == "scalar":
-                args[pos] = _scalar(values[idx], lowered.scalar_types[idx], ops)
-            else:
-                pointer_slots.append((pos, role, idx))
+        args, pointer_slots = fill_args(built.lowered, values, ops)
         # Arrays: the frame (in0), the previous window (in1), the next window (out0).
         order = [idx if role == "in" else 2 + idx for _, role, idx in pointer_slots]
         grid = (-(-self.w // BLOCK[0]), -(-self.h // BLOCK[1]), self.batch)

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thork.tracing import Trace, Value, cast, if_, return_, set_current
-from thork_core import ArgumentError, build_kernel, choose, dt
+from thork_core import ArgumentError, choose, dt
 from thork_core.ir import Special
 
 from ._arrays import pointer, stack, stream_handle, view, wait
-from ._kernels import _BUILT, _LOCK, _STATS, Built
+from ._kernels import Built, build_cached, target_key
 from ._lowering import (
     BLOCK,
     Chain,
@@ -37,7 +37,7 @@ from ._lowering import (
 )
 from ._pipe import Pipe, _check_chain
 from ._pixel import Geom, PixType, Stage
-from ._plan import Plan, _scalar, _tables, check_out
+from ._plan import Plan, _tables, check_out, fill_args
 from ._tensor import Layout, WriteOp
 
 __all__ = ["Divergent", "chain_body", "compose_divergent", "thread_xyz"]
@@ -116,18 +116,9 @@ class Divergent:
         built = self._built.get(t)
         if built is not None:
             return built
-        tgt, comp = choose(self.target, self.compiler)
-        key = (self.key(), t, "divergent", tgt.name, comp.name, tgt.arch())
-        with _LOCK:
-            built = _BUILT.get(key)
-            if built is None:
-                lowered = self.lowered(t)
-                exe, info = build_kernel(lowered.ir, tgt, self.compiler)
-                built = Built(lowered, exe, info)
-                _BUILT[key] = built
-                _STATS["builds"] += 1
-            else:
-                _STATS["reuses"] += 1
+        tgt, tail = target_key(self.target, self.compiler)
+        built = build_cached((self.key(), t, "divergent", *tail), lambda: self.lowered(t),
+                             tgt, self.compiler)
         self._built[t] = built
         return built
 
@@ -197,14 +188,7 @@ class Divergent:
         tables += _tables([(dt.int32, [*self.plane_map, *rank])], on_device, [])
         values += counts
         built = self._build(t)
-        lowered = built.lowered
-        args: list[Any] = [None] * len(lowered.slots)
-        pointer_slots = []
-        for pos, (role, idx) in enumerate(lowered.slots):
-            if role == "scalar":
-                args[pos] = _scalar(values[idx], lowered.scalar_types[idx], [])
-            else:
-                pointer_slots.append((pos, role, idx))
+        args, pointer_slots = fill_args(built.lowered, values, [])
         n_in = len(ins)
         order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
         grid = (-(-width // BLOCK[0]), -(-height // BLOCK[1]), n)

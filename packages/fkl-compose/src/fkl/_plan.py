@@ -13,12 +13,12 @@ from thork_core.runtime import typestr
 from ._arrays import check_size, pointer, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
-from ._lowering import final_type, host_plan, host_tables
+from ._lowering import Lowered, final_type, host_plan, host_tables
 from ._ops import Op
 from ._pixel import PixType, per_channel
 from ._tensor import Layout
 
-__all__ = ["Plan", "allocate", "check_out", "make_plan"]
+__all__ = ["Plan", "allocate", "check_out", "fill_args", "make_plan"]
 
 
 @dataclass
@@ -84,13 +84,7 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
         if spec.folded:  # the kernel's values are those of the 1-channel chain
             values = host_plan(chain, spec.traced(t), spec.host_geom(g), lay)[0]
         values = [*values, spec.segments(og)[0]]  # the flat kernel's extra scalar
-    args: list[Any] = [None] * len(lowered.slots)
-    pointer_slots = []
-    for pos, (role, idx) in enumerate(lowered.slots):
-        if role == "scalar":
-            args[pos] = _scalar(values[idx], lowered.scalar_types[idx], ops)
-        else:
-            pointer_slots.append((pos, role, idx))
+    args, pointer_slots = fill_args(lowered, values, ops)
     for shape, _ in outs:
         check_size(shape, "output")
     block = lowered.block
@@ -123,6 +117,20 @@ def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[O
         else:
             out.append(host)
     return out
+
+
+def fill_args(lowered: Lowered, values: list[Any], ops: Sequence[Op]) -> tuple[
+        list[Any], list[tuple[int, str, int]]]:
+    """The kernel's argument list with every scalar slot converted from ``values`` (None
+    in the pointer slots), and the pointer slots as ``(position, role, index)``."""
+    args: list[Any] = [None] * len(lowered.slots)
+    pointer_slots = []
+    for pos, (role, idx) in enumerate(lowered.slots):
+        if role == "scalar":
+            args[pos] = _scalar(values[idx], lowered.scalar_types[idx], ops)
+        else:
+            pointer_slots.append((pos, role, idx))
+    return args, pointer_slots
 
 
 def check_out(specs: list[tuple[tuple[int, ...], DType]], out: Any,
