@@ -53,7 +53,8 @@ class Chain:
         return idx
 
     def key(self) -> tuple[Any, ...]:
-        return (self.read.key(), tuple(op.key() for op in self.middle), self.write.key())
+        return (self.read.cache_key(), tuple(op.cache_key() for op in self.middle),
+                self.write.cache_key())
 
 
 @dataclass

@@ -28,9 +28,22 @@ __all__ = [
 
 class Op:
     """Base of every operation. ``kind`` is ``read``, ``readback``, ``compute``,
-    ``write`` or ``midwrite`` (FKL's operation kinds)."""
+    ``write`` or ``midwrite`` (FKL's operation kinds).
+
+    The contract an op class fulfils (``docs/plugins.md`` walks through one) — a compute
+    op defines ``apply`` and, when it has runtime values, ``scalar_types``/``values``
+    and a ``key`` that tells apart everything changing the generated code; ``out_type``
+    when it changes the pixel type; ``version`` bumped whenever what ``apply`` records
+    changes. Its identity in every kernel key is :meth:`identity` (module, qualified
+    name, version) plus :meth:`key`, never the bare class name.
+    """
 
     kind: ClassVar[str] = "compute"
+
+    #: The op's declared version: part of its identity in every kernel key. Bump it when
+    #: the code ``apply`` records changes, so kernels cached by an older release are not
+    #: reused for the new one.
+    version: ClassVar[int | str] = 1
 
     #: The class-level half of :meth:`channel_uniform`: the op applies one element-wise
     #: function to every channel alike (its values, if any, decide the rest).
@@ -43,6 +56,16 @@ class Op:
     def key(self) -> tuple[Any, ...]:
         """Type-level identity (no runtime values)."""
         return (type(self).__name__,)
+
+    @classmethod
+    def identity(cls) -> str:
+        """``module:QualifiedName@version``: which op this is, whoever shipped it. Two ops
+        with the same class name from different modules never share a kernel."""
+        return f"{cls.__module__}:{cls.__qualname__}@{cls.version}"
+
+    def cache_key(self) -> tuple[Any, ...]:
+        """What a kernel key holds for this op: :meth:`identity` and :meth:`key`."""
+        return (self.identity(), self.key())
 
     def out_type(self, t: PixType) -> PixType:
         """The pixel type after this op; raises ArgumentError for unsupported input."""

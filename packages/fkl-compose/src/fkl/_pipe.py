@@ -154,6 +154,20 @@ class Pipe(CallPath):
         """How the kernel for ``t`` (default: the most recent) was built."""
         return self.kernels.compile_info(t)
 
+    def output_specs(self, inputs: Sequence[tuple[Sequence[int], Any]]
+                     ) -> list[tuple[tuple[int, ...], Any]]:
+        """The ``(shape, dtype)`` of every output (MidWrites first) for inputs of the given
+        ``(shape, dtype)``, computed on the host as a call computes them; builds no kernel
+        (what a torch fake/meta implementation needs)."""
+        from thork_core import ArrayView, dtype_of
+
+        from ._lowering import host_plan
+
+        views = [ArrayView(ptr=0, shape=tuple(int(s) for s in shape), strides=None,
+                           dtype=dtype_of(d), device="cpu") for shape, d in inputs]
+        t, g, lay = self.chain.read.host_type(views)
+        return host_plan(self.chain, t, g, lay)[2]
+
     def _pixtype(self, x: Any, dtype: Any, channels: int) -> PixType:
         """The input pixel type of ``x`` (an array or a list of them), or of ``dtype``
         and ``channels``."""
