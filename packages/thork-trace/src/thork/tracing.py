@@ -20,7 +20,7 @@ Traced errors raise :class:`~thork_core.TraceError` naming the Python line.
 from __future__ import annotations
 
 from . import _math as math
-from ._control import elif_, else_, if_, return_
+from ._control import cond, elif_, else_, if_, return_
 from ._grid import block_dim, block_idx, grid_dim, thread_idx
 from ._local import Local, var
 from ._loop import break_, continue_, range, while_
@@ -29,18 +29,20 @@ from ._trace import (
     Memory,
     Pointer,
     Trace,
+    TraceWarning,
     Value,
     as_value,
     cast,
     current,
     current_or_none,
     set_current,
+    warn,
     where,
 )
 
 __all__ = [
-    "Dim3", "Local", "Memory", "Pointer", "Trace", "Value", "as_value", "block_dim",
-    "block_idx", "break_", "cast", "continue_", "current", "current_or_none", "elif_",
+    "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "as_value", "block_dim",
+    "block_idx", "break_", "cast", "cond", "continue_", "current", "current_or_none", "elif_",
     "else_", "grid_dim", "if_", "math", "range", "return_", "set_current", "thread_idx",
-    "var", "where", "while_",
+    "var", "warn", "where", "while_",
 ]
