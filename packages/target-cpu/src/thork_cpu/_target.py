@@ -19,7 +19,7 @@ from thork_core import (
     Target,
 )
 from thork_core.launch import CONV_HOST, make_launcher
-from thork_core.plugin import array_view, check_array, library_path, scalar_value
+from thork_core.plugin import array_view, check_array, load_library, scalar_value
 
 from ._compiler import host_arch
 from ._renderer import DEADLOCK, ENTRY, CppRenderer
@@ -36,7 +36,7 @@ class CpuExecutable(Executable):
 
     def __init__(self, artifact: Artifact, kernel: KernelIR) -> None:
         self.kernel = kernel
-        self._lib = ctypes.CDLL(library_path(artifact.data, "cpu-so"))
+        self._lib = load_library(artifact.data)  # unloaded when this executable is gone
         entry = ctypes.cast(getattr(self._lib, ENTRY), ctypes.c_void_p).value
         self.launcher = make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params,
                                       self._failed)

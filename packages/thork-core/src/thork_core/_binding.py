@@ -14,6 +14,7 @@ from ._adapter import ArrayView
 from ._dtype import DType, dt, int_range
 from ._errors import ArgumentError
 from ._ir import KernelIR, Param, PointerType
+from ._limits import float_scalar
 
 __all__ = ["check_arg_count", "array_view", "check_array", "find_view", "scalar_value"]
 
@@ -33,7 +34,10 @@ def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
     from ._plugins import plugins
 
     for adapter in plugins().array_adapters():
-        view = adapter.view(obj, stream)
+        try:
+            view = adapter.view(obj, stream)
+        except TypeError as exc:  # an array the kernel cannot read (dtype, byte order...)
+            raise ArgumentError(f"{kernel.name}(): parameter '{param.name}': {exc}") from None
         if view is not None:
             return view
     return None
@@ -99,6 +103,11 @@ def scalar_value(value: Any, param: Param, kernel: KernelIR) -> Any:
         return value
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise ArgumentError(f"{where} expects a number for {t.name}, got {type(value).__name__}")
+    try:
+        value = float_scalar(float(value), t, where)  # overflow to inf is an error
+    except OverflowError:  # an int beyond float64
+        raise ArgumentError(f"{where} is {t.name}: got an int of {value.bit_length()} bits, "
+                            "beyond any float") from None
     if t == dt.float16:
         return int(np.array(value, dtype=np.float16).view(np.uint16))
     if t == dt.bfloat16:

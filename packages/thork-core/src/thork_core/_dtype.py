@@ -168,6 +168,12 @@ def from_numpy(np_dtype: Any) -> DType:
     import numpy as np
 
     d = np.dtype(np_dtype)
+    if not d.isnative and d.byteorder != "|":
+        # Kernels read memory in the machine's order: a '>f4' array would be read as
+        # garbage floats. Rejected, not swapped: a copy would hide a cost and break out=.
+        raise TypeError(
+            f"array of dtype {d.str!r} has non-native byte order; kernels read native "
+            f"{d.newbyteorder('=').name} (convert with a.astype(a.dtype.newbyteorder('='))")
     if d.name in _BY_NAME:
         result = _BY_NAME[d.name]
     elif d.name == "bfloat16":

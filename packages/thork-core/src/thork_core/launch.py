@@ -1,6 +1,6 @@
 """Launching loaded kernels: geometry checks, the one launcher every target uses, and
 prepared launches (fixed geometry and scalars, only pointers per call) for front-ends that
-check their arguments once.
+check their arguments once; the geometry, shared-memory, scalar and aliasing checks.
 
 :func:`make_launcher` makes a loaded kernel's launcher (native C where the extension can
 be built, :class:`PyLauncher` otherwise; the ``CONV_*`` constants name the entry's calling
@@ -24,8 +24,17 @@ from ._launch import (
     out_maker,
     param_kinds,
 )
+from ._limits import (
+    MAX_SHARED_PER_BLOCK,
+    float_scalar,
+    memory_range,
+    overlapping,
+    shared_bytes,
+    static_shared_bytes,
+)
 from ._target import Dim3, normalize_dims
 
-__all__ = ["CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "Dim3", "PreparedLaunch",
-           "PyLauncher", "check_arg_count", "guarded_call_base", "make_launcher",
-           "normalize_dims", "out_maker", "param_kinds"]
+__all__ = ["CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "Dim3", "MAX_SHARED_PER_BLOCK",
+           "PreparedLaunch", "PyLauncher", "check_arg_count", "float_scalar",
+           "guarded_call_base", "make_launcher", "memory_range", "normalize_dims",
+           "out_maker", "overlapping", "param_kinds", "shared_bytes", "static_shared_bytes"]

@@ -30,8 +30,15 @@ from . import _hookspecs as hookspecs
 from ._adapter import ArrayAdapter, ArrayView
 from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch
 from ._artifact import ARTIFACT_KINDS, Artifact
-from ._binding import array_view, check_arg_count, check_array, find_view, scalar_value
-from ._cache import library_path
+from ._binding import (
+    array_view,
+    check_arg_count,
+    check_array,
+    find_view,
+    scalar_ctype,
+    scalar_value,
+)
+from ._cache import library_path, load_library
 from ._compiler import Compiler
 from ._dtype import DType, dt
 from ._errors import (
@@ -59,10 +66,10 @@ __all__ = [
     "ENTRY_POINT_GROUP", "Executable", "Frontend", "GpuExecutable", "GpuTarget",
     "LaunchError", "NoTargetError", "PLUGIN_API_VERSION", "PluginError", "PluginInfo",
     "PluginWarning", "Plugins", "Target", "ThorkError", "TraceError", "array_view",
-    "check_arg_count", "check_array", "dt", "find_view", "gpu_arch", "hookimpl",
-    "hookspec",
-    "hookspecs", "installed_fingerprint", "library_path", "memo", "normalize_dims",
-    "parse_arch", "path_fingerprint", "plugins", "scalar_value",
+    "check_arg_count", "check_array", "dt", "find_view", "gpu_arch", "hookimpl", "hookspec",
+    "hookspecs", "installed_fingerprint", "library_path", "load_library", "memo",
+    "normalize_dims", "parse_arch", "path_fingerprint", "plugins", "scalar_ctype",
+    "scalar_value",
 ]
 
 # The CUDA target's classes load on first use: a plugin module importing this facade

@@ -28,6 +28,7 @@ from thork_core import (
     normalize_dims,
 )
 from thork_core.ir import Cast, Expr, Let, Special, Var
+from thork_core.launch import shared_bytes, static_shared_bytes
 
 from ._shaped import ShapedPointer, with_derived
 from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
@@ -373,12 +374,13 @@ class Launch:
                 f"{kernel.name}[...] takes [grid, block] or [grid, block, shared_bytes], "
                 f"got {config!r}")
         self.kernel = kernel
-        self.grid = normalize_dims(config[0], "grid")
-        self.block = normalize_dims(config[1], "block")
+        try:
+            self.grid = normalize_dims(config[0], "grid")
+            self.block = normalize_dims(config[1], "block")
+        except ArgumentError as exc:  # name the kernel (geometry is checked before launch)
+            raise ArgumentError(f"{kernel.name}[grid, block]: {exc}") from None
         shared = config[2] if len(config) == 3 else 0
-        if not isinstance(shared, int) or shared < 0:
-            raise TypeError(f"shared_bytes must be a non-negative int, got {shared!r}")
-        self.shared_mem = shared
+        self.shared_mem = shared_bytes(kernel.name, shared) if shared else 0
 
     def __call__(self, *args: Any, stream: Any = None, target: str | None = None,
                  compiler: str | None = None, **consts: Any) -> None:
@@ -401,6 +403,8 @@ class Launch:
         if len(args) != len(ir.params):
             # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
             args = with_derived(ir, args)
+        if self.shared_mem:  # with the kernel's own static shared memory, one block's worth
+            shared_bytes(kernel.name, self.shared_mem, static_shared_bytes(ir))
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
 
     def __repr__(self) -> str:
