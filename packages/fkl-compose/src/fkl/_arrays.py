@@ -1,6 +1,6 @@
 """Array probing for pipes: core's adapters on the general path, a cached key on the hot one.
 
-The general path adapts every array with core's adapters (``plugins().array_adapters()``,
+The general path adapts every array with core's adapters (``find_view``,
 the same ones a Thork kernel launch uses) and checks what every fkl kernel needs. The hot
 path must not build an :class:`~thork_core.ArrayView` per call, so it reads a *key* from the
 array — ``(shape, dtype, device)`` for core's own arrays, ``(type, shape, typestr)`` for a
@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from thork_core import ArgumentError, ArrayView, DType, plugins
+from thork_core import ArgumentError, ArrayView, DType
+from thork_core.plugin import find_view
 
 __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
            "pointer", "stack", "stream_handle", "view", "wait"]
@@ -39,14 +40,11 @@ def array_types() -> list[type]:
 def view(x: Any, what: str) -> ArrayView:
     """Adapt an input/output array with core's adapters and check what every fkl kernel
     needs (C-contiguous, int32-indexable); ``what`` names it in errors."""
-    for adapter in plugins().array_adapters():
-        try:
-            v = adapter.view(x, None)
-        except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
-            raise ArgumentError(f"fkl pipe {what}: {exc}") from None
-        if v is not None:
-            break
-    else:
+    try:
+        v = find_view(x, None)
+    except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
+        raise ArgumentError(f"fkl pipe {what}: {exc}") from None
+    if v is None:
         raise ArgumentError(
             f"fkl pipe {what}: expected an array (NumPy, __cuda_array_interface__ or DLPack), "
             f"got {type(x).__name__}")

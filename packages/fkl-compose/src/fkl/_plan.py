@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thork_core import ArgumentError, DType, dt
+from thork_core.ir import int_range
 from thork_core.launch import float_scalar
 from thork_core.runtime import typestr
 
@@ -184,10 +185,7 @@ def _scalar(value: Any, t: DType, ops: Sequence[Op]) -> Any:
         if iv != value:
             raise ArgumentError(f"fkl pipe: value {value!r} is not an integer but the "
                                 f"parameter is {t.name}")
-        lo, hi = (0, 2**t.bits - 1) if t.kind == "u" else (-(2 ** (t.bits - 1)),
-                                                            2 ** (t.bits - 1) - 1)
-        if t == dt.bool:
-            lo, hi = 0, 1
+        lo, hi = int_range(t)
         if not lo <= iv <= hi:
             raise ArgumentError(f"fkl pipe: value {value!r} does not fit the {t.name} "
                                 "parameter it feeds (pixel dtype); cast the pixel first")

@@ -67,8 +67,7 @@ __all__ = [
     "PluginWarning", "Plugins", "Target", "ThorkError", "TraceError", "array_view",
     "check_arg_count", "check_array", "dt", "find_view", "gpu_arch", "hookimpl", "hookspec",
     "hookspecs", "installed_fingerprint", "library_path", "load_library", "memo",
-    "normalize_dims", "parse_arch", "path_fingerprint", "plugins",
-    "scalar_value",
+    "normalize_dims", "parse_arch", "path_fingerprint", "plugins", "scalar_value",
 ]
 
 # The CUDA target's classes load on first use: a plugin module importing this facade
