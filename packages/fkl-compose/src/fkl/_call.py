@@ -122,6 +122,8 @@ class CallPath:
             self._hot_guard = hot.guard
             return out
         plan, launcher = hot.plan, hot.launcher
+        if plan.table_ptrs:
+            ptrs += plan.table_ptrs
         handle = stream_handle(stream) if stream is not None else 0
         for producer, dev in producers:  # CAI-v3-like: order after the producer stream
             if producer != handle:
@@ -200,7 +202,7 @@ class CallPath:
             allocate(plan, device, handle)
         if out is not None:
             check_out_aliasing(inputs, outs, self._in_place)
-        ptrs = [v.ptr for v in views] + [pointer(o) for o in outs]
+        ptrs = [v.ptr for v in views] + plan.table_ptrs + [pointer(o) for o in outs]
         # Device arrays (and host arrays on the CPU target) get the pre-packed hot path.
         direct = on_device or tgt.name == "cpu"
         launcher = plan.prepare() if direct else None
@@ -217,8 +219,12 @@ class CallPath:
                                             self._guard(plan, inputs, self._in_place))
         else:
             args = list(run.args)
+            n = len(inputs)
             for pos, role, idx in run.pointer_slots:
-                args[pos] = inputs[idx] if role == "in" else outs[idx]
+                if role == "in":
+                    args[pos] = inputs[idx] if idx < n else run.tables[idx - n]
+                else:
+                    args[pos] = outs[idx]
             run.built.exe.launch(run.grid, run.block, args, stream=stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 

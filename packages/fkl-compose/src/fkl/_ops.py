@@ -93,6 +93,17 @@ class Op:
         inner = getattr(self, "op", None)
         return isinstance(inner, Op) and inner.kind == "compute" and inner.channel_uniform()
 
+    def table_types(self, t: PixType) -> list[DType]:
+        """Dtypes of the op's value *tables*: arrays of runtime values the kernel indexes
+        (per-plane values: a thread loads its plane's entries, where N scalar parameters
+        would need a chain of N selects). The host fills them (:meth:`tables`) once per
+        input shape; they reach the kernel as extra read-only input arrays."""
+        return []
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        """The values of each table, ``(dtype, values)`` in :meth:`table_types` order."""
+        return []
+
     def items(self) -> int:
         """How many per-item values (one per batch item, :class:`fkl.PerItem`) the op
         holds; 0: one value for every item. An op with per-item values picks them by
@@ -237,28 +248,34 @@ class _Binary(Op):
         return PixType(self._result(t.dtype, pt), t.channels)
 
     def scalar_types(self, t: PixType) -> list[DType]:
-        if self.value is None:
+        if self.value is None or self._items is not None:
             return []
-        return [self._ptype(t)] * (t.channels * max(1, self.items()))
+        return [self._ptype(t)] * t.channels
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
-        if self.value is None:
+        if self.value is None or self._items is not None:
             return []
-        return [v for item in self._items or [self._flat]
-                for v in per_channel(item, t.channels, self.name)]
+        return per_channel(self._flat, t.channels, self.name)
+
+    def table_types(self, t: PixType) -> list[DType]:
+        return [] if self._items is None else [self._ptype(t)]
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        if self._items is None:
+            return []
+        return [(self._ptype(t), [v for item in self._items
+                                  for v in per_channel(item, t.channels, self.name)])]
 
     def apply(self, px: Any, p: list[Value], t: PixType) -> Pixel:
         c_n = t.channels
         if self.value is None:
             a, b = px
             out = [self.fn(a[c], b[c]) for c in range(c_n)]
-        elif self._items is not None:
-            from ._batch import pick, plane
+        elif self._items is not None:  # this plane's values, from the table
+            from ._batch import plane
 
-            z = plane()
-            n = len(self._items)
-            out = [self.fn(px[c], pick(z, [p[k * c_n + c] for k in range(n)]))
-                   for c in range(c_n)]
+            base = plane() * c_n
+            out = [self.fn(px[c], p[0][base + c]) for c in range(c_n)]
         else:
             out = [self.fn(px[c], p[c]) for c in range(c_n)]
         rt = self.out_type(t).dtype

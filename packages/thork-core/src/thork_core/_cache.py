@@ -7,8 +7,9 @@ with one warning and a private temporary folder serves the process instead (slow
 broken).
 
 Key: SHA-256 of the generated source, the compiler's identity (for the host compiler: its
-resolved path and a hash of its executable's content), its flags, the artifact kind, the
-arch and the codegen version.
+resolved path and a hash of its executable's content), its flags, the artifact kind and
+the arch. The renderers write their codegen version into the source's prelude, so the
+source covers it: the cache knows nothing of renderers.
 
 Trust: the folder holds a random secret (``secret``, 0600, made once). Each entry
 (``<key[:2]>/<key>.art``, 0600) carries an HMAC-SHA256 under that secret of its key, its
@@ -41,7 +42,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._artifact import Artifact
-from ._renderer import CODEGEN_VERSION
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -266,7 +266,7 @@ def _remove(path: str) -> None:
 def cache_key(source: str, compiler: str, flags: Iterable[str], kind: str, arch: str) -> str:
     """The hex key of an artifact (see the module docstring for what it covers)."""
     h = hashlib.sha256()
-    for part in (CODEGEN_VERSION, compiler, kind, arch, "\x1f".join(flags), source):
+    for part in (compiler, kind, arch, "\x1f".join(flags), source):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

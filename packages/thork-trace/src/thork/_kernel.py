@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, overload
 
@@ -94,6 +95,9 @@ class Kernel:
         #: Values of the compile-time constants this kernel is specialized for.
         self._bound: dict[str, Any] | None = None
         self._specializations: dict[tuple[Any, ...], Kernel] = {}
+        #: Held while tracing, building or specializing: threads whose first calls race
+        #: trace and compile once and share the result (launches themselves take no lock).
+        self._lock = threading.RLock()
         #: The kernel this one specializes (None for a kernel made by tk.jit).
         self._parent: Kernel | None = None
         self.__doc__ = fn.__doc__
@@ -109,6 +113,12 @@ class Kernel:
     def _analyze(self) -> list[tuple[str, Any, Any]]:
         if self._signature is not None:
             return self._signature
+        with self._lock:
+            if self._signature is not None:
+                return self._signature
+            return self._analyze_locked()
+
+    def _analyze_locked(self) -> list[tuple[str, Any, Any]]:
         sig = inspect.signature(self.fn)
         hints = _annotations(self.fn, self)
         out = []
@@ -156,6 +166,13 @@ class Kernel:
         return self._specialization(tuple(resolved))
 
     def _specialization(self, key: tuple[Any, ...]) -> Kernel:
+        child = self._specializations.get(key)
+        if child is not None:
+            return child
+        with self._lock:
+            return self._specialization_locked(key)
+
+    def _specialization_locked(self, key: tuple[Any, ...]) -> Kernel:
         child = self._specializations.get(key)
         if child is None:
             child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name)
@@ -207,7 +224,9 @@ class Kernel:
             k = self._resolved()
             if k is not self:
                 return k.ir
-            self._ir = self._trace()
+            with self._lock:
+                if self._ir is None:
+                    self._ir = self._trace()
         return self._ir
 
     def _trace(self) -> KernelIR:
@@ -313,13 +332,19 @@ class Kernel:
                     ) -> tuple[Executable, CompileInfo]:
         key = (target, compiler)
         hit = self._exes.get(key)
-        if hit is not None:
-            self._last_info = hit[1]
-            return hit
+        if hit is None:
+            with self._lock:  # one build per key, however many threads call first
+                hit = self._exes.get(key)
+                if hit is None:
+                    hit = self._build(key, target, compiler)
+        self._last_info = hit[1]
+        return hit
+
+    def _build(self, key: tuple[str | None, str | None], target: str | None,
+               compiler: str | None) -> tuple[Executable, CompileInfo]:
         ir = self.ir
         exe, info = build_kernel(ir, target or self.target, compiler or self.compiler)
         self._exes[key] = (exe, info)
-        self._last_info = info
         if self._parent is not None:
             self._parent._last_info = info  # compile_info of the unspecialized kernel
         return exe, info
