@@ -147,3 +147,37 @@ def test_per_call_compiler_on_a_launch(greedy, rng):
     with pytest.raises(thork_core.PluginError, match="compiler 'nvrtc' cannot produce code "
                                                      "for the cpu target"):
         scale[1, 1](x, out, n, compiler="nvrtc")
+
+
+@pytest.mark.gpu
+def test_per_call_compiler_on_the_gpu(rng):
+    """Per call, each installed CUDA compiler builds its own executable; same results."""
+    import thork as tk
+    from helpers import has_plugin
+
+    f32 = tk.dt.float32
+
+    @tk.jit(target="gpu")
+    def fma3(x: tk.DevicePointer[f32], out: tk.DevicePointer[f32], n: tk.dt.int32):
+        i = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+        with tk.if_(i < n):
+            out[i] = x[i] * 3.0 + 1.0
+
+    n = 4097
+    x = random_array(rng, n, np.float32)
+    used = []
+    for name in ("nvrtc", "nvcc", "clang"):
+        if not has_plugin(name):
+            continue
+        reg = thork_core.plugins()
+        try:
+            reg.compiler(name, reg.target("gpu"))
+        except thork_core.PluginError:  # installed, but its toolchain is absent here
+            continue
+        out = poisoned(n, np.float32)
+        fma3[(n + 255) // 256, 256](x, out, n, compiler=name)
+        np.testing.assert_allclose(out, x * np.float32(3) + np.float32(1), rtol=1e-6)
+        info = fma3.compile_info
+        assert info.compiler.startswith(name) or info.fallback, (name, info)
+        used.append(name)
+    assert used, "no CUDA compiler usable"
