@@ -10,6 +10,10 @@ from typing import TYPE_CHECKING
 
 from thork_core.plugin import hookimpl
 
+#: The plugin API versions this plugin was written against: Thork skips it, with a
+#: warning, when core provides another (``thork_core.plugin.PLUGIN_API_VERSION``).
+THORK_PLUGIN_API = ">=1.0,<2"
+
 if TYPE_CHECKING:
     from thork_core.plugin import Compiler
 
