@@ -181,3 +181,18 @@ def test_per_call_compiler_on_the_gpu(rng):
         assert info.compiler.startswith(name) or info.fallback, (name, info)
         used.append(name)
     assert used, "no CUDA compiler usable"
+
+
+def test_a_constant_named_like_a_launch_option_is_refused():
+    """``compiler=`` (like ``stream=`` and ``target=``) is the launch's own keyword, so a
+    compile-time constant cannot take that name: a clear error, not a compiler lookup."""
+    import thork as tk
+
+    @tk.jit(target="cpu")
+    def k(out: tk.DevicePointer[tk.dt.int32], compiler: tk.Constexpr[int] = 1):
+        out[0] = compiler
+
+    out = np.zeros(1, np.int32)
+    with pytest.raises(thork_core.TraceError, match="constant 'compiler' has the name of a "
+                                                   "launch option"):
+        k[1, 1](out, compiler=2)
