@@ -17,6 +17,10 @@ THORK_PLUGIN_API = ">=1.0,<2"
 if TYPE_CHECKING:
     from thork_core.plugin import Compiler
 
+#: The plugin API versions this plugin works with: Thork skips it, with one warning, when
+#: its core's ``thork_core.plugin.PLUGIN_API_VERSION`` is outside.
+THORK_PLUGIN_API = ">=1.0,<2"
+
 
 @hookimpl
 def thork_register_compilers() -> list[Compiler]:
