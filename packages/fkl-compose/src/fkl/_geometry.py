@@ -179,7 +179,8 @@ class Crop(ReadBack):
         if not self.batch:
             w, h, cx, cy = p
             return Stage(lambda x, y, z: src.read(x + cx, y + cy, z), w, h, src.type)
-        step, rects = p
+        step = p[0]
+        rects: Any = p[1]  # a pointer parameter (the rect table)
         z = plane()
         base = z * 4  # this plane's (w, h, x, y), loaded once per thread
         w, h, cx, cy = (rects[base + k] for k in range(4))
@@ -402,7 +403,8 @@ class Warping(ReadBack):
         if self.per_item:  # matrix k for plane k, loaded once per thread
             size = self.matrix.size
             base = plane() * size
-            m = [p[2][base + i] for i in range(size)]
+            table: Any = p[2]  # a pointer parameter (the matrix table)
+            m = [table[base + i] for i in range(size)]
         t = src.type.with_(dt.float32)
 
         def read(x: Value, y: Value, z: Value) -> Pixel:

@@ -107,7 +107,7 @@ def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[O
     """The value tables as arrays: NumPy (host calls), or uploaded once (device calls)."""
     import numpy as np
 
-    out = []
+    out: list[Any] = []
     for d, vals in tables:
         host = np.array([_scalar(v, d, ops) for v in vals], dtype=d.numpy)
         if device:
