@@ -10,7 +10,7 @@ from typing import Any
 from thork_core import ArgumentError, DType, dt
 from thork_core.runtime import typestr
 
-from ._arrays import check_size, pointer, view
+from ._arrays import array_types, check_size, pointer, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
 from ._lowering import Lowered, final_type, host_plan, host_tables
@@ -161,9 +161,8 @@ def allocate(plan: Plan, device: int, handle: int) -> list[Any]:
     """New output arrays for ``plan``: DeviceArrays on CUDA device ``device``, queued on
     stream ``handle``, for device inputs; NumPy arrays for host inputs."""
     if plan.device:
-        from thork_core.runtime import DeviceArray
-
-        return [DeviceArray(shape, d, device=device, stream=handle) for shape, d in plan.outs]
+        da = array_types()[1]  # DeviceArray, without an import statement per call
+        return [da(shape, d, device=device, stream=handle) for shape, d in plan.outs]
     import numpy as np
 
     return [np.empty(shape, dtype=d.numpy) for shape, d in plan.outs]
