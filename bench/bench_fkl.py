@@ -440,12 +440,20 @@ def bench_gpu(reps: int) -> None:
 
     print(f"  native launch module: {native_status()}; pipe entry: "
           f"{' -> '.join(c.__name__ for c in type(hot).__mro__)}", flush=True)
-    # The same launch on core's Python path (what runs where the native module cannot be
-    # built): THORK_LAUNCHER=ctypes at prepare time.
-    os.environ["THORK_LAUNCHER"] = "ctypes"
-    slow = plan.built.exe.prepare(prepared.grid, prepared.block,
-                                  [s.value for s in prepared.pack.slots])
-    del os.environ["THORK_LAUNCHER"]
+    # The same launch through core's Python launcher (what runs where the native module
+    # cannot be built): a copy of the executable with a PyLauncher.
+    import copy
+
+    from thork_core._cuda import function_address, make_current
+    from thork_core._launch import CONV_CU, PyLauncher, param_kinds
+
+    exe = plan.built.exe
+    exe_py = copy.copy(exe)
+    exe_py.launcher = PyLauncher(
+        CONV_CU, function_address("cuLaunchKernel"), int(exe._function),
+        param_kinds(exe.kernel.params), exe._failed, int(make_current(0)),
+        function_address("cuCtxGetCurrent"), function_address("cuCtxSetCurrent"))
+    slow = exe_py.prepare(prepared.grid, prepared.block, prepared.values)
     slow_guard = slow.guard(type(t1), [(t1.shape, t1.dtype, t1.device),
                                        (t2.shape, t2.dtype, t2.device)], plan.order,
                             plan.align_mask)

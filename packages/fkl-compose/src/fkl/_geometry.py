@@ -201,7 +201,8 @@ def _is_rect_list(v: Any) -> bool:
         first = v[0]
     except (TypeError, IndexError, KeyError):
         return isinstance(v, (list, tuple))
-    return hasattr(first, "__len__") or hasattr(first, "shape")
+    # A NumPy scalar has a shape too (()): a rect of NumPy ints is one rect.
+    return hasattr(first, "__len__") or bool(getattr(first, "ndim", 0))
 
 
 # -- Resize -------------------------------------------------------------------------------

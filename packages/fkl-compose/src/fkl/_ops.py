@@ -514,9 +514,9 @@ def saturate_value(v: Value, to: DType) -> Value:
         f = cast(v, ft)
         r = tkm.rint(f)
         r = where(tkm.isnan(r), 0.0, r)
-        fhi = float(hi) if to.bits < 64 else float(2**to.bits // (2 if to.kind == "i" else 1)
-                                                  - 2048)
-        r = tkm.min(tkm.max(r, float(lo)), fhi)
+        if to.bits == 64:
+            return _saturate_to_64(r, to, lo, hi)
+        r = tkm.min(tkm.max(r, float(lo)), float(hi))
         return cast(r, to)
     slo, shi = _int_range(src)
     if slo < lo:
@@ -524,6 +524,17 @@ def saturate_value(v: Value, to: DType) -> Value:
     if shi > hi:
         v = where(v > hi, hi, v)
     return cast(v, to)
+
+
+def _saturate_to_64(r: Value, to: DType, lo: int, hi: int) -> Value:
+    """A float64 integer value ``r`` saturated to a 64-bit integer, exact at the bounds:
+    the top (2**63, or 2**64 unsigned) is a power of two, so values at or above it become
+    ``hi`` and those below convert exactly (the largest double below 2**63 is
+    2**63 - 1024; below 2**64, 2**64 - 2048)."""
+    top = float(hi + 1)
+    below = top - (1024.0 if to.kind == "i" else 2048.0)
+    r = tkm.max(r, float(lo))  # -2**63 and 0 are exact doubles
+    return where(r >= top, cast(hi, to), cast(tkm.min(r, below), to))
 
 
 class SaturateCast(Op):

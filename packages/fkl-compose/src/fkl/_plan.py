@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thork_core import ArgumentError, DType, dt
+from thork_core.launch import float_scalar
 from thork_core.runtime import typestr
 
 from ._arrays import array_types, check_size, pointer, view
@@ -190,4 +191,5 @@ def _scalar(value: Any, t: DType, ops: Sequence[Op]) -> Any:
             raise ArgumentError(f"fkl pipe: value {value!r} does not fit the {t.name} "
                                 "parameter it feeds (pixel dtype); cast the pixel first")
         return bool(iv) if t == dt.bool else iv
-    return float(value)
+    # A finite value that would round to inf in its parameter's type is an error.
+    return float_scalar(float(value), t, f"fkl pipe: value {value!r} feeds a parameter that")
