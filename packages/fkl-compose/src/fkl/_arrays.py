@@ -23,11 +23,11 @@ __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
 #: fkl kernels index with int32: arrays have fewer elements than this.
 INT32_LIMIT = 2**31
 
-_TYPES: list[type] = []
+_TYPES: list[Any] = []
 _ONE_GPU: list[bool] = []
 
 
-def array_types() -> list[type]:
+def array_types() -> list[Any]:
     """``[numpy.ndarray, DeviceArray]``, imported on first use (keeps ``import fkl`` fast)."""
     if not _TYPES:
         import numpy as np

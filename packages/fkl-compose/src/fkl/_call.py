@@ -180,7 +180,7 @@ class CallPath:
                 "device array (copy it to the host, or compose with target='gpu')")
         if on_device and not all(v.device == "cuda" for v in views):
             raise ArgumentError("fkl pipe: inputs mix host and device arrays")
-        shape_key = (t, tuple(v.shape for v in views), on_device)
+        shape_key: tuple[Any, ...] = (t, tuple(v.shape for v in views), on_device)
         if active is not None:
             shape_key = (*shape_key, active[0], repr(active[1]))
             key = None  # active calls keep to this path
@@ -239,7 +239,7 @@ class CallPath:
                 or len(plan.order) != 2 or type(inputs[0]) is not da \
                 or plan.launcher is None:
             return None
-        x = inputs[0]
+        x: Any = inputs[0]
         out_shape, out_dtype = plan.outs[0]
         out_bytes = out_dtype.itemsize
         for n in out_shape:

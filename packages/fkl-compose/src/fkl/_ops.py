@@ -276,7 +276,8 @@ class _Binary(Op):
             from ._batch import plane
 
             base = plane() * c_n
-            out = [self.fn(px[c], p[0][base + c]) for c in range(c_n)]
+            table: Any = p[0]  # a pointer parameter (the op's value table)
+            out = [self.fn(px[c], table[base + c]) for c in range(c_n)]
         else:
             out = [self.fn(px[c], p[c]) for c in range(c_n)]
         rt = self.out_type(t).dtype

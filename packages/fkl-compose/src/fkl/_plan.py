@@ -12,7 +12,7 @@ from thork_core.ir import int_range
 from thork_core.launch import float_scalar
 from thork_core.runtime import typestr
 
-from ._arrays import check_size, pointer, view
+from ._arrays import array_types, check_size, pointer, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
 from ._lowering import Lowered, final_type, host_plan, host_tables
@@ -109,7 +109,7 @@ def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[O
     """The value tables as arrays: NumPy (host calls), or uploaded once (device calls)."""
     import numpy as np
 
-    out = []
+    out: list[Any] = []
     for d, vals in tables:
         host = np.array([_scalar(v, d, ops) for v in vals], dtype=d.numpy)
         if device:
@@ -163,9 +163,8 @@ def allocate(plan: Plan, device: int, handle: int) -> list[Any]:
     """New output arrays for ``plan``: DeviceArrays on CUDA device ``device``, queued on
     stream ``handle``, for device inputs; NumPy arrays for host inputs."""
     if plan.device:
-        from thork_core.runtime import DeviceArray
-
-        return [DeviceArray(shape, d, device=device, stream=handle) for shape, d in plan.outs]
+        da = array_types()[1]  # DeviceArray, without an import statement per call
+        return [da(shape, d, device=device, stream=handle) for shape, d in plan.outs]
     import numpy as np
 
     return [np.empty(shape, dtype=d.numpy) for shape, d in plan.outs]
