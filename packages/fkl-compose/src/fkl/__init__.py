@@ -146,7 +146,7 @@ def __getattr__(name: str) -> Any:
     elif name in _MODES:  # aspect-ratio modes at top level, as in FKL
         value = getattr(__getattr__("AspectRatio"), name)
     elif name == "DeviceBuffer":  # lives in core, shared with the tracer
-        from thork_core._device_array import DeviceArray
+        from thork_core.runtime import DeviceArray
 
         value = DeviceArray
     else:

@@ -45,11 +45,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from math import gcd
 
-from thork import _math as tkm
-from thork._control import if_, return_
-from thork._trace import Pointer, Trace, Value, cast, set_current
+from thork.tracing import Pointer, Trace, Value, cast, if_, return_, set_current
+from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
-from thork_core._ir import Special
+from thork_core.ir import Special
 
 from ._lowering import Chain, Lowered, Params, type_chain, write_dtypes
 from ._pixel import Geom, Pixel, PixType

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from thork import _math as tkm
-from thork._trace import Value, cast, where
+from thork.tracing import Value, cast, where
+from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
 
 from ._ops import Op

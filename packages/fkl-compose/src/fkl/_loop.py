@@ -10,7 +10,7 @@ from typing import Any
 
 from thork import range as tk_range
 from thork import var as tk_var
-from thork._trace import Value
+from thork.tracing import Value
 from thork_core import ArgumentError, DType
 
 from ._ops import Op

@@ -19,10 +19,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from thork._control import if_, return_
-from thork._trace import Pointer, Trace, Value, cast, set_current
+from thork.tracing import Pointer, Trace, Value, cast, if_, return_, set_current
 from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
-from thork_core._ir import Special, Var
+from thork_core.ir import Special, Var
 
 from ._ops import Op
 from ._pixel import Geom, PixType, Stage

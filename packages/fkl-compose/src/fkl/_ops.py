@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from thork import _math as tkm
-from thork._trace import Value, cast, where
+from thork.tracing import Value, cast, where
+from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt, promote
 
 from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel, value_dtype

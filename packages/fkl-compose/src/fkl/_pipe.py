@@ -30,7 +30,7 @@ from thork_core import (
     DType,
     Executable,
     Target,
-    build,
+    build_kernel,
     choose,
     compile_artifact,
     dt,
@@ -305,9 +305,7 @@ class Pipe:
             if built is None:
                 type_chain(self.chain, t)
                 lowered = self._lower(t, variant, kernel_name(key[:3]))
-                tgt, comp = choose(self._resolve(), self.compiler)
-                source = tgt.renderer().render(lowered.ir)
-                exe, info = build(lowered.ir, source, tgt, comp)
+                exe, info = build_kernel(lowered.ir, self._resolve(), self.compiler)
                 built = _Built(lowered, exe, info)
                 _BUILT[key] = built
                 _STATS["builds"] += 1
@@ -336,7 +334,7 @@ class Pipe:
         ``variant`` as in :meth:`lowered`, by default the kernel the GPU runs (whatever
         this pipe's target)."""
         from thork_core import CudaRenderer
-        from thork_core._gpu import GpuTarget
+        from thork_core.plugin import GpuTarget
 
         t = self._pixtype(x, dtype, channels)
         lowered = self._lowered(t, self._check_variant(t, variant, "gpu"), "gpu")
@@ -573,7 +571,7 @@ class Pipe:
 
 def _allocate(plan: _Plan, on_device: bool, inputs: tuple[Any, ...], handle: int) -> list[Any]:
     if on_device:
-        from thork_core._device_array import DeviceArray
+        from thork_core.runtime import DeviceArray
 
         dev = _device_of(inputs[0]) if inputs else 0
         return [DeviceArray(shape, d, device=dev, stream=handle) for shape, d in plan.outs]
@@ -602,7 +600,7 @@ def _array_types() -> list[type]:
     """``[numpy.ndarray, DeviceArray]``, imported on first use (keeps ``import fkl`` fast)."""
     if not _TYPES:
         import numpy as np
-        from thork_core._device_array import DeviceArray
+        from thork_core.runtime import DeviceArray
 
         _TYPES.extend((np.ndarray, DeviceArray))
     return _TYPES
@@ -657,19 +655,19 @@ _ONE_GPU: list[bool] = []
 def _one_gpu() -> bool:
     """Whether exactly one GPU is visible (asked once)."""
     if not _ONE_GPU:
-        from thork_core import _cuda
+        from thork_core.runtime import device_count
 
         try:
-            _ONE_GPU.append(_cuda.device_count() == 1)
+            _ONE_GPU.append(device_count() == 1)
         except Exception:  # noqa: BLE001 - no driver: no device arrays either
             _ONE_GPU.append(False)
     return _ONE_GPU[0]
 
 
 def _typestr(d: DType) -> str | None:
-    from thork_core._gpu import _TYPESTR
+    from thork_core.runtime import typestr
 
-    return _TYPESTR.get(d.name)
+    return typestr(d)
 
 
 def _pointer(o: Any) -> int:
@@ -682,15 +680,15 @@ def _pointer(o: Any) -> int:
 
 
 def _stream(stream: Any) -> int:
-    from thork_core._cuda import stream_handle
+    from thork_core.runtime import stream_handle
 
     return stream_handle(stream)
 
 
 def _wait(producer: int, consumer: int, device: int) -> None:
-    from thork_core._device_array import _stream_wait
+    from thork_core.runtime import stream_wait
 
-    _stream_wait(device, producer, consumer)
+    stream_wait(device, producer, consumer)
 
 
 def _same_shape(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

@@ -19,8 +19,7 @@ from thork_core import (
     Renderer,
     Target,
 )
-from thork_core._binding import array_view, check_array, scalar_value
-from thork_core._cache import library_path
+from thork_core.plugin import array_view, check_array, library_path, scalar_value
 
 from ._compiler import host_arch
 from ._renderer import DEADLOCK, ENTRY, CppRenderer

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from thork_core import TraceError, dt, promote
-from thork_core._ir import (
+from thork_core.ir import (
     Assign,
     Atomic,
     BlockReduce,

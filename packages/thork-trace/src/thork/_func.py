@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thork_core import Loc, PointerType, TraceError
-from thork_core._ir import CallFunc, Eval, Function, Param, Return, Var
+from thork_core.ir import CallFunc, Eval, Function, Param, Return, Var
 
 from ._shaped import ShapedPointer
 from ._shared import SharedArray

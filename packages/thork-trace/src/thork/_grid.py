@@ -7,7 +7,7 @@ annotations give the same values to a kernel's signature.
 from __future__ import annotations
 
 from thork_core import dt
-from thork_core._ir import Binary, Special
+from thork_core.ir import Binary, Special
 
 from ._trace import Dim3, Value, current
 

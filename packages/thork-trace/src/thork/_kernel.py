@@ -20,13 +20,13 @@ from thork_core import (
     PointerType,
     ThorkError,
     TraceError,
-    build,
+    build_kernel,
     choose,
     compile_artifact,
     dt,
     normalize_dims,
 )
-from thork_core._ir import Cast, Expr, Let, Special, Var
+from thork_core.ir import Cast, Expr, Let, Special, Var
 
 from ._shaped import ShapedPointer, with_derived
 from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
@@ -295,7 +295,7 @@ class Kernel:
                  kind: str = "cubin") -> Artifact:
         """Compile the CUDA source for ``arch`` without loading it (no GPU needed)."""
         from thork_core import parse_arch, plugins
-        from thork_core._gpu import GpuTarget
+        from thork_core.plugin import GpuTarget
 
         comp = plugins().compiler(compiler or self.compiler, GpuTarget())
         art, _, _ = compile_artifact(self.ir, self.cuda_source, comp, kind, parse_arch(arch))
@@ -316,9 +316,7 @@ class Kernel:
             self._last_info = hit[1]
             return hit
         ir = self.ir
-        tgt, comp = choose(target or self.target, compiler or self.compiler)
-        source = tgt.renderer().render(ir)
-        exe, info = build(ir, source, tgt, comp)
+        exe, info = build_kernel(ir, target or self.target, compiler or self.compiler)
         self._exes[key] = (exe, info)
         self._last_info = info
         if self._parent is not None:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thork_core import ArgumentError, KernelIR, Param, TraceError, dt
-from thork_core._ir import Const, Expr, Var
+from thork_core.ir import Const, Expr, Var
 
 from ._trace import Pointer, Value, _bin, _index_value
 
@@ -147,7 +147,7 @@ def with_derived(ir: KernelIR, args: Sequence[Any]) -> list[Any]:
 def _shape_of(arg: Any, param: Param, ir: KernelIR) -> tuple[int, ...]:
     shape = getattr(arg, "shape", None)
     if shape is None:
-        from thork_core._binding import array_view
+        from thork_core.plugin import array_view
 
         shape = array_view(arg, param, ir, None).shape  # raises the 'expects an array' error
     shape = tuple(int(n) for n in shape)

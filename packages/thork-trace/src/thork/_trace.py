@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from thork_core import DType, Loc, PointerType, TraceError, dt, literal_dtype, promote
-from thork_core._ir import (
+from thork_core.ir import (
     Binary,
     Cast,
     Const,
@@ -521,7 +521,7 @@ class Value:
     def __ne__(self, o: Any) -> Value: return _bin("ne", self, o)  # type: ignore[override]
 
     def __neg__(self) -> Value:
-        from thork_core._ir import Unary
+        from thork_core.ir import Unary
 
         t = promote(self.dtype, self.dtype)
         return Value(current().temp(Unary(t, "neg", _to(self, t))))
@@ -530,7 +530,7 @@ class Value:
         return self
 
     def __invert__(self) -> Value:
-        from thork_core._ir import Unary
+        from thork_core.ir import Unary
 
         if self.dtype == dt.bool:
             return Value(current().temp(Unary(dt.bool, "not", self.expr)))
