@@ -7,8 +7,8 @@ A front-end (fkl-compose is one) records a kernel the way ``@tk.jit`` does:
 2. wrap each pointer parameter in a :class:`Pointer` and each scalar in a :class:`Value`
    over a :class:`~thork_core.ir.Var`;
 3. run Python code on those values: arithmetic, comparisons, indexing, :func:`cast`,
-   :func:`where`, :func:`cond`, the functions in :mod:`math` (``min``, ``max``, ``floor``...) and the
-   control flow context managers :func:`if_`/:func:`elif_`/:func:`else_`,
+   :func:`where`, :func:`cond`, the functions in :mod:`math` (``min``, ``max``,
+   ``floor``...) and the control flow context managers :func:`if_`/:func:`elif_`/:func:`else_`,
    :func:`return_`, :func:`range`, :func:`while_` — every operation appends IR to the
    current trace;
 4. build a :class:`~thork_core.ir.KernelIR` from ``trace.name``, ``trace.params`` and
@@ -42,7 +42,7 @@ from ._trace import (
 
 __all__ = [
     "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "as_value",
-    "block_dim", "block_idx", "break_", "cast", "cond", "continue_", "current", "current_or_none", "elif_",
-    "else_", "grid_dim", "if_", "math", "range", "return_", "set_current", "thread_idx",
+    "block_dim", "block_idx", "break_", "cast", "cond", "continue_", "current",
+    "current_or_none", "elif_", "else_", "grid_dim", "if_", "math", "range", "return_", "set_current", "thread_idx",
     "var", "warn", "where", "while_",
 ]
