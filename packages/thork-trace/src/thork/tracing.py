@@ -43,6 +43,6 @@ from ._trace import (
 __all__ = [
     "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "as_value",
     "block_dim", "block_idx", "break_", "cast", "cond", "continue_", "current",
-    "current_or_none", "elif_", "else_", "grid_dim", "if_", "math", "range", "return_", "set_current", "thread_idx",
-    "var", "warn", "where", "while_",
+    "current_or_none", "elif_", "else_", "grid_dim", "if_", "math", "range", "return_",
+    "set_current", "thread_idx", "var", "warn", "where", "while_",
 ]
