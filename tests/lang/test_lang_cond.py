@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import thork as tk
 from helpers import compiles_for_gpu, poisoned, random_array
-from thork_core._renderer import PRELUDE_MARK
+from thork_core.ir import PRELUDE_MARK
 
 f32, i32 = tk.dt.float32, tk.dt.int32
 

@@ -20,7 +20,7 @@ __all__ = [
     "Param", "KernelIR", "SPECIALS", "VectorType", "Field", "VecLoad", "Atomic", "Warp",
     "BlockReduce", "CallFunc", "For", "While", "Break", "Continue", "SharedDecl", "Sync",
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
-    "SYNC_KINDS", "stmt_exprs",
+    "SYNC_KINDS", "stmt_exprs", "Print",
 ]
 
 
@@ -174,8 +174,11 @@ class VecLoad(Expr):
     index: Expr
 
 
-#: Atomic read-modify-write operations; every one returns the old value.
-ATOMIC_OPS = frozenset({"add", "sub", "min", "max", "exch", "cas", "and", "or", "xor"})
+#: Atomic read-modify-write operations; every one returns the old value. ``inc``/``dec``
+#: are CUDA's wrapping counters (uint32 only): ``old >= v ? 0 : old + 1`` and
+#: ``(old == 0 || old > v) ? v : old - 1``.
+ATOMIC_OPS = frozenset({"add", "sub", "min", "max", "exch", "cas", "and", "or", "xor",
+                        "inc", "dec"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -352,6 +355,16 @@ class Eval(Stmt):
     value: Expr
 
 
+@dataclass(eq=False)
+class Print(Stmt):
+    """Device ``printf``: ``fmt`` is a C format string with one conversion per value of
+    ``args``, chosen for the value's dtype by the front-end (``%d %u %lld %llu`` for
+    integers, ``%g`` for floats, ``%s`` for bools, which print ``True``/``False``)."""
+
+    fmt: str
+    args: tuple[Expr, ...]
+
+
 @dataclass
 class Param:
     """A kernel parameter. ``reads``/``writes`` record whether the body loads/stores it."""
@@ -449,6 +462,8 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
         return [s.mask] if s.mask is not None else []
     if isinstance(s, Eval):
         return [s.value]
+    if isinstance(s, Print):
+        return list(s.args)
     return []
 
 

@@ -35,6 +35,7 @@ from ._ir import (
     Loc,
     Param,
     PointerType,
+    Print,
     Return,
     Select,
     SharedDecl,
@@ -53,7 +54,7 @@ from ._ir import (
 )
 
 __all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC",
-           "PRELUDE_MARK"]
+           "PRELUDE_MARK", "c_string"]
 
 # Bumped whenever generated code changes meaning; part of every disk-cache key.
 CODEGEN_VERSION = "3"
@@ -311,6 +312,8 @@ class Renderer:
             self.shared_decl(s)
         elif isinstance(s, Sync):
             self.sync(s)
+        elif isinstance(s, Print):
+            self._emit(self.print_call(c_string(s.fmt), self.print_args(s.args)), s.loc)
         else:
             self.stmt_extension(s)
 
@@ -351,6 +354,28 @@ class Renderer:
         if text is None:
             raise TypeError(f"unknown synchronization {s.kind!r}")
         self._emit(text, s.loc)
+
+    def print_args(self, args: tuple[Expr, ...]) -> list[str]:
+        """printf arguments for ``args``, converted to what :class:`Print`'s conversions
+        read (bool as a string, floats as double, integers at their conversion's width)."""
+        out = []
+        for a in args:
+            t = a.type
+            assert isinstance(t, DType)
+            text = self.expr(a)
+            if t == dt.bool:
+                out.append(f'(({text}) ? "True" : "False")')
+            elif t.is_float:
+                out.append(f"((double)({self.to_float(text, t) if t.is_half else text}))")
+            elif t.bits == 64:
+                out.append(f"(({'unsigned ' if t.kind == 'u' else ''}long long)({text}))")
+            else:
+                out.append(f"(({'unsigned ' if t.kind == 'u' else ''}int)({text}))")
+        return out
+
+    def print_call(self, fmt: str, args: list[str]) -> str:
+        """The statement printing ``fmt`` (a C string literal) with ``args``."""
+        return f"printf({', '.join([fmt, *args])});"
 
     def stmt_extension(self, s: Stmt) -> None:
         """Hook for statements a subclass adds; the base knows none."""
@@ -466,7 +491,7 @@ class Renderer:
             raise TypeError(f"atomic {op} is not defined for {t.name}")
         fn = {"add": "atomicAdd", "sub": "atomicSub", "min": "atomicMin", "max": "atomicMax",
               "exch": "atomicExch", "cas": "atomicCAS", "and": "atomicAnd", "or": "atomicOr",
-              "xor": "atomicXor"}[op]
+              "xor": "atomicXor", "inc": "atomicInc", "dec": "atomicDec"}[op]
         if t.bits == 64 and (op not in ("min", "max") or t == dt.uint64):
             # CUDA's 64-bit overloads are unsigned (min/max also have signed ones).
             if op == "sub":
@@ -642,6 +667,22 @@ class CudaRenderer(Renderer):
 #: The line separating the code from the prelude in :meth:`CudaRenderer.listing`.
 PRELUDE_MARK = ("// ---- Thork's prelude: compiled *before* the code above (the order "
                 "render() gives compilers) ----")
+
+
+def c_string(text: str) -> str:
+    """``text`` as a C string literal (UTF-8; non-printable bytes as octal escapes)."""
+    out = []
+    for byte in text.encode("utf-8"):
+        c = chr(byte)
+        if c in "\\\"":
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif 32 <= byte < 127 and c != "?":  # '?' could start a trigraph
+            out.append(c)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
 
 
 def _escape(path: str) -> str:

@@ -42,6 +42,7 @@ from ._ir import (
     Loc,
     Param,
     PointerType,
+    Print,
     Return,
     Select,
     SharedDecl,
@@ -65,15 +66,18 @@ from ._renderer import (
     CODEGEN_VERSION,
     HALF_CONVERSIONS,
     INT_ARITHMETIC,
+    PRELUDE_MARK,
     CudaRenderer,
     Renderer,
+    c_string,
 )
 
 __all__ = [
     "ALL_DTYPES", "ATOMIC_OPS", "Assign", "Atomic", "Binary", "BlockReduce", "Break",
     "CODEGEN_VERSION", "Call", "CallFunc", "Cast", "Const", "Continue", "CudaRenderer",
     "DType", "Eval", "Expr", "Field", "For", "Function", "HALF_CONVERSIONS", "INT_ARITHMETIC", "If",
-    "KernelIR", "Let", "Load", "Loc", "Param", "PointerType", "Renderer", "Return",
+    "KernelIR", "Let", "Load", "Loc", "PRELUDE_MARK", "Param", "PointerType", "Print",
+    "Renderer", "Return", "c_string",
     "SPECIALS", "SYNC_KINDS", "Select", "SharedDecl", "Special", "Stmt", "Store", "Sync",
     "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",
     "While", "dt", "dtype_of", "literal_dtype", "promote", "stmt_exprs", "walk_exprs",

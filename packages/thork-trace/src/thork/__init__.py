@@ -23,7 +23,9 @@ from ._atomic import (
     atomic_add,
     atomic_and,
     atomic_cas,
+    atomic_dec,
     atomic_exch,
+    atomic_inc,
     atomic_max,
     atomic_min,
     atomic_or,
@@ -92,6 +94,7 @@ from ._math import (
     tanh,
     trunc,
 )
+from ._print import print_ as print
 from ._shaped import ShapedPointer
 from ._shaped import length as len
 from ._shared import SharedArray, dynamic_shared, shared_array
@@ -144,7 +147,7 @@ __all__ = [
     "DeviceFunction", "DevicePointer", "FULL_MASK", "GridDim", "Kernel", "Launch",
     "LaunchError", "Local", "PluginError", "SharedArray", "ThreadIdx", "ThorkError",
     "TraceError", "Uint", "Uint3", "WARP_SIZE", "ShapedPointer", "len",
-    "Int", "Int3", "TraceWarning",
+    "Int", "Int3", "TraceWarning", "print",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
     "where", "select", "cond", "cast", "jit", "func", "dt",
@@ -152,7 +155,8 @@ __all__ = [
     "shared_array", "dynamic_shared", "syncthreads", "syncthreads_count", "syncthreads_and",
     "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",
     "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas",
-    "atomic_and", "atomic_or", "atomic_xor", "load_vec", "store_vec",
+    "atomic_and", "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "load_vec",
+    "store_vec",
     # grid and warps
     "thread_idx", "block_idx", "block_dim", "grid_dim", "linear_thread_idx", "lane_id",
     "warp_id", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor", "ballot", "warp_any",

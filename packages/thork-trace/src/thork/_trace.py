@@ -455,6 +455,12 @@ class Value:
                     "tk.while_ for a loop")
         raise TraceError(f"{what}; {hint}")
 
+    def __str__(self) -> str:
+        # print(x) and f"{x}" run at trace time: they can only show the symbol.
+        warn(f"print()/str() of {describe(self)} runs at trace time and shows the symbol, "
+             "not what a thread computes; use tk.print(...) to print from the device")
+        return repr(self)
+
     def __index__(self) -> int:
         raise TraceError(f"{describe(self)} cannot be used as a Python int (e.g. in range() "
                          "or as a list index); use tk.range() for loops over traced bounds")
