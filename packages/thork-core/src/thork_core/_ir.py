@@ -20,7 +20,7 @@ __all__ = [
     "Param", "KernelIR", "SPECIALS", "VectorType", "Field", "VecLoad", "Atomic", "Warp",
     "BlockReduce", "CallFunc", "For", "While", "Break", "Continue", "SharedDecl", "Sync",
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
-    "SYNC_KINDS", "stmt_exprs", "Print",
+    "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
 ]
 
 
@@ -65,7 +65,19 @@ class VectorType:
         return f"{self.elem.name}x{self.n}"
 
 
-Type = Union[DType, PointerType, VectorType]  # noqa: UP007 - a runtime alias on Python 3.10
+@dataclass(frozen=True)
+class StructType:
+    """A plain aggregate of scalar ``fields`` named ``r0, r1, ...`` in C++ (``name``): the
+    result of a device function that returns several values."""
+
+    name: str
+    fields: tuple[DType, ...]
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(f.name for f in self.fields)})"
+
+
+Type = Union[DType, PointerType, VectorType, StructType]  # noqa: UP007 - runtime alias
 
 # The CUDA special registers a kernel can read, each an unsigned 32-bit value.
 SPECIALS: tuple[str, ...] = tuple(
@@ -157,10 +169,18 @@ class Call(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Field(Expr):
-    """Element ``lane`` of a vector-typed expression."""
+    """Element ``lane`` of a vector-typed expression, or field ``lane`` of a
+    :class:`StructType` one."""
 
     vector: Expr
     lane: int
+
+
+@dataclass(frozen=True, eq=False)
+class Pack(Expr):
+    """A :class:`StructType` value made of ``items`` (one per field, of its type)."""
+
+    items: tuple[Expr, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,6 +192,15 @@ class VecLoad(Expr):
 
     pointer: Expr
     index: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Offset(Expr):
+    """``pointer + offset``: a pointer ``offset`` elements further (a view of an array);
+    ``type`` is the pointer's :class:`PointerType`."""
+
+    pointer: Expr
+    offset: Expr
 
 
 #: Atomic read-modify-write operations; every one returns the old value. ``inc``/``dec``
@@ -328,6 +357,15 @@ class SharedDecl(Stmt):
     offset: int = 0
 
 
+@dataclass(eq=False)
+class LocalDecl(Stmt):
+    """Declare a per-thread array ``var`` (a ``"local"`` :class:`PointerType`) of
+    ``count`` elements, uninitialized (C++ ``T var[count];`` in the thread's body)."""
+
+    var: Var
+    count: int
+
+
 #: Barriers and fences: ``syncthreads`` (block barrier), ``syncwarp`` (mask in
 #: :attr:`Sync.mask`), ``fence_block``, ``fence`` (device), ``fence_system``.
 SYNC_KINDS = frozenset({"syncthreads", "syncwarp", "fence_block", "fence", "fence_system"})
@@ -396,7 +434,7 @@ class Function:
 
     name: str
     params: list[Param]
-    result: DType | None
+    result: DType | StructType | None
     body: list[Stmt]
     loc: Loc | None = None
     mutable: set[str] = field(default_factory=set)
@@ -487,10 +525,16 @@ def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
         yield from walk_exprs(e.index)
         for a in e.args:
             yield from walk_exprs(a)
+    elif isinstance(e, Pack):
+        for a in e.items:
+            yield from walk_exprs(a)
     elif isinstance(e, (Call, Warp, CallFunc)):
         for a in e.args:
             yield from walk_exprs(a)
     elif isinstance(e, Field):
         yield from walk_exprs(e.vector)
+    elif isinstance(e, Offset):
+        yield from walk_exprs(e.pointer)
+        yield from walk_exprs(e.offset)
     elif isinstance(e, BlockReduce):
         yield from walk_exprs(e.pred)

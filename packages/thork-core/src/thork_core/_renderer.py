@@ -33,6 +33,9 @@ from ._ir import (
     Let,
     Load,
     Loc,
+    LocalDecl,
+    Offset,
+    Pack,
     Param,
     PointerType,
     Print,
@@ -42,6 +45,7 @@ from ._ir import (
     Special,
     Stmt,
     Store,
+    StructType,
     Sync,
     Type,
     Unary,
@@ -232,7 +236,12 @@ class Renderer:
         body = self._body(f.body, f.mutable)
         params = ", ".join([self._param(p) for p in f.params] + list(self.hidden_params))
         result = "void" if f.result is None else self.ctype(f.result)
-        return f"{self.function_prefix} {result} {f.name}({params})\n{{\n{body}\n}}\n\n"
+        struct = ""
+        if isinstance(f.result, StructType):  # several results: an aggregate
+            fields = " ".join(f"{self.ctype(t)} r{k};" for k, t in enumerate(f.result.fields))
+            struct = f"struct {f.result.name} {{ {fields} }};\n"
+        return (f"{struct}{self.function_prefix} {result} {f.name}({params})\n"
+                f"{{\n{body}\n}}\n\n")
 
     def translation_unit(self, kernel: KernelIR, body: str) -> str:  # pragma: no cover
         raise NotImplementedError
@@ -243,6 +252,8 @@ class Renderer:
             return f"{t.elem.ctype}*"
         if isinstance(t, VectorType):
             return f"thork_vec<{t.elem.ctype}, {t.n}>"
+        if isinstance(t, StructType):
+            return t.name
         return t.ctype
 
     def param_decl(self, kernel: KernelIR) -> list[str]:
@@ -312,6 +323,10 @@ class Renderer:
             self.shared_decl(s)
         elif isinstance(s, Sync):
             self.sync(s)
+        elif isinstance(s, LocalDecl):
+            t = s.var.type
+            assert isinstance(t, PointerType)
+            self._emit(f"{t.elem.ctype} {s.var.name}[{s.count}];", s.loc)
         elif isinstance(s, Print):
             self._emit(self.print_call(c_string(s.fmt), self.print_args(s.args)), s.loc)
         else:
@@ -416,13 +431,19 @@ class Renderer:
         if isinstance(e, Call):
             return self.call(e)
         if isinstance(e, Field):
+            if isinstance(e.vector.type, StructType):
+                return f"{self.expr(e.vector)}.r{e.lane}"
             return f"{self.expr(e.vector)}.v[{e.lane}]"
+        if isinstance(e, Pack):
+            return f"{self.ctype(e.type)}{{{', '.join(self.expr(a) for a in e.items)}}}"
         if isinstance(e, VecLoad):
             ptr = f"({self.expr(e.pointer)} + {self.expr(e.index)})"
             return f"*(const {self.ctype(e.type)}*){ptr}"
         if isinstance(e, CallFunc):
             args = [self.expr(a) for a in e.args] + list(self.hidden_args)
             return f"{e.name}({', '.join(args)})"
+        if isinstance(e, Offset):
+            return f"({self.expr(e.pointer)} + {self.expr(e.offset)})"
         if isinstance(e, Atomic):
             return self.atomic(e)
         if isinstance(e, Warp):

@@ -19,6 +19,19 @@ from thork_core import (
     dt,
 )
 
+from ._aggregate import (
+    Vec,
+    VecType,
+    dot,
+    double2,
+    float2,
+    float3,
+    float4,
+    half2,
+    int2,
+    int4,
+    struct,
+)
 from ._atomic import (
     atomic_add,
     atomic_and,
@@ -97,7 +110,7 @@ from ._math import (
 from ._print import print_ as print
 from ._shaped import ShapedPointer
 from ._shaped import length as len
-from ._shared import SharedArray, dynamic_shared, shared_array
+from ._shared import LocalArray, SharedArray, dynamic_shared, local_array, shared_array
 from ._sync import (
     FULL_MASK,
     syncthreads,
@@ -148,11 +161,15 @@ __all__ = [
     "LaunchError", "Local", "PluginError", "SharedArray", "ThreadIdx", "ThorkError",
     "TraceError", "Uint", "Uint3", "WARP_SIZE", "ShapedPointer", "len",
     "Int", "Int3", "TraceWarning", "print",
+    # vector types and structs
+    "Vec", "VecType", "float2", "float3", "float4", "double2", "int2", "int4", "half2", "dot",
+    "struct",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
     "where", "select", "cond", "cast", "jit", "func", "dt",
     # memory and synchronization
-    "shared_array", "dynamic_shared", "syncthreads", "syncthreads_count", "syncthreads_and",
+    "shared_array", "dynamic_shared", "local_array", "LocalArray", "syncthreads",
+    "syncthreads_count", "syncthreads_and",
     "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",
     "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas",
     "atomic_and", "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "load_vec",

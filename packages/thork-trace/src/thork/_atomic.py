@@ -29,6 +29,9 @@ def _atomic(op: str, array: Any, index: Any, *operands: Any) -> Value:
         raise TraceError(f"tk.atomic_{op}(): the first argument must be a DevicePointer "
                          f"parameter or a shared array, got {type(array).__name__}")
     t = array.dtype
+    if array.space == "local":
+        raise TraceError(f"tk.atomic_{op}() on local array '{array.label}': each thread has "
+                         "its own, so use plain loads and stores")
     if t not in _TYPES:
         raise TraceError(
             f"tk.atomic_{op}() on '{array.label}' of {t.name}: atomics need int32, uint32, "

@@ -21,6 +21,7 @@ from thork_core.ir import (
     Expr,
     Let,
     Load,
+    Offset,
     Param,
     Select,
     Special,
@@ -33,7 +34,7 @@ from thork_core.ir import (
 
 __all__ = [
     "TraceWarning", "warn", "Trace", "Value", "Memory", "Pointer", "Dim3", "current",
-    "current_or_none", "where", "cast", "as_value",
+    "current_or_none", "where", "cast", "as_value", "View", "view",
 ]
 
 _PACKAGE_DIRS = tuple(
@@ -443,8 +444,8 @@ class Value:
                     "'with tk.while_(lambda: cond):' (or 'for i in tk.range(...)')")
         elif head in ("if", "elif", "else"):
             hint = ("a Python 'if' on it cannot branch on the device; use "
-                    "'with tk.if_(cond):' for a branch or tk.where(cond, a, b) / "
-                    "tk.cond(cond, lambda: a, lambda: b) for a value")
+                    "tk.where(cond, a, b) or tk.cond(cond, lambda: a, lambda: b) to select "
+                    "a value, 'with tk.if_(cond):' for a branch")
         elif head == "assert":
             hint = "an assert cannot test it at trace time"
         elif " and " in line or " or " in line or line.startswith("not ") or " not " in line:
@@ -560,8 +561,13 @@ def cast(x: Any, dtype: Any) -> Value:
     return Value(current().temp(Cast(t, v.expr)))
 
 
-def where(cond: Any, if_true: Any, if_false: Any) -> Value:
-    """``cond ? if_true : if_false`` evaluated per thread (both sides are computed)."""
+def where(cond: Any, if_true: Any, if_false: Any) -> Any:
+    """``cond ? if_true : if_false`` evaluated per thread (both sides are computed).
+
+    With two arrays (of one dtype and memory space) the result is a view of the chosen
+    one: which array a thread reads or writes can be decided at run time."""
+    if isinstance(if_true, Memory) or isinstance(if_false, Memory):
+        return _choose_array(cond, if_true, if_false)
     c = as_value(cond)
     a = as_value(if_true, if_false.dtype if isinstance(if_false, Value) else None)
     b = as_value(if_false, a.dtype)
@@ -635,12 +641,71 @@ class Memory:
 
         store_vec(self, i, values)
 
+    def __add__(self, offset: Any) -> Memory:
+        """A view ``offset`` elements further: ``(a + k)[i]`` is ``a[k + i]``."""
+        return view(self, offset)
+
+    __radd__ = __add__
+
     def __bool__(self) -> bool:
         raise TraceError(f"array '{self.label}' has no truth value in a kernel")
 
     def __iter__(self) -> Any:
         raise TraceError(f"array '{self.label}' cannot be iterated in Python; loop over "
                          "indices with range() (unrolled) or tk.range() (a device loop)")
+
+
+class View(Memory):
+    """A pointer computed from arrays: ``a + k`` or ``tk.where(c, a, b)``. Loads and stores
+    through it count as loads and stores of every array it may point into."""
+
+    __slots__ = ("expr", "bases", "_label")
+
+    def __init__(self, expr: Expr, bases: tuple[Memory, ...], label: str) -> None:
+        self.expr = expr
+        self.bases = bases
+        self._label = label
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    def mark_read(self) -> None:
+        for b in self.bases:
+            b.mark_read()
+
+    def mark_written(self) -> None:
+        for b in self.bases:
+            b.mark_written()
+
+    def __repr__(self) -> str:
+        return f"<view {self.dtype.name}* {self._label}>"
+
+
+def view(base: Memory, offset: Any) -> View:
+    """``base + offset`` as a flat view (an n-d array's view indexes flat)."""
+    if isinstance(offset, Memory):
+        raise TraceError(f"cannot add arrays '{base.label}' and '{offset.label}'")
+    v = _index_value(offset, base.label)
+    if isinstance(v.expr, Const) and int(v.expr.value) < 0:
+        raise TraceError(f"'{base.label} + {v.expr.value}': a view must not start before "
+                         "the array")
+    return View(Offset(base.expr.type, base.expr, v.expr), (base,), f"{base.label} + k")
+
+
+def _choose_array(cond: Any, a: Any, b: Any) -> Memory:
+    if not (isinstance(a, Memory) and isinstance(b, Memory)):
+        raise TraceError("tk.where()/tk.cond() between an array and a value: both sides "
+                         "must be arrays (a choice of pointer) or both values")
+    if a.dtype != b.dtype or a.space != b.space:
+        raise TraceError(f"tk.where() between arrays '{a.label}' ({a.space} {a.dtype.name}) "
+                         f"and '{b.label}' ({b.space} {b.dtype.name}): they must have one "
+                         "element type and memory space")
+    c = as_value(cond)
+    if isinstance(c.expr, Const):
+        return a if c.expr.value else b
+    expr = Select(PointerType(a.dtype, a.space), _to(c, dt.bool), a.expr, b.expr)
+    return View(expr, (a, b), f"({a.label} or {b.label})")
 
 
 def _index_value(i: Any, label: str) -> Value:

@@ -31,18 +31,21 @@ from ._trace import (
     Trace,
     TraceWarning,
     Value,
+    View,
     as_value,
     cast,
     current,
     current_or_none,
     set_current,
+    view,
     warn,
     where,
 )
 
 __all__ = [
-    "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "as_value",
+    "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "View",
+    "as_value",
     "block_dim", "block_idx", "break_", "cast", "cond", "continue_", "current",
     "current_or_none", "elif_", "else_", "grid_dim", "if_", "math", "range", "return_",
-    "set_current", "thread_idx", "var", "warn", "where", "while_",
+    "set_current", "thread_idx", "var", "view", "warn", "where", "while_",
 ]
