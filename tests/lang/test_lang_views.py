@@ -96,7 +96,7 @@ def sort_small(a: tk.DevicePointer[i32], out: tk.DevicePointer[i32], n: i32,
         for j in tk.range(1, K):                # run-time indices into the local array
             key = loc[j]
             m = tk.var(j - 1)
-            with tk.while_(lambda: (m >= 0) & (loc[tk.max(m, 0)] > key)):
+            with tk.while_(lambda: (m >= 0) & (loc[tk.max(m, 0)] > key)):  # noqa: B023 - traced once
                 loc[m + 1] = loc[m]
                 m -= 1
             loc[m + 1] = key
