@@ -1,7 +1,8 @@
 """thork-trace kernels against the same algorithms hand-written in CUDA C++ (nvcc).
 
-For the tiled matmul, the shared-memory block reduction, the padded tiled transpose and a
-shaped-array stencil (``DevicePointer[f32, 2]``, extents from the arguments),
+For the tiled matmul, the shared-memory block reduction, the padded tiled transpose, a
+shaped-array stencil (``DevicePointer[f32, 2]``, extents from the arguments) and a
+vector-typed n-body (``tk.float4`` loads, ``tk.float3`` arithmetic),
 times the Thork kernel and a hand-written CUDA C++ twin (compiled with nvcc at run time,
 loaded and launched through the cuda-python driver API) in the same process, with CUDA
 events, medians after warm-up. A grid-stride copy kernel gives the bandwidth ceiling.
@@ -114,6 +115,29 @@ def stencil2d(out: tk.DevicePointer[f32, 2], a: tk.DevicePointer[f32, 2]):
     h, w = a.shape
     with tk.if_((y > 0) & (y < h - 1) & (x > 0) & (x < w - 1)):
         out[y, x] = a[y - 1, x] + a[y + 1, x] + a[y, x - 1] + a[y, x + 1] - 4.0 * a[y, x]
+
+
+NBODY_EPS2 = 0.01
+
+
+@tk.func
+def _pull(pi: Any, pj: Any) -> Any:
+    d = tk.float3(pj.x - pi.x, pj.y - pi.y, pj.z - pi.z)
+    inv = tk.rsqrt(tk.dot(d, d) + NBODY_EPS2)
+    return d * (pj.w * inv * inv * inv)
+
+
+@tk.jit
+def nbody(acc: tk.DevicePointer[f32], pos: tk.DevicePointer[f32], n: i32):
+    """All-pairs softened gravity with float4 loads, float3 arithmetic, a helper
+    returning a vector."""
+    i = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
+    with tk.if_(i < n):
+        pi = tk.float4.load(pos, i)
+        a = tk.float3.var(0.0)
+        for j in tk.range(n):
+            a += _pull(pi, tk.float4.load(pos, j))
+        tk.float4.store(acc, i, tk.float4(a.x, a.y, a.z, 0.0))
 
 
 # -- row kernels (softmax, layer norm): one block per row, the row held in registers -------
@@ -266,6 +290,21 @@ extern "C" __global__ void stencil2d(float* out, const float* a, int h, int w) {
     out[y * w + x] = a[(y - 1) * w + x] + a[(y + 1) * w + x] + a[y * w + x - 1]
                      + a[y * w + x + 1] - 4.0f * a[y * w + x];
 }
+extern "C" __global__ void nbody(float4* acc, const float4* pos, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float4 pi = pos[i];
+    float ax = 0.f, ay = 0.f, az = 0.f;
+    for (int j = 0; j < n; ++j) {
+      float4 pj = pos[j];
+      float dx = pj.x - pi.x, dy = pj.y - pi.y, dz = pj.z - pi.z;
+      float inv = rsqrtf(dx * dx + dy * dy + dz * dz + 0.01f);
+      float s = pj.w * inv * inv * inv;
+      ax += dx * s; ay += dy * s; az += dz * s;
+    }
+    acc[i] = make_float4(ax, ay, az, 0.f);
+  }
+}
 extern "C" __global__ void copy(float* out, const float* a, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     out[i] = a[i];
@@ -354,7 +393,7 @@ def time_ms(fn: Any, cp: Any, batch: int, samples: int) -> float:
 
 def check_only() -> int:
     """No GPU: build every Thork kernel and the hand-written file for sm_90."""
-    for k in (matmul, reduce_sum, transpose, copy, stencil2d):
+    for k in (matmul, reduce_sum, transpose, copy, stencil2d, nbody):
         k.artifact("sm_90")
     for dtype in (f32, tk.dt.float16):
         for n in NORM_SIZES:
@@ -461,10 +500,29 @@ def main() -> int:
     ok = bool(cp.allclose(s1[1:-1, 1:-1], ref, atol=1e-4) and cp.array_equal(s1, s2))
     row(f"shaped stencil {sh}x{sw} float32", t_tk, t_cu, nbytes=8.0 * sh * sw, ok=ok)
 
+    # vector-typed n-body (float4 loads, float3 arithmetic, a helper returning a vector)
+    nb = 4096 if q else 16384
+    pos = cp.asarray(rng.standard_normal((nb, 4), dtype=np.float32))
+    pos[:, 3] = cp.abs(pos[:, 3]) + 0.5
+    a1, a2 = cp.zeros_like(pos), cp.zeros_like(pos)
+    ngrid = ((nb + 255) // 256, 1, 1)
+    tk_nb = nbody[ngrid, 256]
+    cu_nb = hand.launcher("nbody", ngrid, (256, 1, 1), [a2, pos, nb])
+    t_tk = time_ms(lambda: tk_nb(a1, pos, nb, target="gpu"), cp, 3, 9)
+    t_cu = time_ms(cu_nb, cp, 3, 9)
+    p64 = cp.asnumpy(pos).astype(np.float64)[:512]
+    d = cp.asnumpy(pos).astype(np.float64)[None, :, :3] - p64[:, None, :3]
+    ref = (d * (cp.asnumpy(pos)[None, :, 3] / ((d * d).sum(-1) + NBODY_EPS2) ** 1.5)[..., None]
+           ).sum(1)
+    ok = bool(np.allclose(cp.asnumpy(a1)[:512, :3], ref, rtol=1e-3, atol=1e-2)
+              and np.allclose(cp.asnumpy(a2)[:512, :3], ref, rtol=1e-3, atol=1e-2))
+    row(f"vector n-body {nb} float4", t_tk, t_cu, flops=20.0 * nb * nb, ok=ok)
+
     info = {"gpu": cp.cuda.runtime.getDeviceProperties(dev.id)["name"].decode(),
             "arch": arch, "handwritten_compiler": how, "copy_GBps": copy_gbps, "rows": rows,
             "thork_compile": {k.name: (k.compile_info.compiler if k.compile_info else None)
-                              for k in (matmul, reduce_sum, transpose, copy, stencil2d)}}
+                              for k in (matmul, reduce_sum, transpose, copy, stencil2d,
+                                        nbody)}}
     if opts.out:
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "bench_lang.json").write_text(json.dumps(info, indent=2))
