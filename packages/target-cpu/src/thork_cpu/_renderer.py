@@ -409,6 +409,12 @@ class CppRenderer(Renderer):
         return (f"thork_shfl<{t.ctype}>(thork_blk, {_WARP_MODE[e.op]}, {mask}, {value}, "
                 f"{lane}, {width})")
 
+    def mulhi(self, a: str, b: str, t: DType) -> str:
+        if t.bits == 64:
+            return (f"((unsigned long long)(((unsigned __int128)({a}) * "
+                    f"(unsigned __int128)({b})) >> 64))")
+        return f"((unsigned int)(((unsigned long long)({a}) * (unsigned long long)({b})) >> 32))"
+
     def print_call(self, fmt: str, args: list[str]) -> str:
         return f"thork_print({', '.join(['thork_blk', fmt, *args])});"
 

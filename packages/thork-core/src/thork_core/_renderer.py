@@ -522,6 +522,12 @@ class Renderer:
             return call if t == dt.uint64 else f"((long long){call})"
         return f"{fn}({addr}, {', '.join(args)})"
 
+    def mulhi(self, a: str, b: str, t: DType) -> str:
+        """The high half of the full product of two uint32 or uint64 values."""
+        if t.bits == 64:
+            return f"__umul64hi({a}, {b})"
+        return f"__umulhi({a}, {b})"
+
     def warp(self, e: Warp) -> str:
         """CUDA ``__shfl_*_sync``/``__ballot_sync``...; small types travel as int."""
         if e.op == "activemask":
@@ -554,6 +560,8 @@ class Renderer:
         """Render a math intrinsic. float16/bfloat16 compute in float32 and round back."""
         t = e.type
         assert isinstance(t, DType)
+        if e.func == "mulhi":
+            return self.mulhi(self.expr(e.args[0]), self.expr(e.args[1]), t)
         arg_t = e.args[0].type if e.args else t
         assert isinstance(arg_t, DType)
         args = [self.expr(a) for a in e.args]

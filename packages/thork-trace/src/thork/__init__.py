@@ -108,6 +108,15 @@ from ._math import (
     trunc,
 )
 from ._print import print_ as print
+from ._random import (
+    box_muller,
+    counter_add,
+    mulhi,
+    philox4x32,
+    philox4x64,
+    uniform_double,
+    uniform_float,
+)
 from ._shaped import ShapedPointer
 from ._shaped import length as len
 from ._shared import LocalArray, SharedArray, dynamic_shared, local_array, shared_array
@@ -164,6 +173,9 @@ __all__ = [
     # vector types and structs
     "Vec", "VecType", "float2", "float3", "float4", "double2", "int2", "int4", "half2", "dot",
     "struct",
+    # random numbers
+    "philox4x32", "philox4x64", "mulhi", "counter_add", "uniform_float", "uniform_double",
+    "box_muller",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
     "where", "select", "cond", "cast", "jit", "func", "dt",
