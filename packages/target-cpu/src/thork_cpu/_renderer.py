@@ -409,6 +409,9 @@ class CppRenderer(Renderer):
         return (f"thork_shfl<{t.ctype}>(thork_blk, {_WARP_MODE[e.op]}, {mask}, {value}, "
                 f"{lane}, {width})")
 
+    # Module-level arrays are statics of the loaded library: they persist across launches.
+    global_qualifiers = {"constant": "static const", "global": "static"}
+
     def mulhi(self, a: str, b: str, t: DType) -> str:
         if t.bits == 64:
             return (f"((unsigned long long)(((unsigned __int128)({a}) * "

@@ -21,6 +21,7 @@ __all__ = [
     "BlockReduce", "CallFunc", "For", "While", "Break", "Continue", "SharedDecl", "Sync",
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
     "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
+    "GlobalDecl",
 ]
 
 
@@ -425,6 +426,17 @@ class Param:
 
 
 @dataclass
+class GlobalDecl:
+    """A module-level array ``var`` of ``count`` elements: ``"constant"`` memory (read-only,
+    ``init`` holds every value) or ``"global"`` device memory (a ``__device__`` variable:
+    ``init`` or zeros at module load, then it keeps its contents across launches)."""
+
+    var: Var
+    count: int
+    init: tuple[Any, ...] | None = None
+
+
+@dataclass
 class Function:
     """A device function (a traced helper), emitted once before the kernel.
 
@@ -454,6 +466,8 @@ class KernelIR:
     loc: Loc | None = None
     mutable: set[str] = field(default_factory=set)
     functions: list[Function] = field(default_factory=list)
+    #: Module-level arrays the kernel uses (constant memory, device globals).
+    globals: list[GlobalDecl] = field(default_factory=list)
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -28,6 +28,7 @@ from ._ir import (
     Field,
     For,
     Function,
+    GlobalDecl,
     If,
     KernelIR,
     Let,
@@ -212,7 +213,8 @@ class Renderer:
     def render(self, kernel: KernelIR) -> str:
         """Return the complete translation unit for ``kernel``."""
         self._kernel = kernel
-        self.functions_text = "".join(self.function(f) for f in kernel.functions)
+        self.functions_text = "".join(self.global_decl(g) for g in kernel.globals) \
+            + "".join(self.function(f) for f in kernel.functions)
         body = self._body(kernel.body, kernel.mutable)
         return self.translation_unit(kernel, body)
 
@@ -230,6 +232,23 @@ class Renderer:
     function_prefix = "static __device__"
     hidden_params: tuple[str, ...] = ()
     hidden_args: tuple[str, ...] = ()
+
+    #: Qualifiers of module-level arrays by space (the CPU target: plain statics).
+    global_qualifiers = {"constant": "__constant__", "global": "__device__"}
+
+    def global_decl(self, g: GlobalDecl) -> str:
+        """The definition of a module-level array (with its initial values)."""
+        t = g.var.type
+        assert isinstance(t, PointerType)
+        qual = self.global_qualifiers[t.space]
+        if g.init is None:
+            return f"{qual} {t.elem.ctype} {g.var.name}[{g.count}];\n"
+        if t.elem.is_half:  # raw bits (the front-end's): initializers must be constant
+            vals = [f"{{{int(v)}u}}" for v in g.init]
+        else:
+            vals = [self.const(v, t.elem) for v in g.init]
+        rows = ",\n  ".join(", ".join(vals[i:i + 8]) for i in range(0, len(vals), 8))
+        return f"{qual} {t.elem.ctype} {g.var.name}[{g.count}] = {{\n  {rows}\n}};\n"
 
     def function(self, f: Function) -> str:
         """The definition of one device function."""
@@ -688,7 +707,8 @@ class CudaRenderer(Renderer):
         first, then, under :data:`PRELUDE_MARK`, the prelude that compilers see before
         it. :meth:`render` is the text compilers receive."""
         self._kernel = kernel
-        self.functions_text = "".join(self.function(f) for f in kernel.functions)
+        self.functions_text = "".join(self.global_decl(g) for g in kernel.globals) \
+            + "".join(self.function(f) for f in kernel.functions)
         body = self._body(kernel.body, kernel.mutable)
         return f"{self._code(kernel, body)}\n{PRELUDE_MARK}\n{self._head()}"
 

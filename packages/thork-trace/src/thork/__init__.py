@@ -47,6 +47,7 @@ from ._atomic import (
 )
 from ._control import cond, elif_, else_, if_, return_
 from ._func import DeviceFunction, func
+from ._globals import GlobalArray, const_array, device_array
 from ._grid import (
     WARP_SIZE,
     block_dim,
@@ -180,7 +181,8 @@ __all__ = [
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
     "where", "select", "cond", "cast", "jit", "func", "dt",
     # memory and synchronization
-    "shared_array", "dynamic_shared", "local_array", "LocalArray", "syncthreads",
+    "shared_array", "dynamic_shared", "local_array", "LocalArray", "const_array",
+    "device_array", "GlobalArray", "syncthreads",
     "syncthreads_count", "syncthreads_and",
     "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",
     "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas",

@@ -78,6 +78,9 @@ class DeviceFunction:
                 lanes, _ = flatten(a)
                 call_args += [_to(v, p.type) for v, p in zip(lanes, params)]
             elif kind == "memory":
+                declare = getattr(a, "_declare", None)
+                if declare is not None:
+                    declare()  # a module-level array: the kernel's module defines it
                 if param.reads:
                     a.mark_read()
                 if param.writes:

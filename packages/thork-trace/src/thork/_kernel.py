@@ -346,6 +346,7 @@ class Kernel:
             raise TraceError(f"{self.name}(): a kernel returns nothing; store results "
                              f"through a DevicePointer (got a {type(result).__name__})")
         return KernelIR(self.name, params, trace.body, loc, mutable=trace.mutable,
+                        globals=list(trace.globals),
                         functions=trace.functions)
 
     @property

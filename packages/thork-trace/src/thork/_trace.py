@@ -210,6 +210,8 @@ class Trace:
         #: Device functions traced so far (callees before callers); root only.
         self.functions: list[Any] = []
         self.function_cache: dict[Any, Any] = {}
+        #: Module-level arrays (tk.const_array, tk.device_array) used so far (root only).
+        self.globals: list[Any] = []
         #: Signatures of device functions being traced now, outermost first (root only).
         self.functions_open: list[Any] = []
         #: Bytes of static shared memory declared so far (kernel-wide).
