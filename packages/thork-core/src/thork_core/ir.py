@@ -80,7 +80,8 @@ from ._renderer import (
 __all__ = [
     "ALL_DTYPES", "ATOMIC_OPS", "Assign", "Atomic", "Binary", "BlockReduce", "Break",
     "CODEGEN_VERSION", "Call", "CallFunc", "Cast", "Const", "Continue", "CudaRenderer",
-    "DType", "Eval", "Expr", "Field", "For", "Function", "GlobalDecl", "HALF_CONVERSIONS", "INT_ARITHMETIC", "If",
+    "DType", "Eval", "Expr", "Field", "For", "Function", "GlobalDecl", "HALF_CONVERSIONS",
+    "INT_ARITHMETIC", "If",
     "KernelIR", "Let", "Load", "Loc", "LocalDecl", "Offset", "PRELUDE_MARK", "Pack", "Param",
     "PointerType", "Print", "Renderer", "Return", "c_string",
     "SPECIALS", "SYNC_KINDS", "Select", "SharedDecl", "Special", "Stmt", "Store",
