@@ -41,6 +41,8 @@ class GpuExecutable(Executable):
             "cuModuleGetFunction",
         )
         self._launch_fn, self._by_ctypes = _launcher()
+        if kernel.cooperative:  # a grid barrier: launched cooperatively (h-lang)
+            self._launch_fn, self._by_ctypes = _cooperative_launcher(), False
         # ctypes takes the raw handle (pre-converted once); cuda-bindings its own object.
         self._function_arg = (ctypes.c_void_p(int(self._function)) if self._by_ctypes
                               else self._function)
@@ -70,6 +72,20 @@ class GpuExecutable(Executable):
         _cuda.check(drv.cuFuncSetAttribute(self._function, attr, nbytes),
                     f"{self.kernel.name}: allowing {nbytes} bytes of dynamic shared memory")
         self._dynamic_limit = nbytes
+
+    def max_coresident_blocks(self, block: Dim3, shared_mem: int = 0) -> int:
+        """How many blocks of this kernel with ``block`` threads and ``shared_mem``
+        dynamic shared bytes the device holds at once (the limit of a cooperative
+        launch): the occupancy calculator's blocks per SM times the SMs."""
+        drv = _cuda.driver()
+        per_sm = _cuda.check(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            self._function, block[0] * block[1] * block[2], shared_mem),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        dev = _cuda.check(drv.cuDeviceGet(self.ordinal), "cuDeviceGet")
+        sms = _cuda.check(drv.cuDeviceGetAttribute(
+            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+            "cuDeviceGetAttribute")
+        return int(per_sm) * int(sms)
 
     def _read_attributes(self) -> dict[str, int]:
         drv = _cuda.driver()
@@ -164,7 +180,7 @@ class GpuExecutable(Executable):
     ) -> PreparedLaunch:
         if shared_mem > self._dynamic_limit:
             self._allow_dynamic_shared(shared_mem)
-        if type(self)._run is GpuExecutable._run:
+        if type(self)._run is GpuExecutable._run and not self.kernel.cooperative:
             return _GpuLaunch(self, grid, block, values, shared_mem)
         return super().prepare(grid, block, values, shared_mem=shared_mem)
 
@@ -284,6 +300,18 @@ def _native_for_launch() -> Any:
     from ._native import native_module
 
     return native_module()
+
+
+def _cooperative_launcher() -> Any:
+    """``cuLaunchCooperativeKernel`` (cuda-bindings) with ``cuLaunchKernel``'s argument list:
+    every block of the grid is resident at once, as a grid barrier needs."""
+    drv = _cuda.driver()
+
+    def launch(f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
+               stream: int, argv: int, extra: Any) -> Any:
+        return drv.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shared, stream, argv)
+
+    return launch
 
 
 def _launcher() -> tuple[Any, bool]:

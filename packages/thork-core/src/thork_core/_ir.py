@@ -368,8 +368,10 @@ class LocalDecl(Stmt):
 
 
 #: Barriers and fences: ``syncthreads`` (block barrier), ``syncwarp`` (mask in
-#: :attr:`Sync.mask`), ``fence_block``, ``fence`` (device), ``fence_system``.
-SYNC_KINDS = frozenset({"syncthreads", "syncwarp", "fence_block", "fence", "fence_system"})
+#: :attr:`Sync.mask`), ``fence_block``, ``fence`` (device), ``fence_system``, ``grid``
+#: (every thread of the launch; the kernel must be launched cooperatively).
+SYNC_KINDS = frozenset({"syncthreads", "syncwarp", "fence_block", "fence", "fence_system",
+                        "grid"})
 
 
 @dataclass(eq=False)
@@ -468,6 +470,14 @@ class KernelIR:
     functions: list[Function] = field(default_factory=list)
     #: Module-level arrays the kernel uses (constant memory, device globals).
     globals: list[GlobalDecl] = field(default_factory=list)
+
+    @property
+    def cooperative(self) -> bool:
+        """Whether the kernel has a grid-wide barrier: it must then be launched
+        cooperatively (every block resident at once)."""
+        return any(isinstance(s, Sync) and s.kind == "grid"
+                   for body in [self.body] + [f.body for f in self.functions]
+                   for s in walk_stmts(body))
 
     def param(self, name: str) -> Param:
         for p in self.params:

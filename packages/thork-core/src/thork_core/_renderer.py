@@ -192,6 +192,30 @@ THORK_FN double thork_atomic_max(double* p, double v) {
 }
 """
 
+# The grid-wide barrier of cooperative kernels. One thread per block arrives; the last one
+# resets the count and starts the next generation, which the others wait for. The fences
+# make every block's writes before the barrier visible to every block after it.
+_CUDA_GRID_BARRIER = r"""__device__ unsigned int thork_grid_arrived;
+__device__ volatile unsigned int thork_grid_generation;
+THORK_FN void thork_grid_sync() {
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    const unsigned int nblocks = gridDim.x * gridDim.y * gridDim.z;
+    const unsigned int gen = thork_grid_generation;
+    __threadfence();
+    if (atomicAdd(&thork_grid_arrived, 1u) == nblocks - 1u) {
+      atomicExch(&thork_grid_arrived, 0u);
+      __threadfence();
+      atomicAdd((unsigned int*)&thork_grid_generation, 1u);
+    } else {
+      while (thork_grid_generation == gen) { }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+"""
+
 _CUDA_HW_HALF = r"""THORK_FN float thork_h2f(thork_half h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits)); return f; }
 THORK_FN thork_half thork_f2h(float f) { thork_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f)); return h; }
 """
@@ -213,10 +237,21 @@ class Renderer:
     def render(self, kernel: KernelIR) -> str:
         """Return the complete translation unit for ``kernel``."""
         self._kernel = kernel
-        self.functions_text = "".join(self.global_decl(g) for g in kernel.globals) \
-            + "".join(self.function(f) for f in kernel.functions)
+        self.functions_text = self._definitions(kernel)
         body = self._body(kernel.body, kernel.mutable)
         return self.translation_unit(kernel, body)
+
+    def _definitions(self, kernel: KernelIR) -> str:
+        """Module-level arrays, the grid barrier (cooperative kernels), device functions."""
+        grid = self.grid_barrier() if kernel.cooperative else ""
+        return grid + "".join(self.global_decl(g) for g in kernel.globals) \
+            + "".join(self.function(f) for f in kernel.functions)
+
+    def grid_barrier(self) -> str:
+        """Definitions behind a ``grid`` :class:`Sync` (the CUDA version: a counter and a
+        generation in device memory; correct because a cooperative launch makes every
+        block resident)."""
+        return _CUDA_GRID_BARRIER
 
     def _body(self, stmts: list[Stmt], mutable: set[str]) -> str:
         self._lines = []
@@ -385,6 +420,8 @@ class Renderer:
         }.get(s.kind)
         if s.kind == "syncwarp":
             text = f"__syncwarp({self.expr(s.mask) if s.mask is not None else '0xffffffffu'});"
+        if s.kind == "grid":
+            text = "thork_grid_sync();"
         if text is None:
             raise TypeError(f"unknown synchronization {s.kind!r}")
         self._emit(text, s.loc)
@@ -707,8 +744,7 @@ class CudaRenderer(Renderer):
         first, then, under :data:`PRELUDE_MARK`, the prelude that compilers see before
         it. :meth:`render` is the text compilers receive."""
         self._kernel = kernel
-        self.functions_text = "".join(self.global_decl(g) for g in kernel.globals) \
-            + "".join(self.function(f) for f in kernel.functions)
+        self.functions_text = self._definitions(kernel)
         body = self._body(kernel.body, kernel.mutable)
         return f"{self._code(kernel, body)}\n{PRELUDE_MARK}\n{self._head()}"
 

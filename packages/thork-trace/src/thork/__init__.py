@@ -123,11 +123,14 @@ from ._shaped import length as len
 from ._shared import LocalArray, SharedArray, dynamic_shared, local_array, shared_array
 from ._sync import (
     FULL_MASK,
+    Grid,
+    grid_sync,
     syncthreads,
     syncthreads_and,
     syncthreads_count,
     syncthreads_or,
     syncwarp,
+    this_grid,
     threadfence,
     threadfence_block,
     threadfence_system,
@@ -183,7 +186,7 @@ __all__ = [
     # memory and synchronization
     "shared_array", "dynamic_shared", "local_array", "LocalArray", "const_array",
     "device_array", "GlobalArray", "syncthreads",
-    "syncthreads_count", "syncthreads_and",
+    "syncthreads_count", "syncthreads_and", "grid_sync", "this_grid", "Grid",
     "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",
     "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas",
     "atomic_and", "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "load_vec",

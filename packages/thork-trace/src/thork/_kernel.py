@@ -29,6 +29,7 @@ from thork_core import (
 from thork_core.ir import Cast, Expr, Let, Special, Var
 
 from ._aggregate import struct_fields
+from ._cooperative import check_coresident
 from ._shaped import ShapedPointer, with_derived
 from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
 from ._types import (
@@ -461,6 +462,8 @@ class Launch:
         assert ir is not None
         if kernel._struct_pos:
             args = kernel._flatten_structs(args)
+        if ir.cooperative:
+            check_coresident(exe, ir, self.grid, self.block, self.shared_mem)
         if len(args) != len(ir.params):
             # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
             args = with_derived(ir, args)
