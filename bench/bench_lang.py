@@ -1,8 +1,10 @@
 """thork-trace kernels against the same algorithms hand-written in CUDA C++ (nvcc).
 
 For the tiled matmul, the shared-memory block reduction, the padded tiled transpose, a
-shaped-array stencil (``DevicePointer[f32, 2]``, extents from the arguments) and a
-vector-typed n-body (``tk.float4`` loads, ``tk.float3`` arithmetic),
+shaped-array stencil (``DevicePointer[f32, 2]``, extents from the arguments), a
+vector-typed n-body (``tk.float4`` loads, ``tk.float3`` arithmetic) and a grid-synchronised
+Jacobi solver (``tk.this_grid().sync()``, one cooperative launch; cooperative groups on the
+CUDA side),
 times the Thork kernel and a hand-written CUDA C++ twin (compiled with nvcc at run time,
 loaded and launched through the cuda-python driver API) in the same process, with CUDA
 events, medians after warm-up. A grid-stride copy kernel gives the bandwidth ceiling.
@@ -138,6 +140,25 @@ def nbody(acc: tk.DevicePointer[f32], pos: tk.DevicePointer[f32], n: i32):
         for j in tk.range(n):
             a += _pull(pi, tk.float4.load(pos, j))
         tk.float4.store(acc, i, tk.float4(a.x, a.y, a.z, 0.0))
+
+
+@tk.jit
+def jacobi(u: tk.DevicePointer[f32, 2], v: tk.DevicePointer[f32, 2], iters: i32):
+    """``iters`` Jacobi sweeps (Laplace, borders fixed) in one cooperative launch: a grid
+    barrier between sweeps, grid-stride loops, ping-pong through a run-time choice."""
+    h, w = u.shape
+    stride = tk.cast(tk.grid_dim().x * tk.block_dim().x, i32)
+    first = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
+    for it in tk.range(iters):
+        src = tk.where(it % 2 == 0, u, v)
+        dst = tk.where(it % 2 == 0, v, u)
+        for k in tk.range(first, h * w, stride):
+            y, x = k // w, k % w
+            with tk.if_((y > 0) & (y < h - 1) & (x > 0) & (x < w - 1)):
+                dst[k] = 0.25 * (src[k - w] + src[k + w] + src[k - 1] + src[k + 1])
+            with tk.else_():
+                dst[k] = src[k]
+        tk.this_grid().sync()
 
 
 # -- row kernels (softmax, layer norm): one block per row, the row held in registers -------
@@ -312,6 +333,46 @@ extern "C" __global__ void copy(float* out, const float* a, int n) {
 """
 
 
+# The grid-synchronised solver as a CUDA programmer writes it: cooperative groups (a
+# toolkit header, so nvcc only; the row is skipped without nvcc).
+CUDA_COOP = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void jacobi(float* u, float* v, int h, int w, int iters) {
+  cg::grid_group grid = cg::this_grid();
+  int stride = gridDim.x * blockDim.x, first = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int it = 0; it < iters; ++it) {
+    const float* src = (it % 2 == 0) ? u : v;
+    float* dst = (it % 2 == 0) ? v : u;
+    for (int k = first; k < h * w; k += stride) {
+      int y = k / w, x = k % w;
+      if (y > 0 && y < h - 1 && x > 0 && x < w - 1)
+        dst[k] = 0.25f * (src[k - w] + src[k + w] + src[k - 1] + src[k + 1]);
+      else
+        dst[k] = src[k];
+    }
+    grid.sync();
+  }
+}
+"""
+
+
+def compile_coop(arch: str, work: Path) -> bytes | None:
+    """The cooperative-groups solver as a cubin (nvcc -O3), or None without nvcc."""
+    nvcc = shutil.which("nvcc") or next(
+        (p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
+    if not nvcc:
+        return None
+    src, out = work / "coop.cu", work / "coop.cubin"
+    src.write_text(CUDA_COOP)
+    r = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-O3", "-o", str(out), str(src)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"nvcc failed on the cooperative-groups solver:\n{r.stderr}", file=sys.stderr)
+        return None
+    return out.read_bytes()
+
+
 def compile_cuda(arch: str, work: Path) -> tuple[bytes, str]:
     """The hand-written kernels as a cubin: nvcc -O3 if present, else NVRTC (noted)."""
     src = work / "handwritten.cu"
@@ -355,7 +416,7 @@ class Handwritten:
         self._keep: list[Any] = []
 
     def launcher(self, name: str, grid: tuple[int, int, int], block: tuple[int, int, int],
-                 args: list[Any]) -> Any:
+                 args: list[Any], cooperative: bool = False) -> Any:
         drv = self.drv
         err, fn = drv.cuModuleGetFunction(self.module, name.encode())
         if int(err) != 0:
@@ -367,7 +428,10 @@ class Handwritten:
         addr = ctypes.addressof(argv)
 
         def launch() -> None:
-            (e,) = drv.cuLaunchKernel(fn, *grid, *block, 0, 0, addr, 0)
+            if cooperative:
+                (e,) = drv.cuLaunchCooperativeKernel(fn, *grid, *block, 0, 0, addr)
+            else:
+                (e,) = drv.cuLaunchKernel(fn, *grid, *block, 0, 0, addr, 0)
             if int(e) != 0:
                 raise RuntimeError(f"cuLaunchKernel({name}): {e}")
         return launch
@@ -393,7 +457,7 @@ def time_ms(fn: Any, cp: Any, batch: int, samples: int) -> float:
 
 def check_only() -> int:
     """No GPU: build every Thork kernel and the hand-written file for sm_90."""
-    for k in (matmul, reduce_sum, transpose, copy, stencil2d, nbody):
+    for k in (matmul, reduce_sum, transpose, copy, stencil2d, nbody, jacobi):
         k.artifact("sm_90")
     for dtype in (f32, tk.dt.float16):
         for n in NORM_SIZES:
@@ -401,6 +465,8 @@ def check_only() -> int:
             make_layer_norm(dtype, n).artifact("sm_90")
     with tempfile.TemporaryDirectory() as d:
         _, how = compile_cuda("sm_90", Path(d))
+        if compile_coop("sm_90", Path(d)) is None:
+            print("check: the cooperative-groups solver did not build (no nvcc?)")
     print(f"check: thork kernels and hand-written CUDA ({how}) build for sm_90")
     return 0
 
@@ -518,11 +584,33 @@ def main() -> int:
               and np.allclose(cp.asnumpy(a2)[:512, :3], ref, rtol=1e-3, atol=1e-2))
     row(f"vector n-body {nb} float4", t_tk, t_cu, flops=20.0 * nb * nb, ok=ok)
 
+    # grid-synchronised Jacobi: one cooperative launch of 20 sweeps
+    coop = compile_coop(arch, work)
+    if coop is None:
+        print("grid-sync Jacobi row skipped: the hand-written side needs nvcc")
+    else:
+        hand_coop = Handwritten(coop)
+        jh, jw, iters = (1024, 1024, 20) if q else (4096, 4096, 20)
+        grid_j = (sms * 2, 1, 1)  # 2 blocks of 256 threads per SM: resident on any GPU
+        u0 = cp.asarray(rng.standard_normal((jh, jw), dtype=np.float32))
+        u1, v1, u2, v2 = u0.copy(), cp.zeros_like(u0), u0.copy(), cp.zeros_like(u0)
+        tk_j = jacobi[grid_j, 256]
+        cu_j = hand_coop.launcher("jacobi", grid_j, (256, 1, 1), [u2, v2, jh, jw, iters],
+                                  cooperative=True)
+        tk_j(u1, v1, iters, target="gpu")
+        cu_j()
+        ok = bool(cp.allclose(u1, u2, rtol=1e-6, atol=1e-6)
+                  and cp.allclose(v1, v2, rtol=1e-6, atol=1e-6))
+        t_tk = time_ms(lambda: tk_j(u1, v1, iters, target="gpu"), cp, 3, 9)
+        t_cu = time_ms(cu_j, cp, 3, 9)
+        row(f"grid-sync Jacobi {jh}x{jw} x{iters}", t_tk, t_cu,
+            nbytes=8.0 * jh * jw * iters, ok=ok)
+
     info = {"gpu": cp.cuda.runtime.getDeviceProperties(dev.id)["name"].decode(),
             "arch": arch, "handwritten_compiler": how, "copy_GBps": copy_gbps, "rows": rows,
             "thork_compile": {k.name: (k.compile_info.compiler if k.compile_info else None)
                               for k in (matmul, reduce_sum, transpose, copy, stencil2d,
-                                        nbody)}}
+                                        nbody, jacobi)}}
     if opts.out:
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "bench_lang.json").write_text(json.dumps(info, indent=2))
