@@ -207,8 +207,8 @@ def flat_spec(chain: Chain, t: PixType, fold: bool = True,
 
 def _spec(chain: Chain, t: PixType) -> FlatSpec | None:
     """:func:`flat_spec` for the traced pixel type ``t`` (fold and vectors left out)."""
-    if chain.last_readback >= 0:
-        return None
+    if chain.last_readback >= 0 or any(op.items() for op in chain.middle):
+        return None  # geometry, or values picked by the plane: the 2-D kernel
     read = chain.read.flat_streams(t)
     if read is None:
         return None

@@ -31,7 +31,7 @@ class StaticLoop(Op):
         self.op, self.n = op, n
 
     def key(self) -> tuple[Any, ...]:
-        return ("StaticLoop", self.op.key(), self.n)
+        return ("StaticLoop", self.op.cache_key(), self.n)
 
     def out_type(self, t: PixType) -> PixType:
         out = self.op.out_type(t)

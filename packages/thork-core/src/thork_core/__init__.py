@@ -31,9 +31,10 @@ from ._errors import (
     TraceError,
 )
 from ._frontend import Frontend
-from ._hookspecs import PLUGIN_API_VERSION, hookimpl, hookspec
+from ._hookspecs import hookimpl, hookspec
 from ._ir import KernelIR, Loc, Param, PointerType
 from ._launch import PreparedLaunch, guarded_call_base
+from ._plugin_api import PLUGIN_API_VERSION
 from ._plugins import PluginInfo, Plugins, PluginWarning, plugins, reset_plugins
 from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
 from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims

@@ -21,12 +21,7 @@ if TYPE_CHECKING:
     from ._target import Target
 
 PROJECT = "thork"
-#: The version of the plugin API (this module's hooks and the objects in
-#: :mod:`thork_core.plugin`, :mod:`thork_core.ir`, :mod:`thork_core.runtime`,
-#: :mod:`thork_core.build` and :mod:`thork_core.launch`). The major part changes when a
-#: plugin written against the previous one could break; the minor part when something is
-#: added.
-PLUGIN_API_VERSION = "1.0"
+# The plugin API's version (PLUGIN_API_VERSION) and plugins' declared ranges: _plugin_api.
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

@@ -44,8 +44,9 @@ from ._errors import (
     TraceError,
 )
 from ._frontend import Frontend
-from ._hookspecs import PLUGIN_API_VERSION, hookimpl, hookspec
+from ._hookspecs import hookimpl, hookspec
 from ._memo import installed_fingerprint, memo, path_fingerprint
+from ._plugin_api import PLUGIN_API_VERSION
 from ._plugins import ENTRY_POINT_GROUP, PluginInfo, Plugins, PluginWarning, plugins
 from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
 

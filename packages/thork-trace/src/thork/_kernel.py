@@ -6,7 +6,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from thork_core import (
     ArgumentError,
@@ -442,10 +442,11 @@ class Launch:
         self.shared_mem = shared
 
     def __call__(self, *args: Any, stream: Any = None, target: str | None = None,
-                 **consts: Any) -> None:
+                 compiler: str | None = None, **consts: Any) -> None:
         """Run the kernel. NumPy arrays are copied in and (if written) back, synchronously;
         device arrays are used in place and the launch is asynchronous on ``stream``.
-        Compile-time constants go in their positions or by keyword."""
+        Compile-time constants go in their positions or by keyword. ``target`` and
+        ``compiler`` override the kernel's for this call (each pair builds once)."""
         kernel = self.kernel
         if kernel._const_pos is None:
             kernel._analyze()
@@ -454,10 +455,15 @@ class Launch:
         elif consts:
             raise TypeError(f"{kernel.name}() got unexpected keyword argument(s) "
                             f"{', '.join(consts)}")
+<<<<<<< HEAD
         if kernel._opt_pos:
             kernel, args = kernel._without_nones(args)  # optional arrays given as None
         hit = kernel._exes.get((target, None))
         exe = hit[0] if hit is not None else kernel._executable(target)[0]
+=======
+        hit = kernel._exes.get((target, compiler))
+        exe = hit[0] if hit is not None else kernel._executable(target, compiler)[0]
+>>>>>>> main
         ir = kernel._ir
         assert ir is not None
         if kernel._struct_pos:
@@ -499,10 +505,24 @@ def _annotations(fn: Callable[..., Any], kernel: Any = None) -> dict[str, Any]:
     return out
 
 
+@overload
+def jit(
+    fn: Callable[..., Any], *, target: str | None = None, compiler: str | None = None,
+    name: str | None = None,
+) -> Kernel: ...
+
+
+@overload
+def jit(
+    fn: None = None, *, target: str | None = None, compiler: str | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[..., Any]], Kernel]: ...
+
+
 def jit(
     fn: Callable[..., Any] | None = None, *, target: str | None = None,
     compiler: str | None = None, name: str | None = None,
-) -> Any:
+) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Decorate a Python function as a Thork kernel (``@tk.jit`` or ``@tk.jit(...)``).
 
     ``target`` (``"gpu"``/``"cpu"``) and ``compiler`` (``"nvrtc"``...) pin the defaults;

@@ -1,0 +1,23 @@
+"""Thork and PyTorch (``import thork_torch``).
+
+* torch tensors (CPU and CUDA, every Thork dtype) go into ``@tk.jit`` kernels and fkl
+  pipes without copies, through the ``torch`` array adapter this plugin registers;
+* :func:`wrap` runs a launch or a pipe on torch's current stream (or ``stream=``), tells
+  torch's caching allocator about cross-stream use, and with ``output="like_input"``
+  returns torch tensors;
+* :func:`custom_op` registers a launch or a pipe as a ``torch.library`` custom op with a
+  fake implementation, for ``torch.compile(fullgraph=True)`` and CUDA graph capture.
+
+Importing this package imports torch.
+"""
+
+from __future__ import annotations
+
+from ._adapter import TorchAdapter, tensor_view
+from ._call import OUTPUTS, TorchCall, wrap
+from ._custom_op import custom_op, pipe_output_specs
+from ._dtypes import to_thork, to_torch
+
+__all__ = ["OUTPUTS", "TorchAdapter", "TorchCall", "custom_op", "pipe_output_specs",
+           "tensor_view", "to_thork", "to_torch", "wrap"]
+__version__ = "0.1.0"

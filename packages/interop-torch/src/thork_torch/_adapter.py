@@ -1,0 +1,103 @@
+"""Torch tensors as launch arguments: a zero-copy :class:`~thork_core.ArrayView` of the
+tensor's storage, with torch's current stream as the producer stream.
+
+The adapter never imports torch: a caller holding a tensor has imported it, so the adapter
+looks it up in ``sys.modules`` and declines everything else at the cost of one dict lookup.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from thork_core import ArgumentError, ArrayAdapter, ArrayView, dt
+
+from ._dtypes import to_thork
+
+__all__ = ["TorchAdapter", "tensor_view", "torch_stream", "record", "is_tensor"]
+
+
+def is_tensor(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+class TorchAdapter(ArrayAdapter):
+    """``torch.Tensor`` (CPU and CUDA, strided layout, every Thork dtype).
+
+    Ahead of the ``__cuda_array_interface__`` adapter (priority 90): torch's interface is
+    v2 (no producer stream) and refuses bfloat16 and CPU tensors."""
+
+    name = "torch"
+    priority = 95
+
+    def view(self, obj: Any, stream: int | None) -> ArrayView | None:
+        if not is_tensor(obj):
+            return None
+        v = tensor_view(obj)
+        if v.device == "cuda" and stream is not None and v.stream != stream:
+            record(obj, stream)
+        return v
+
+
+def tensor_view(t: Any, what: str = "tensor") -> ArrayView:
+    """The storage of tensor ``t`` as an ArrayView (no copy). ``stream`` is torch's
+    current stream on the tensor's device: work queued there may still be writing it."""
+    if t.layout is not sys.modules["torch"].strided:
+        raise ArgumentError(f"{what}: only strided (dense) torch tensors can be used, got "
+                            f"layout {t.layout}")
+    d = to_thork(t.dtype, what)
+    item = d.itemsize
+    shape = tuple(t.shape)
+    strides = None if t.is_contiguous() else tuple(s * item for s in t.stride())
+    ptr = t.data_ptr() if t.numel() else 0
+    if t.device.type == "cpu":
+        return ArrayView(ptr=ptr, shape=shape, strides=strides, dtype=d, device="cpu",
+                         host=_numpy_of(t, d), keepalive=t)
+    if t.device.type != "cuda":
+        raise ArgumentError(f"{what}: torch device {t.device} is not supported (cpu or cuda)")
+    index = t.device.index if t.device.index is not None else 0
+    return ArrayView(ptr=ptr, shape=shape, strides=strides, dtype=d, device="cuda",
+                     device_id=index, stream=torch_stream(index), keepalive=t)
+
+
+def _numpy_of(t: Any, d: Any) -> Any:
+    """A NumPy view of a CPU tensor (what the GPU target stages), or None where NumPy has
+    no such dtype (bfloat16 without ml_dtypes)."""
+    base = t.detach()
+    try:
+        if d == dt.bfloat16:
+            import torch
+
+            return base.view(torch.int16).numpy().view(d.numpy)
+        return base.numpy()
+    except Exception:  # noqa: BLE001 - ml_dtypes missing, or an unsigned type torch cannot export
+        return None
+
+
+def torch_stream(device: int) -> int:
+    """The raw handle of torch's current CUDA stream on ``device`` (0: legacy default)."""
+    import torch
+
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+_EXTERNAL: dict[tuple[int, int], Any] = {}
+_EXTERNAL_LOCK = threading.Lock()
+
+
+def record(t: Any, stream: int) -> None:
+    """``t.record_stream`` for a raw stream handle: torch's caching allocator then keeps
+    the block until the work queued so far on ``stream`` is done, even when the tensor is
+    freed first (its own current stream sees nothing of Thork's launch)."""
+    import torch
+
+    index = t.device.index if t.device.index is not None else 0
+    key = (stream, index)
+    with _EXTERNAL_LOCK:
+        ext = _EXTERNAL.get(key)
+        if ext is None:
+            ext = torch.cuda.ExternalStream(stream, device=t.device)
+            _EXTERNAL[key] = ext
+    t.record_stream(ext)

@@ -1,0 +1,16 @@
+"""Entry point of the ``torch`` plugin: registers the torch-tensor array adapter.
+
+Importing this module does not import torch; the adapter looks for it in ``sys.modules``
+(a program that holds a tensor has imported torch already).
+"""
+
+from __future__ import annotations
+
+from thork_core import ArrayAdapter, hookimpl
+
+from ._adapter import TorchAdapter
+
+
+@hookimpl
+def thork_register_array_adapters() -> list[ArrayAdapter]:
+    return [TorchAdapter()]
