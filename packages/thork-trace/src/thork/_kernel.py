@@ -455,15 +455,10 @@ class Launch:
         elif consts:
             raise TypeError(f"{kernel.name}() got unexpected keyword argument(s) "
                             f"{', '.join(consts)}")
-<<<<<<< HEAD
         if kernel._opt_pos:
             kernel, args = kernel._without_nones(args)  # optional arrays given as None
-        hit = kernel._exes.get((target, None))
-        exe = hit[0] if hit is not None else kernel._executable(target)[0]
-=======
         hit = kernel._exes.get((target, compiler))
         exe = hit[0] if hit is not None else kernel._executable(target, compiler)[0]
->>>>>>> main
         ir = kernel._ir
         assert ir is not None
         if kernel._struct_pos:
