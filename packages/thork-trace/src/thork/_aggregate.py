@@ -243,7 +243,7 @@ def struct(cls: type) -> type:
                              ) from None
     if not fields:
         raise TraceError(f"@tk.struct {cls.__name__}: no annotated fields")
-    dc = dataclasses.dataclass(cls)
+    dc: Any = dataclasses.dataclass(cls)
     setattr(dc, _STRUCT_FIELDS, tuple(fields))
     original_init = dc.__init__
 

@@ -16,7 +16,18 @@ from collections.abc import Callable
 from typing import Any
 
 from thork_core import Loc, PointerType, TraceError
-from thork_core.ir import CallFunc, Eval, Field, Function, Pack, Param, Return, StructType, Var
+from thork_core.ir import (
+    CallFunc,
+    Eval,
+    Expr,
+    Field,
+    Function,
+    Pack,
+    Param,
+    Return,
+    StructType,
+    Var,
+)
 
 from ._aggregate import flatten
 from ._shaped import ShapedPointer
@@ -157,7 +168,7 @@ class DeviceFunction:
             result = self.fn(*inner)
             if child.deferred:
                 raise TraceError(child.deferred[0])
-            rexpr = None
+            rexpr: Expr | None = None
             rtype: Any = None
             rebuild = None
             if isinstance(result, (tuple, list)) or _is_aggregate(result):

@@ -228,7 +228,7 @@ class Kernel:
             child._const_pos = ()
             child._bound = self._bound if self._bound is not None else {}
             child._n_launch = self._n_launch - sum(key)
-            names = [n for n, s, _ in self._signature if not isinstance(s, BuiltinSpec)
+            names = [n for n, s, _ in self._analyze() if not isinstance(s, BuiltinSpec)
                      and (self._bound is not None or not isinstance(s, ConstexprSpec))]
             child._nones = frozenset(names[i] for i, none in zip(pos, key) if none)
             child._parent = self
@@ -467,7 +467,7 @@ class Launch:
             check_coresident(exe, ir, self.grid, self.block, self.shared_mem)
         if len(args) != len(ir.params):
             # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
-            args = with_derived(ir, args)
+            args = tuple(with_derived(ir, args))
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
 
     def __repr__(self) -> str:
