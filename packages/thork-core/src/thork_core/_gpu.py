@@ -77,9 +77,15 @@ class GpuExecutable(Executable):
         """How many blocks of this kernel with ``block`` threads and ``shared_mem``
         dynamic shared bytes the device holds at once (the limit of a cooperative
         launch): the occupancy calculator's blocks per SM times the SMs."""
+        function = getattr(self, "_function", None)
+        if function is None or type(self)._run is not GpuExecutable._run:
+            raise LaunchError(
+                f"{self.kernel.name}: uses tk.grid_sync(), which needs a cooperative launch "
+                f"(cuLaunchCooperativeKernel); {type(self).__name__} cannot make one: run it "
+                "on the 'gpu' or 'cpu' target")
         drv = _cuda.driver()
         per_sm = _cuda.check(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            self._function, block[0] * block[1] * block[2], shared_mem),
+            function, block[0] * block[1] * block[2], shared_mem),
             "cuOccupancyMaxActiveBlocksPerMultiprocessor")
         dev = _cuda.check(drv.cuDeviceGet(self.ordinal), "cuDeviceGet")
         sms = _cuda.check(drv.cuDeviceGetAttribute(
