@@ -40,7 +40,10 @@ def view(x: Any, what: str) -> ArrayView:
     """Adapt an input/output array with core's adapters and check what every fkl kernel
     needs (C-contiguous, int32-indexable); ``what`` names it in errors."""
     for adapter in plugins().array_adapters():
-        v = adapter.view(x, None)
+        try:
+            v = adapter.view(x, None)
+        except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
+            raise ArgumentError(f"fkl pipe {what}: {exc}") from None
         if v is not None:
             break
     else:

@@ -17,6 +17,7 @@ from thork_core import (
     ThorkError,
     TraceError,
     dt,
+    pinned_empty,
 )
 
 from ._aggregate import (
@@ -182,7 +183,7 @@ __all__ = [
     "box_muller",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
-    "where", "select", "cond", "cast", "jit", "func", "dt",
+    "where", "select", "cond", "cast", "jit", "func", "dt", "pinned_empty",
     # memory and synchronization
     "shared_array", "dynamic_shared", "local_array", "LocalArray", "const_array",
     "device_array", "GlobalArray", "syncthreads",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, overload
 
@@ -27,6 +28,7 @@ from thork_core import (
     normalize_dims,
 )
 from thork_core.ir import Cast, Expr, Let, Special, Var
+from thork_core.launch import shared_bytes, static_shared_bytes
 
 from ._aggregate import struct_fields
 from ._cooperative import check_coresident
@@ -110,6 +112,9 @@ class Kernel:
         self._struct_pos: list[tuple[int, Any, str]] = []
         self._nones: frozenset[str] | None = None
         self._none_specs: dict[tuple[bool, ...], Kernel] = {}
+        #: Held while tracing, building or specializing: threads whose first calls race
+        #: trace and compile once and share the result (launches themselves take no lock).
+        self._lock = threading.RLock()
         #: The kernel this one specializes (None for a kernel made by tk.jit).
         self._parent: Kernel | None = None
         self.__doc__ = fn.__doc__
@@ -125,6 +130,12 @@ class Kernel:
     def _analyze(self) -> list[tuple[str, Any, Any]]:
         if self._signature is not None:
             return self._signature
+        with self._lock:
+            if self._signature is not None:
+                return self._signature
+            return self._analyze_locked()
+
+    def _analyze_locked(self) -> list[tuple[str, Any, Any]]:
         sig = inspect.signature(self.fn)
         hints = _annotations(self.fn, self)
         out = []
@@ -136,9 +147,8 @@ class Kernel:
             out.append((pname, spec, default))
         launch = [(n, s) for n, s, _ in out if not isinstance(s, BuiltinSpec)]
         self._n_launch = len(launch)
-        self._signature = out
         if self._nones is None:
-            self._opt_pos = self._optional_positions()
+            self._opt_pos = self._optional_positions(out)
         if self._bound is None:
             self._const_pos = tuple(
                 i for i, (_, s) in enumerate(launch) if isinstance(s, ConstexprSpec))
@@ -176,6 +186,13 @@ class Kernel:
 
     def _specialization(self, key: tuple[Any, ...]) -> Kernel:
         child = self._specializations.get(key)
+        if child is not None:
+            return child
+        with self._lock:
+            return self._specialization_locked(key)
+
+    def _specialization_locked(self, key: tuple[Any, ...]) -> Kernel:
+        child = self._specializations.get(key)
         if child is None:
             child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name)
             child._signature = self._analyze()
@@ -206,10 +223,11 @@ class Kernel:
             out[pos:pos + 1] = values
         return tuple(out)
 
-    def _optional_positions(self) -> tuple[int, ...]:
+    def _optional_positions(self, sig: list[tuple[str, Any, Any]] | None = None
+                            ) -> tuple[int, ...]:
         """Positions of the optional (``| None``) arrays among the launch arguments that
         remain once the compile-time constants are bound."""
-        rest = [s for _, s, _ in self._analyze() if not isinstance(s, BuiltinSpec)
+        rest = [s for _, s, _ in (sig or self._analyze()) if not isinstance(s, BuiltinSpec)
                 and (self._bound is not None or not isinstance(s, ConstexprSpec))]
         return tuple(i for i, s in enumerate(rest) if isinstance(s, PointerSpec) and s.optional)
 
@@ -223,6 +241,16 @@ class Kernel:
             return self, args
         child = self._none_specs.get(key)
         if child is None:
+            with self._lock:
+                child = self._none_child(key)
+        drop = {i for i, none in zip(pos, key) if none}
+        return child, tuple(a for i, a in enumerate(args) if i not in drop)
+
+    def _none_child(self, key: tuple[bool, ...]) -> Kernel:
+        """The specialization with the optional arrays flagged in ``key`` absent (once)."""
+        pos = self._opt_pos
+        child = self._none_specs.get(key)
+        if child is None:
             child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name)
             child._signature = self._analyze()
             child._const_pos = ()
@@ -233,8 +261,7 @@ class Kernel:
             child._nones = frozenset(names[i] for i, none in zip(pos, key) if none)
             child._parent = self
             self._none_specs[key] = child
-        drop = {i for i, none in zip(pos, key) if none}
-        return child, tuple(a for i, a in enumerate(args) if i not in drop)
+        return child
 
     def _resolved(self) -> Kernel:
         """The kernel to trace: itself, or its default specialization."""
@@ -276,7 +303,9 @@ class Kernel:
             k = self._resolved()
             if k is not self:
                 return k.ir
-            self._ir = self._trace()
+            with self._lock:
+                if self._ir is None:
+                    self._ir = self._trace()
         return self._ir
 
     def _trace(self) -> KernelIR:
@@ -398,13 +427,19 @@ class Kernel:
                     ) -> tuple[Executable, CompileInfo]:
         key = (target, compiler)
         hit = self._exes.get(key)
-        if hit is not None:
-            self._last_info = hit[1]
-            return hit
+        if hit is None:
+            with self._lock:  # one build per key, however many threads call first
+                hit = self._exes.get(key)
+                if hit is None:
+                    hit = self._build(key, target, compiler)
+        self._last_info = hit[1]
+        return hit
+
+    def _build(self, key: tuple[str | None, str | None], target: str | None,
+               compiler: str | None) -> tuple[Executable, CompileInfo]:
         ir = self.ir
         exe, info = build_kernel(ir, target or self.target, compiler or self.compiler)
         self._exes[key] = (exe, info)
-        self._last_info = info
         if self._parent is not None:
             self._parent._last_info = info  # compile_info of the unspecialized kernel
         return exe, info
@@ -434,12 +469,13 @@ class Launch:
                 f"{kernel.name}[...] takes [grid, block] or [grid, block, shared_bytes], "
                 f"got {config!r}")
         self.kernel = kernel
-        self.grid = normalize_dims(config[0], "grid")
-        self.block = normalize_dims(config[1], "block")
+        try:
+            self.grid = normalize_dims(config[0], "grid")
+            self.block = normalize_dims(config[1], "block")
+        except ArgumentError as exc:  # name the kernel (geometry is checked before launch)
+            raise ArgumentError(f"{kernel.name}[grid, block]: {exc}") from None
         shared = config[2] if len(config) == 3 else 0
-        if not isinstance(shared, int) or shared < 0:
-            raise TypeError(f"shared_bytes must be a non-negative int, got {shared!r}")
-        self.shared_mem = shared
+        self.shared_mem = shared_bytes(kernel.name, shared) if shared else 0
 
     def __call__(self, *args: Any, stream: Any = None, target: str | None = None,
                  compiler: str | None = None, **consts: Any) -> None:
@@ -468,6 +504,8 @@ class Launch:
         if len(args) != len(ir.params):
             # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
             args = tuple(with_derived(ir, args))
+        if self.shared_mem:  # with the kernel's own static shared memory, one block's worth
+            shared_bytes(kernel.name, self.shared_mem, static_shared_bytes(ir))
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
 
     def __repr__(self) -> str:
