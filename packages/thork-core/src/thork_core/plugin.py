@@ -35,7 +35,6 @@ from ._binding import (
     check_arg_count,
     check_array,
     find_view,
-    scalar_ctype,
     scalar_value,
 )
 from ._cache import library_path, load_library
@@ -68,7 +67,7 @@ __all__ = [
     "PluginWarning", "Plugins", "Target", "ThorkError", "TraceError", "array_view",
     "check_arg_count", "check_array", "dt", "find_view", "gpu_arch", "hookimpl", "hookspec",
     "hookspecs", "installed_fingerprint", "library_path", "load_library", "memo",
-    "normalize_dims", "parse_arch", "path_fingerprint", "plugins", "scalar_ctype",
+    "normalize_dims", "parse_arch", "path_fingerprint", "plugins",
     "scalar_value",
 ]
 
