@@ -26,6 +26,14 @@ def check_coresident(exe: Any, ir: KernelIR, grid: tuple[int, int, int],
     nblocks = grid[0] * grid[1] * grid[2]
     nthreads = block[0] * block[1] * block[2]
     probe = getattr(exe, "max_coresident_blocks", None)
+    if probe is None:
+        from thork_core.plugin import CudaExecutable
+
+        if isinstance(exe, CudaExecutable):  # a CUDA target without cooperative launches
+            raise LaunchError(
+                f"{ir.name}: uses tk.grid_sync(), which needs a cooperative launch "
+                f"(cuLaunchCooperativeKernel); {type(exe).__name__} launches otherwise: run "
+                "it on the 'gpu' or the 'cpu' target")
     if probe is not None:
         limit = int(probe(block, shared_mem))
         where = (f"the GPU holds at most {limit} blocks of {nthreads} threads "
