@@ -24,6 +24,7 @@ from ._errors import (
     TraceError,
 )
 from ._frontend import Frontend
+from ._graph import Graph, GraphNode
 from ._hookspecs import hookimpl, hookspec
 from ._ir import KernelIR, Loc, Param, PointerType
 from ._launch import PreparedLaunch, guarded_call_base
@@ -35,7 +36,7 @@ __all__ = [
     "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArgumentPack", "ArrayAdapter",
     "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache",
-    "Executable", "Frontend", "KernelIR", "LaunchError", "Loc", "NoTargetError", "Param",
+    "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc", "NoTargetError", "Param",
     "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
     "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build",
     "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt", "dtype_of",
