@@ -12,6 +12,7 @@ from thork_core import (
     ArgumentError,
     CompileError,
     DType,
+    Graph,
     LaunchError,
     PluginError,
     ThorkError,
@@ -136,12 +137,12 @@ select = where
 
 __all__ = [
     "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "Constexpr", "DType",
-    "DeviceFunction", "DevicePointer", "FULL_MASK", "GridDim", "Kernel", "Launch",
+    "DeviceFunction", "DevicePointer", "FULL_MASK", "Graph", "GridDim", "Kernel", "Launch",
     "LaunchError", "Local", "PluginError", "SharedArray", "ThreadIdx", "ThorkError",
     "TraceError", "Uint", "Uint3", "WARP_SIZE",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
-    "where", "select", "cast", "jit", "func", "dt",
+    "where", "select", "cast", "jit", "func", "dt", "graph",
     # memory and synchronization
     "shared_array", "dynamic_shared", "syncthreads", "syncthreads_count", "syncthreads_and",
     "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",
@@ -158,4 +159,7 @@ __all__ = [
     "log10", "max", "min", "pow", "rint", "round", "rsqrt", "signbit", "sin", "sinh", "sqrt",
     "tan", "tanh", "trunc",
 ]
+#: ``with tk.graph() as g: ...`` records launches; ``g.replay()`` runs them as one
+#: (thork_core.Graph: CUDA graph capture on the GPU, record/replay on the CPU target).
+graph = Graph
 __version__ = "0.1.0"
