@@ -25,8 +25,10 @@ __all__ = ["toolchain_nvrtc", "toolchain_nvcc", "toolchain_clang", "toolchains_c
 
 _BASE = ["packages/thork-core", "packages/thork-trace", "packages/target-cpu"]
 _TEST_DEPS = ["pytest>=8", "ml_dtypes>=0.4", "numpy"]
-_COMMON_TESTS = ["tests/compilers/test_compilers_suite.py", "tests/compilers/test_compilers_selection.py",
-                 "tests/compilers/test_compilers_cache.py", "tests/compilers/test_compilers_errors.py"]
+_COMMON_TESTS = [
+    "tests/compilers/test_compilers_suite.py", "tests/compilers/test_compilers_selection.py",
+    "tests/compilers/test_compilers_cache.py", "tests/compilers/test_compilers_errors.py",
+]
 #: Debian 12 ships clang 13, 14, 15, 16 and 19 (apt-get install clang-N).
 CLANG_VERSIONS = ["14", "15", "16", "19"]
 #: NVRTC per CUDA major: the NVRTC wheel, and the cuda-bindings line that loads it.

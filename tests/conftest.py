@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from helpers import LAUNCHED, TARGETS, has_plugin, importable
 
 # Test folders of plugins that are not installed (nox sessions install subsets) are not

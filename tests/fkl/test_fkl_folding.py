@@ -223,7 +223,7 @@ def test_chains_that_fold(ops):
     assert pipe.flat_spec(t, "gpu").folded
     assert pipe.variant(t, "gpu") == "flat"  # the GPU's default: the folded flat kernel
     assert pipe.variant(t, "cpu") == "flat" and not pipe.flat_spec(t, "cpu").folded
-    low = pipe._lowered(t, "flat", "gpu")
+    low = pipe.lowered(t, "flat", target="gpu")
     assert (low.variant, low.fold, low.folded) == ("flat", 3, True)
     pipe.fold = False  # folding off: the GPU's default is the 2-D kernel again
     assert pipe.variant(t, "gpu") == "grid"

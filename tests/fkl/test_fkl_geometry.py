@@ -7,6 +7,7 @@ import fkl
 import numpy as np
 import pytest
 from helpers import random_array
+from helpers.fkl_refs import ref_resize, ref_warp
 
 pytestmark = pytest.mark.plugin("compose")
 
@@ -18,48 +19,6 @@ def chain(target: str, *ops):
 def close(a, b, rtol=1e-5, atol=1e-4):
     np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
                                rtol=rtol, atol=atol)
-
-
-# -- NumPy references ---------------------------------------------------------------------
-def ref_bilinear(src: np.ndarray, sx: np.ndarray, sy: np.ndarray) -> np.ndarray:
-    """FKL's bilinear at float32 coordinates (weights use the unclamped x2)."""
-    s = src.astype(np.float32)
-    h, w = s.shape[:2]
-    fx1, fy1 = np.floor(sx), np.floor(sy)
-    x1 = np.clip(fx1.astype(np.int64), 0, w - 1)
-    y1 = np.clip(fy1.astype(np.int64), 0, h - 1)
-    x2, y2 = np.minimum(x1 + 1, w - 1), np.minimum(y1 + 1, h - 1)
-    wx1, wx2 = (fx1 + 1) - sx, sx - fx1
-    wy1, wy2 = (fy1 + 1) - sy, sy - fy1
-    if s.ndim == 3:
-        wx1, wx2, wy1, wy2 = (a[..., None] for a in (wx1, wx2, wy1, wy2))
-    top = s[y1, x1] * wx1 + s[y1, x2] * wx2
-    bot = s[y2, x1] * wx1 + s[y2, x2] * wx2
-    return top * wy1 + bot * wy2
-
-
-def ref_resize(src: np.ndarray, dw: int, dh: int) -> np.ndarray:
-    h, w = src.shape[:2]
-    fx, fy = np.float32(w) / np.float32(dw), np.float32(h) / np.float32(dh)
-    xs = np.arange(dw, dtype=np.float32) * fx
-    ys = np.arange(dh, dtype=np.float32) * fy
-    sx, sy = np.meshgrid(xs, ys)
-    return ref_bilinear(src, sx, sy)
-
-
-def ref_warp(src: np.ndarray, m: np.ndarray, w: int, h: int) -> np.ndarray:
-    m = m.astype(np.float32)
-    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
-    xs = m[0, 0] * xx + m[0, 1] * yy + m[0, 2]
-    ys = m[1, 0] * xx + m[1, 1] * yy + m[1, 2]
-    if m.shape[0] == 3:
-        d = m[2, 0] * xx + m[2, 1] * yy + m[2, 2]
-        xs, ys = xs / d, ys / d
-    sh, sw = src.shape[:2]
-    inside = (xs >= 0) & (xs < sw) & (ys >= 0) & (ys < sh)
-    v = ref_bilinear(src, np.where(inside, xs, 0), np.where(inside, ys, 0))
-    mask = inside[..., None] if v.ndim == 3 else inside
-    return np.where(mask, v, 0).astype(np.float32)
 
 
 # -- Crop ---------------------------------------------------------------------------------
@@ -110,10 +69,33 @@ def test_resize_aspect_ratio_modes(target, rng, mode):
     ref[...] = np.float32(bg)
     ref[y1:y1 + th, x1:x1 + tw] = ref_resize(x, tw, th)
     close(got, ref)
-    if mode == fkl.PRESERVE_AR_RN_EVEN:
-        assert tw % 2 == 0 and th % 2 == 0
+    if mode == fkl.PRESERVE_AR_RN_EVEN:  # height fits first: the scaled width is evened,
+        assert (tw, th) == (16, 29)        # the output's odd height kept (FKL's rule)
     if mode == fkl.PRESERVE_AR_LEFT:
         assert x1 == 0
+
+
+@pytest.mark.parametrize(("src", "dst", "mode", "placed"), [
+    # Pins from running the FKL C++ library on these sizes (w, h): (tw, th, x1, y1).
+    ((10, 10), (20, 15), "PRESERVE_AR_RN_EVEN", (14, 15, 3, 0)),
+    ((400, 300), (223, 224), "PRESERVE_AR_RN_EVEN", (223, 166, 0, 29)),
+    ((225, 224), (224, 224), "PRESERVE_AR_RN_EVEN", (224, 224, 0, 0)),
+    # float32 scale: 117/14 * 7 is 58.4999971 in float32 (58.5, rounding to 59, in float64)
+    ((14, 7), (117, 157), "PRESERVE_AR", (117, 58, 0, 49)),
+    ((100, 50), (64, 64), "PRESERVE_AR", (64, 32, 0, 16)),
+])
+def test_letterbox_matches_fkl(src, dst, mode, placed):
+    assert fkl.letterbox(*src, *dst, mode) == placed
+
+
+def test_letterbox_rn_even_odd_height_kept_in_the_image(target, rng):
+    """10x10 -> 20x15 RN_EVEN: a 14x15 image at (3, 0); the rest is the background."""
+    x = random_array(rng, (10, 10, 3), np.float32)
+    got = chain(target, fkl.Resize(20, 15, aspect_ratio=fkl.PRESERVE_AR_RN_EVEN,
+                                   background=-7.0))(x)
+    ref = np.full((15, 20, 3), -7.0, np.float32)
+    ref[0:15, 3:17] = ref_resize(x, 14, 15)
+    close(got, ref)
 
 
 def test_resize_nearest(target, rng):

@@ -34,7 +34,7 @@ def test_repeated_calls_take_the_one_launch_path(rng):
         out = fkl.DeviceBuffer.from_host(poisoned(shape, np.float32))
         assert pipe(fkl.DeviceBuffer.from_host(x), out=out) is out
         np.testing.assert_allclose(out.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
-    assert len(pipe._hot1) == 1 and fkl.stats()["builds"] >= 1
+    assert len(pipe._hot) == 1 and fkl.stats()["builds"] >= 1
 
 
 def test_hot_path_still_rejects_a_wrong_out(rng):

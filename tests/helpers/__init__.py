@@ -14,7 +14,25 @@ from typing import Any
 import numpy as np
 
 __all__ = ["LAUNCHED", "TARGETS", "compiles_for_gpu", "has_plugin", "importable",
-           "poisoned", "random_array"]
+           "install_dist", "poisoned", "random_array"]
+
+
+def install_dist(site: Any, dist: str, entry_points: dict[str, str],
+                 modules: dict[str, str] | None = None, group: str = "thork") -> None:
+    """A distribution in folder ``site`` as pip would leave it: its modules (name → code,
+    dedented) and a dist-info with ``entry_points`` in ``group``. Put ``site`` on
+    ``sys.path`` (``monkeypatch.syspath_prepend``) for it to be found."""
+    import textwrap
+    from pathlib import Path
+
+    site = Path(site)
+    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    eps = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+    (info / "entry_points.txt").write_text(f"[{group}]\n{eps}\n")
+    for mod, code in (modules or {}).items():
+        (site / f"{mod}.py").write_text(textwrap.dedent(code))
 
 
 def importable(module: str) -> bool:

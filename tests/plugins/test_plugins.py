@@ -138,7 +138,7 @@ def test_every_hook_is_exercised_by_a_test_plugin(tmp_path, monkeypatch):
     site = make_dist(tmp_path, "thork-all", {"all": "thork_all_hooks"}, {
         "thork_all_hooks": """
             from thork_core import Frontend, hookimpl
-            from thork_core._adapter import ArrayAdapter
+            from thork_core.plugin import ArrayAdapter
             from thork_cpu import CpuTarget, HostCompiler
 
             class Lists(ArrayAdapter):

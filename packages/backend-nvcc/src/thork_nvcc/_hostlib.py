@@ -20,8 +20,8 @@ from thork_core import (
     KernelIR,
     LaunchError,
 )
-from thork_core._cache import library_path as _library_file
-from thork_core._gpu import GpuExecutable, GpuTarget
+from thork_core.plugin import GpuExecutable, GpuTarget
+from thork_core.plugin import library_path as _library_file
 
 from ._compiler import HOST_ENTRY
 
@@ -41,11 +41,11 @@ class HostlibExecutable(GpuExecutable):
     """
 
     def __init__(self, artifact: Artifact, kernel: KernelIR, ordinal: int = 0) -> None:
-        from thork_core import _cuda
+        from thork_core.runtime import make_current
 
         # The runtime inside the library adopts the context current on this thread:
         # make it the primary context the rest of Thork (pool, staging) uses.
-        _cuda.make_current(ordinal)
+        make_current(ordinal)
         self.ordinal = ordinal
         self.kernel = kernel
         self._lib = ctypes.CDLL(library_path(artifact))

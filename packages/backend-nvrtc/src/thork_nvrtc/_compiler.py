@@ -51,7 +51,7 @@ class NvrtcCompiler(Compiler):
         # memoized against the installed distributions (a wheel upgrade changes their
         # metadata folders; a script folder gaining files does not) and the variables
         # that steer where a system NVRTC is found.
-        from thork_core._memo import installed_fingerprint, memo
+        from thork_core.plugin import installed_fingerprint, memo
 
         fp = [installed_fingerprint(), os.environ.get("LD_LIBRARY_PATH", ""),
               os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]

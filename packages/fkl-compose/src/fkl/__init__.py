@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 from thork_core import ArgumentError
 
 if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
+    from ._batch import PerItem
+    from ._circular import CircularTensor
     from ._color import COLOR_CODES, ColorCode, ColorConversion
+    from ._divergent import Divergent, compose_divergent
     from ._geometry import (
         AspectRatio,
         BorderMode,
@@ -87,6 +90,9 @@ _EXPORTS = {
     "BorderMode": "._geometry",
     "BorderReader": "._geometry",
     "COLOR_CODES": "._color",
+    "CircularTensor": "._circular",
+    "Divergent": "._divergent",
+    "compose_divergent": "._divergent",
     "Cast": "._ops",
     "ColorCode": "._color",
     "ColorConversion": "._color",
@@ -108,6 +114,7 @@ _EXPORTS = {
     "Not": "._ops",
     "Op": "._ops",
     "Or": "._ops",
+    "PerItem": "._batch",
     "Pipe": "._pipe",
     "ReadSet": "._tensor",
     "Resize": "._geometry",
@@ -146,11 +153,20 @@ def __getattr__(name: str) -> Any:
     elif name in _MODES:  # aspect-ratio modes at top level, as in FKL
         value = getattr(__getattr__("AspectRatio"), name)
     elif name == "DeviceBuffer":  # lives in core, shared with the tracer
-        from thork_core._device_array import DeviceArray
+        from thork_core.runtime import DeviceArray
 
         value = DeviceArray
+    elif name == "ops":
+        value = importlib.import_module(".ops", __name__)
     else:
-        raise AttributeError(f"module 'fkl' has no attribute {name!r}")
+        # An op from an installed op plugin (``fkl.ops`` entry points), never a
+        # built-in name: those are all in _EXPORTS. The ``_`` guard keeps dunder probes
+        # (copy, pickle) from scanning entry points.
+        from ._registry import plugin_ops
+
+        value = None if name.startswith("_") else plugin_ops(set(_EXPORTS)).get(name)
+        if value is None:
+            raise AttributeError(f"module 'fkl' has no attribute {name!r}")
     globals()[name] = value  # later lookups skip this function
     return value
 
@@ -161,14 +177,14 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Abs", "AbsDiff", "Add", "AddLast", "And", "ArgumentError", "AspectRatio", "BorderMode",
-    "BorderReader", "COLOR_CODES", "Cast", "ColorCode", "ColorConversion", "Crop",
-    "Deinterlace", "DeinterlaceMode", "DeviceBuffer", "Discard", "Div", "DualRead", "Equal",
-    "Exp", "IGNORE_AR", "Ln", "Max", "MidWrite", "Min", "Mul", "MxVFloat3", "Normalize", "Not",
-    "Op", "Or", "PRESERVE_AR", "PRESERVE_AR_LEFT", "PRESERVE_AR_RN_EVEN", "Pipe", "ReadSet",
-    "Resize", "Saturate", "SaturateCast", "SaturateFloat", "ShiftLeft", "ShiftRight",
-    "SplitWrite", "Sqr", "Sqrt", "StaticLoop", "Sub", "TensorPack", "TensorRead",
-    "TensorSplit", "TensorTPack", "TensorTSplit", "TensorWrite", "VectorReduce",
-    "VectorReorder", "VectorReorderRT", "Warping", "Xor", "compose", "letterbox",
-    "reset_stats", "stats",
+    "BorderReader", "Cast", "CircularTensor", "COLOR_CODES", "ColorCode", "ColorConversion",
+    "compose", "compose_divergent", "Crop", "Deinterlace", "DeinterlaceMode", "DeviceBuffer",
+    "Discard", "Div", "Divergent", "DualRead", "Equal", "Exp", "IGNORE_AR", "letterbox", "Ln",
+    "Max", "MidWrite", "Min", "Mul", "MxVFloat3", "Normalize", "Not", "Op", "ops", "Or", "PerItem",
+    "Pipe", "PRESERVE_AR", "PRESERVE_AR_LEFT", "PRESERVE_AR_RN_EVEN", "ReadSet", "reset_stats",
+    "Resize", "Saturate", "SaturateCast", "SaturateFloat", "ShiftLeft", "ShiftRight", "SplitWrite",
+    "Sqr", "Sqrt", "StaticLoop", "stats", "Sub", "TensorPack", "TensorRead", "TensorSplit",
+    "TensorTPack", "TensorTSplit", "TensorWrite", "VectorReduce", "VectorReorder",
+    "VectorReorderRT", "Warping", "Xor",
 ]
 __version__ = "0.1.0"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from thork import _math as tkm
-from thork._trace import Value, cast
+from thork.tracing import Value, cast
+from thork.tracing import math as tkm
 from thork_core import ArgumentError, dt
 
 from ._ops import Op, saturate_value

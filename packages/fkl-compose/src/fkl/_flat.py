@@ -45,11 +45,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from math import gcd
 
-from thork import _math as tkm
-from thork._control import if_, return_
-from thork._trace import Pointer, Trace, Value, cast, set_current
+from thork.tracing import Pointer, Trace, Value, cast, if_, return_, set_current
+from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
-from thork_core._ir import Special
+from thork_core.ir import Special
 
 from ._lowering import Chain, Lowered, Params, type_chain, write_dtypes
 from ._pixel import Geom, Pixel, PixType
@@ -208,8 +207,8 @@ def flat_spec(chain: Chain, t: PixType, fold: bool = True,
 
 def _spec(chain: Chain, t: PixType) -> FlatSpec | None:
     """:func:`flat_spec` for the traced pixel type ``t`` (fold and vectors left out)."""
-    if chain.last_readback >= 0:
-        return None
+    if chain.last_readback >= 0 or any(op.items() for op in chain.middle):
+        return None  # geometry, or values picked by the plane: the 2-D kernel
     read = chain.read.flat_streams(t)
     if read is None:
         return None

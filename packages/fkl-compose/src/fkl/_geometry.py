@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from thork import _math as tkm
-from thork._trace import Value, cast, where
+from thork.tracing import Value, cast, where
+from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
 
+from ._batch import PerItem, pick, plane
 from ._ops import Op
 from ._pixel import Geom, Pixel, PixType, Stage, per_channel
 
@@ -26,6 +27,13 @@ class ReadBack(Op):
     """Base of the geometry ops."""
 
     kind: ClassVar[str] = "readback"
+    #: Whether the op may sample planes of different sizes (a batch of crops of different
+    #: sizes below it): it then reads each plane's size in the kernel.
+    takes_ragged: ClassVar[bool] = False
+
+    def batches(self) -> bool:
+        """Whether this op gives the output a batch axis (a batch of crops)."""
+        return False
 
     def out_type(self, t: PixType) -> PixType:
         if t.pair:
@@ -74,41 +82,117 @@ def bilinear(src: Stage, sx: Value, sy: Value, z: Value) -> Pixel:
 
 
 # -- Crop ---------------------------------------------------------------------------------
+def _rect(r: Any, what: str) -> tuple[int, int, int, int]:
+    try:
+        vals = [v.item() if hasattr(v, "item") else v for v in r]
+        if len(vals) != 4 or not all(isinstance(v, int) and not isinstance(v, bool)
+                                     for v in vals):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{what}: expected (x, y, w, h) integers, got {r!r}") from None
+    x, y, w, h = vals
+    if w < 1 or h < 1:
+        raise ArgumentError(f"{what}: width and height must be positive, got {r!r}")
+    return x, y, w, h
+
+
 class Crop(ReadBack):
     """``out[j, i] = src[y + j, x + i]`` for the rectangle ``(x, y, w, h)`` (runtime values).
 
+    ``Crop((x, y, w, h))`` or ``Crop(x, y, w, h)``: one crop. ``Crop([(x, y, w, h), ...])``
+    (a list of rects, or an (N, 4) integer array): a *batch* of N crops in one kernel,
+    plane k = rect k; the output always has a batch axis. From a single image every crop
+    reads that image; from a batch of N images crop k reads image k (a per-item rect).
+    Crops of different sizes must be followed by a Resize (the output is one array).
     A rectangle outside the source is an error unless a BorderReader sits below the crop.
     """
 
-    def __init__(self, rect: Any) -> None:
-        try:
-            x, y, w, h = (int(v) for v in rect)
-        except (TypeError, ValueError):
-            raise ArgumentError(f"fkl.Crop rect: expected (x, y, w, h) integers, got {rect!r}"
-                                ) from None
-        if w < 1 or h < 1:
-            raise ArgumentError(f"fkl.Crop rect: width and height must be positive, got "
-                                f"{rect!r}")
-        self.rect = (x, y, w, h)
+    def __init__(self, *rect: Any) -> None:
+        if len(rect) == 4:
+            self.rects = [_rect(rect, "fkl.Crop(x, y, w, h)")]
+            self.batch = False
+        elif len(rect) == 1 and _is_rect_list(rect[0]):
+            rects = list(rect[0])
+            if not rects:
+                raise ArgumentError("fkl.Crop rects: expected at least one (x, y, w, h) rect, "
+                                    "got an empty list")
+            if len(rects) > 65535:
+                raise ArgumentError(f"fkl.Crop rects: {len(rects)} crops exceed the CUDA grid "
+                                    "limit of 65535 planes")
+            self.rects = [_rect(r, f"fkl.Crop rects[{i}]") for i, r in enumerate(rects)]
+            self.batch = True
+        elif len(rect) == 1:
+            self.rects = [_rect(rect[0], "fkl.Crop rect")]
+            self.batch = False
+        else:
+            raise ArgumentError(f"fkl.Crop: expected a rect (x, y, w, h), four integers x, y, "
+                                f"w, h, or a list of rects, got {len(rect)} arguments")
+
+    @property
+    def rect(self) -> tuple[int, int, int, int]:
+        """The rect of a single crop (the first of a batch)."""
+        return self.rects[0]
+
+    def key(self) -> tuple[Any, ...]:
+        # A batch's size is a type: changing N compiles one more kernel, changing rects
+        # does not.
+        return ("Crop", len(self.rects)) if self.batch else ("Crop",)
 
     def out_geom(self, g: Geom, t: PixType) -> Geom:
-        x, y, w, h = self.rect
-        if not g.unbounded and (x < 0 or y < 0 or x + w > g.w or y + h > g.h):
+        if self.batch and g.batch not in (1, len(self.rects)):
             raise ArgumentError(
-                f"fkl.Crop rect (x={x}, y={y}, w={w}, h={h}) lies outside the {g.w}x{g.h} "
-                "source; put a fkl.BorderReader before it to read outside the image")
-        return Geom(w, h, g.batch)
+                f"fkl.Crop rects: {len(self.rects)} crops of a batch of {g.batch} images; "
+                f"give one rect per image, or crop a single image")
+        for i, (x, y, w, h) in enumerate(self.rects):
+            if not g.unbounded and (x < 0 or y < 0 or x + w > g.w or y + h > g.h):
+                which = f"rects[{i}]" if self.batch else "rect"
+                raise ArgumentError(
+                    f"fkl.Crop {which} (x={x}, y={y}, w={w}, h={h}) lies outside the "
+                    f"{g.w}x{g.h} source; put a fkl.BorderReader before it to read outside "
+                    "the image")
+        if not self.batch:
+            return Geom(self.rects[0][2], self.rects[0][3], g.batch)
+        ws = {r[2] for r in self.rects}
+        hs = {r[3] for r in self.rects}
+        return Geom(max(ws), max(hs), len(self.rects), ragged=len(ws) > 1 or len(hs) > 1)
 
     def scalar_types(self, t: PixType) -> list[DType]:
-        return [dt.int32] * 4
+        return [dt.int32] * (4 * len(self.rects) + (1 if self.batch else 0))
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
-        x, y, w, h = self.rect
-        return [w, h, x, y]
+        if not self.batch:
+            x, y, w, h = self.rects[0]
+            return [w, h, x, y]
+        cols = [[r[k] for r in self.rects] for k in (2, 3, 0, 1)]
+        # The source plane of crop k is k * step: every crop reads image 0 of a single
+        # image, image k of a batch.
+        return [v for col in cols for v in col] + [0 if g.batch == 1 else 1]
 
     def sample(self, src: Stage, p: list[Value]) -> Stage:
-        w, h, cx, cy = p
-        return Stage(lambda x, y, z: src.read(x + cx, y + cy, z), w, h, src.type)
+        if not self.batch:
+            w, h, cx, cy = p
+            return Stage(lambda x, y, z: src.read(x + cx, y + cy, z), w, h, src.type)
+        n = len(self.rects)
+        z = plane()
+        w, h, cx, cy = (pick(z, p[k * n:(k + 1) * n]) for k in range(4))
+        zs = z * p[4 * n]
+        return Stage(lambda x, y, _z: src.read(x + cx, y + cy, zs), w, h, src.type,
+                     per_plane=True)
+
+    def batches(self) -> bool:
+        return self.batch
+
+
+def _is_rect_list(v: Any) -> bool:
+    """A list of rects (its first item is itself a sequence), or an (N, 4) array."""
+    shape = getattr(v, "shape", None)
+    if shape is not None:
+        return len(shape) == 2
+    try:
+        first = v[0]
+    except (TypeError, IndexError, KeyError):
+        return isinstance(v, (list, tuple))
+    return hasattr(first, "__len__") or hasattr(first, "shape")
 
 
 # -- Resize -------------------------------------------------------------------------------
@@ -126,15 +210,32 @@ def _round_half_away(v: float) -> int:
     return int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5))
 
 
+def _scaled(num: int, den: int, length: int) -> int:
+    """``round_half_away(float32(num) / float32(den) * float32(length))``: FKL's letterbox
+    scale and product are float32 (``dh / (float)sh``), so exact .5 ties round as there."""
+    import numpy as np
+
+    scale = np.float32(num) / np.float32(den)
+    return _round_half_away(float(scale * np.float32(length)))
+
+
 def letterbox(sw: int, sh: int, dw: int, dh: int, mode: str) -> tuple[int, int, int, int]:
-    """``(tw, th, x1, y1)``: where the resized image lands in the ``dw`` x ``dh`` output."""
+    """``(tw, th, x1, y1)``: where the resized image lands in the ``dw`` x ``dh`` output.
+
+    FKL's fit rule: height first (``th = dh``, ``tw`` scaled); when that width exceeds
+    ``dw``, width first. ``PRESERVE_AR_RN_EVEN`` floors the *scaled* side to even and
+    compares the evened width; the side taken from the output stays as it is (odd stays
+    odd). Scale arithmetic is float32, as FKL's."""
     if mode == AspectRatio.IGNORE_AR:
         return dw, dh, 0, 0
-    th, tw = dh, _round_half_away(dh / sh * sw)
+    even = mode == AspectRatio.PRESERVE_AR_RN_EVEN
+
+    def fit(v: int) -> int:
+        return v - v % 2 if even else v
+
+    th, tw = dh, fit(_scaled(dh, sh, sw))
     if tw > dw:
-        tw, th = dw, _round_half_away(dw / sw * sh)
-    if mode == AspectRatio.PRESERVE_AR_RN_EVEN:
-        tw, th = tw - tw % 2, th - th % 2
+        tw, th = dw, fit(_scaled(dw, sw, sh))
     tw, th = max(tw, 1), max(th, 1)
     x1 = 0 if mode == AspectRatio.PRESERVE_AR_LEFT else (dw - tw) // 2
     return tw, th, x1, (dh - th) // 2
@@ -168,7 +269,14 @@ class Resize(ReadBack):
         per_channel(self.background, t.channels, "fkl.Resize background")
         return t.with_(dt.float32)
 
+    takes_ragged = True
+
     def out_geom(self, g: Geom, t: PixType) -> Geom:
+        if g.ragged and self._letterboxed():
+            raise ArgumentError(
+                f"fkl.Resize aspect_ratio={self.aspect_ratio}: the planes below have "
+                "different sizes (crops of different sizes), so each would be letterboxed "
+                "differently; crop equal sizes or use IGNORE_AR")
         return Geom(self.size[0], self.size[1], g.batch)
 
     def _letterboxed(self) -> bool:
@@ -198,6 +306,11 @@ class Resize(ReadBack):
         dw, dh, fx, fy = p[:4]
         lb = self._letterboxed()
         t = src.type.with_(dt.float32)
+
+        if src.per_plane and not lb:
+            # Planes of different sizes (a batch of crops): each plane's scale, in float32
+            # as the host computes it (sw / dw), from its own size.
+            fx, fy = _f32(src.w) / _f32(dw), _f32(src.h) / _f32(dh)
 
         def read(x: Value, y: Value, z: Value) -> Pixel:
             if lb:
@@ -230,34 +343,47 @@ class Warping(ReadBack):
     def __init__(self, matrix: Any, w: int, h: int) -> None:
         import numpy as np
 
-        m = np.asarray(matrix, dtype=np.float64)
-        if m.shape not in ((2, 3), (3, 3)):
-            raise ArgumentError(
-                f"fkl.Warping matrix: expected a 2x3 affine or 3x3 perspective matrix, got "
-                f"shape {m.shape}")
+        items = matrix.items if isinstance(matrix, PerItem) else [matrix]
+        ms = [np.asarray(m, dtype=np.float64) for m in items]
+        for i, m in enumerate(ms):
+            which = f"matrix[{i}]" if isinstance(matrix, PerItem) else "matrix"
+            if m.shape not in ((2, 3), (3, 3)) or m.shape != ms[0].shape:
+                raise ArgumentError(
+                    f"fkl.Warping {which}: expected a 2x3 affine or 3x3 perspective matrix "
+                    f"(every item the same kind), got shape {m.shape}")
         if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
             raise ArgumentError(f"fkl.Warping size: expected positive ints w, h, got {w!r}, "
                                 f"{h!r}")
-        self.matrix, self.size = m, (w, h)
-        self.perspective = m.shape == (3, 3)
+        self.matrices = ms
+        self.per_item = isinstance(matrix, PerItem)
+        self.matrix, self.size = ms[0], (w, h)
+        self.perspective = ms[0].shape == (3, 3)
 
     def key(self) -> tuple[Any, ...]:
-        return ("Warping", self.perspective)
+        return ("Warping", self.perspective, len(self.matrices) if self.per_item else 0)
+
+    def items(self) -> int:
+        return len(self.matrices) if self.per_item else 0
 
     def out_type(self, t: PixType) -> PixType:
         return super().out_type(t).with_(dt.float32)
+
+    takes_ragged = True  # the inside test and the reads use each plane's own size
 
     def out_geom(self, g: Geom, t: PixType) -> Geom:
         return Geom(self.size[0], self.size[1], g.batch)
 
     def scalar_types(self, t: PixType) -> list[DType]:
-        return [dt.int32, dt.int32] + [dt.float32] * self.matrix.size
+        return [dt.int32, dt.int32] + [dt.float32] * (self.matrix.size * len(self.matrices))
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
-        return [*self.size, *(float(v) for v in self.matrix.reshape(-1))]
+        return [*self.size, *(float(v) for m in self.matrices for v in m.reshape(-1))]
 
     def sample(self, src: Stage, p: list[Value]) -> Stage:
         w, h, m = p[0], p[1], p[2:]
+        if self.per_item:  # matrix k for plane k, picked once per thread
+            z, n, size = plane(), len(self.matrices), self.matrix.size
+            m = [pick(z, [m[k * size + i] for k in range(n)]) for i in range(size)]
         t = src.type.with_(dt.float32)
 
         def read(x: Value, y: Value, z: Value) -> Pixel:

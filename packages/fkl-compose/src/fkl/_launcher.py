@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from thork_core import Executable, PointerType
-from thork_core._binding import scalar_value
+from thork_core.plugin import scalar_value
 
 __all__ = ["Launcher", "make_launcher"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from thork import range as tk_range
 from thork import var as tk_var
-from thork._trace import Value
+from thork.tracing import Value
 from thork_core import ArgumentError, DType
 
 from ._ops import Op
@@ -31,7 +31,7 @@ class StaticLoop(Op):
         self.op, self.n = op, n
 
     def key(self) -> tuple[Any, ...]:
-        return ("StaticLoop", self.op.key(), self.n)
+        return ("StaticLoop", self.op.cache_key(), self.n)
 
     def out_type(self, t: PixType) -> PixType:
         out = self.op.out_type(t)

@@ -19,11 +19,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from thork._control import if_, return_
-from thork._trace import Pointer, Trace, Value, cast, set_current
+from thork.tracing import Pointer, Trace, Value, cast, if_, return_, set_current
 from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
-from thork_core._ir import Special, Var
+from thork_core.ir import Special, Var
 
+from ._batch import check_items
 from ._ops import Op
 from ._pixel import Geom, PixType, Stage
 from ._tensor import Layout, ReadOp, WriteOp
@@ -52,7 +52,8 @@ class Chain:
         return idx
 
     def key(self) -> tuple[Any, ...]:
-        return (self.read.key(), tuple(op.key() for op in self.middle), self.write.key())
+        return (self.read.cache_key(), tuple(op.cache_key() for op in self.middle),
+                self.write.cache_key())
 
 
 @dataclass
@@ -98,13 +99,37 @@ def host_plan(chain: Chain, t: PixType, g: Geom, lay: Layout) -> tuple[
     for op in chain.middle:
         values += op.values(t, g)
         if op.kind == "readback":
+            if g.ragged and not getattr(op, "takes_ragged", False):
+                raise ArgumentError(
+                    f"{op.name}: the planes below it have different sizes (a batch of "
+                    "crops of different sizes); only fkl.Resize or fkl.Warping may follow "
+                    "them")
             g = op.out_geom(g, t)
+            if op.batches():  # type: ignore[attr-defined]
+                lay = Layout(True, lay.channel_axis)
         elif op.kind == "midwrite":
             assert isinstance(op, WriteOp)
             outs += op.out_specs(t, g, lay)
         t = op.out_type(t)
+    for op in chain.middle:
+        if op.items():
+            check_items(op.items(), g.batch, f"{op.name} PerItem")
+    if g.ragged:
+        raise ArgumentError(
+            "fkl.Crop rects: crops of different sizes "
+            f"({', '.join(f'{r[2]}x{r[3]}' for r in _crop_rects(chain))}) give planes of "
+            "different sizes, which one output array cannot hold; add a fkl.Resize after "
+            "the crop (or crop equal sizes)")
     outs += chain.write.out_specs(t, g, lay)
     return values, g, outs
+
+
+def _crop_rects(chain: Chain) -> list[tuple[int, int, int, int]]:
+    for op in chain.middle:
+        rects = getattr(op, "rects", None)
+        if rects is not None and len(rects) > 1:
+            return list(rects)
+    return []
 
 
 def kernel_name(key: Any) -> str:
@@ -176,8 +201,19 @@ def write_dtypes(op: WriteOp, t: PixType) -> list[DType]:
     return [s[1] for s in op.out_specs(t, Geom(1, 1), Layout(False, False))]
 
 
-def lower(chain: Chain, t: PixType, name: str) -> Lowered:
-    """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain)."""
+def final_type(chain: Chain, t: PixType) -> PixType:
+    """The pixel type the final write stores."""
+    for op in chain.middle:
+        t = op.out_type(t)
+    return t
+
+
+def lower(chain: Chain, t: PixType, name: str, active: bool = False) -> Lowered:
+    """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
+
+    ``active``: the kernel takes two more scalar groups after the ops' — the active batch
+    ``k`` (int32) and a default pixel (the written type, one value per channel) — and
+    planes ``z >= k`` store the default and read nothing (FKL's conditional planes)."""
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -186,6 +222,14 @@ def lower(chain: Chain, t: PixType, name: str) -> Lowered:
         in_ptrs = b.inputs(chain.read.input_dtypes(t))
         stage: Stage = chain.read.stage(in_ptrs, b.scalars(chain.read.scalar_types(t)), t)
         op_params = b.op_scalars(chain, t)
+        if active:
+            if any(op.kind == "midwrite" for op in chain.middle):
+                raise ArgumentError("fkl pipe active_batch: a chain with a MidWrite has no "
+                                    "default for its middle output; run it without "
+                                    "active_batch")
+            ft = final_type(chain, t)
+            act = b.scalars([dt.int32])[0]
+            default = b.scalars([ft.dtype] * ft.channels)
 
         last = chain.last_readback
         ty = t
@@ -210,6 +254,11 @@ def lower(chain: Chain, t: PixType, name: str) -> Lowered:
         nb = cast(Value(Special(dt.uint32, "gridDim.z")), dt.int32)
         with if_((x >= stage.w) | (y >= stage.h)):
             return_()
+        if active:
+            out_ptrs = b.outputs(write_dtypes(chain.write, ft))
+            with if_(z >= act):  # an inactive plane: the default, no reads
+                chain.write.store(out_ptrs, list(default), x, y, z, stage.w, stage.h, nb, ft)
+                return_()
         px = stage.read(x, y, z)
         for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
             p = op_params[i]
@@ -221,7 +270,8 @@ def lower(chain: Chain, t: PixType, name: str) -> Lowered:
                 px = op.apply(px, p, ty)
             ty = op.out_type(ty)
         w = chain.write
-        w.store(b.outputs(write_dtypes(w, ty)), px, x, y, z, stage.w, stage.h, nb, ty)
+        w.store(out_ptrs if active else b.outputs(write_dtypes(w, ty)), px, x, y, z, stage.w,
+                stage.h, nb, ty)
     finally:
         set_current(prev)
     return b.finish(name, trace, BLOCK)

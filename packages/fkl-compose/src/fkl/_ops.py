@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from thork import _math as tkm
-from thork._trace import Value, cast, where
+from thork.tracing import Value, cast, where
+from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt, promote
 
 from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel, value_dtype
@@ -28,9 +28,22 @@ __all__ = [
 
 class Op:
     """Base of every operation. ``kind`` is ``read``, ``readback``, ``compute``,
-    ``write`` or ``midwrite`` (FKL's operation kinds)."""
+    ``write`` or ``midwrite`` (FKL's operation kinds).
+
+    The contract an op class fulfils (``docs/plugins.md`` walks through one) — a compute
+    op defines ``apply`` and, when it has runtime values, ``scalar_types``/``values``
+    and a ``key`` that tells apart everything changing the generated code; ``out_type``
+    when it changes the pixel type; ``version`` bumped whenever what ``apply`` records
+    changes. Its identity in every kernel key is :meth:`identity` (module, qualified
+    name, version) plus :meth:`key`, never the bare class name.
+    """
 
     kind: ClassVar[str] = "compute"
+
+    #: The op's declared version: part of its identity in every kernel key. Bump it when
+    #: the code ``apply`` records changes, so kernels cached by an older release are not
+    #: reused for the new one.
+    version: ClassVar[int | str] = 1
 
     #: The class-level half of :meth:`channel_uniform`: the op applies one element-wise
     #: function to every channel alike (its values, if any, decide the rest).
@@ -43,6 +56,16 @@ class Op:
     def key(self) -> tuple[Any, ...]:
         """Type-level identity (no runtime values)."""
         return (type(self).__name__,)
+
+    @classmethod
+    def identity(cls) -> str:
+        """``module:QualifiedName@version``: which op this is, whoever shipped it. Two ops
+        with the same class name from different modules never share a kernel."""
+        return f"{cls.__module__}:{cls.__qualname__}@{cls.version}"
+
+    def cache_key(self) -> tuple[Any, ...]:
+        """What a kernel key holds for this op: :meth:`identity` and :meth:`key`."""
+        return (self.identity(), self.key())
 
     def out_type(self, t: PixType) -> PixType:
         """The pixel type after this op; raises ArgumentError for unsupported input."""
@@ -69,6 +92,12 @@ class Op:
             return True
         inner = getattr(self, "op", None)
         return isinstance(inner, Op) and inner.kind == "compute" and inner.channel_uniform()
+
+    def items(self) -> int:
+        """How many per-item values (one per batch item, :class:`fkl.PerItem`) the op
+        holds; 0: one value for every item. An op with per-item values picks them by
+        the thread's plane, so its chain runs the 2-D kernel."""
+        return 0
 
     def scalar_types(self, t: PixType) -> list[DType]:
         """Dtypes of the runtime scalar parameters for an input pixel of type ``t``."""
@@ -137,29 +166,49 @@ class _Binary(Op):
     elementwise = True
 
     def __init__(self, value: Any = None) -> None:
+        from ._batch import PerItem
+
         self.value = value
-        if value is not None:
-            try:
-                flat = per_channel(value, 1, self.name) if _is_scalar(value) else list(value)
-            except TypeError:
-                raise ArgumentError(
-                    f"{self.name}: expected a number or one number per channel, "
-                    f"got {value!r}") from None
-            if not 1 <= len(flat) <= 4:
-                raise ArgumentError(
-                    f"{self.name}: expected 1 to 4 values (one per channel), got {len(flat)}")
-            self._flat = flat
+        #: One value list per batch item (``PerItem``), else None.
+        self._items: list[list[Any]] | None = None
+        if isinstance(value, PerItem):
+            self._items = [self._values(v) for v in value.items]
+            if len({len(v) for v in self._items} - {1}) > 1:
+                raise ArgumentError(f"{self.name} PerItem: every item needs as many values "
+                                    f"(1 or one per channel), got {value!r}")
+            self._flat = [v for item in self._items for v in item]
+        elif value is not None:
+            self._flat = self._values(value)
         else:
             self._flat = []
 
+    def _values(self, value: Any) -> list[Any]:
+        try:
+            flat = per_channel(value, 1, self.name) if _is_scalar(value) else list(value)
+        except TypeError:
+            raise ArgumentError(
+                f"{self.name}: expected a number or one number per channel, "
+                f"got {value!r}") from None
+        if not 1 <= len(flat) <= 4:
+            raise ArgumentError(
+                f"{self.name}: expected 1 to 4 values (one per channel), got {len(flat)}")
+        return flat
+
+    def _per_channel(self) -> bool:
+        return any(len(v) > 1 for v in self._items or [self._flat])
+
     def key(self) -> tuple[Any, ...]:
         ints = all(isinstance(v, int) and not isinstance(v, bool) for v in self._flat)
-        return (type(self).__name__, self.value is None, ints, len(self._flat) > 1)
+        key = (type(self).__name__, self.value is None, ints, self._per_channel())
+        return key if self._items is None else (*key, "items", len(self._items))
+
+    def items(self) -> int:
+        return 0 if self._items is None else len(self._items)
 
     def channel_uniform(self) -> bool:
         # One value for every channel, or none (``a op b`` channel by channel on a pair);
         # a per-channel sequence is not, even when its values happen to be equal.
-        return self.elementwise and len(self._flat) <= 1
+        return self.elementwise and self._items is None and len(self._flat) <= 1
 
     def _ptype(self, t: PixType) -> DType:
         return value_dtype(t.dtype, self._flat)
@@ -180,26 +229,38 @@ class _Binary(Op):
             self._check(t.dtype, t.dtype)
             return PixType(self._result(t.dtype, t.dtype), t.channels)
         self._no_pair(t)
-        if len(self._flat) > 1:
-            per_channel(self._flat, t.channels, self.name)
+        for item in self._items or [self._flat]:
+            if len(item) > 1:
+                per_channel(item, t.channels, self.name)
         pt = self._ptype(t)
         self._check(t.dtype, pt)
         return PixType(self._result(t.dtype, pt), t.channels)
 
     def scalar_types(self, t: PixType) -> list[DType]:
-        return [] if self.value is None else [self._ptype(t)] * t.channels
+        if self.value is None:
+            return []
+        return [self._ptype(t)] * (t.channels * max(1, self.items()))
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
         if self.value is None:
             return []
-        return per_channel(self._flat, t.channels, self.name)
+        return [v for item in self._items or [self._flat]
+                for v in per_channel(item, t.channels, self.name)]
 
     def apply(self, px: Any, p: list[Value], t: PixType) -> Pixel:
+        c_n = t.channels
         if self.value is None:
             a, b = px
-            out = [self.fn(a[c], b[c]) for c in range(t.channels)]
+            out = [self.fn(a[c], b[c]) for c in range(c_n)]
+        elif self._items is not None:
+            from ._batch import pick, plane
+
+            z = plane()
+            n = len(self._items)
+            out = [self.fn(px[c], pick(z, [p[k * c_n + c] for k in range(n)]))
+                   for c in range(c_n)]
         else:
-            out = [self.fn(px[c], p[c]) for c in range(t.channels)]
+            out = [self.fn(px[c], p[c]) for c in range(c_n)]
         rt = self.out_type(t).dtype
         return [cast(v, rt) for v in out]
 

@@ -44,22 +44,31 @@ class PixType:
 @dataclass(frozen=True)
 class Geom:
     """The host-side geometry of a plane: width and height in pixels, batch planes, and
-    whether reads outside ``[0, w) x [0, h)`` are defined (a BorderReader sits below)."""
+    whether reads outside ``[0, w) x [0, h)`` are defined (a BorderReader sits below).
+
+    ``ragged``: the planes differ in size (a batch of crops of different sizes); ``w`` and
+    ``h`` are then the largest, and only a Resize may follow (it gives one size again)."""
 
     w: int
     h: int
     batch: int = 1
     unbounded: bool = False
+    ragged: bool = False
 
 
 @dataclass
 class Stage:
-    """A traced source of pixels: ``read(x, y, z)`` and the traced size of the plane."""
+    """A traced source of pixels: ``read(x, y, z)`` and the traced size of the plane.
+
+    ``per_plane``: ``w`` and ``h`` are the size of the thread's own plane (they depend on
+    the plane index, as after a batch of crops), so a stage sampling this one computes
+    its scale in the kernel rather than taking it from the host."""
 
     read: Reader
     w: Any
     h: Any
     type: PixType
+    per_plane: bool = False
 
 
 def as_dtype(value: Any, what: str) -> DType:

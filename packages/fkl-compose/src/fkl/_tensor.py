@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from thork._trace import Pointer, Value
+from thork.tracing import Pointer, Value
 from thork_core import ArgumentError, ArrayView, DType, dt
 
 from ._ops import Op

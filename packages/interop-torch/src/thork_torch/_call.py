@@ -86,7 +86,7 @@ class TorchCall:
         if stream is None:
             handle = current
         else:
-            from thork_core._cuda import stream_handle
+            from thork_core.runtime import stream_handle
 
             handle = stream_handle(stream)
         if handle != current:
@@ -134,6 +134,6 @@ def _to_torch(result: Any, handle: int | None) -> Any:
 
 
 def _wait(device: int, producer: int, consumer: int) -> None:
-    from thork_core._device_array import _stream_wait
+    from thork_core.runtime import stream_wait
 
-    _stream_wait(device, producer, consumer)
+    stream_wait(device, producer, consumer)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from thork_core import ArgumentError, ArrayView, DType, PointerType
+from thork_core import ArgumentError, DType, PointerType
 
 from ._call import TorchCall, is_pipe
 from ._dtypes import to_thork, to_torch
@@ -27,13 +27,8 @@ def pipe_output_specs(pipe: Any, *shapes_dtypes: tuple[Sequence[int], Any]
                       ) -> list[tuple[tuple[int, ...], DType]]:
     """Shape and dtype of each output of ``pipe`` for inputs of the given (shape, dtype),
     computed on the host the way the pipe computes them when it runs (no kernel built)."""
-    from fkl._lowering import host_plan  # fkl has no public form of this yet
-
-    views = [ArrayView(ptr=0, shape=tuple(int(s) for s in shape), strides=None,
-                       dtype=to_thork(d) if not isinstance(d, DType) else d, device="cpu")
-             for shape, d in shapes_dtypes]
-    t, g, lay = pipe.chain.read.host_type(views)
-    return host_plan(pipe.chain, t, g, lay)[2]
+    return pipe.output_specs(  # type: ignore[no-any-return]
+        [(shape, to_thork(d) if not isinstance(d, DType) else d) for shape, d in shapes_dtypes])
 
 
 def custom_op(name: str, fn: Any, *, outputs: OutputSpecs | int | None = None,

@@ -21,10 +21,12 @@ cores see each other's global atomics.
 from __future__ import annotations
 
 from thork_core import CODEGEN_VERSION, KernelIR, Renderer
-from thork_core._dtype import DType
-from thork_core._ir import (
+from thork_core.ir import (
+    HALF_CONVERSIONS,
+    INT_ARITHMETIC,
     Atomic,
     BlockReduce,
+    DType,
     PointerType,
     SharedDecl,
     Sync,
@@ -33,7 +35,6 @@ from thork_core._ir import (
     walk_exprs,
     walk_stmts,
 )
-from thork_core._renderer import HALF_CONVERSIONS
 
 __all__ = ["CppRenderer", "ENTRY", "DEADLOCK"]
 
@@ -377,7 +378,7 @@ class CppRenderer(Renderer):
             "fibers": int(needs_fibers(kernel)),
         }
         return (
-            _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + "\n"
+            _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + INT_ARITHMETIC + "\n"
             + self.functions_text
             + f"static inline void {kernel.name}({sig})\n{{\n{body}\n}}\n\n"
             "static void thork_thread(thork_block* b, unsigned int lin)\n{\n"

@@ -19,9 +19,13 @@ from thork_core import (
     Renderer,
     Target,
 )
-from thork_core._binding import array_view, check_array, scalar_value
-from thork_core._cache import library_path
-from thork_core._graph import recorder
+from thork_core.plugin import (
+    array_view,
+    check_array,
+    graph_recorder,
+    library_path,
+    scalar_value,
+)
 
 from ._compiler import host_arch
 from ._renderer import DEADLOCK, ENTRY, CppRenderer
@@ -67,7 +71,7 @@ class CpuExecutable(Executable):
         self._run(grid, block, 0, shared_mem, self.args.address)
 
     def _run(self, grid: Dim3, block: Dim3, stream: int, shared_mem: int, argv: int) -> None:
-        graph = recorder()
+        graph = graph_recorder()
         if graph is not None:  # inside a CPU Graph's recording: recorded, run on replay
             graph.record(self, grid, block, shared_mem, argv)
             return

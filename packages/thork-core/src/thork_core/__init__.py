@@ -1,6 +1,13 @@
 """Thork core: the IR, the CUDA C++ renderer, the plugin registry, the artifact cache and
 the GPU target. Front-ends (``thork``, ``fkl``) build on it; compilers and targets plug in.
 
+Public surfaces, each documented in ``docs/plugins.md``: this package's top level (the
+names below), :mod:`thork_core.plugin` (what plugins implement and reuse),
+:mod:`thork_core.ir` (kernel IR and renderers), :mod:`thork_core.runtime` (device arrays,
+streams, memory), :mod:`thork_core.build` (the one build path) and
+:mod:`thork_core.launch` (launching loaded kernels). Modules whose names start with ``_``
+are private: other packages never import them (a test enforces it).
+
 Importing this package is cheap: cuda-python, compilers and NumPy-heavy work load lazily.
 """
 
@@ -9,7 +16,7 @@ from __future__ import annotations
 from ._adapter import ArrayAdapter, ArrayView
 from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch
 from ._artifact import ARTIFACT_KINDS, Artifact
-from ._build import CompileInfo, build, choose, compile_artifact
+from ._build import CompileInfo, build_kernel, choose, compile_artifact
 from ._cache import DiskCache, cache_dir, cache_key, disk_cache
 from ._compiler import Compiler
 from ._device_array import DeviceArray
@@ -28,6 +35,7 @@ from ._graph import Graph, GraphNode
 from ._hookspecs import hookimpl, hookspec
 from ._ir import KernelIR, Loc, Param, PointerType
 from ._launch import PreparedLaunch, guarded_call_base
+from ._plugin_api import PLUGIN_API_VERSION
 from ._plugins import PluginInfo, Plugins, PluginWarning, plugins, reset_plugins
 from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
 from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
@@ -36,9 +44,10 @@ __all__ = [
     "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArgumentPack", "ArrayAdapter",
     "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache",
-    "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc", "NoTargetError", "Param",
-    "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
-    "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build",
+    "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc",
+    "NoTargetError", "Param",
+    "PLUGIN_API_VERSION", "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
+    "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build_kernel",
     "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt", "dtype_of",
     "gpu_arch", "guarded_call_base", "hookimpl", "hookspec", "literal_dtype",
     "normalize_dims", "parse_arch", "plugins", "promote", "reset_plugins",

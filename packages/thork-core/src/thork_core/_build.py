@@ -18,7 +18,7 @@ from ._ir import KernelIR
 from ._plugins import plugins
 from ._target import Executable, Target
 
-__all__ = ["CompileInfo", "build", "choose", "compile_artifact", "key_parts"]
+__all__ = ["CompileInfo", "build", "build_kernel", "choose", "compile_artifact", "key_parts"]
 
 
 @dataclass
@@ -41,10 +41,13 @@ class CompileInfo:
     attributes: dict[str, Any] = field(default_factory=dict)
 
 
-def choose(target: str | Target | None, compiler: str | None) -> tuple[Target, Compiler]:
-    """Resolve the target and compiler a build will use."""
+def choose(target: str | Target | None, compiler: str | Compiler | None
+           ) -> tuple[Target, Compiler]:
+    """Resolve the target and compiler a build will use (objects pass through)."""
     reg = plugins()
     tgt = target if isinstance(target, Target) else reg.target(target)
+    if isinstance(compiler, Compiler):
+        return tgt, compiler
     return tgt, reg.compiler(compiler, tgt)
 
 
@@ -106,10 +109,24 @@ def _fetch(
     return artifact, key, False
 
 
+def build_kernel(
+    kernel: KernelIR, target: str | Target | None = None, compiler: str | Compiler | None = None,
+) -> tuple[Executable, CompileInfo]:
+    """The one build path: render ``kernel`` for ``target``, key it, take the artifact from
+    the disk cache or compile it with ``compiler`` (and store it), load it.
+
+    ``target`` and ``compiler`` are objects or names; None applies the selection rules
+    (:meth:`~thork_core.plugin.Plugins.target`, :meth:`~thork_core.plugin.Plugins.compiler`).
+    Returns the loaded executable and how it was built.
+    """
+    tgt, comp = choose(target, compiler)
+    return build(kernel, tgt.renderer().render(kernel), tgt, comp)
+
+
 def build(
     kernel: KernelIR, source: str, target: Target, compiler: Compiler
 ) -> tuple[Executable, CompileInfo]:
-    """Compile ``source`` (rendered for ``target``) or take it from the disk cache; load."""
+    """:func:`build_kernel` for ``source`` already rendered for ``target``."""
     arch = target.arch()
     kind = next(k for k in target.consumes if k in compiler.produces)
     t0 = time.perf_counter()

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._target import Target
 
 PROJECT = "thork"
+# The plugin API's version (PLUGIN_API_VERSION) and plugins' declared ranges: _plugin_api.
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

@@ -362,6 +362,11 @@ class Param:
     writes: bool = False
     #: Required number of array dimensions, or None for any (pointer parameters only).
     ndim: int | None = None
+    #: For a hidden scalar the caller does not pass: ``(pointer, kind, axis)`` — the
+    #: extent (``kind`` ``"shape"``) or element stride (``"stride"``) along ``axis`` of the
+    #: argument given for pointer parameter ``pointer``, filled in at launch. None for a
+    #: parameter the caller passes.
+    derived: tuple[str, str, int] | None = None
 
     @property
     def is_pointer(self) -> bool:

@@ -3,7 +3,10 @@
 Plugins are found in the ``thork`` entry-point group. ``THORK_DISABLE_PLUGINS`` (comma
 separated entry-point names) blocks plugins; ``THORK_PLUGINS_AUTOLOAD=0`` loads none
 from entry points (core's own built-ins stay). A plugin that fails to import, or whose
-hook raises, is reported with a :class:`PluginWarning` and skipped.
+hook raises, is reported with a :class:`PluginWarning` and skipped; so is one whose
+declared plugin API range (``THORK_PLUGIN_API``, see ``_plugin_api``) excludes this core.
+Each such warning is one line naming the plugin, and points at the plugin's file (the
+failing line when there is one), not at Thork's; it shows once per process.
 
 Plugins load lazily. What each plugin registers — the names, priorities, languages and
 artifact kinds of its compilers, targets, front-ends and array adapters — is memoized on
@@ -31,11 +34,11 @@ from typing import Any, TypeVar
 
 import pluggy
 
-from . import _hookspecs
+from . import _hookspecs, _plugin_api
 from ._adapter import ArrayAdapter
 from ._compiler import Compiler
-from ._errors import NoTargetError, PluginError
 from ._frontend import Frontend
+from ._selection import pick_compiler, pick_target
 from ._target import Target
 
 __all__ = ["Plugins", "PluginInfo", "PluginWarning", "plugins", "ENTRY_POINT_GROUP"]
@@ -165,6 +168,8 @@ class Plugins:
             files = entry["files"]
             if path_fingerprint(f[0] for f in files) != files:
                 return False
+            if _plugin_api.incompatibility(entry.get("api")) is not None:  # type: ignore[union-attr]
+                return False  # core changed under it: import it to say why it is skipped
             p.items = {hook: [_Item(p, fact) for fact in facts]
                        for hook, facts in entry["registered"].items()}
         except (TypeError, KeyError, ValueError):
@@ -176,11 +181,17 @@ class Plugins:
         a warning) when it cannot be imported. Indexes it when every hook succeeded."""
         try:
             plugin = _load_object(p.value)
-            self._pm.register(plugin, name=p.name)
+            why = _plugin_api.incompatibility(getattr(plugin, _plugin_api.ATTRIBUTE, None))
+            if why is None:
+                self._pm.register(plugin, name=p.name)
         except Exception as exc:
-            warnings.warn(
-                f"thork plugin {p.name!r} ({p.value}) failed to load and was skipped: "
-                f"{type(exc).__name__}: {exc}", PluginWarning, stacklevel=4)
+            _warn(f"thork plugin {p.name!r} ({p.value}) failed to load and was skipped: "
+                  f"{type(exc).__name__}: {exc}", p.value, exc)
+            self._forget(p)
+            return None
+        if why is not None:
+            _warn(f"thork plugin {p.name!r} ({p.dist} {p.version}) was skipped: {why}",
+                  p.value, None)
             self._forget(p)
             return None
         p.loaded = True
@@ -194,9 +205,8 @@ class Plugins:
                 try:
                     got = list(impl.function() or ())
                 except Exception as exc:
-                    warnings.warn(
-                        f"thork plugin {p.name!r} failed in thork_register_{hook} and was "
-                        f"skipped: {type(exc).__name__}: {exc}", PluginWarning, stacklevel=4)
+                    _warn(f"thork plugin {p.name!r} failed in thork_register_{hook} and was "
+                          f"skipped: {type(exc).__name__}: {exc}", p.value, exc)
                     clean = False
                     continue
                 items[hook] = [_Item(p, _fact(hook, x), x) for x in got]
@@ -222,6 +232,9 @@ class Plugins:
         files.discard(None)
         entry = {"files": path_fingerprint(sorted(files)),  # type: ignore[type-var]
                  "registered": facts}
+        declared = getattr(plugin, _plugin_api.ATTRIBUTE, None)
+        if isinstance(declared, str):
+            entry["api"] = declared
         if self._index.get(p.key) != entry:
             self._index[p.key] = entry
             self._index_dirty = True
@@ -305,80 +318,15 @@ class Plugins:
         return cached
 
     def target(self, name: str | None = None) -> Target:
-        """The target called ``name``; with None, ``THORK_TARGET`` or the best available."""
-        name = name or os.environ.get("THORK_TARGET") or None
-        return self._answer(lambda: self._target(name))
-
-    def _target(self, name: str | None) -> Target:
-        targets = self._items("targets")
-        if name is not None:
-            for item in targets:
-                if item.name == name:
-                    t: Target = self._obj(item)
-                    ok, why = t.available()
-                    if not ok:
-                        raise NoTargetError(f"target {name!r} is not available here: {why}")
-                    return t
-            known = ", ".join(t.name for t in targets) or "none"
-            hint = " (install thork-target-cpu)" if name == "cpu" else ""
-            raise NoTargetError(f"no target named {name!r} is installed{hint}; installed: {known}")
-        reasons = []
-        for item in targets:
-            t = self._obj(item)
-            ok, why = t.available()
-            if ok:
-                if reasons:
-                    _notice_fallback(t, reasons)
-                return t
-            reasons.append(f"{t.name}: {why}")
-        raise NoTargetError(
-            "no target can run kernels here ("
-            + ("; ".join(reasons) or "no target plugin installed")
-            + "); install thork-target-cpu to run on the CPU"
-        )
+        """The target called ``name``; with None, ``THORK_TARGET`` or the default (the
+        rules are in :mod:`thork_core._selection`)."""
+        return self._answer(lambda: pick_target(self._items("targets"), name, self._obj))
 
     def compiler(self, name: str | None, target: Target) -> Compiler:
-        """The compiler called ``name`` (or ``THORK_COMPILER``, or the best) for ``target``."""
-        return self._answer(lambda: self._compiler(name, target))
-
-    def _compiler(self, name: str | None, target: Target) -> Compiler:
-        compilers = self._items("compilers")
-        fitting = [
-            c for c in compilers
-            if c.language == target.language and set(c.kinds) & set(target.consumes)
-        ]
-        if name is None:
-            # The process-wide choice applies where it fits (THORK_COMPILER=nvcc must not
-            # break CPU-target kernels); an explicit per-kernel choice stays strict.
-            env = os.environ.get("THORK_COMPILER") or None
-            if env is not None and (any(c.name == env for c in fitting)
-                                    or not any(c.name == env for c in compilers)):
-                name = env
-        if name is not None:
-            for c in compilers:
-                if c.name == name:
-                    if c not in fitting:
-                        raise PluginError(
-                            f"compiler {name!r} cannot produce code for the {target.name} "
-                            f"target (it makes {', '.join(c.kinds)} from {c.language})")
-                    comp: Compiler = self._obj(c)
-                    ok, why = comp.available()
-                    if not ok:
-                        raise PluginError(f"compiler {name!r} is installed but not usable: {why}")
-                    return comp
-            pkg = _COMPILER_PACKAGES.get(name, f"a plugin providing compiler {name!r}")
-            raise PluginError(f"compiler {name!r} is not installed; install {pkg}")
-        reasons = []
-        for c in fitting:
-            comp = self._obj(c)
-            ok, why = comp.available()
-            if ok:
-                return comp
-            reasons.append(f"{c.name}: {why}")
-        want = "thork-backend-nvrtc" if target.language == "cuda" else "thork-target-cpu"
-        raise PluginError(
-            f"no compiler for the {target.name} target is usable ("
-            + ("; ".join(reasons) or "none installed") + f"); install {want}")
+        """The compiler called ``name`` for ``target``; with None, ``THORK_COMPILER``, the
+        target's preferred compiler or the default (see :mod:`thork_core._selection`)."""
+        return self._answer(
+            lambda: pick_compiler(self._items("compilers"), name, target, self._obj))
 
     def loaded(self) -> list[str]:
         """Names of the plugins imported so far (the others are known from the index)."""
@@ -416,6 +364,42 @@ def _file_of(obj: Any) -> str | None:
     return path if isinstance(path, str) else None
 
 
+#: Warnings already shown (``warnings``' once-per-location registry, keyed by message).
+_WARNED: dict[Any, Any] = {}
+
+
+def _warn(message: str, value: str, exc: BaseException | None) -> None:
+    """Warn about a plugin, attributed to the plugin's own file: the deepest frame of
+    ``exc``'s traceback outside Thork's core and importlib, else the plugin module."""
+    core = os.path.dirname(os.path.abspath(__file__))
+    filename, lineno = "", 1
+    tb = exc.__traceback__ if exc is not None else None
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if not f.startswith(core) and "importlib" not in f:
+            filename, lineno = f, tb.tb_lineno
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename:
+        filename, lineno = exc.filename, exc.lineno or 1
+    if not filename:
+        filename, lineno = _module_file(value), 1
+    module = value.split(":", 1)[0].split("[", 1)[0].strip()
+    warnings.warn_explicit(message, PluginWarning, filename or f"<plugin {module}>", lineno,
+                           module=module, registry=_WARNED)
+
+
+def _module_file(value: str) -> str:
+    """The file of the module an entry point names, without importing it ("" if none)."""
+    import importlib.util
+
+    module = value.split(":", 1)[0].split("[", 1)[0].strip()
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return ""
+    return spec.origin if spec is not None and spec.origin else ""
+
+
 def _load_object(value: str) -> Any:
     """What an entry point's value names: ``module`` or ``module:attr.attr``."""
     import importlib
@@ -426,26 +410,6 @@ def _load_object(value: str) -> Any:
     for part in attr.strip().split(".") if attr.strip() else ():
         obj = getattr(obj, part)
     return obj
-
-
-_NOTICED: set[str] = set()
-
-
-def _notice_fallback(chosen: Target, reasons: list[str]) -> None:
-    """Say once per process, in one line, that a lower-priority target was chosen."""
-    if chosen.name in _NOTICED:
-        return
-    _NOTICED.add(chosen.name)
-    print(f"thork: running on the {chosen.name} target ({'; '.join(reasons)})",
-          file=sys.stderr)
-
-
-_COMPILER_PACKAGES = {
-    "nvrtc": "thork-backend-nvrtc (pip install 'thork[nvrtc]')",
-    "nvcc": "thork-backend-nvcc (pip install 'thork[nvcc]')",
-    "clang": "thork-backend-clang (pip install 'thork[clang]')",
-    "host-cxx": "thork-target-cpu (pip install 'thork[cpu]')",
-}
 
 
 def _scan_entry_points() -> list[list[str]]:

@@ -52,10 +52,11 @@ from ._ir import (
     While,
 )
 
-__all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS"]
+__all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC",
+           "PRELUDE_MARK"]
 
 # Bumped whenever generated code changes meaning; part of every disk-cache key.
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 
 _BINARY_C = {
     "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%",
@@ -76,6 +77,22 @@ _MATH_NAMES = {
     "erfc": "erfc", "exp10": "exp10", "fmin": "fmin", "fmax": "fmax",
 }
 _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+
+# Integer division and remainder with a defined result for every input, the same on every
+# target and compiler (docs/guarantees.md): x / 0 = 0, x % 0 = x, MIN / -1 = MIN (wraps),
+# MIN % -1 = 0. Truncating otherwise, as C++. C++ leaves these undefined (x86 traps).
+INT_ARITHMETIC = r"""
+template <class T> THORK_FN T thork_idiv(T a, T b) {
+  if (b == (T)0) return (T)0;
+  if ((T)-1 < (T)0 && b == (T)-1) return (T)(0ull - (unsigned long long)a);
+  return (T)(a / b);
+}
+template <class T> THORK_FN T thork_imod(T a, T b) {
+  if (b == (T)0) return a;
+  if ((T)-1 < (T)0 && b == (T)-1) return (T)0;
+  return (T)(a % b);
+}
+"""
 
 # float16/bfloat16 conversions written once in portable C++; a target's prelude defines
 # THORK_FN (function qualifiers), thork_f2u/thork_u2f (bit casts) and may override the
@@ -364,6 +381,10 @@ class Renderer:
             assert isinstance(t, DType)
             if t.is_half:
                 return self.from_float(f"(-{self.to_float(self.expr(e.operand), t)})", t)
+            if e.op == "neg" and t.is_int:
+                # -MIN wraps to MIN (unsigned negation), never signed overflow.
+                u = "unsigned long long" if t.bits > 32 else "unsigned int"
+                return f"(({t.ctype})(0u - ({u})({self.expr(e.operand)})))"
             return f"({_UNARY_C[e.op]}({self.expr(e.operand)}))"
         if isinstance(e, Select):
             return f"({self.expr(e.cond)} ? {self.expr(e.if_true)} : {self.expr(e.if_false)})"
@@ -394,10 +415,28 @@ class Renderer:
             # Half types are storage only: compute in float, round back (CUDA's __half does).
             text = f"({self.to_float(lhs, operand_t)} {op} {self.to_float(rhs, operand_t)})"
             return text if e.op in _COMPARISONS else self.from_float(text, operand_t)
+        if operand_t.is_int:
+            defined = self.int_binary(e.op, operand_t, lhs, rhs)
+            if defined is not None:
+                return defined
         if e.op in ("shl", "shr") and isinstance(e.type, DType) and e.type.bits < 32:
             # Shifting promotes to int in C++; narrower shift results cast back explicitly.
             return f"(({e.type.ctype})({lhs} {op} {rhs}))"
         return f"({lhs} {op} {rhs})"
+
+    def int_binary(self, op: str, t: DType, lhs: str, rhs: str) -> str | None:
+        """Integer ``op`` with the defined results of docs/guarantees.md, or None where
+        plain C++ already defines every input. ``+ - * <<`` wrap: computed in the unsigned
+        type of at least 32 bits (C++ promotes narrower types to ``int``, where
+        ``uint16 * uint16`` can overflow) and cast back, so no signed overflow exists
+        for the optimizer to assume away (a user's overflow guard stays)."""
+        if op in ("floordiv", "mod"):
+            fn = "thork_idiv" if op == "floordiv" else "thork_imod"
+            return f"{fn}<{t.ctype}>({lhs}, {rhs})"
+        if op in ("add", "sub", "mul", "shl"):
+            u = "unsigned long long" if t.bits > 32 else "unsigned int"
+            return f"(({t.ctype})(({u})({lhs}) {_BINARY_C[op]} ({u})({rhs})))"
+        return None
 
     def atomic(self, e: Atomic) -> str:
         """CUDA ``atomicAdd`` & co.; 64-bit signed integers go through the unsigned
@@ -573,17 +612,36 @@ class CudaRenderer(Renderer):
         common = HALF_CONVERSIONS.replace(
             "#ifndef THORK_HW_HALF", _CUDA_HW_HALF + "#ifndef THORK_HW_HALF", 1
         )
-        return _CUDA_PRELUDE % {"version": CODEGEN_VERSION} + common + _CUDA_ATOMICS
+        return (_CUDA_PRELUDE % {"version": CODEGEN_VERSION} + common + INT_ARITHMETIC
+                + _CUDA_ATOMICS)
 
     def translation_unit(self, kernel: KernelIR, body: str) -> str:
-        params = ", ".join(self.param_decl(kernel))
+        return self._head() + self._code(kernel, body)
+
+    def _head(self) -> str:
         dyn = ("extern __shared__ __attribute__((aligned(16))) unsigned char "
                "thork_dynamic_smem[];\n")
-        return (
-            f"{self.prelude()}{dyn}\n{self.functions_text}"
-            f'extern "C" __global__ void {kernel.name}({params})\n'
-            f"{{\n{body}\n}}\n"
-        )
+        return f"{self.prelude()}{dyn}\n"
+
+    def _code(self, kernel: KernelIR, body: str) -> str:
+        params = ", ".join(self.param_decl(kernel))
+        return (f"{self.functions_text}"
+                f'extern "C" __global__ void {kernel.name}({params})\n'
+                f"{{\n{body}\n}}\n")
+
+    def listing(self, kernel: KernelIR) -> str:
+        """The translation unit for reading: the kernel (after its device functions)
+        first, then, under :data:`PRELUDE_MARK`, the prelude that compilers see before
+        it. :meth:`render` is the text compilers receive."""
+        self._kernel = kernel
+        self.functions_text = "".join(self.function(f) for f in kernel.functions)
+        body = self._body(kernel.body, kernel.mutable)
+        return f"{self._code(kernel, body)}\n{PRELUDE_MARK}\n{self._head()}"
+
+
+#: The line separating the code from the prelude in :meth:`CudaRenderer.listing`.
+PRELUDE_MARK = ("// ---- Thork's prelude: compiled *before* the code above (the order "
+                "render() gives compilers) ----")
 
 
 def _escape(path: str) -> str:

@@ -134,8 +134,13 @@ class Target(abc.ABC):
     consumes: tuple[str, ...] = ()
     #: ``"cuda"`` or ``"c++"``: which compilers can feed it.
     language: str = "cuda"
-    #: Higher wins when the caller names no target and several are available.
+    #: Higher wins when the caller names no target and several are available (among
+    #: Thork's own targets and opted-in plugins: see ``docs/plugins.md``).
     priority: int = 0
+    #: The compiler this target builds with when neither the caller nor
+    #: ``THORK_COMPILER`` names one, if it is installed and available; None: the
+    #: highest-ranked fitting compiler.
+    preferred_compiler: str | None = None
 
     @abc.abstractmethod
     def available(self) -> tuple[bool, str]:

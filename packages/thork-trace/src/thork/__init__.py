@@ -31,7 +31,7 @@ from ._atomic import (
     atomic_sub,
     atomic_xor,
 )
-from ._control import elif_, else_, if_, return_
+from ._control import cond, elif_, else_, if_, return_
 from ._func import DeviceFunction, func
 from ._grid import (
     WARP_SIZE,
@@ -93,6 +93,8 @@ from ._math import (
     tanh,
     trunc,
 )
+from ._shaped import ShapedPointer
+from ._shaped import length as len
 from ._shared import SharedArray, dynamic_shared, shared_array
 from ._sync import (
     FULL_MASK,
@@ -105,13 +107,15 @@ from ._sync import (
     threadfence_block,
     threadfence_system,
 )
-from ._trace import cast, where
+from ._trace import TraceWarning, cast, where
 from ._types import (
     BlockDim,
     BlockIdx,
     Constexpr,
     DevicePointer,
     GridDim,
+    Int,
+    Int3,
     ThreadIdx,
     Uint,
     Uint3,
@@ -132,17 +136,19 @@ from ._warp import (
     warp_sum,
 )
 
-#: ``tk.select(cond, a, b)`` is ``tk.where``: C++ ``cond ? a : b``.
-select = where
+#: ``tk.select(c, a, b)`` is ``tk.cond``: C's ``c ? a : b``; a side given as a function
+#: (``lambda: a[k]``) is evaluated only where it is chosen, plain values as ``tk.where``.
+select = cond
 
 __all__ = [
     "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "Constexpr", "DType",
     "DeviceFunction", "DevicePointer", "FULL_MASK", "Graph", "GridDim", "Kernel", "Launch",
     "LaunchError", "Local", "PluginError", "SharedArray", "ThreadIdx", "ThorkError",
-    "TraceError", "Uint", "Uint3", "WARP_SIZE",
+    "TraceError", "Uint", "Uint3", "WARP_SIZE", "ShapedPointer", "len",
+    "Int", "Int3", "TraceWarning",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
-    "where", "select", "cast", "jit", "func", "dt", "graph",
+    "where", "select", "cond", "cast", "jit", "func", "dt", "graph",
     # memory and synchronization
     "shared_array", "dynamic_shared", "syncthreads", "syncthreads_count", "syncthreads_and",
     "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from thork_core import TraceError, dt
-from thork_core._ir import Atomic
+from thork_core.ir import Atomic
 
 from ._trace import Memory, Value, _to, as_value, current
 

@@ -20,12 +20,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from thork_core import TraceError, dt
-from thork_core._ir import Atomic, BlockReduce, CallFunc, If, Let, Return, Warp, walk_exprs
+from thork_core import TraceError, dt, promote
+from thork_core.ir import (
+    Assign,
+    Atomic,
+    BlockReduce,
+    CallFunc,
+    Const,
+    If,
+    Let,
+    Return,
+    Var,
+    Warp,
+    walk_exprs,
+)
 
-from ._trace import _to, as_value, current
+from ._trace import Value, _to, as_value, current, where
 
-__all__ = ["if_", "elif_", "else_", "return_"]
+__all__ = ["if_", "elif_", "else_", "return_", "cond"]
 
 _EFFECTS = (Atomic, Warp, BlockReduce, CallFunc)
 
@@ -122,3 +134,48 @@ def return_() -> None:
             "a tk.func helper; compute the helper's result with tk.where or a tk.var and "
             "return it with Python's return at the end")
     trace.emit(Return())
+
+
+def cond(c: Any, if_true: Any, if_false: Any) -> Value:
+    """C's ``c ? if_true : if_false``, evaluating only the chosen side.
+
+    Each side is a value or a function of no arguments (``lambda: a[k]``); a function is
+    traced into a branch that runs only where it is chosen, so
+    ``tk.cond(k < n, lambda: a[k], 0.0)`` never loads ``a[k]`` out of bounds.
+    ``tk.where`` computes both sides (fine for values already at hand). The result has
+    the common type of the two sides, as with ``tk.where``.
+    """
+    if not callable(if_true) and not callable(if_false):
+        return where(c, if_true, if_false)
+    cv = as_value(c)
+    if isinstance(cv.expr, Const):  # known at trace time: only that side exists
+        chosen = if_true if cv.expr.value else if_false
+        return as_value(chosen() if callable(chosen) else chosen)
+    trace = current()
+    stmt = If(_to(cv, dt.bool), [], [])
+    trace.emit(stmt)
+    raw = []
+    for block, side in ((stmt.then, if_true), (stmt.orelse, if_false)):
+        trace.push(block)
+        try:
+            raw.append(side() if callable(side) else side)
+        finally:
+            trace.pop()
+    ra, rb = raw
+    if isinstance(ra, Value) or not isinstance(rb, Value):
+        a = as_value(ra)
+        b = as_value(rb, a.dtype)
+    else:
+        b = rb
+        a = as_value(ra, b.dtype)
+    t = promote(a.dtype, b.dtype) if a.dtype != b.dtype else a.dtype
+    # The result is a mutable local declared before the branch and set in both sides.
+    result = Var(t, trace.fresh("c"))
+    trace.mutable.add(result.name)
+    block = trace._block
+    block.insert(block.index(stmt), Let(result, Const(t, False if t == dt.bool else 0),
+                                        loc=stmt.loc))
+    trace.define(result.name)
+    for branch, v in ((stmt.then, a), (stmt.orelse, b)):
+        branch.append(Assign(result, _to(v, t), loc=stmt.loc))
+    return Value(trace.temp(result))

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from thork_core import Loc, PointerType, TraceError
-from thork_core._ir import CallFunc, Eval, Function, Param, Return, Var
+from thork_core.ir import CallFunc, Eval, Function, Param, Return, Var
 
+from ._shaped import ShapedPointer
 from ._shared import SharedArray
 from ._trace import Memory, Pointer, Trace, Value, _to, as_value, current_or_none, set_current
 
@@ -52,7 +53,19 @@ class DeviceFunction:
         root = trace.root
         spec = root.function_cache.get(key)
         if spec is None:
-            spec = self._specialize(trace, items)
+            if key in root.functions_open:
+                chain = " -> ".join(k[0].__name__ for k in root.functions_open[
+                    root.functions_open.index(key):]) + f" -> {self.__name__}"
+                raise TraceError(
+                    f"{self.__name__}(): tk.func recursion ({chain}) with the same argument "
+                    "types is not supported: device code cannot recurse. Write it as a "
+                    "loop (tk.while_ or tk.range with tk.var state), or recurse on a Python "
+                    "value (a compile-time constant) so that tracing unrolls it")
+            root.functions_open.append(key)
+            try:
+                spec = self._specialize(trace, items)
+            finally:
+                root.functions_open.pop()
             root.function_cache[key] = spec
         function, kinds = spec
         call_args = []
@@ -65,6 +78,12 @@ class DeviceFunction:
                 if param.writes:
                     a.mark_written()
                 call_args.append(a.expr)
+        # Hidden extents/strides of shaped-array parameters: the caller's own values.
+        by_param = {f"p_{name}": a for name, a in items}
+        for param in function.params:
+            if param.derived is not None:
+                src, kind, axis = param.derived
+                call_args.append(by_param[src].derived(kind, axis).expr)
         call = CallFunc(function.result, function.name, tuple(call_args))
         if function.result is None:
             trace.emit(Eval(call))
@@ -75,7 +94,8 @@ class DeviceFunction:
                     ) -> tuple[Function, list[str]]:
         root = caller.root
         cname = re.sub(r"\W", "_", self.__name__)
-        name = f"thork_f{len(root.functions)}_{cname}"
+        # Specializations started so far (finished + open): unique even when nested.
+        name = f"thork_f{len(root.functions) + len(root.functions_open) - 1}_{cname}"
         child = Trace(name, [], parent=caller)
         params: list[Param] = []
         kinds: list[str] = []
@@ -103,6 +123,9 @@ class DeviceFunction:
                         p.writes = True
 
                     inner.append(_Tracked(view, _r, _w))
+                elif isinstance(a, ShapedPointer):
+                    param.ndim = a.ndim
+                    inner.append(ShapedPointer(param, a.ndim, params))
                 else:
                     inner.append(Pointer(param))
             else:
@@ -158,7 +181,8 @@ def _signature(name: str, a: Any, fname: str) -> Any:
     if isinstance(a, Value):
         return ("v", a.dtype)
     if isinstance(a, Memory):
-        shape = a.shape if isinstance(a, SharedArray) else None
+        shape = a.shape if isinstance(a, SharedArray) else \
+            ("ndim", a.ndim) if isinstance(a, ShapedPointer) else None
         return ("m", a.dtype, a.space, shape)
     try:
         hash(a)

@@ -7,7 +7,7 @@ annotations give the same values to a kernel's signature.
 from __future__ import annotations
 
 from thork_core import dt
-from thork_core._ir import Binary, Special
+from thork_core.ir import Binary, Special
 
 from ._trace import Dim3, Value, current
 
@@ -18,24 +18,24 @@ __all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "linear_thread_id
 WARP_SIZE = 32
 
 
-def thread_idx() -> Dim3:
-    """``threadIdx`` (uint32 ``.x .y .z``)."""
-    return Dim3("threadIdx")
+def thread_idx(signed: bool = False) -> Dim3:
+    """``threadIdx`` (uint32 ``.x .y .z``). ``signed=True``: int32 values."""
+    return Dim3("threadIdx", signed=signed)
 
 
-def block_idx() -> Dim3:
-    """``blockIdx``."""
-    return Dim3("blockIdx")
+def block_idx(signed: bool = False) -> Dim3:
+    """``blockIdx``. ``signed=True``: int32 values."""
+    return Dim3("blockIdx", signed=signed)
 
 
-def block_dim() -> Dim3:
-    """``blockDim``: threads per block along each axis."""
-    return Dim3("blockDim")
+def block_dim(signed: bool = False) -> Dim3:
+    """``blockDim``: threads per block along each axis. ``signed=True``: int32 values."""
+    return Dim3("blockDim", signed=signed)
 
 
-def grid_dim() -> Dim3:
-    """``gridDim``: blocks along each axis."""
-    return Dim3("gridDim")
+def grid_dim(signed: bool = False) -> Dim3:
+    """``gridDim``: blocks along each axis. ``signed=True``: int32 values."""
+    return Dim3("gridDim", signed=signed)
 
 
 def linear_thread_idx() -> Value:

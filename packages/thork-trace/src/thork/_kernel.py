@@ -6,7 +6,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from thork_core import (
     ArgumentError,
@@ -18,17 +18,18 @@ from thork_core import (
     Loc,
     Param,
     PointerType,
+    ThorkError,
     TraceError,
-    build,
+    build_kernel,
     choose,
     compile_artifact,
     dt,
     normalize_dims,
 )
-from thork_core._binding import check_arg_count
-from thork_core._ir import Let, Special, Var
+from thork_core.ir import Cast, Expr, Let, Special, Var
 
-from ._trace import Dim3, Pointer, Trace, Value, set_current
+from ._shaped import ShapedPointer, with_derived
+from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
 from ._types import _EMPTY, BuiltinSpec, ConstexprSpec, PointerSpec, ScalarSpec, spec_of
 
 __all__ = ["Kernel", "Launch", "jit"]
@@ -92,6 +93,8 @@ class Kernel:
         #: Values of the compile-time constants this kernel is specialized for.
         self._bound: dict[str, Any] | None = None
         self._specializations: dict[tuple[Any, ...], Kernel] = {}
+        #: The kernel this one specializes (None for a kernel made by tk.jit).
+        self._parent: Kernel | None = None
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -159,6 +162,7 @@ class Kernel:
             child._const_pos = ()
             child._n_launch = self._n_launch - len(key)
             child._bound = {n: v for (n, _, _), v in zip(self._constexprs(), key)}
+            child._parent = self
             self._specializations[key] = child
         return child
 
@@ -217,7 +221,8 @@ class Kernel:
             elif isinstance(spec, PointerSpec):
                 param = Param(cname, PointerType(spec.dtype), ndim=spec.ndim)
                 params.append(param)
-                args.append(Pointer(param))
+                args.append(Pointer(param) if not spec.ndim
+                            else ShapedPointer(param, spec.ndim, params))
             elif isinstance(spec, ScalarSpec):
                 param = Param(cname, spec.dtype)
                 params.append(param)
@@ -225,10 +230,12 @@ class Kernel:
             else:
                 assert isinstance(spec, BuiltinSpec)
                 if spec.vector:
-                    args.append(Dim3(spec.builtin.cuda_name))
+                    args.append(Dim3(spec.builtin.cuda_name, signed=spec.signed))
                 else:
-                    var = Var(dt.uint32, cname)
-                    prologue.append(Let(var, Special(dt.uint32, f"{spec.builtin.cuda_name}.x")))
+                    reg: Expr = Special(dt.uint32, f"{spec.builtin.cuda_name}.x")
+                    t = dt.int32 if spec.signed else dt.uint32
+                    var = Var(t, cname)
+                    prologue.append(Let(var, Cast(t, reg) if spec.signed else reg))
                     args.append(Value(var))
         trace = Trace(self.name, params)
         src = inspect.getsourcefile(self.fn) or "<unknown>"
@@ -240,6 +247,13 @@ class Kernel:
         prev = set_current(trace)
         try:
             result = self.fn(*args)
+        except ThorkError as exc:
+            raise exc.with_traceback(user_frames(exc.__traceback__))  # noqa: B904 - same error
+        except RecursionError:
+            raise TraceError(
+                f"{self.name}(): Python recursion went too deep while tracing; a tk.func "
+                "that calls itself must stop on a Python (compile-time) value, as device "
+                "code cannot recurse") from None
         finally:
             set_current(prev)
         if trace.deferred:
@@ -252,7 +266,14 @@ class Kernel:
 
     @property
     def source(self) -> str:
-        """The generated CUDA C++ (the same text every CUDA compiler plugin receives)."""
+        """The generated CUDA C++ for reading: the kernel first (after the device functions
+        it calls), then Thork's prelude. Compilers receive the same text with the prelude
+        in front (``cuda_source``)."""
+        return CudaRenderer().listing(self.ir)
+
+    @property
+    def cuda_source(self) -> str:
+        """The CUDA C++ translation unit exactly as every CUDA compiler plugin receives it."""
         return CudaRenderer().render(self.ir)
 
     def source_for(self, target: str | None = None) -> str:
@@ -274,15 +295,17 @@ class Kernel:
                  kind: str = "cubin") -> Artifact:
         """Compile the CUDA source for ``arch`` without loading it (no GPU needed)."""
         from thork_core import parse_arch, plugins
-        from thork_core._gpu import GpuTarget
+        from thork_core.plugin import GpuTarget
 
         comp = plugins().compiler(compiler or self.compiler, GpuTarget())
-        art, _, _ = compile_artifact(self.ir, self.source, comp, kind, parse_arch(arch))
+        art, _, _ = compile_artifact(self.ir, self.cuda_source, comp, kind, parse_arch(arch))
         return art
 
     @property
     def compile_info(self) -> CompileInfo | None:
-        """How the most recently used build was made (None before the first build)."""
+        """How the most recently used build was made (None before the first build); for a
+        kernel with ``tk.Constexpr`` parameters, that of its most recently built
+        specialization."""
         return self._last_info
 
     def _executable(self, target: str | None, compiler: str | None = None
@@ -293,11 +316,11 @@ class Kernel:
             self._last_info = hit[1]
             return hit
         ir = self.ir
-        tgt, comp = choose(target or self.target, compiler or self.compiler)
-        source = tgt.renderer().render(ir)
-        exe, info = build(ir, source, tgt, comp)
+        exe, info = build_kernel(ir, target or self.target, compiler or self.compiler)
         self._exes[key] = (exe, info)
         self._last_info = info
+        if self._parent is not None:
+            self._parent._last_info = info  # compile_info of the unspecialized kernel
         return exe, info
 
     # -- launching ------------------------------------------------------------------------
@@ -333,10 +356,11 @@ class Launch:
         self.shared_mem = shared
 
     def __call__(self, *args: Any, stream: Any = None, target: str | None = None,
-                 **consts: Any) -> None:
+                 compiler: str | None = None, **consts: Any) -> None:
         """Run the kernel. NumPy arrays are copied in and (if written) back, synchronously;
         device arrays are used in place and the launch is asynchronous on ``stream``.
-        Compile-time constants go in their positions or by keyword."""
+        Compile-time constants go in their positions or by keyword. ``target`` and
+        ``compiler`` override the kernel's for this call (each pair builds once)."""
         kernel = self.kernel
         if kernel._const_pos is None:
             kernel._analyze()
@@ -345,12 +369,13 @@ class Launch:
         elif consts:
             raise TypeError(f"{kernel.name}() got unexpected keyword argument(s) "
                             f"{', '.join(consts)}")
-        hit = kernel._exes.get((target, None))
-        exe = hit[0] if hit is not None else kernel._executable(target)[0]
+        hit = kernel._exes.get((target, compiler))
+        exe = hit[0] if hit is not None else kernel._executable(target, compiler)[0]
         ir = kernel._ir
         assert ir is not None
         if len(args) != len(ir.params):
-            check_arg_count(ir, args)
+            # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
+            args = with_derived(ir, args)
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
 
     def __repr__(self) -> str:
@@ -383,10 +408,24 @@ def _annotations(fn: Callable[..., Any], kernel: Any = None) -> dict[str, Any]:
     return out
 
 
+@overload
+def jit(
+    fn: Callable[..., Any], *, target: str | None = None, compiler: str | None = None,
+    name: str | None = None,
+) -> Kernel: ...
+
+
+@overload
+def jit(
+    fn: None = None, *, target: str | None = None, compiler: str | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[..., Any]], Kernel]: ...
+
+
 def jit(
     fn: Callable[..., Any] | None = None, *, target: str | None = None,
     compiler: str | None = None, name: str | None = None,
-) -> Any:
+) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Decorate a Python function as a Thork kernel (``@tk.jit`` or ``@tk.jit(...)``).
 
     ``target`` (``"gpu"``/``"cpu"``) and ``compiler`` (``"nvrtc"``...) pin the defaults;

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from thork_core import TraceError, dtype_of
-from thork_core._ir import Assign, Let, Var
+from thork_core.ir import Assign, Let, Var
 
 from ._trace import Value, _bin, _to, as_value, current
 

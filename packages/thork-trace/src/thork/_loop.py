@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from thork_core import TraceError, dt
-from thork_core._ir import Break, Const, Continue, For, Var, While
+from thork_core.ir import Break, Const, Continue, For, Var, While
 
 from ._local import Local
 from ._trace import Value, _to, as_value, current

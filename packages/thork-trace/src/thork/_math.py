@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from thork_core import DType, dt, promote
-from thork_core._ir import Call, Const
+from thork_core.ir import Call, Const
 
 from ._trace import Value, _convert_const, _to, as_value, current
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from thork_core import Frontend, hookimpl
 
+#: The plugin API versions this plugin works with (see ``thork info``).
+THORK_PLUGIN_API = ">=1.0,<2"
+
 
 @hookimpl
 def thork_register_frontends() -> list[Frontend]:

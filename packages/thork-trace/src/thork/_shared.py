@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from thork_core import DType, PointerType, TraceError, dtype_of
-from thork_core._ir import Binary, Const, Expr, SharedDecl, Var
+from thork_core.ir import Binary, Const, Expr, SharedDecl, Var
 
 from ._trace import Memory, _index_value, _to, current
 

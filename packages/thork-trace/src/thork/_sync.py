@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from thork_core import dt
-from thork_core._ir import BlockReduce, Sync
+from thork_core.ir import BlockReduce, Sync
 
 from ._trace import Value, _to, as_value, current
 

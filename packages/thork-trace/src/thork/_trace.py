@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from thork_core import DType, Loc, PointerType, TraceError, dt, literal_dtype, promote
-from thork_core._ir import (
+from thork_core.ir import (
     Binary,
     Cast,
     Const,
@@ -32,7 +32,7 @@ from thork_core._ir import (
 )
 
 __all__ = [
-    "Trace", "Value", "Memory", "Pointer", "Dim3", "current", "current_or_none", "where",
+    "TraceWarning", "warn", "Trace", "Value", "Memory", "Pointer", "Dim3", "current", "current_or_none", "where",
     "cast", "as_value",
 ]
 
@@ -55,6 +55,135 @@ def user_loc() -> Loc | None:
             return Loc(os.path.abspath(fn), f.f_lineno)
         f = f.f_back  # type: ignore[assignment]
     return None
+
+
+def _user_frame() -> Any:
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PACKAGE_DIRS) and fn not in _SKIP_FILES:
+            return f
+        f = f.f_back  # type: ignore[assignment]
+    return None
+
+
+def user_frames(tb: Any) -> Any:
+    """The traceback ``tb`` without Thork's own frames (and contextlib's): what is left
+    leads from the user's call to the user's line that the error is about."""
+    import types
+
+    keep = []
+    while tb is not None:
+        fn = tb.tb_frame.f_code.co_filename
+        if not fn.startswith(_PACKAGE_DIRS) and fn not in _SKIP_FILES:
+            keep.append(tb)
+        tb = tb.tb_next
+    out = None
+    for t in reversed(keep):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def user_line() -> str:
+    """The stripped text of the user's source line being traced ('' if unknown)."""
+    import linecache
+
+    f = _user_frame()
+    if f is None:
+        return ""
+    return linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+
+
+def describe(v: Any) -> str:
+    """How error messages name a traced value: the user's variable name when a frame of
+    the user's code holds it (``'acc'``), else "a traced <dtype> value"."""
+    expr = getattr(v, "expr", None)
+    f = _user_frame()
+    while f is not None and expr is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PACKAGE_DIRS) and fn not in _SKIP_FILES:
+            for name, obj in f.f_locals.items():
+                if getattr(obj, "expr", None) is expr and not name.startswith("."):
+                    return f"traced value '{name}'"
+        f = f.f_back
+    t = getattr(getattr(v, "expr", None), "type", None)
+    return f"a traced {getattr(t, 'name', '')} value".replace("  ", " ")
+
+
+_NUMPY_TO_TK = {"absolute": "abs", "fabs": "abs", "power": "pow", "float_power": "pow",
+                "arctan2": "atan2", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
+                "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
+                "minimum": "min", "maximum": "max", "fmin": "fmin", "fmax": "fmax",
+                "around": "round"}
+_OPERATORS = {"add": "+", "subtract": "-", "multiply": "*", "true_divide": "/",
+              "floor_divide": "//", "remainder": "%", "less": "<", "greater": ">",
+              "equal": "==", "not_equal": "!=", "less_equal": "<=", "greater_equal": ">=",
+              "negative": "unary -", "bitwise_and": "&", "bitwise_or": "|",
+              "bitwise_xor": "^", "left_shift": "<<", "right_shift": ">>"}
+
+
+# ufunc → (method when the traced value is on the left, when it is on the right).
+_UFUNC_DUNDERS = {
+    "add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"),
+    "multiply": ("__mul__", "__rmul__"), "true_divide": ("__truediv__", "__rtruediv__"),
+    "floor_divide": ("__floordiv__", "__rfloordiv__"), "remainder": ("__mod__", "__rmod__"),
+    "bitwise_and": ("__and__", "__rand__"), "bitwise_or": ("__or__", "__ror__"),
+    "bitwise_xor": ("__xor__", "__rxor__"), "left_shift": ("__lshift__", "__rlshift__"),
+    "right_shift": ("__rshift__", "__rrshift__"), "less": ("__lt__", "__gt__"),
+    "greater": ("__gt__", "__lt__"), "less_equal": ("__le__", "__ge__"),
+    "greater_equal": ("__ge__", "__le__"), "equal": ("__eq__", "__eq__"),
+    "not_equal": ("__ne__", "__ne__"),
+}
+
+
+def _tk_name(name: str) -> str | None:
+    import importlib
+
+    tk = importlib.import_module(__name__.rsplit(".", 1)[0])
+    name = _NUMPY_TO_TK.get(name, name)
+    return f"tk.{name}" if name in getattr(tk, "__all__", ()) else None
+
+
+def _numpy_message(v: Any, name: str) -> str:
+    if name in _OPERATORS:
+        return (f"NumPy's {name} on {describe(v)} runs at trace time on Python data; write "
+                f"the operator ({_OPERATORS[name]}) on the traced value directly")
+    tk_name = _tk_name(name)
+    use = f"use {tk_name}(...)" if tk_name else "see docs/language-math.md for tk's functions"
+    return (f"NumPy's {name}() was called on {describe(v)}; NumPy runs at trace time on "
+            f"Python data, not in the kernel: {use}")
+
+
+def _python_math_message(v: Any, kind: str) -> str:
+    import re
+
+    line = user_line()
+    m = re.search(r"\bmath\.(\w+)\s*\(", line)
+    if m:
+        tk_name = _tk_name(m.group(1))
+        use = f"use {tk_name}(...)" if tk_name else \
+            "see docs/language-math.md for tk's functions"
+        return (f"math.{m.group(1)}() was called on {describe(v)}; Python's math module "
+                f"runs at trace time on Python numbers, not in the kernel: {use}")
+    return (f"{describe(v)} cannot become a Python {kind}: it is only known when the "
+            f"kernel runs; convert on the device with tk.cast(x, tk.dt...) and use tk's "
+            "math functions (tk.exp, tk.sqrt...) instead of Python's math module")
+
+
+class TraceWarning(UserWarning):
+    """Something a kernel does that is legal but almost certainly not what was meant
+    (like C compilers' ``-Wtype-limits``): reported once per Python line at trace time."""
+
+
+def warn(message: str) -> None:
+    """Warn with :class:`TraceWarning`, attributed to the user's line being traced."""
+    import warnings
+
+    loc = user_loc()
+    if loc is None:
+        warnings.warn(message, TraceWarning, stacklevel=2)
+    else:
+        warnings.warn_explicit(message, TraceWarning, loc.file, loc.line)
 
 
 class Trace:
@@ -80,6 +209,8 @@ class Trace:
         #: Device functions traced so far (callees before callers); root only.
         self.functions: list[Any] = []
         self.function_cache: dict[Any, Any] = {}
+        #: Signatures of device functions being traced now, outermost first (root only).
+        self.functions_open: list[Any] = []
         #: Bytes of static shared memory declared so far (kernel-wide).
         self.static_shared = 0
         self.is_function = parent is not None
@@ -136,7 +267,7 @@ class Trace:
                 if block is not None:
                     if block in self._closed:
                         raise TraceError(
-                            f"value {e.name} was computed inside a tk.if_/tk.range/tk.while_ "
+                            f"{_scope_name(e)} was computed inside a tk.if_/tk.range/tk.while_ "
                             "block that has ended, and is used after it (at "
                             f"{stmt.loc}). To carry a value out of a block, declare "
                             "x = tk.var(initial) before it and x.set(...) (or x += ...) "
@@ -146,9 +277,14 @@ class Trace:
                 while outer is not None:
                     if e.name in outer._defined:
                         raise TraceError(
-                            f"a device function uses traced value {e.name} of its caller "
+                            f"a device function uses {_scope_name(e)} of its caller "
                             f"(at {stmt.loc}); pass it as an argument instead")
                     outer = outer.parent
+
+
+def _scope_name(var: Var) -> str:
+    named = describe(Value(var))
+    return named if "'" in named else f"a traced value ({var.name} in the generated code)"
 
 
 _local = threading.local()
@@ -222,10 +358,38 @@ def _bin(op: str, a: Any, b: Any, *, reverse: bool = False) -> Value:
             f"'{'//' if op == 'floordiv' else '%'}' on {ct.name} is not supported; "
             "use integer operands (C++ truncating division/remainder)")
     rt = dt.bool if op in _CMP else ct
+    if op in _CMP and ct.kind == "u":
+        _check_unsigned_compare(op, va, vb, ct)
     return Value(current().temp(Binary(rt, op, _to(va, ct), _to(vb, ct))))
 
 
 _CMP = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+_SYMBOL = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+# ``x op 0`` on an unsigned x that is decided whatever x is: op → the constant result.
+_AGAINST_ZERO = {"ge": True, "lt": False}
+_SWAPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _check_unsigned_compare(op: str, va: Value, vb: Value, ct: DType) -> None:
+    """Warn about comparisons in an unsigned type whose result does not depend on the
+    traced operand: ``x >= 0`` (always true), ``x < 0`` (always false), or a negative
+    constant, which C++ converts to a huge unsigned number."""
+    if isinstance(va.expr, Const) and not isinstance(vb.expr, Const):
+        va, vb, op = vb, va, _SWAPPED[op]  # now: traced op constant
+    if isinstance(va.expr, Const) or not isinstance(vb.expr, Const):
+        return
+    c = vb.expr.value
+    if isinstance(c, bool) or not isinstance(c, int):
+        return
+    why = (f"its operands are {ct.name} (an unsigned value such as tk.thread_idx().x or "
+           "an expression containing one makes the whole comparison unsigned)")
+    fix = ("for signed index math use signed built-ins (tk.Int[tk.BlockIdx], "
+           "tk.thread_idx(signed=True)) or convert first: tk.cast(x, tk.dt.int32)")
+    if c < 0:
+        warn(f"comparison '({ct.name} value) {_SYMBOL[op]} {c}' is done in {ct.name}, so {c} becomes "
+             f"{c % (1 << ct.bits)}: {why}; {fix}")
+    elif c == 0 and op in _AGAINST_ZERO:
+        warn(f"comparison '({ct.name} value) {_SYMBOL[op]} 0' is always {_AGAINST_ZERO[op]}: {why}; {fix}")
 
 
 def _to(v: Value, t: DType) -> Expr:
@@ -269,14 +433,53 @@ class Value:
         return f"<traced {self.dtype.name} {name}>"
 
     def __bool__(self) -> bool:
-        raise TraceError(
-            "a traced value has no Python truth value: its value is only known when the "
-            "kernel runs. Use tk.where(cond, a, b) to select a value, tk.if_(cond) for a "
-            "branch, or compare Python numbers only")
+        line = user_line()
+        what = f"{describe(self)} has no Python truth value: its value is only known " \
+            "when the kernel runs"
+        head = line.split(None, 1)[0] if line else ""
+        if head == "while":
+            hint = ("a Python 'while' on it cannot loop on the device; use "
+                    "'with tk.while_(lambda: cond):' (or 'for i in tk.range(...)')")
+        elif head in ("if", "elif", "else"):
+            hint = ("a Python 'if' on it cannot branch on the device; use "
+                    "'with tk.if_(cond):' for a branch or tk.where(cond, a, b) / "
+                    "tk.cond(cond, lambda: a, lambda: b) for a value")
+        elif head == "assert":
+            hint = "an assert cannot test it at trace time"
+        elif " and " in line or " or " in line or line.startswith("not ") or " not " in line:
+            hint = ("Python's 'and'/'or'/'not' need truth values; use '&', '|', '~' on "
+                    "traced conditions (with parentheses: (a < b) & (c < d))")
+        else:
+            hint = ("use tk.where(cond, a, b) to select a value, tk.if_(cond) for a branch, "
+                    "tk.while_ for a loop")
+        raise TraceError(f"{what}; {hint}")
 
     def __index__(self) -> int:
-        raise TraceError("a traced value cannot be used as a Python int (e.g. in range() or "
-                         "as a list index); use tk.range() for loops over traced bounds")
+        raise TraceError(f"{describe(self)} cannot be used as a Python int (e.g. in range() "
+                         "or as a list index); use tk.range() for loops over traced bounds")
+
+    def __float__(self) -> float:
+        raise TraceError(_python_math_message(self, "float"))
+
+    def __int__(self) -> int:
+        raise TraceError(_python_math_message(self, "int"))
+
+    def __complex__(self) -> complex:
+        raise TraceError(_python_math_message(self, "complex"))
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        name = getattr(ufunc, "__name__", str(ufunc))
+        ops = _UFUNC_DUNDERS.get(name)
+        if ops is not None and method == "__call__" and len(inputs) == 2 and not kwargs:
+            # A NumPy scalar operand (np.float32(2) * x): the operator on the traced value.
+            # NumPy hands scalars over as 0-d arrays: back to NumPy scalars (typed).
+            a, b = (x[()] if getattr(x, "ndim", None) == 0 else x for x in inputs)
+            return getattr(a, ops[0])(b) if isinstance(a, Value) else getattr(b, ops[1])(a)
+        # NumPy functions run at trace time on Python data; name the device function.
+        raise TraceError(_numpy_message(self, name))
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        raise TraceError(_numpy_message(self, getattr(func, "__name__", str(func))))
 
     def to(self, dtype: Any) -> Value:
         """This value converted to ``dtype`` (C++ ``static_cast``)."""
@@ -317,7 +520,7 @@ class Value:
     def __ne__(self, o: Any) -> Value: return _bin("ne", self, o)  # type: ignore[override]
 
     def __neg__(self) -> Value:
-        from thork_core._ir import Unary
+        from thork_core.ir import Unary
 
         t = promote(self.dtype, self.dtype)
         return Value(current().temp(Unary(t, "neg", _to(self, t))))
@@ -326,7 +529,7 @@ class Value:
         return self
 
     def __invert__(self) -> Value:
-        from thork_core._ir import Unary
+        from thork_core.ir import Unary
 
         if self.dtype == dt.bool:
             return Value(current().temp(Unary(dt.bool, "not", self.expr)))
@@ -464,13 +667,18 @@ class Pointer(Memory):
 
 
 class Dim3:
-    """A built-in 3-vector (``tk.Uint3[...]``) with ``.x``, ``.y``, ``.z``."""
+    """A built-in 3-vector (``tk.Uint3[...]``, or int32 ``tk.Int3[...]``) with ``.x``,
+    ``.y``, ``.z``."""
 
     __slots__ = ("x", "y", "z")
 
-    def __init__(self, cuda_name: str) -> None:
+    def __init__(self, cuda_name: str, signed: bool = False) -> None:
         for axis in "xyz":
-            object.__setattr__(self, axis, Value(Special(dt.uint32, f"{cuda_name}.{axis}")))
+            reg: Expr = Special(dt.uint32, f"{cuda_name}.{axis}")
+            object.__setattr__(self, axis, Value(Cast(dt.int32, reg) if signed else reg))
 
     def __repr__(self) -> str:
-        return f"<traced uint3 {self.x.expr.name.split('.')[0]}>"  # type: ignore[union-attr]
+        e = self.x.expr  # type: ignore[union-attr]
+        reg = e.operand if isinstance(e, Cast) else e
+        return f"<traced {'int3' if isinstance(e, Cast) else 'uint3'} " \
+               f"{reg.name.split('.')[0]}>"

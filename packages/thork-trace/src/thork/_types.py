@@ -1,7 +1,8 @@
 """Annotations that declare a kernel's parameters.
 
 ``tk.DevicePointer[tk.dt.float32]`` is an array argument; ``tk.Uint[tk.BlockIdx]`` and
-``tk.Uint3[tk.ThreadIdx]`` are the CUDA built-ins (not passed at launch); a dtype such as
+``tk.Uint3[tk.ThreadIdx]`` are the CUDA built-ins (not passed at launch; ``tk.Int[...]``
+and ``tk.Int3[...]`` are their signed int32 views); a dtype such as
 ``tk.dt.int32`` (or Python ``int``/``float``/``bool``) is a scalar argument.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 from thork_core import DType, TraceError, dt, dtype_of
 
 __all__ = [
-    "DevicePointer", "Uint", "Uint3", "BlockIdx", "ThreadIdx", "BlockDim", "GridDim",
+    "DevicePointer", "Uint", "Uint3", "Int", "Int3", "BlockIdx", "ThreadIdx", "BlockDim", "GridDim",
     "PointerSpec", "BuiltinSpec", "ScalarSpec", "ConstexprSpec", "Constexpr", "spec_of",
 ]
 
@@ -44,10 +45,12 @@ class PointerSpec:
 
 @dataclass(frozen=True)
 class BuiltinSpec:
-    """A built-in register: ``vector`` gives .x/.y/.z, else the .x component."""
+    """A built-in register: ``vector`` gives .x/.y/.z, else the .x component; ``signed``
+    gives int32 values (``tk.Int``/``tk.Int3``) instead of CUDA's uint32."""
 
     builtin: Builtin
     vector: bool
+    signed: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,24 +121,27 @@ class _PointerFactory:
 
 
 class _BuiltinFactory:
-    def __init__(self, vector: bool) -> None:
+    def __init__(self, vector: bool, signed: bool = False) -> None:
         self.vector = vector
+        self.signed = signed
 
     def __getitem__(self, item: Any) -> BuiltinSpec:
         if not isinstance(item, Builtin):
-            name = "Uint3" if self.vector else "Uint"
             raise TraceError(
-                f"tk.{name}[...] takes tk.BlockIdx, tk.ThreadIdx, tk.BlockDim or tk.GridDim, "
+                f"{self!r}[...] takes tk.BlockIdx, tk.ThreadIdx, tk.BlockDim or tk.GridDim, "
                 f"got {item!r}")
-        return BuiltinSpec(item, self.vector)
+        return BuiltinSpec(item, self.vector, self.signed)
 
     def __repr__(self) -> str:
-        return "tk.Uint3" if self.vector else "tk.Uint"
+        return f"tk.{'Int' if self.signed else 'Uint'}{'3' if self.vector else ''}"
 
 
 DevicePointer = _PointerFactory()
 Uint = _BuiltinFactory(vector=False)
 Uint3 = _BuiltinFactory(vector=True)
+#: Signed (int32) views of the built-ins: ``(bid * 8 - 1) * 16 + tid >= 0`` can be false.
+Int = _BuiltinFactory(vector=False, signed=True)
+Int3 = _BuiltinFactory(vector=True, signed=True)
 
 
 def spec_of(annotation: Any, param: str, func: str) -> PointerSpec | BuiltinSpec | ScalarSpec:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from thork_core import TraceError
-from thork_core._ir import Const, Field, VecLoad, VecStore, VectorType
+from thork_core.ir import Const, Field, VecLoad, VecStore, VectorType
 
 from ._trace import Memory, Value, _to, as_value, current
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from thork_core import TraceError, dt
-from thork_core._ir import Warp
+from thork_core.ir import Warp
 
 from ._trace import Value, _to, as_value, current
 

@@ -1,0 +1,178 @@
+"""Array probing for pipes: core's adapters on the general path, a cached key on the hot one.
+
+The general path adapts every array with core's adapters (``plugins().array_adapters()``,
+the same ones a Thork kernel launch uses) and checks what every fkl kernel needs. The hot
+path must not build an :class:`~thork_core.ArrayView` per call, so it reads a *key* from the
+array — ``(shape, dtype, device)`` for core's own arrays, ``(type, shape, typestr)`` for a
+``__cuda_array_interface__`` producer — and a pipe keys its prepared launches by it: the key
+was checked by the general path once, only the address and the producer stream are
+re-read per call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from thork_core import ArgumentError, ArrayView, DType, plugins
+
+__all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
+           "pointer", "stack", "stream_handle", "view", "wait"]
+
+#: fkl kernels index with int32: arrays have fewer elements than this.
+INT32_LIMIT = 2**31
+
+_TYPES: list[type] = []
+_ONE_GPU: list[bool] = []
+
+
+def array_types() -> list[type]:
+    """``[numpy.ndarray, DeviceArray]``, imported on first use (keeps ``import fkl`` fast)."""
+    if not _TYPES:
+        import numpy as np
+        from thork_core.runtime import DeviceArray
+
+        _TYPES.extend((np.ndarray, DeviceArray))
+    return _TYPES
+
+
+def view(x: Any, what: str) -> ArrayView:
+    """Adapt an input/output array with core's adapters and check what every fkl kernel
+    needs (C-contiguous, int32-indexable); ``what`` names it in errors."""
+    for adapter in plugins().array_adapters():
+        v = adapter.view(x, None)
+        if v is not None:
+            break
+    else:
+        raise ArgumentError(
+            f"fkl pipe {what}: expected an array (NumPy, __cuda_array_interface__ or DLPack), "
+            f"got {type(x).__name__}")
+    if not v.contiguous:
+        raise ArgumentError(
+            f"fkl pipe {what}: needs a C-contiguous array, got shape {v.shape} with strides "
+            f"{v.strides} (use numpy.ascontiguousarray / .contiguous())")
+    check_size(v.shape, what)
+    return v
+
+
+def stack(items: Any, what: str, handle: int) -> Any:
+    """A list of same-size images as one ``(N, ...)`` batch: ``numpy.stack`` for host
+    arrays; for device arrays a new DeviceArray on their device, filled by one copy
+    kernel per image queued on stream ``handle`` (a batched array avoids that copy)."""
+    items = list(items)
+    if not items:
+        raise ArgumentError(f"fkl pipe {what}: an empty list of images")
+    views = [view(a, f"{what}[{i}]") for i, a in enumerate(items)]
+    first = views[0]
+    for i, v in enumerate(views[1:], start=1):
+        if v.shape != first.shape or v.dtype != first.dtype:
+            raise ArgumentError(
+                f"fkl pipe {what}: a batch needs same-size images of one dtype; image 0 is "
+                f"{first.shape} {first.dtype.name}, image {i} is {v.shape} {v.dtype.name} "
+                "(resize them first, or run them as separate calls)")
+        if (v.device, v.device_id) != (first.device, first.device_id):
+            raise ArgumentError(f"fkl pipe {what}: images 0 and {i} are on different devices")
+    if first.device != "cuda":
+        import numpy as np
+
+        return np.stack([v.host if v.host is not None else a for v, a in zip(views, items)])
+    from thork_core.runtime import DeviceArray
+
+    from ._pipe import compose
+    from ._tensor import TensorRead, TensorWrite
+
+    batch = DeviceArray((len(items), *first.shape), first.dtype, device=first.device_id,
+                        stream=handle)
+    copy = compose(TensorRead(), TensorWrite(), target="gpu")
+    for k, a in enumerate(items):
+        dst = DeviceArray.wrap(batch.ptr + k * first.nbytes, first.shape, first.dtype,
+                               device=first.device_id, stream=handle, owner=batch)
+        copy(a, out=dst, stream=handle)
+    return batch
+
+
+def check_size(shape: tuple[int, ...], what: str) -> None:
+    """Raise when an array of ``shape`` is too large for int32 indexing."""
+    n = math.prod(shape)
+    if n >= INT32_LIMIT:
+        raise ArgumentError(f"fkl pipe {what}: {n} elements; fkl kernels index with int32, "
+                            f"so arrays must have fewer than 2**31 elements")
+
+
+def fast_info(x: Any) -> tuple[int, Any, int, int] | None:
+    """``(address, hot-path key, producer stream, device)`` for arrays that can skip the
+    adapters, else None. The producer stream is 0 when no wait can be needed: host
+    arrays, and CAI v3's absent/legacy/per-thread default streams (as core's adapter)."""
+    nd, da = _TYPES or array_types()
+    tx = type(x)
+    if tx is da:
+        return x.ptr, (x.shape, x.dtype, x.device), x.stream, x.device
+    if tx is nd:
+        if not x.flags.c_contiguous:
+            return None
+        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1), 0, -1
+    # CuPy, torch, Numba...: __cuda_array_interface__, C-contiguous (no strides), on the
+    # one GPU (with several, the owning device needs the adapter's pointer query).
+    try:
+        cai = x.__cuda_array_interface__
+    except Exception:  # noqa: BLE001 - e.g. torch raises for a CPU tensor
+        return None
+    if cai.get("strides") is not None or cai.get("mask") is not None or not _one_gpu():
+        return None
+    stream = cai.get("stream")
+    return (cai["data"][0], (tx, tuple(cai["shape"]), cai["typestr"]),
+            0 if stream in (None, 1, 2) else stream, 0)
+
+
+def fast_out(out: Any, shape: tuple[int, ...], d: DType, code: str | None) -> int | None:
+    """The address of ``out`` when it is a device array of exactly ``shape`` and dtype
+    ``d`` (typestr ``code``), writable, C-contiguous and ready on any stream, else None
+    (the full check runs)."""
+    if type(out) is (_TYPES or array_types())[1]:
+        return out.ptr if out.shape == shape and out.dtype is d else None
+    try:
+        cai = out.__cuda_array_interface__
+    except Exception:  # noqa: BLE001
+        return None
+    ptr, readonly = cai["data"]
+    if readonly or cai.get("strides") is not None or cai.get("mask") is not None or \
+            cai["typestr"] != code or tuple(cai["shape"]) != shape or \
+            cai.get("stream") not in (None, 1, 2) or not _one_gpu():
+        return None
+    return ptr  # type: ignore[no-any-return]
+
+
+def pointer(o: Any, what: str = "out") -> int:
+    """The address of an array (core's adapters for anything but NumPy and DeviceArray)."""
+    nd, da = _TYPES or array_types()
+    if type(o) is da:
+        return o.ptr  # type: ignore[no-any-return]
+    if type(o) is nd:
+        return o.__array_interface__["data"][0]  # type: ignore[no-any-return]
+    return view(o, what).ptr
+
+
+def stream_handle(stream: Any) -> int:
+    """A raw CUDA stream handle from what a user passes as ``stream=``."""
+    from thork_core.runtime import stream_handle as handle
+
+    return handle(stream)
+
+
+def wait(producer: int, consumer: int, device: int) -> None:
+    """Order ``consumer`` after the work queued so far on ``producer``."""
+    from thork_core.runtime import stream_wait
+
+    stream_wait(device, producer, consumer)
+
+
+def _one_gpu() -> bool:
+    """Whether exactly one GPU is visible (asked once)."""
+    if not _ONE_GPU:
+        from thork_core.runtime import device_count
+
+        try:
+            _ONE_GPU.append(device_count() == 1)
+        except Exception:  # noqa: BLE001 - no driver: no device arrays either
+            _ONE_GPU.append(False)
+    return _ONE_GPU[0]

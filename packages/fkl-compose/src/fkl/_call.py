@@ -1,0 +1,240 @@
+"""The call path of a pipe: one dictionary lookup when hot, planning on first sight.
+
+A call reads each input's hot-path key (:func:`fkl._arrays.fast_info`) and looks the tuple
+of keys up once in the pipe's ``_hot`` table. An entry holds the plan for that input
+shape, its prepared launcher and, for one device array in and one out, core's guard (the
+check-and-launch of :meth:`thork_core.PreparedLaunch.guard`). A miss — a new shape, or an
+input without a fast path — takes :meth:`CallPath._call_slow`, which adapts the arrays
+with core's adapters, plans, launches and fills the table.
+
+Where core's native ``GuardedCall`` is the pipe's first base (:func:`fkl._pipe.compose`
+picks that class), the most recent guard is tried in C before any Python runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from thork_core import ArgumentError
+
+from ._arrays import (
+    array_types,
+    fast_info,
+    fast_out,
+    pointer,
+    stack,
+    stream_handle,
+    view,
+    wait,
+)
+from ._launcher import Launcher
+from ._plan import Plan, allocate, check_out, make_plan
+
+if TYPE_CHECKING:
+    from ._kernels import Kernels
+    from ._lowering import Chain
+    from ._ops import Op
+    from ._variant import Variants
+
+__all__ = ["CallPath", "Hot"]
+
+
+class Hot:
+    """One entry of the hot table: the plan of an input shape, its launcher, and core's
+    guard for the one-device-array-in, one-out call (None where that does not apply)."""
+
+    __slots__ = ("plan", "launcher", "guard")
+
+    def __init__(self, plan: Plan, launcher: Launcher, guard: Any) -> None:
+        self.plan = plan
+        self.launcher = launcher
+        self.guard = guard
+
+
+class CallPath:
+    """What makes a pipe callable (a base of :class:`fkl.Pipe`)."""
+
+    ops: tuple[Op, ...]
+    chain: Chain
+    kernels: Kernels
+    variants: Variants
+    _plans: dict[Any, Plan]
+    _hot: dict[Any, Hot]
+    _hot_guard: Any
+    _n_inputs: int
+
+    def _init_calls(self) -> None:
+        self._plans = {}
+        self._hot = {}
+        #: The guard that last launched (tried first, in C where the pipe's class has
+        #: core's GuardedCall base).
+        self._hot_guard = None
+        self._n_inputs = self.chain.read.inputs
+
+    def __call__(self, *inputs: Any, out: Any = None, stream: Any = None,
+                 active_batch: int | None = None, default: Any = 0) -> Any:
+        """Run the chain on ``inputs`` (one array; two for DualRead; none for ReadSet).
+
+        Host (NumPy) inputs give host outputs (the GPU target copies in and out and
+        synchronizes); device inputs give :class:`fkl.DeviceBuffer` outputs on the same
+        device, queued on ``stream`` without synchronization. ``out`` (an array, or a
+        list for several outputs) is written instead of allocating. An input may be a
+        list of same-size images: a batch (the output has the batch axis).
+
+        ``active_batch=k``: only the first ``k`` batch items are computed; the others are
+        filled with ``default`` (a number or one per output channel) and read nothing.
+        Both are runtime values (the first such call builds one more kernel).
+        """
+        if active_batch is not None:
+            return self._call_slow(inputs, out, stream, None, (active_batch, default))
+        # The hottest case first: one DeviceBuffer in, one of exactly the output's kind as
+        # out=, both ready on the launch stream, vector-aligned. One guard call: core
+        # checks all that and launches (False: it launched nothing).
+        guard = self._hot_guard
+        if guard is not None and len(inputs) == 1 and guard(inputs[0], out, stream):
+            return out
+        if len(inputs) != self._n_inputs:
+            read = self.chain.read
+            raise ArgumentError(
+                f"fkl pipe: {read.name} reads {read.inputs} array(s), got {len(inputs)}")
+        ptrs: list[int] = []
+        key: list[Any] | None = []
+        producers: list[tuple[int, int]] = []
+        device = 0
+        for x in inputs:
+            fast = fast_info(x)
+            if fast is None:
+                key = None
+                break
+            ptrs.append(fast[0])
+            key.append(fast[1])  # type: ignore[union-attr]
+            device = fast[3]
+            if fast[2]:
+                producers.append((fast[2], fast[3]))
+        hot = self._hot.get(tuple(key)) if key is not None else None
+        if hot is None:
+            return self._call_slow(inputs, out, stream, key)
+        if hot.guard is not None and out is not None and hot.guard is not guard and \
+                hot.guard(inputs[0], out, stream):
+            self._hot_guard = hot.guard
+            return out
+        plan, launcher = hot.plan, hot.launcher
+        handle = stream_handle(stream) if stream is not None else 0
+        for producer, dev in producers:  # CAI-v3-like: order after the producer stream
+            if producer != handle:
+                wait(producer, handle, dev)
+        if out is None:
+            outs = allocate(plan, device, handle)
+            for o in outs:
+                ptrs.append(pointer(o))
+        else:
+            # The common hot cases: one device array of exactly the output's kind.
+            optr = None
+            if plan.device and len(plan.outs) == 1:
+                shape, d = plan.outs[0]
+                optr = fast_out(out, shape, d, plan.out_codes[0])
+            if optr is not None:
+                outs = [out]
+                ptrs.append(optr)
+            else:
+                outs = check_out(plan.outs, out, plan.device)
+                for o in outs:
+                    ptrs.append(pointer(o))
+        if plan.align_mask:
+            bits = 0
+            for p in ptrs:
+                bits |= p
+            if bits & plan.align_mask:  # a misaligned array: the flat kernel cannot run
+                plan = self._fallback(plan)
+                launcher = plan.launcher  # type: ignore[assignment]
+        launcher.launch(plan.arrange(ptrs), handle)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # What core's GuardedCall base calls for every call it did not launch itself: the
+    # same Python path (a guard that missed in C is tried once more here: one more check
+    # on the general path, never a second launch).
+    _miss = __call__
+
+    def _call_slow(self, inputs: tuple[Any, ...], out: Any, stream: Any,
+                   key: list[Any] | None, active: tuple[int, Any] | None = None) -> Any:
+        """First call for an input type/shape (or an input without a fast path, or with
+        an active batch: ``(k, default)``)."""
+        read = self.chain.read
+        if any(isinstance(x, (list, tuple)) for x in inputs):  # a batch given as a list
+            handle = stream_handle(stream) if stream is not None else 0
+            inputs = tuple(stack(x, f"input {i}", handle) if isinstance(x, (list, tuple))
+                           else x for i, x in enumerate(inputs))
+        views = [view(x, f"input {i}") for i, x in enumerate(inputs)]
+        t, g, lay = read.host_type(views)
+        tgt = self.kernels.resolve()
+        on_device = any(v.device == "cuda" for v in views)
+        if tgt.name == "cpu" and on_device:
+            raise ArgumentError(
+                "fkl pipe (target='cpu'): inputs must be NumPy arrays on the host; got a "
+                "device array (copy it to the host, or compose with target='gpu')")
+        if on_device and not all(v.device == "cuda" for v in views):
+            raise ArgumentError("fkl pipe: inputs mix host and device arrays")
+        shape_key = (t, tuple(v.shape for v in views), on_device)
+        if active is not None:
+            shape_key = (*shape_key, active[0], repr(active[1]))
+            key = None  # active calls keep to this path
+        plan = self._plans.get(shape_key)
+        if plan is None:
+            if active is not None:
+                variant = "active"
+            else:
+                variant = self.variants.choose(t)
+                spec = self.variants.flat_spec(t) if variant == "flat" else None
+                if spec is not None and not spec.fits(g):
+                    variant = "grid"  # planes whose starts are not vector-aligned
+            plan = make_plan(self.kernels, t, g, lay, on_device, variant, self.ops, active)
+            if active is None or len(self._plans) < 256:  # per (k, default): bounded
+                self._plans[shape_key] = plan
+        handle = stream_handle(stream) if stream is not None else 0
+        device = views[0].device_id if views else 0
+        outs = check_out(plan.outs, out, on_device) if out is not None else \
+            allocate(plan, device, handle)
+        ptrs = [v.ptr for v in views] + [pointer(o) for o in outs]
+        # Device arrays (and host arrays on the CPU target) get the pre-packed hot path.
+        direct = on_device or tgt.name == "cpu"
+        launcher = plan.prepare() if direct else None
+        run = plan
+        if plan.align_mask and any(p & plan.align_mask for p in ptrs):
+            run = self._fallback(plan)
+        if launcher is not None and run.launcher is not None:
+            for v in views:
+                if v.stream is not None and v.stream != handle:
+                    wait(v.stream, handle, v.device_id)
+            run.launcher.launch(run.arrange(ptrs), handle)
+            if key is not None:
+                self._hot[tuple(key)] = Hot(plan, launcher, self._guard(plan, inputs))
+        else:
+            args = list(run.args)
+            for pos, role, idx in run.pointer_slots:
+                args[pos] = inputs[idx] if role == "in" else outs[idx]
+            run.built.exe.launch(run.grid, run.block, args, stream=stream)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @staticmethod
+    def _guard(plan: Plan, inputs: tuple[Any, ...]) -> Any:
+        """Core's guard for one DeviceArray in and one out, else None."""
+        da = array_types()[1]
+        if len(inputs) != 1 or not plan.device or len(plan.outs) != 1 \
+                or len(plan.order) != 2 or type(inputs[0]) is not da \
+                or plan.launcher is None:
+            return None
+        x = inputs[0]
+        out_shape, out_dtype = plan.outs[0]
+        return plan.launcher.prepared.guard(
+            da, [(x.shape, x.dtype, x.device), (out_shape, out_dtype, x.device)],
+            plan.order, plan.align_mask, stream_handle)
+
+    def _fallback(self, plan: Plan) -> Plan:
+        """The grid-variant plan that stands in for the flat ``plan`` on misaligned
+        arrays (made, with its launcher where ``plan`` has one, on first need)."""
+        if plan.fallback is None:
+            fb = make_plan(self.kernels, *plan.source, plan.device, "grid", self.ops)
+            if plan.launcher is not None:
+                fb.prepare()
+            plan.fallback = fb
+        return plan.fallback

@@ -1,0 +1,219 @@
+"""``fkl.CircularTensor``: the last B preprocessed frames, kept on the target's memory.
+
+An update is **one** kernel with two branches per plane (divergent fusion): the plane
+that receives the new frame runs the frame through ``ops``; every other plane copies its
+neighbour of the previous window. The window is double-buffered — the kernel reads one
+buffer and writes the other (an in-place shift would race between planes) — and the two
+swap after each update.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from thork.tracing import Trace, Value, cast, if_, return_, set_current
+from thork_core import ArgumentError, build_kernel, choose, dt
+from thork_core.ir import Special
+
+from ._arrays import view
+from ._divergent import chain_body, thread_xyz
+from ._kernels import _BUILT, _LOCK, _STATS, Built
+from ._lowering import (
+    BLOCK,
+    Chain,
+    Lowered,
+    Params,
+    host_plan,
+    kernel_name,
+    type_chain,
+    write_dtypes,
+)
+from ._ops import Op
+from ._pixel import PixType, as_dtype
+from ._plan import _scalar
+from ._tensor import TensorPack, TensorRead, TensorSplit, TensorWrite
+
+__all__ = ["CircularTensor"]
+
+_ORDERS = ("newest_first", "oldest_first")
+_LAYOUTS = ("packed", "planar")
+
+
+class CircularTensor:
+    """A rolling window of the last ``batch`` frames of ``w`` x ``h`` pixels.
+
+    ``dtype``/``channels``: the frames' pixels; ``out_dtype``: the window's element type
+    (what ``ops`` produce; default ``dtype``). ``layout="packed"``: the window is
+    ``(B, H, W, C)``; ``"planar"``: ``(B*C, H, W)``. ``order="newest_first"``: plane 0 is
+    the newest frame; ``"oldest_first"``: plane B-1 is. Planes never filled keep
+    ``fill``. ``target``: ``"gpu"`` (the window in device memory, on ``device``) or
+    ``"cpu"`` (NumPy); None: the best available.
+    """
+
+    def __init__(self, w: int, h: int, *, batch: int, dtype: Any = "uint8",
+                 channels: int = 3, layout: str = "packed", out_dtype: Any = None,
+                 order: str = "newest_first", device: int | None = None,
+                 target: str | None = None, compiler: str | None = None,
+                 fill: float = 0) -> None:
+        for name, v in (("w", w), ("h", h), ("batch", batch)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ArgumentError(f"fkl.CircularTensor {name}: expected a positive int, "
+                                    f"got {v!r}")
+        if batch > 65535:
+            raise ArgumentError(f"fkl.CircularTensor batch: {batch} planes exceed the CUDA "
+                                "grid limit of 65535")
+        if isinstance(channels, bool) or channels not in (1, 2, 3, 4):
+            raise ArgumentError(f"fkl.CircularTensor channels: expected 1 to 4, got "
+                                f"{channels!r}")
+        if layout not in _LAYOUTS:
+            raise ArgumentError(f"fkl.CircularTensor layout: expected 'packed' or 'planar', "
+                                f"got {layout!r}")
+        if order not in _ORDERS:
+            raise ArgumentError(f"fkl.CircularTensor order: expected 'newest_first' or "
+                                f"'oldest_first', got {order!r}")
+        self.w, self.h, self.batch, self.channels = w, h, batch, channels
+        self.dtype = as_dtype(dtype, "fkl.CircularTensor dtype")
+        self.out_dtype = as_dtype(out_dtype if out_dtype is not None else dtype,
+                                  "fkl.CircularTensor out_dtype")
+        self.layout, self.order = layout, order
+        self.target, self.compiler = target, compiler
+        self._target = choose(target, compiler)[0]
+        self.device = device if device is not None else 0
+        self.on_device = self._target.name != "cpu"
+        shape = (batch, h, w, channels) if layout == "packed" else (batch, channels, h, w)
+        self._buffers = [self._alloc(shape, fill), self._alloc(shape, fill)]
+        self._current = 0
+        self._lock = threading.Lock()
+        self._built: dict[Any, Built] = {}
+        self.updates = 0
+
+    def _alloc(self, shape: tuple[int, ...], fill: float) -> Any:
+        import numpy as np
+
+        host = np.full(shape, fill, dtype=self.out_dtype.numpy)
+        if not self.on_device:
+            return host
+        from thork_core.runtime import DeviceArray
+
+        return DeviceArray.from_host(host, device=self.device)
+
+    def __repr__(self) -> str:
+        return (f"<fkl.CircularTensor {self.batch} x {self.w}x{self.h}x{self.channels} "
+                f"{self.out_dtype.name} {self.layout} {self.order}>")
+
+    def _write(self) -> Any:
+        return TensorWrite() if self.layout == "packed" else TensorSplit()
+
+    def _shift_read(self) -> Any:
+        return TensorRead(batch=True) if self.layout == "packed" else TensorPack()
+
+    def _chains(self, ops: tuple[Op, ...]) -> tuple[Chain, Chain]:
+        return (Chain(TensorRead(), ops, self._write()),
+                Chain(self._shift_read(), (), self._write()))
+
+    def _build(self, ops: tuple[Op, ...], t: PixType) -> tuple[Built, Chain, Chain]:
+        new, shift = self._chains(ops)
+        window = PixType(self.out_dtype, self.channels)
+        got = type_chain(new, t)[-1]
+        if got != window:
+            raise ArgumentError(
+                f"fkl.CircularTensor.update ops: they turn {t} pixels into {got}, but the "
+                f"window holds {window} (out_dtype, channels); end the ops with e.g. "
+                f"fkl.Cast('{self.out_dtype.name}')")
+        key = ("circular", new.key(), shift.key(), t, self.batch, self.order)
+        built = self._built.get(key)
+        if built is None:
+            tgt, comp = choose(self._target, self.compiler)
+            full = (*key, tgt.name, comp.name, tgt.arch())
+            with _LOCK:
+                built = _BUILT.get(full)
+                if built is None:
+                    lowered = lower_circular(new, shift, t, window, self.order,
+                                             kernel_name(key))
+                    exe, info = build_kernel(lowered.ir, tgt, self.compiler)
+                    built = Built(lowered, exe, info)
+                    _BUILT[full] = built
+                    _STATS["builds"] += 1
+                else:
+                    _STATS["reuses"] += 1
+            self._built[key] = built
+        return built, new, shift
+
+    def update(self, frame: Any, ops: Any = (), *, stream: Any = None) -> None:
+        """Preprocess ``frame`` (``(H, W[, C])`` of ``dtype``, host or device) with
+        ``ops`` (compute ops; their result must be ``out_dtype`` with ``channels``) and
+        rotate the window, in one kernel queued on ``stream``."""
+        ops = tuple(ops)
+        for i, op in enumerate(ops):
+            if not isinstance(op, Op) or op.kind != "compute":
+                raise ArgumentError(f"fkl.CircularTensor.update ops[{i}]: expected a compute "
+                                    f"op such as fkl.Mul(2.0), got {op!r}")
+        v = view(frame, "fkl.CircularTensor.update frame")
+        want = (self.h, self.w, self.channels) if self.channels > 1 else (self.h, self.w)
+        if v.shape not in (want, (self.h, self.w, 1) if self.channels == 1 else want) \
+                or v.dtype != self.dtype:
+            raise ArgumentError(
+                f"fkl.CircularTensor.update frame: expected shape {want} {self.dtype.name}, "
+                f"got {v.shape} {v.dtype.name}")
+        if not self.on_device and v.device == "cuda":
+            raise ArgumentError("fkl.CircularTensor.update frame: a device array for a "
+                                "CPU-target window; pass a NumPy array")
+        t, g, lay = TensorRead().host_type([v])
+        with self._lock:
+            built, new, shift = self._build(ops, t)
+            src, dst = self._buffers[self._current], self._buffers[1 - self._current]
+            values = host_plan(new, t, g, lay)[0]
+            sv = view(src, "window")
+            wt, wg, wlay = shift.read.host_type([sv])
+            values += host_plan(shift, wt, wg, wlay)[0]
+            lowered = built.lowered
+            args: list[Any] = [None] * len(lowered.slots)
+            ins = [frame, src]
+            for pos, (role, idx) in enumerate(lowered.slots):
+                if role == "scalar":
+                    args[pos] = _scalar(values[idx], lowered.scalar_types[idx], ops)
+                else:
+                    args[pos] = ins[idx] if role == "in" else dst
+            grid = (-(-self.w // BLOCK[0]), -(-self.h // BLOCK[1]), self.batch)
+            built.exe.launch(grid, BLOCK, args, stream=stream)
+            self._current = 1 - self._current
+            self.updates += 1
+
+    def snapshot(self) -> Any:
+        """The window without a copy: ``(B*C, H, W)`` planar or ``(B, H, W, C)`` packed —
+        a DeviceBuffer (``__cuda_array_interface__`` and DLPack) on the GPU target, a
+        NumPy array on the CPU target. It is this window's memory: the update after the
+        next one overwrites it (copy it to keep it)."""
+        buf = self._buffers[self._current]
+        if self.layout == "planar":
+            return buf.reshape(self.batch * self.channels, self.h, self.w)
+        return buf
+
+
+def lower_circular(new: Chain, shift: Chain, t: PixType, window: PixType, order: str,
+                   name: str) -> Lowered:
+    """The update kernel: the newest plane runs ``new`` on the frame, every other plane
+    runs ``shift`` on its neighbour in the previous window; both write plane z."""
+    b = Params()
+    trace = Trace(name, b.params)
+    prev = set_current(trace)
+    try:
+        parts = []
+        for chain, ty in ((new, t), (shift, window)):
+            in_ptrs = b.inputs(chain.read.input_dtypes(ty))
+            parts.append((in_ptrs, b.scalars(chain.read.scalar_types(ty)),
+                          b.op_scalars(chain, ty)))
+        outs = b.outputs(write_dtypes(new.write, window))
+        x, y, z = thread_xyz()
+        nb = cast(Value(Special(dt.uint32, "gridDim.z")), dt.int32)
+        newest = 0 if order == "newest_first" else nb - 1
+        step = -1 if order == "newest_first" else 1
+        with if_(z == newest):
+            chain_body(b, new, t, *parts[0], x, y, z * 0, z, nb, outs)  # frame: plane 0
+            return_()
+        chain_body(b, shift, window, *parts[1], x, y, z + step, z, nb, outs)
+    finally:
+        set_current(prev)
+    return b.finish(name, trace, BLOCK)
+

@@ -1,0 +1,263 @@
+"""Divergent horizontal fusion: one kernel whose batch planes run different chains.
+
+``fkl.compose_divergent(plane_map, chain_0, chain_1, ...)``: plane ``z`` of the input
+batch runs ``chains[plane_map[z]]`` (0-based). The grid covers the largest chain output
+(x, y) and every plane (z); a thread first picks its plane's chain and its rank among that
+chain's planes, then bounds-checks against *its chain's* output extent and writes only
+that chain's output, at that rank — never past an output (FKL once sized grid z as the sum
+of the chains' extents and wrote out of bounds, its issue #250).
+
+The plane map is runtime values: a new map of the same length reuses the kernel (the
+chains' output sizes follow it); a new length compiles one more.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from thork.tracing import Trace, Value, cast, if_, return_, set_current
+from thork_core import ArgumentError, build_kernel, choose, dt
+from thork_core.ir import Special
+
+from ._arrays import stack, stream_handle, view
+from ._batch import pick
+from ._kernels import _BUILT, _LOCK, _STATS, Built
+from ._lowering import BLOCK, Chain, Lowered, Params, _fused, host_plan, kernel_name, write_dtypes
+from ._pipe import Pipe, _check_chain
+from ._pixel import Geom, PixType, Stage
+from ._plan import _scalar, check_out
+from ._tensor import Layout, WriteOp
+
+__all__ = ["Divergent", "chain_body", "compose_divergent", "thread_xyz"]
+
+
+def compose_divergent(plane_map: Any, *chains: Any, target: str | None = None,
+                      compiler: str | None = None) -> Divergent:
+    """One kernel in which plane ``z`` of the input batch runs ``chains[plane_map[z]]``.
+
+    ``plane_map``: a sequence (or 1-D integer array) of chain indices, 0-based, one per
+    batch plane; every chain gets at least one plane. ``chains``: pipes from
+    :func:`fkl.compose` or sequences of ops (a one-input read, then ops, then a write);
+    their ``target``/``compiler`` are not used — the divergent kernel's are."""
+    return Divergent(plane_map, chains, target=target, compiler=compiler)
+
+
+class Divergent:
+    """``div(x, out=None, stream=None)``: ``x`` is a batch of ``len(plane_map)`` images (an
+    ``(N, H, W[, C])`` array or a list of N same-size images). Returns a tuple with one
+    output per chain — chain ``c``'s output holds its planes, in plane order
+    (``div.planes(c)`` lists them): shape ``(n_c, ...)`` as that chain gives for a batch
+    of ``n_c`` images, so chains of different geometries give arrays of different
+    shapes. ``out``: such a tuple (or list) to write instead."""
+
+    def __init__(self, plane_map: Any, chains: Sequence[Any], *, target: str | None = None,
+                 compiler: str | None = None) -> None:
+        if not chains:
+            raise ArgumentError("fkl.compose_divergent: expected at least one chain after "
+                                "plane_map")
+        self.chains: list[Chain] = []
+        for i, c in enumerate(chains):
+            ops = c.ops if isinstance(c, Pipe) else tuple(c) if isinstance(
+                c, (list, tuple)) else None
+            if ops is None:
+                raise ArgumentError(f"fkl.compose_divergent chain {i}: expected a pipe from "
+                                    f"fkl.compose or a list of ops, got {type(c).__name__}")
+            _check_chain(ops, target, False)
+            chain = Chain(ops[0], ops[1:-1], ops[-1])  # type: ignore[arg-type]
+            if chain.read.inputs != 1:
+                raise ArgumentError(f"fkl.compose_divergent chain {i}: {chain.read.name} "
+                                    "reads no single input; every chain reads the batch")
+            self.chains.append(chain)
+        self.plane_map = _plane_map(plane_map, len(self.chains))
+        self.target, self.compiler = target, compiler
+        self._built: dict[Any, Built] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<fkl divergent pipe: {len(self.chains)} chains over " \
+               f"{len(self.plane_map)} planes>"
+
+    def planes(self, c: int) -> list[int]:
+        """The batch planes chain ``c`` runs, in order (its output's items)."""
+        return [z for z, m in enumerate(self.plane_map) if m == c]
+
+    def key(self) -> tuple[Any, ...]:
+        """Type-level identity: the chains' keys and the plane count."""
+        return ("divergent", len(self.plane_map), tuple(c.key() for c in self.chains))
+
+    def lowered(self, t: PixType) -> Lowered:
+        """The traced divergent kernel for input pixels ``t``."""
+        return lower_divergent(self.chains, t, len(self.plane_map),
+                               kernel_name((self.key(), t)))
+
+    def _build(self, t: PixType) -> Built:
+        built = self._built.get(t)
+        if built is not None:
+            return built
+        tgt, comp = choose(self.target, self.compiler)
+        key = (self.key(), t, "divergent", tgt.name, comp.name, tgt.arch())
+        with _LOCK:
+            built = _BUILT.get(key)
+            if built is None:
+                lowered = self.lowered(t)
+                exe, info = build_kernel(lowered.ir, tgt, self.compiler)
+                built = Built(lowered, exe, info)
+                _BUILT[key] = built
+                _STATS["builds"] += 1
+            else:
+                _STATS["reuses"] += 1
+        self._built[t] = built
+        return built
+
+    def __call__(self, x: Any, *, out: Any = None, stream: Any = None) -> tuple[Any, ...]:
+        handle = stream_handle(stream) if stream is not None else 0
+        if isinstance(x, (list, tuple)):
+            x = stack(x, "input", handle)
+        v = view(x, "input")
+        n = len(self.plane_map)
+        t, g, lay = self.chains[0].read.host_type([v])
+        if g.batch != n or not lay.batch:
+            raise ArgumentError(
+                f"fkl divergent pipe input: plane_map has {n} planes, so the input must be a "
+                f"batch of {n} images, got shape {v.shape}")
+        tgt = choose(self.target, self.compiler)[0]
+        if tgt.name == "cpu" and v.device == "cuda":
+            raise ArgumentError("fkl divergent pipe (target='cpu'): the input must be a "
+                                "NumPy array on the host")
+        counts = [self.plane_map.count(c) for c in range(len(self.chains))]
+        values: list[Any] = []
+        outs_spec: list[tuple[tuple[int, ...], Any]] = []
+        width = height = 0
+        for c, chain in enumerate(self.chains):
+            vals, _, _ = host_plan(chain, t, g, lay)
+            # The chain's own output: a batch of its n_c planes.
+            _, og, specs = host_plan(chain, t, Geom(g.w, g.h, counts[c], g.unbounded),
+                                     Layout(True, lay.channel_axis))
+            values += vals
+            outs_spec += specs
+            width, height = max(width, og.w), max(height, og.h)
+        rank = [self.planes(m).index(z) for z, m in enumerate(self.plane_map)]
+        values += [*self.plane_map, *rank, *counts]
+        built = self._build(t)
+        lowered = built.lowered
+        args: list[Any] = [None] * len(lowered.slots)
+        outs = self._outs(out, outs_spec, v.device == "cuda", v.device_id, handle)
+        for pos, (role, idx) in enumerate(lowered.slots):
+            if role == "scalar":
+                args[pos] = _scalar(values[idx], lowered.scalar_types[idx], [])
+            elif role == "in":
+                args[pos] = x
+            else:
+                args[pos] = outs[idx]
+        grid = (-(-width // BLOCK[0]), -(-height // BLOCK[1]), n)
+        built.exe.launch(grid, BLOCK, args, stream=stream)
+        return tuple(outs)
+
+    def _outs(self, out: Any, specs: list[tuple[tuple[int, ...], Any]], device: bool,
+              device_id: int, handle: int) -> list[Any]:
+        if out is not None:
+            return check_out(specs, out, device)
+        if device:
+            from thork_core.runtime import DeviceArray
+
+            return [DeviceArray(s, d, device=device_id, stream=handle) for s, d in specs]
+        import numpy as np
+
+        return [np.empty(s, dtype=d.numpy) for s, d in specs]
+
+
+def _plane_map(plane_map: Any, n_chains: int) -> list[int]:
+    try:
+        raw = plane_map.tolist() if hasattr(plane_map, "tolist") else list(plane_map)
+    except TypeError:
+        raise ArgumentError(f"fkl.compose_divergent plane_map: expected a sequence of chain "
+                            f"indices, got {type(plane_map).__name__}") from None
+    if not raw:
+        raise ArgumentError("fkl.compose_divergent plane_map: expected at least one plane")
+    if len(raw) > 65535:
+        raise ArgumentError(f"fkl.compose_divergent plane_map: {len(raw)} planes exceed the "
+                            "CUDA grid limit of 65535")
+    for z, m in enumerate(raw):
+        if isinstance(m, bool) or not isinstance(m, int):
+            raise ArgumentError(f"fkl.compose_divergent plane_map[{z}]: expected an int "
+                                f"chain index, got {m!r}")
+        if not 0 <= m < n_chains:
+            raise ArgumentError(
+                f"fkl.compose_divergent plane_map[{z}] = {m}: out of range for {n_chains} "
+                f"chain(s); indices are 0-based, 0 to {n_chains - 1}")
+    for c in range(n_chains):
+        if c not in raw:
+            raise ArgumentError(f"fkl.compose_divergent plane_map: chain {c} runs no plane; "
+                                "drop it or map a plane to it")
+    return list(raw)
+
+
+def lower_divergent(chains: list[Chain], t: PixType, n: int, name: str) -> Lowered:
+    """Trace the divergent kernel: per chain its input pointer, read and op scalars; then
+    the plane → chain map, the plane → rank map and each chain's plane count (``n``
+    planes); then every chain's outputs. Each chain's body sits in its own branch."""
+    b = Params()
+    trace = Trace(name, b.params)
+    prev = set_current(trace)
+    try:
+        parts = []
+        for chain in chains:
+            in_ptrs = b.inputs(chain.read.input_dtypes(t))
+            read_p = b.scalars(chain.read.scalar_types(t))
+            parts.append((in_ptrs, read_p, b.op_scalars(chain, t)))
+        cmap = b.scalars([dt.int32] * n)
+        rank = b.scalars([dt.int32] * n)
+        counts = b.scalars([dt.int32] * len(chains))
+        x, y, z = thread_xyz()
+        which = pick(z, cmap)
+        j = pick(z, rank)
+        for c, chain in enumerate(chains):
+            in_ptrs, read_p, op_params = parts[c]
+            with if_(which == c):
+                chain_body(b, chain, t, in_ptrs, read_p, op_params, x, y, z, j, counts[c])
+                return_()
+    finally:
+        set_current(prev)
+    return b.finish(name, trace, BLOCK)
+
+
+def thread_xyz() -> tuple[Value, Value, Value]:
+    """The thread's pixel (x, y) and plane z in the 2-D kernel, int32."""
+    bx, by, bz = (Value(Special(dt.uint32, f"blockIdx.{a}")) for a in "xyz")
+    tx, ty_ = (Value(Special(dt.uint32, f"threadIdx.{a}")) for a in "xy")
+    dx, dy = (Value(Special(dt.uint32, f"blockDim.{a}")) for a in "xy")
+    return (cast(bx * dx + tx, dt.int32), cast(by * dy + ty_, dt.int32), cast(bz, dt.int32))
+
+
+def chain_body(b: Params, chain: Chain, t: PixType, in_ptrs: Any, read_p: list[Value],
+               op_params: list[list[Value]], x: Value, y: Value, z: Value, j: Value,
+               nb: Value, outs: Any = None) -> None:
+    """One chain on plane ``z`` (its input plane), writing item ``j`` of its output (to
+    ``outs``, pointers declared by the caller, or to new output parameters)."""
+    stage: Stage = chain.read.stage(in_ptrs, read_p, t)
+    last = chain.last_readback
+    ty = t
+    for i, op in enumerate(chain.middle[: last + 1]):
+        if op.kind == "readback":
+            stage = op.sample(stage, op_params[i])
+        elif op.kind == "compute":
+            stage = _fused(stage, op, op_params[i], ty)
+        else:
+            raise ArgumentError(f"{op.name} sits before the chain's last geometry op; move it "
+                                "after the last Crop/Resize/Warping/...")
+        ty = op.out_type(ty)
+    with if_((x >= stage.w) | (y >= stage.h)):  # this chain's own extent
+        return_()
+    px = stage.read(x, y, z)
+    for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
+        if op.kind == "midwrite":
+            assert isinstance(op, WriteOp)
+            op.store(b.outputs(write_dtypes(op, ty)), px, x, y, j, stage.w, stage.h, nb, ty)
+        else:
+            px = op.apply(px, op_params[i], ty)
+        ty = op.out_type(ty)
+    if outs is None:
+        outs = b.outputs(write_dtypes(chain.write, ty))
+    chain.write.store(outs, px, x, y, j, stage.w, stage.h, nb, ty)

@@ -1,0 +1,155 @@
+"""Kernel identity and the build cache of fkl pipes.
+
+Two cache levels (SPEC §3.6): each pipe maps (pixel type, kernel form) to its built kernel,
+and a process-wide table maps the full *type signature* (op types, pixel type, form,
+target, compiler, arch) to the built executable, so a second pipe that differs only in
+values (factors, rects, sizes, matrices...) reuses the first one's kernel.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from thork_core import (
+    CompileInfo,
+    CudaRenderer,
+    Executable,
+    Target,
+    build_kernel,
+    choose,
+    compile_artifact,
+    parse_arch,
+    plugins,
+)
+
+from ._flat import lower_flat
+from ._lowering import Chain, Lowered, kernel_name, lower, type_chain
+from ._pixel import PixType
+from ._variant import Variants
+
+__all__ = ["Built", "Kernels", "reset_stats", "stats"]
+
+
+@dataclass
+class Built:
+    """A traced kernel, its loaded executable and how it was built."""
+
+    lowered: Lowered
+    exe: Executable
+    info: CompileInfo
+
+
+_BUILT: dict[tuple[Any, ...], Built] = {}
+_LOCK = threading.Lock()
+_STATS = {"builds": 0, "reuses": 0}
+
+
+def stats() -> dict[str, int]:
+    """Process-wide counters: ``builds`` (kernels traced and built — a compile or a
+    disk-cache load) and ``reuses`` (a pipe found its kernel already built)."""
+    return dict(_STATS)
+
+
+def reset_stats(clear_cache: bool = False) -> None:
+    """Zero the counters; ``clear_cache`` also forgets every built kernel."""
+    _STATS.update(builds=0, reuses=0)
+    if clear_cache:
+        _BUILT.clear()
+
+
+class Kernels:
+    """The kernels of one pipe: its target (resolved on first need), each kernel's
+    identity, trace and build."""
+
+    def __init__(self, chain: Chain, variants: Variants, target: str | None,
+                 compiler: str | None) -> None:
+        self.chain = chain
+        self.variants = variants
+        self.target = target
+        self.compiler = compiler
+        self.resolved: Target | None = None
+        self._built: dict[tuple[Any, ...], Built] = {}
+
+    def resolve(self) -> Target:
+        if self.resolved is None:
+            self.resolved = choose(self.target, self.compiler)[0]
+        return self.resolved
+
+    def target_name(self) -> str:
+        return self.resolve().name
+
+    def signature(self, t: PixType, variant: str) -> tuple[Any, ...]:
+        """The kernel identity for pixels ``t`` and a checked ``variant``: types only."""
+        tgt, comp = choose(self.resolve(), self.compiler)
+        return (self.chain.key(), t, self.variants.form(t, variant), tgt.name, comp.name,
+                tgt.arch())
+
+    def lowered(self, t: PixType, variant: str, target: str | None = None) -> Lowered:
+        """The traced kernel (no compilation); ``target`` as in :class:`Variants`."""
+        form = self.variants.form(t, variant, target)
+        return self._lower(t, variant, kernel_name((self.chain.key(), t, form)), target)
+
+    def _lower(self, t: PixType, variant: str, name: str,
+               target: str | None = None) -> Lowered:
+        type_chain(self.chain, t)
+        if variant == "flat":
+            spec = self.variants.flat_spec(t, target)
+            assert spec is not None
+            return lower_flat(self.chain, t, name, spec)
+        return lower(self.chain, t, name, active=variant == "active")
+
+    def get(self, t: PixType, variant: str) -> Built:
+        """The built kernel for ``t`` and ``variant``: this pipe's, the process's, or a
+        new build (traced, rendered, compiled or loaded from the disk cache)."""
+        local = (t, self.variants.form(t, variant))
+        built = self._built.get(local)
+        if built is not None:
+            return built
+        key = self.signature(t, variant)
+        with _LOCK:
+            built = _BUILT.get(key)
+            if built is None:
+                lowered = self._lower(t, variant, kernel_name(key[:3]))
+                exe, info = build_kernel(lowered.ir, self.resolve(), self.compiler)
+                built = Built(lowered, exe, info)
+                _BUILT[key] = built
+                _STATS["builds"] += 1
+            else:
+                _STATS["reuses"] += 1
+        self._built[local] = built
+        return built
+
+    def source(self, t: PixType, variant: str | None, who: str) -> str:
+        """The generated source for the pipe's target. A pipe composed with
+        ``target="gpu"`` gives its CUDA source without needing a GPU."""
+        if self.target == "gpu" and self.resolved is None:
+            lowered = self.lowered(t, self.variants.check(t, variant, who, "gpu"), "gpu")
+            return CudaRenderer().render(lowered.ir)
+        lowered = self.lowered(t, self.variants.check(t, variant, who))
+        return self.resolve().renderer().render(lowered.ir)
+
+    def artifact(self, t: PixType, variant: str | None, who: str, arch: str,
+                 compiler: str | None, kind: str) -> Any:
+        """The CUDA kernel compiled for ``arch`` without loading it (no GPU needed)."""
+        from thork_core.plugin import GpuTarget
+
+        lowered = self.lowered(t, self.variants.check(t, variant, who, "gpu"), "gpu")
+        comp = plugins().compiler(compiler or self.compiler, GpuTarget())
+        source = CudaRenderer().render(lowered.ir)
+        art, _, _ = compile_artifact(lowered.ir, source, comp, kind, parse_arch(arch))
+        return art
+
+    def compile_info(self, t: PixType | None) -> CompileInfo | None:
+        """How the kernel for ``t`` (default: the most recent) was built."""
+        if t is None:
+            return next(reversed(self._built.values())).info if self._built else None
+        v = self.variants
+        for variant in (v.choose(t), "grid", "flat"):
+            if variant == "flat" and not v.has_flat(t):
+                continue
+            built = self._built.get((t, v.form(t, variant)))
+            if built is not None:
+                return built.info
+        return None

@@ -1,0 +1,164 @@
+"""Launch plans: what a pipe call with one input shape needs, computed once, and the
+checks and allocation of the output arrays."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from thork_core import ArgumentError, DType, dt
+from thork_core.runtime import typestr
+
+from ._arrays import check_size, view
+from ._kernels import Built, Kernels
+from ._launcher import Launcher, make_launcher
+from ._lowering import final_type, host_plan
+from ._ops import Op
+from ._pixel import PixType, per_channel
+from ._tensor import Layout
+
+__all__ = ["Plan", "allocate", "check_out", "make_plan"]
+
+
+@dataclass
+class Plan:
+    """Everything a call with one input shape needs: the arguments with the scalars
+    filled in, where the arrays go (``pointer_slots``, and ``order``: kernel pointer
+    parameter k takes array ``order[k]`` of inputs-then-outputs), the grid and block, the
+    outputs' shapes and dtypes (``out_codes``: their typestrs), whether the arrays live on
+    the device, and the pre-packed launcher.
+
+    ``align_mask`` is nonzero for the flat variant: an array address with any of those
+    bits set makes the call use ``fallback``, the grid variant's plan (made on first
+    need from ``source``, the pixel type, geometry and layout)."""
+
+    args: list[Any]
+    pointer_slots: list[tuple[int, str, int]]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    outs: list[tuple[tuple[int, ...], DType]]
+    device: bool
+    order: list[int]
+    built: Built
+    source: tuple[PixType, Any, Layout]
+    align_mask: int = 0
+    fallback: Plan | None = None
+    launcher: Launcher | None = None
+    out_codes: list[str | None] = field(default_factory=list)
+
+    def prepare(self) -> Launcher | None:
+        """This plan's launcher, made on first need."""
+        if self.launcher is None:
+            self.launcher = make_launcher(self.built.exe, self.built.lowered.ir, self.args,
+                                          self.grid, self.block)
+        return self.launcher
+
+    def arrange(self, ptrs: list[int]) -> list[int]:
+        """Input and output addresses (inputs first) in kernel-parameter order."""
+        return [ptrs[i] for i in self.order]
+
+
+def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
+              variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None) -> Plan:
+    """The plan of ``variant`` for inputs of pixel type ``t``, geometry ``g``;
+    ``active`` is ``(k, default)`` for the ``"active"`` variant."""
+    chain = kernels.chain
+    values, og, outs = host_plan(chain, t, g, lay)
+    if active is not None:
+        k, default = active
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= og.batch:
+            raise ArgumentError(f"fkl pipe active_batch: expected an int from 0 to the "
+                                f"batch of {og.batch}, got {k!r}")
+        ft = final_type(chain, t)
+        values = [*values, k, *per_channel(default, ft.channels, "fkl pipe default")]
+    built = kernels.get(t, variant)
+    lowered = built.lowered
+    spec = kernels.variants.flat_spec(t) if variant == "flat" else None
+    if spec is not None:
+        if spec.folded:  # the kernel's values are those of the 1-channel chain
+            values = host_plan(chain, spec.traced(t), spec.host_geom(g), lay)[0]
+        values = [*values, spec.segments(og)[0]]  # the flat kernel's extra scalar
+    args: list[Any] = [None] * len(lowered.slots)
+    pointer_slots = []
+    for pos, (role, idx) in enumerate(lowered.slots):
+        if role == "scalar":
+            args[pos] = _scalar(values[idx], lowered.scalar_types[idx], ops)
+        else:
+            pointer_slots.append((pos, role, idx))
+    for shape, _ in outs:
+        check_size(shape, "output")
+    block = lowered.block
+    if og.batch > 65535:
+        raise ArgumentError(f"fkl pipe: batch of {og.batch} planes exceeds the CUDA grid "
+                            "limit of 65535")
+    if spec is not None:
+        grid = spec.grid(og)
+    else:
+        grid = (-(-og.w // block[0]), -(-og.h // block[1]), og.batch)
+    n_in = sum(1 for _, role, _ in pointer_slots if role == "in")
+    order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
+    return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
+                align_mask=spec.align - 1 if spec is not None else 0,
+                out_codes=[typestr(d) for _, d in outs])
+
+
+def check_out(specs: list[tuple[tuple[int, ...], DType]], out: Any,
+              on_device: bool) -> list[Any]:
+    """``out`` (an array or a list of them) checked against the outputs' ``specs``
+    (shape and dtype of each)."""
+    given = list(out) if isinstance(out, (list, tuple)) else [out]
+    if len(given) != len(specs):
+        raise ArgumentError(f"fkl pipe out: the chain writes {len(specs)} array(s), "
+                            f"got {len(given)}")
+    for i, (o, (shape, d)) in enumerate(zip(given, specs, strict=False)):
+        what = f"out[{i}]" if len(given) > 1 else "out"
+        v = view(o, what)
+        if v.dtype != d or not _same_shape(v.shape, shape):
+            raise ArgumentError(
+                f"fkl pipe {what}: expected shape {shape} and dtype {d.name}, got "
+                f"{v.shape} {v.dtype.name}")
+        if v.readonly:
+            raise ArgumentError(f"fkl pipe {what}: the output array is read-only")
+        if on_device != (v.device == "cuda"):
+            raise ArgumentError(
+                f"fkl pipe {what}: inputs and outputs must all be host arrays or all be "
+                "device arrays")
+    return given
+
+
+def allocate(plan: Plan, device: int, handle: int) -> list[Any]:
+    """New output arrays for ``plan``: DeviceArrays on CUDA device ``device``, queued on
+    stream ``handle``, for device inputs; NumPy arrays for host inputs."""
+    if plan.device:
+        from thork_core.runtime import DeviceArray
+
+        return [DeviceArray(shape, d, device=device, stream=handle) for shape, d in plan.outs]
+    import numpy as np
+
+    return [np.empty(shape, dtype=d.numpy) for shape, d in plan.outs]
+
+
+def _same_shape(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    def strip(s: tuple[int, ...]) -> tuple[int, ...]:
+        return s[:-1] if s and s[-1] == 1 else s
+
+    return a == b or strip(a) == strip(b)
+
+
+def _scalar(value: Any, t: DType, ops: Sequence[Op]) -> Any:
+    """A runtime value converted for its parameter slot (range-checked for integers)."""
+    if t.is_int or t == dt.bool:
+        iv = int(value)
+        if iv != value:
+            raise ArgumentError(f"fkl pipe: value {value!r} is not an integer but the "
+                                f"parameter is {t.name}")
+        lo, hi = (0, 2**t.bits - 1) if t.kind == "u" else (-(2 ** (t.bits - 1)),
+                                                            2 ** (t.bits - 1) - 1)
+        if t == dt.bool:
+            lo, hi = 0, 1
+        if not lo <= iv <= hi:
+            raise ArgumentError(f"fkl pipe: value {value!r} does not fit the {t.name} "
+                                "parameter it feeds (pixel dtype); cast the pixel first")
+        return bool(iv) if t == dt.bool else iv
+    return float(value)

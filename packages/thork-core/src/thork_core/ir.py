@@ -1,0 +1,81 @@
+"""The public kernel IR: what front-ends build and renderers read.
+
+A kernel is a :class:`KernelIR` (name, :class:`Param` list, body of statements). Values
+are expressions (:class:`Const`, :class:`Var`, :class:`Binary`, :class:`Load`...), each
+with a scalar :class:`DType` (or a :class:`VectorType`); statements (:class:`Let`,
+:class:`Store`, :class:`If`, :class:`For`...) carry the :class:`Loc` of the Python line
+they came from. :func:`walk_stmts`/:func:`walk_exprs` visit a body.
+
+A target's renderer subclasses :class:`Renderer` (``render(kernel) -> str``);
+:class:`CudaRenderer` is the CUDA C++ one, which host C++ renderers extend.
+:data:`CODEGEN_VERSION` is part of every disk-cache key: renderers that change the code
+they generate for the same IR bump their own version in their target's cache identity.
+"""
+
+from __future__ import annotations
+
+from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
+from ._ir import (
+    ATOMIC_OPS,
+    SPECIALS,
+    SYNC_KINDS,
+    WARP_OPS,
+    Assign,
+    Atomic,
+    Binary,
+    BlockReduce,
+    Break,
+    Call,
+    CallFunc,
+    Cast,
+    Const,
+    Continue,
+    Eval,
+    Expr,
+    Field,
+    For,
+    Function,
+    If,
+    KernelIR,
+    Let,
+    Load,
+    Loc,
+    Param,
+    PointerType,
+    Return,
+    Select,
+    SharedDecl,
+    Special,
+    Stmt,
+    Store,
+    Sync,
+    Type,
+    Unary,
+    Var,
+    VecLoad,
+    VecStore,
+    VectorType,
+    Warp,
+    While,
+    stmt_exprs,
+    walk_exprs,
+    walk_stmts,
+)
+from ._renderer import (
+    CODEGEN_VERSION,
+    HALF_CONVERSIONS,
+    INT_ARITHMETIC,
+    CudaRenderer,
+    Renderer,
+)
+
+__all__ = [
+    "ALL_DTYPES", "ATOMIC_OPS", "Assign", "Atomic", "Binary", "BlockReduce", "Break",
+    "CODEGEN_VERSION", "Call", "CallFunc", "Cast", "Const", "Continue", "CudaRenderer",
+    "DType", "Eval", "Expr", "Field", "For", "Function", "HALF_CONVERSIONS", "INT_ARITHMETIC", "If",
+    "KernelIR", "Let", "Load", "Loc", "Param", "PointerType", "Renderer", "Return",
+    "SPECIALS", "SYNC_KINDS", "Select", "SharedDecl", "Special", "Stmt", "Store", "Sync",
+    "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",
+    "While", "dt", "dtype_of", "literal_dtype", "promote", "stmt_exprs", "walk_exprs",
+    "walk_stmts",
+]

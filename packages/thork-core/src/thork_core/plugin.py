@@ -1,0 +1,81 @@
+"""The public plugin API: everything a compiler, target, array-adapter or front-end plugin
+needs, and nothing it should not rely on.
+
+A plugin is a module exposed through the ``thork`` entry-point group that implements some
+of the hooks in :mod:`thork_core.plugin.hookspecs` (``thork_register_compilers``,
+``thork_register_targets``, ``thork_register_frontends``,
+``thork_register_array_adapters``), each marked with :data:`hookimpl`. The objects those
+hooks return subclass the classes here:
+
+* :class:`Compiler` turns source into an :class:`Artifact` (``cubin``/``ptx``/``hostlib``).
+* :class:`Target` renders kernel IR (see :mod:`thork_core.ir`), loads artifacts into an
+  :class:`Executable` and says which compiler it prefers.
+* :class:`ArrayAdapter` turns a foreign array object into an :class:`ArrayView`.
+* :class:`Frontend` describes a front-end for ``thork info``.
+
+Reusable machinery for targets: :class:`ArgumentPack` (the ``void*`` argument array every
+launch entry takes), :func:`array_view`/:func:`check_array`/:func:`scalar_value`
+(argument checks with messages that name the kernel and parameter), :func:`library_path`
+(where a host library for a cache key is kept), :class:`GpuTarget`/:class:`GpuExecutable`
+(the CUDA driver target, for targets that load through it) and :func:`memo` (facts
+memoized on disk, so a warm process does not ask a toolchain again). See
+``docs/plugins.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import _hookspecs as hookspecs
+from ._adapter import ArrayAdapter, ArrayView
+from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch
+from ._artifact import ARTIFACT_KINDS, Artifact
+from ._binding import array_view, check_arg_count, check_array, scalar_ctype, scalar_value
+from ._cache import library_path
+from ._compiler import Compiler
+from ._dtype import DType, dt
+from ._errors import (
+    ArgumentError,
+    CompileError,
+    LaunchError,
+    NoTargetError,
+    PluginError,
+    ThorkError,
+    TraceError,
+)
+from ._frontend import Frontend
+from ._graph import recorder as graph_recorder
+from ._hookspecs import hookimpl, hookspec
+from ._memo import installed_fingerprint, memo, path_fingerprint
+from ._plugin_api import PLUGIN_API_VERSION
+from ._plugins import ENTRY_POINT_GROUP, PluginInfo, Plugins, PluginWarning, plugins
+from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
+
+if TYPE_CHECKING:
+    from ._gpu import GpuExecutable, GpuTarget
+
+__all__ = [
+    "ARTIFACT_KINDS", "ArgumentError", "ArgumentPack", "ArrayAdapter", "ArrayView",
+    "Artifact", "CompileError", "Compiler", "DEFAULT_ARCH", "DType", "Dim3",
+    "ENTRY_POINT_GROUP", "Executable", "Frontend", "GpuExecutable", "GpuTarget",
+    "LaunchError", "NoTargetError", "PLUGIN_API_VERSION", "PluginError", "PluginInfo",
+    "PluginWarning", "Plugins", "Target", "ThorkError", "TraceError", "array_view",
+    "check_arg_count", "check_array", "dt", "gpu_arch", "graph_recorder", "hookimpl", "hookspec",
+    "hookspecs", "installed_fingerprint", "library_path", "memo", "normalize_dims",
+    "parse_arch", "path_fingerprint", "plugins", "scalar_ctype", "scalar_value",
+]
+
+# The CUDA target's classes load on first use: a plugin module importing this facade
+# stays cheap (plugin modules are imported by every process that asks the registry).
+_LAZY = {"GpuTarget": "._gpu", "GpuExecutable": "._gpu"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'thork_core.plugin' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __package__), name)
+    globals()[name] = value
+    return value
