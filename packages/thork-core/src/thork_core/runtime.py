@@ -3,9 +3,10 @@
 :class:`DeviceArray` is Thork's own device array (``__cuda_array_interface__`` and DLPack
 both ways). :func:`stream_handle` turns a stream object (CuPy, torch, cuda-python, an int)
 into a raw ``CUstream``; :func:`stream_wait` orders one stream after another's queued
-work; :class:`Graph` records launches and replays them as one. :func:`device_pool` is the stream-ordered allocator behind device arrays;
-:func:`pinned_staging` the pinned host buffers behind NumPy transfers. Everything loads the
-CUDA driver on first use, so importing this module needs no GPU.
+work; :class:`Graph` records launches and replays them as one. :func:`device_pool` is the
+stream-ordered allocator behind device arrays; :func:`pinned_staging` the pinned host
+buffers behind NumPy transfers. Everything loads the CUDA driver on first use, so
+importing this module needs no GPU.
 """
 
 from __future__ import annotations
