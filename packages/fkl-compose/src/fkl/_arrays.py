@@ -36,11 +36,12 @@ def array_types() -> list[type]:
     return _TYPES
 
 
-def view(x: Any, what: str) -> ArrayView:
+def view(x: Any, what: str, stream: int | None = None) -> ArrayView:
     """Adapt an input/output array with core's adapters and check what every fkl kernel
-    needs (C-contiguous, int32-indexable); ``what`` names it in errors."""
+    needs (C-contiguous, int32-indexable); ``what`` names it in errors. ``stream``: the
+    launch stream, which DLPack producers are asked to order after their work."""
     for adapter in plugins().array_adapters():
-        v = adapter.view(x, None)
+        v = adapter.view(x, stream)
         if v is not None:
             break
     else:
