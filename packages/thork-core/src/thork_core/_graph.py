@@ -138,7 +138,7 @@ class Graph:
         pack = ArgumentPack(exe.kernel.params)
         src = (ctypes.c_void_p * max(len(pack.slots), 1)).from_address(argv)
         for i, slot in enumerate(pack.slots):
-            ctypes.memmove(ctypes.addressof(slot), src[i], ctypes.sizeof(slot))
+            ctypes.memmove(ctypes.addressof(slot), src[i] or 0, ctypes.sizeof(slot))
         self._host.append((exe, tuple(grid), tuple(block), shared_mem, pack))
 
     # -- replaying -----------------------------------------------------------------------
@@ -337,7 +337,7 @@ def _graph_launcher() -> tuple[Any, bool]:
 def _param_sizes(func: int) -> list[int]:
     """Byte size of each parameter of a ``CUfunction`` (``cuFuncGetParamInfo``)."""
     lib = _libcuda()
-    sizes = []
+    sizes: list[int] = []
     off, size = ctypes.c_size_t(), ctypes.c_size_t()
     while lib.cuFuncGetParamInfo(ctypes.c_void_p(func), ctypes.c_size_t(len(sizes)),
                                  ctypes.byref(off), ctypes.byref(size)) == 0:
