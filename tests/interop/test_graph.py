@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import thork as tk
 from helpers import TARGETS
 from thork_core import ArgumentError, LaunchError
