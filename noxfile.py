@@ -23,6 +23,7 @@ PACKAGES = {
     "nvcc": "packages/backend-nvcc",
     "clang": "packages/backend-clang",
     "compose": "packages/fkl-compose",
+    "torch": "packages/interop-torch",  # the plugin; torch itself only in the torch session
 }
 COMBINATIONS = {
     "core+trace": ["core", "trace"],
@@ -41,6 +42,18 @@ def tests(session: nox.Session, plugins: str) -> None:
     session.install(*[PACKAGES[p] for p in COMBINATIONS[plugins]])
     session.run("python", "-m", "pytest", "-q", *session.posargs,
                 success_codes=[0, 5])
+
+
+@nox.session
+def torch(session: nox.Session) -> None:
+    """The torch interop tests (tests/interop) with torch installed. Not part of CI's
+    main run: `pip install torch` took 5 min on the 2-core dev machine (a 554 MB wheel;
+    CPU torch.compile adds ~1 min), too much for CI's 20-minute budget; there the torch
+    tests skip (torch not importable)."""
+    session.install(*TEST_DEPS)
+    session.install(*[PACKAGES[p] for p in PACKAGES if p != "torch"],
+                    f"{PACKAGES['torch']}[torch]")
+    session.run("python", "-m", "pytest", "-q", "tests/interop", *session.posargs)
 
 
 @nox.session
