@@ -21,9 +21,11 @@ import shutil
 
 import nox
 
+from noxfile_wheelhouse import install
+
 __all__ = ["toolchain_nvrtc", "toolchain_nvcc", "toolchain_clang", "toolchains_ci"]
 
-_BASE = ["packages/thork-core", "packages/thork-trace", "packages/target-cpu"]
+_BASE = ["thork-core", "thork-trace", "thork-target-cpu"]
 _TEST_DEPS = ["pytest>=8", "ml_dtypes>=0.4", "numpy"]
 _COMMON_TESTS = [
     "tests/compilers/test_compilers_suite.py", "tests/compilers/test_compilers_selection.py",
@@ -36,12 +38,11 @@ _NVRTC = {
     "12": ["nvidia-cuda-nvrtc-cu12>=12.8,<13", "cuda-bindings>=12.8,<13"],
     "13": ["nvidia-cuda-nvrtc>=13.0,<14", "cuda-bindings>=13.0,<14"],
 }
-_NVCC_WHEEL = "packages/backend-nvcc[wheel]"
+_NVCC_WHEEL = "thork-backend-nvcc[wheel]"
 
 
 def _base(session: nox.Session) -> None:
-    session.install(*_TEST_DEPS)
-    session.install(*_BASE)
+    install(session, *_TEST_DEPS, *_BASE)
 
 
 def _pytest(session: nox.Session, compiler: str, extra: list[str], env: dict[str, str]) -> None:
@@ -59,14 +60,14 @@ def _check(session: nox.Session, code: str, env: dict[str, str] | None = None) -
     return text
 
 
-@nox.session
+@nox.session(requires=["wheels"])
 @nox.parametrize("cuda", list(_NVRTC))
 def toolchain_nvrtc(session: nox.Session, cuda: str) -> None:
     """NVRTC from the CUDA ``cuda`` wheels (nvidia-cuda-nvrtc[-cu12] + cuda-bindings)."""
     _base(session)
     session.install(*_NVRTC[cuda])
     # --no-deps: the plugin's own pin names the CUDA 13 wheel; this session picks the line.
-    session.install("--no-deps", "packages/backend-nvrtc")
+    install(session, "--no-deps", "thork-backend-nvrtc")
     version = _check(session, (
         "from thork_nvrtc import NvrtcCompiler as C; c = C(); ok, why = c.available();\n"
         "print(c.version() if ok else 'UNAVAILABLE ' + why)"))
@@ -90,14 +91,14 @@ def _system_nvcc() -> str | None:
 
 def _wheel_nvcc(session: nox.Session) -> str:
     """Install the nvcc wheels; return the path of the nvcc they put in the venv."""
-    session.install(_NVCC_WHEEL)
+    install(session, _NVCC_WHEEL)
     path = _check(session, "import thork_nvcc; print(thork_nvcc.wheel_nvcc() or '')")
     if not path:
         session.error("pip installed the nvidia-cuda-nvcc wheel but no nvcc was found in it")
     return path
 
 
-@nox.session
+@nox.session(requires=["wheels"])
 @nox.parametrize("source", ["system", "wheel"])
 def toolchain_nvcc(session: nox.Session, source: str) -> None:
     """nvcc from the system CUDA toolkit, or from the nvidia-cuda-nvcc wheel."""
@@ -106,7 +107,7 @@ def toolchain_nvcc(session: nox.Session, source: str) -> None:
         nvcc = _system_nvcc()
         if nvcc is None:
             session.skip("no system nvcc (CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda)")
-        session.install("packages/backend-nvcc")
+        install(session, "thork-backend-nvcc")
     else:
         nvcc = _wheel_nvcc(session)
     env = {"THORK_NVCC": nvcc}  # pinned: the session tests exactly this toolkit
@@ -114,7 +115,7 @@ def toolchain_nvcc(session: nox.Session, source: str) -> None:
     _pytest(session, "nvcc", ["tests/compilers/test_nvcc.py"], env)
 
 
-@nox.session
+@nox.session(requires=["wheels"])
 @nox.parametrize("version", CLANG_VERSIONS)
 def toolchain_clang(session: nox.Session, version: str) -> None:
     """clang-N from Debian (apt), with ptxas and libdevice from the nvcc wheels (so no
@@ -124,7 +125,7 @@ def toolchain_clang(session: nox.Session, version: str) -> None:
         session.skip(f"clang++-{version} is not installed (apt-get install clang-{version})")
     _base(session)
     nvcc = _wheel_nvcc(session)
-    session.install("packages/backend-clang")
+    install(session, "thork-backend-clang")
     env = {"THORK_CLANG": clang, "THORK_NVCC": nvcc}
     text = _check(session, "from thork_clang import ClangCompiler as C; print(C().describe())",
                   env)

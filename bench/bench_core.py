@@ -229,43 +229,43 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
         return median(ts)
 
     thork_us = timed(lambda: launch(out, a, b))
-    # The same launch through cuda-bindings' cuLaunchKernel (THORK_LAUNCHER=bindings; the
-    # default calls libcuda through ctypes with pre-converted arguments).
+    # Thork's own DeviceArrays through the same kernel[grid, block](...) call.
+    from thork_core import DeviceArray
+
+    da, db = DeviceArray.from_host(cp.asnumpy(a)), DeviceArray.from_host(cp.asnumpy(b))
+    dout = DeviceArray(n, "float32")
+    launch(dout, da, db)
+    cp.cuda.runtime.deviceSynchronize()
+    assert np.array_equal(dout.to_host(), cp.asnumpy(a + b)), "DeviceArray launch wrong"
+    device_us = timed(lambda: launch(dout, da, db))
+    # The one launcher: native C by default; THORK_LAUNCHER=python is the fallback used
+    # where the C module cannot be built (same kernel, a second executable).
     from thork_core._gpu import GpuExecutable
+    from thork_core._native import native_status
 
     exe = matrix_add._exes[(None, None)][0]
     assert isinstance(exe, GpuExecutable)
-    os.environ["THORK_LAUNCHER"] = "bindings"
-    exe_bd = GpuExecutable(matrix_add.artifact(matrix_add.compile_info.arch),
-                           exe.kernel)
+    print(f"  native launch module: {native_status()}", flush=True)
+    os.environ["THORK_LAUNCHER"] = "python"
+    exe_py = GpuExecutable(matrix_add.artifact(matrix_add.compile_info.arch), exe.kernel)
     del os.environ["THORK_LAUNCHER"]
     grid, block = (n // 128, 1, 1), (128, 1, 1)
-    bindings_us = timed(lambda: exe_bd.launch(grid, block, (out, a, b)))
     out.fill(cp.nan)
-    exe_bd.launch(grid, block, (out, a, b))
+    exe_py.launch(grid, block, (out, a, b))
     cp.cuda.runtime.deviceSynchronize()
-    assert cp.array_equal(out, a + b), "bindings launch wrote wrong values"
-    # Core's prepared launch: geometry and scalars fixed, addresses per call. The default
-    # launcher runs it in C (the native module); THORK_LAUNCHER=ctypes, the Python path.
-    from thork_core._native import native_status
-
+    assert cp.array_equal(out, a + b), "python-launcher launch wrote wrong values"
+    # Core's prepared launch: geometry and scalars fixed, addresses per call.
     prepared = exe.prepare(grid, block, [0, 0, 0])
-    print(f"  native launch module: {native_status()}", flush=True)
-    os.environ["THORK_LAUNCHER"] = "ctypes"
-    prepared_ct = exe.prepare(grid, block, [0, 0, 0])
-    del os.environ["THORK_LAUNCHER"]
-    assert prepared_ct.native is None  # type: ignore[attr-defined]
+    prepared_py = exe_py.prepare(grid, block, [0, 0, 0])
+    assert prepared.native and not prepared_py.native
     ptrs = [out.data.ptr, a.data.ptr, b.data.ptr]
     call = prepared.call
     prepared_us = timed(lambda: call(ptrs, 0))
-    out.fill(cp.nan)
-    prepared_ct(ptrs, 0)
-    cp.cuda.runtime.deviceSynchronize()
-    assert cp.array_equal(out, a + b), "prepared ctypes launch wrote wrong values"
-    out.fill(cp.nan)
-    prepared(ptrs, 0)
-    cp.cuda.runtime.deviceSynchronize()
-    assert cp.array_equal(out, a + b), "prepared launch wrote wrong values"
+    for p in (prepared, prepared_py):
+        out.fill(cp.nan)
+        p(ptrs, 0)
+        cp.cuda.runtime.deviceSynchronize()
+        assert cp.array_equal(out, a + b), "prepared launch wrote wrong values"
     raw = cp.RawKernel(CUDA_SRC, "matrix_add")
     cupy_us = timed(lambda: raw((n // 128,), (128,), (out, a, b)))
     from _floor import measure_launch_floor
@@ -274,29 +274,20 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(matrix_add.artifact(info.arch).data)
     floor = measure_launch_floor(f.name, "matrix_add", n=n, rounds=rounds)["enqueue_us"]
-    rows.append({"what": "hot launch, CuPy device arrays (enqueue)", "thork": thork_us,
-                 "cupy": cupy_us, "floor": floor, "unit": "us",
-                 "goal": "<= 1.1x C floor"})
-    rows.append({"what": "  same, THORK_LAUNCHER=bindings", "thork": bindings_us,
-                 "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
+    rows.append({"what": "hot kernel[grid, block](...), CuPy arrays (enqueue)",
+                 "thork": thork_us, "cupy": cupy_us, "floor": floor, "unit": "us",
+                 "goal": "<= 1.15x C floor"})
+    rows.append({"what": "hot kernel[grid, block](...), DeviceArrays (enqueue)",
+                 "thork": device_us, "cupy": cupy_us, "floor": floor, "unit": "us",
+                 "goal": "<= 1.15x C floor"})
     rows.append({"what": "hot launch, core PreparedLaunch (.call)", "thork": prepared_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
-    prepared_bd = exe_bd.prepare(grid, block, [0, 0, 0])
-    out.fill(cp.nan)
-    prepared_bd(ptrs, 0)
-    cp.cuda.runtime.deviceSynchronize()
-    assert cp.array_equal(out, a + b), "prepared bindings launch wrote wrong values"
-    rows.append({"what": "  same, THORK_LAUNCHER=bindings", "thork": timed(
-        lambda: prepared_bd(ptrs, 0)), "cupy": cupy_us, "floor": floor, "unit": "us",
-        "goal": "<= 1.1x C floor"})
-    # ctypes against cuda-bindings, interleaved so that host drift hits both alike: the
-    # default launcher is chosen from these rows.
+    # Native against the Python launcher, interleaved so that host drift hits both alike.
     variants = {
-        "launch(), ctypes": lambda: exe.launch(grid, block, (out, a, b)),
-        "launch(), bindings": lambda: exe_bd.launch(grid, block, (out, a, b)),
+        "exe.launch(), native": lambda: exe.launch(grid, block, (out, a, b)),
+        "exe.launch(), python launcher": lambda: exe_py.launch(grid, block, (out, a, b)),
         "prepared .call, native": lambda: call(ptrs, 0),
-        "prepared, ctypes": lambda: prepared_ct(ptrs, 0),
-        "prepared, bindings": lambda: prepared_bd(ptrs, 0),
+        "prepared, python launcher": lambda: prepared_py(ptrs, 0),
     }
     got: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
@@ -309,23 +300,13 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     for name, ts in got.items():
         rows.append({"what": f"  interleaved: {name}", "thork": median(ts), "cupy": cupy_us,
                      "floor": floor, "unit": "us", "goal": "diagnostic"})
-    # Where the gap to the C floor goes: the same prepared call with the GIL held
-    # (PyDLL: no release/re-acquire around the call), and a ctypes call of a trivial
-    # driver function (the cost of crossing from Python into libcuda at all).
+    # The cost of crossing from Python into libcuda at all (a trivial driver call).
     import ctypes
 
-    lib_gil = ctypes.PyDLL("libcuda.so.1")
-    fn_gil = lib_gil.cuLaunchKernel
-    fn_gil.restype = ctypes.c_int
-    head = prepared_ct._head  # type: ignore[attr-defined]
-    argv = prepared_ct._argv  # type: ignore[attr-defined]
-    gil_us = timed(lambda: fn_gil(*head, None, argv, None))
     version = ctypes.c_int()
     get_version = ctypes.CDLL("libcuda.so.1").cuDriverGetVersion
     ref = ctypes.byref(version)
     trivial_us = timed(lambda: get_version(ref))
-    rows.append({"what": "  same call, GIL held (PyDLL)", "thork": gil_us, "cupy": cupy_us,
-                 "floor": floor, "unit": "us", "goal": "diagnostic"})
     rows.append({"what": "  ctypes cuDriverGetVersion (crossing cost)", "thork": trivial_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "diagnostic"})
     # Device arrays whose interface dict is built once: the cost of Thork's own path.
@@ -404,6 +385,93 @@ def bench_round_trip(rows: list[dict[str, Any]], reps: int, gpu: bool) -> None:
             bw.append((time.perf_counter() - t0) * 1e3)
         row["floor"] = median(bw)
     rows.append(row)
+    if gpu:
+        bench_round_trip_pinned(rows, reps)
+
+
+def bench_round_trip_pinned(rows: list[dict[str, Any]], reps: int) -> None:
+    """The same round trip with tk.pinned_empty host arrays (copied directly, no staging)
+    against pinned cuMemcpy of the bytes the semantics move: A, B and C in (C is written,
+    so its host values go in too), C out."""
+    import cupy as cp
+    import thork as tk
+    from seedkernel import matrix_add
+
+    shape = (1024, 1024)
+    rng = np.random.default_rng()
+    A, B, C = (tk.pinned_empty(shape, "float32") for _ in range(3))
+    times = []
+    for _ in range(reps + 3):
+        A[...] = rng.standard_normal(shape, dtype=np.float32)
+        B[...] = rng.standard_normal(shape, dtype=np.float32)
+        C[...] = np.nan
+        t0 = time.perf_counter()
+        matrix_add[(A.size // 128, 1, 1), (128, 1, 1)](C, A, B)
+        times.append((time.perf_counter() - t0) * 1e3)
+        assert np.array_equal(C, A + B), "pinned round trip wrote wrong values"
+    pinned = cp.cuda.alloc_pinned_memory(A.nbytes)
+    host = np.frombuffer(pinned, np.float32, A.size)
+    dev = cp.empty(A.size, cp.float32)
+    bw = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(3):
+            dev.set(host)
+        dev.get(out=host)
+        bw.append((time.perf_counter() - t0) * 1e3)
+    rows.append({"what": "NumPy round trip 1024^2, tk.pinned_empty arrays",
+                 "thork": median(times[3:]), "floor": median(bw), "unit": "ms",
+                 "goal": "<= 1.25x pinned cuMemcpy (3 in, 1 out)"})
+
+
+def bench_cold_compile_in_process(rows: list[dict[str, Any]], reps: int) -> None:
+    """Cold compile as issue 11 measures it: trace -> loaded through NVRTC in one process,
+    against cupy.RawKernel on the exact text of kernel.source with Thork's NVRTC options,
+    both caches defeated (a unique constant / comment), one warm-up each, median."""
+    import random
+
+    import cupy as cp
+    import thork as tk
+    from thork_core import plugins
+    from thork_core._gpu import GpuTarget
+
+    def make(c: float) -> Any:
+        @tk.jit(compiler="nvrtc")
+        def cold_add(out: tk.DevicePointer[tk.dt.float32],
+                     a: tk.DevicePointer[tk.dt.float32], b: tk.DevicePointer[tk.dt.float32],
+                     bid: tk.Uint[tk.BlockIdx], tid: tk.Uint[tk.ThreadIdx],
+                     bdm: tk.Uint[tk.BlockDim]):
+            i = bid * bdm + tid
+            out[i] = a[i] + b[i] * c
+
+        return cold_add
+
+    comp = plugins().compiler("nvrtc", GpuTarget())
+    arch = GpuTarget().arch()
+    options = tuple(f for f in comp.flags("cubin", arch) if not f.startswith("--gpu-arch"))
+
+    def thork_once() -> float:
+        k = make(random.random())
+        t0 = time.perf_counter()
+        k.compile("gpu", "nvrtc")
+        return (time.perf_counter() - t0) * 1e3
+
+    def cupy_once(src: str) -> float:
+        t0 = time.perf_counter()
+        raw = cp.RawKernel(src + f"\n// {random.random()}\n", "cold_add", options=options)
+        raw.compile()
+        return (time.perf_counter() - t0) * 1e3
+
+    src = make(0.5).source
+    thork_once()
+    cupy_once(src)
+    th, cu = [], []
+    for _ in range(reps):
+        th.append(thork_once())
+        cu.append(cupy_once(src))
+    rows.append({"what": f"cold compile in process, trace -> loaded ({arch}, NVRTC)",
+                 "thork": median(th), "cupy": median(cu), "unit": "ms",
+                 "goal": "<= 1.0x CuPy (same text and options)"})
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -445,6 +513,7 @@ def main() -> int:
     if gpu:
         try:
             bench_launch(rows, rounds)
+            bench_cold_compile_in_process(rows, 10)
         except ImportError as exc:
             print(f"hot launch skipped: {exc}")
     bench_round_trip(rows, reps, gpu)

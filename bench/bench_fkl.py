@@ -10,7 +10,12 @@ Rows (GPU rows run when a GPU is visible; anchors when torch / CuPy / torchvisio
   * achieved bandwidth vs cuMemcpyDtoD of the same bytes, measured in the same run
   * hot-call overhead (host time per call, device arrays, out= given) vs raw cuLaunchKernel
   * cold compile of a 6-op chain (trace + NVRTC + load, fresh disk cache) and a disk hit
-  * CPU target vs NumPy for the 6-op chain
+  * CPU target vs NumPy for the 6-op chain, and a 16-crop batch vs 16 single calls
+  * hot call with CuPy / torch arrays (foreign producers) and the allocating pipe(x)
+  * horizontal fusion (issue 14): 8 x 1080p -> 224 NCHW in one call vs CV-CUDA's
+    resize_crop_convert_reformat (when `import cvcuda` works) and 8 single calls; 64 crops
+    of a 4K frame in one call vs 64 calls and a same-bytes copy; compose_divergent vs its
+    two chains alone; CircularTensor.update vs a same-bytes copy
 
 GPU times are CUDA events (medians of fresh-input repetitions after a warm-up), three
 ways: around one call from an idle GPU (host launch latency included), around 20 calls
@@ -425,7 +430,8 @@ def bench_gpu(reps: int) -> None:
     t1, t2 = tiny.reshape(1, 16), tout.reshape(1, 16)
     hot(t1, out=t2)
     assert np.allclose(tout.to_host(), (np.arange(16) * 2 + 1) * 3)
-    (guard,) = hot._hot1.values()  # the one-in, one-out hot path is the one measured
+    (entry,) = hot._hot.values()  # the one-in, one-out hot path is the one measured
+    guard = entry.guard
     plan = next(iter(hot._plans.values()))
     prepared = plan.launcher.prepared
     ptrs = [(t1.ptr, t2.ptr)[i] for i in plan.order]
@@ -434,12 +440,20 @@ def bench_gpu(reps: int) -> None:
 
     print(f"  native launch module: {native_status()}; pipe entry: "
           f"{' -> '.join(c.__name__ for c in type(hot).__mro__)}", flush=True)
-    # The same launch on core's Python path (what runs where the native module cannot be
-    # built): THORK_LAUNCHER=ctypes at prepare time.
-    os.environ["THORK_LAUNCHER"] = "ctypes"
-    slow = plan.built.exe.prepare(prepared.grid, prepared.block,
-                                  [s.value for s in prepared.pack.slots])
-    del os.environ["THORK_LAUNCHER"]
+    # The same launch through core's Python launcher (what runs where the native module
+    # cannot be built): a copy of the executable with a PyLauncher.
+    import copy
+
+    from thork_core._cuda import function_address, make_current
+    from thork_core._launch import CONV_CU, PyLauncher, param_kinds
+
+    exe = plan.built.exe
+    exe_py = copy.copy(exe)
+    exe_py.launcher = PyLauncher(
+        CONV_CU, function_address("cuLaunchKernel"), int(exe._function),
+        param_kinds(exe.kernel.params), exe._failed, int(make_current(0)),
+        function_address("cuCtxGetCurrent"), function_address("cuCtxSetCurrent"))
+    slow = exe_py.prepare(prepared.grid, prepared.block, prepared.values)
     slow_guard = slow.guard(type(t1), [(t1.shape, t1.dtype, t1.device),
                                        (t2.shape, t2.dtype, t2.device)], plan.order,
                             plan.align_mask)
@@ -516,7 +530,8 @@ def bench_gpu(reps: int) -> None:
                     "bench/launch_floor.c")
 
     med, bmed = measure(variants)
-    report("", med, bmed, launch_floor())
+    floor = launch_floor() or {}
+    report("", med, bmed, floor)
     # The same with a stream given (a non-blocking stream, as a pipeline would own).
     stream_obj = _cuda.check(drv.cuStreamCreate(1), "cuStreamCreate")  # non-blocking
     sh = int(stream_obj)
@@ -536,6 +551,188 @@ def bench_gpu(reps: int) -> None:
     for _ in range(5):
         samples_alloc.append(per_call(lambda: hot(t1), n // 4))
     row("hot call", "fkl pipe(x) allocating out", statistics.median(samples_alloc), "us")
+    sustained = floor.get("sustained")
+    ref = f"; C floor {sustained:.2f} us, goal <= 1.15x" if sustained else ""
+    row("hot call", "  pipe(x, out=y) same run (DeviceArrays)",
+        statistics.median([per_call(lambda: hot(t1, out=t2), n // 4) for _ in range(5)]),
+        "us", f"goal: allocating <= 1.5x this{ref}")
+    # Foreign producers: CuPy and torch arrays through __cuda_array_interface__ (hot key).
+    for name, mod in (("CuPy", try_import("cupy")), ("torch", try_import("torch"))):
+        if mod is None or (name == "torch" and not mod.cuda.is_available()):
+            print(f"  {name} hot-call rows skipped: not importable here")
+            continue
+        if name == "CuPy":
+            fx, fo = mod.asarray(t1), mod.asarray(t2)
+        else:
+            fx, fo = mod.from_dlpack(t1), mod.from_dlpack(t2)
+        hot(fx, out=fo)
+        hot(fx, out=fo)
+        took = statistics.median([per_call(lambda a=fx, b=fo: hot(a, out=b), n // 4)
+                                  for _ in range(5)])
+        row("hot call", f"fkl pipe(x, out=y), {name} arrays", took, "us",
+            f"{took / sustained:.2f}x C floor (goal <= 1.15x)" if sustained else "")
+
+
+# -- horizontal fusion (issue 14) ----------------------------------------------------------
+def bench_batch(ev: Events, rng: Any, reps: int) -> None:
+    """Batches in one call against CV-CUDA, single calls and a same-bytes copy; steady
+    state device time over 20 back-to-back calls (host time per call noted)."""
+    from thork_core import _cuda
+    from thork_core._device_array import DeviceArray
+
+    drv = ev.drv
+    batch_reps = max(reps // 4, 5)
+
+    def host_us(fn: Callable[[], Any], n: int = 200) -> float:
+        fn()
+        _cuda.check(drv.cuCtxSynchronize(), "sync")
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        took = (time.perf_counter() - t0) / n * 1e6
+        _cuda.check(drv.cuCtxSynchronize(), "sync")
+        return took
+
+    def copy_us(nbytes: int) -> float:
+        a, b = DeviceArray((nbytes,), "uint8"), DeviceArray((nbytes,), "uint8")
+        return ev.stream_us(lambda: _cuda.check(
+            drv.cuMemcpyDtoDAsync(b.ptr, a.ptr, nbytes, 0), "copy"), batch_reps)
+
+    # 8 x 1080p u8 HWC -> 224x224 bilinear -> x/255 -> float (8, 3, 224, 224), one call.
+    print("batch: 8 x 1080p u8 -> 224x224 -> x/255 -> float NCHW", flush=True)
+    frames = DeviceArray.from_host(rng.integers(0, 256, (8, H, W, C)).astype(np.uint8))
+    nchw = DeviceArray((8, C, 224, 224), "float32")
+    pipe8 = fkl.compose(fkl.TensorRead(), fkl.Resize(224, 224), fkl.Mul(1 / 255),
+                        fkl.TensorSplit(), target="gpu")
+    pipe8(frames, out=nchw)
+    t8 = ev.stream_us(lambda: pipe8(frames, out=nchw), batch_reps)
+    row("batch", "8x1080p->224 NCHW, fkl 1 call", t8, "us",
+        f"host {host_us(lambda: pipe8(frames, out=nchw)):.1f} us/call")
+    single = fkl.compose(fkl.TensorRead(), fkl.Resize(224, 224), fkl.Mul(1 / 255),
+                         fkl.TensorSplit(), target="gpu")
+    one = [DeviceArray.wrap(frames.ptr + i * H * W * C, (H, W, C), "uint8", owner=frames)
+           for i in range(8)]
+    outs = [DeviceArray.wrap(nchw.ptr + i * C * 224 * 224 * 4, (C, 224, 224), "float32",
+                             owner=nchw) for i in range(8)]
+
+    def eight_calls() -> None:
+        for i in range(8):
+            single(one[i], out=outs[i])
+
+    t8s = ev.stream_us(eight_calls, batch_reps)
+    row("batch", "  8 single fkl calls", t8s, "us", f"batch speedup {t8s / t8:.1f}x")
+    cvcuda = try_import("cvcuda")
+    if cvcuda is None:
+        print("  anchor missing: CV-CUDA (`import cvcuda` failed; pip install cvcuda-cu13)",
+              flush=True)
+    else:
+        try:
+            src = cvcuda.as_tensor(frames, "NHWC")
+            rect = cvcuda.RectI(0, 0, 224, 224)
+
+            def cv() -> Any:
+                return cvcuda.resize_crop_convert_reformat(
+                    src, (224, 224), cvcuda.Interp.LINEAR, rect, layout="NCHW",
+                    data_type=cvcuda.Type.F32, scale=1 / 255, offset=0.0)
+
+            cv()
+            t_cv = ev.stream_us(cv, batch_reps)
+            row("batch", "  CV-CUDA resize_crop_convert_reformat", t_cv, "us",
+                f"fkl / CV-CUDA = {t8 / t_cv:.2f} (goal <= 0.8)")
+        except Exception as exc:  # an anchor failing must not stop the run
+            print(f"  CV-CUDA anchor failed: {type(exc).__name__}: {str(exc)[:200]}")
+
+    # 64 crops of 448x448 from one 4K frame -> 224x224 normalized CHW float, one call.
+    print("batch: 64 crops 448x448 of a 4K frame -> 224 normalized CHW", flush=True)
+    fh, fw = 2160, 3840
+    frame = DeviceArray.from_host(rng.integers(0, 256, (fh, fw, C)).astype(np.uint8))
+    rects = [(int(x), int(y), 448, 448) for x, y in zip(
+        rng.integers(0, fw - 448, 64), rng.integers(0, fh - 448, 64))]
+    crops = DeviceArray((64, C, 224, 224), "float32")
+    tail = [fkl.Resize(224, 224), fkl.Mul(1 / 255), fkl.Sub(MEAN), fkl.Div(STD),
+            fkl.TensorSplit()]
+    pipe64 = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), *tail, target="gpu")
+    pipe64(frame, out=crops)
+    t64 = ev.stream_us(lambda: pipe64(frame, out=crops), batch_reps)
+    singles = [fkl.compose(fkl.TensorRead(), fkl.Crop(r), *tail, target="gpu") for r in rects]
+    souts = [DeviceArray.wrap(crops.ptr + i * C * 224 * 224 * 4, (C, 224, 224), "float32",
+                              owner=crops) for i in range(64)]
+
+    def sixty_four() -> None:
+        for p, o in zip(singles, souts):
+            p(frame, out=o)
+
+    t64s = ev.stream_us(sixty_four, max(batch_reps // 4, 3))
+    nbytes = 64 * 448 * 448 * C + 64 * C * 224 * 224 * 4  # source read + output written
+    t_copy = copy_us(nbytes)
+    row("batch", "64 crops 4K->224 CHW, fkl 1 call", t64, "us",
+        f"host {host_us(lambda: pipe64(frame, out=crops), 50):.1f} us/call")
+    row("batch", "  64 single fkl calls", t64s, "us",
+        f"1 call / 64 calls = {t64 / t64s:.3f} (goal <= 0.1)")
+    row("batch", "  cuMemcpyDtoD same bytes", t_copy, "us",
+        f"fkl at {100 * t_copy / t64:.0f}% of copy bandwidth (goal >= 80%)")
+
+    # compose_divergent of two chains vs the two chains alone.
+    print("divergent: 2 chains over 8 x 1080p planes", flush=True)
+    c0 = [fkl.TensorRead(), fkl.Resize(224, 224), fkl.Mul(1 / 255), fkl.TensorSplit()]
+    c1 = [fkl.TensorRead(), fkl.Crop((480, 270, 960, 540)), fkl.Resize(480, 270),
+          fkl.SaturateCast("uint8"), fkl.TensorWrite()]
+    plane_map = [0, 1, 0, 1, 0, 1, 0, 1]
+    div = fkl.compose_divergent(plane_map, c0, c1, target="gpu")
+    d_outs = div(frames)
+    half = DeviceArray.wrap(frames.ptr, (4, H, W, C), "uint8", owner=frames)
+    p0 = fkl.compose(*c0, target="gpu")
+    p1 = fkl.compose(*c1, target="gpu")
+    o0, o1 = p0(half), p1(half)
+    t_div = ev.stream_us(lambda: div(frames, out=d_outs), batch_reps)
+    t_0 = ev.stream_us(lambda: p0(half, out=o0), batch_reps)
+    t_1 = ev.stream_us(lambda: p1(half, out=o1), batch_reps)
+    row("divergent", "compose_divergent, 1 launch", t_div, "us",
+        f"{t_div / (t_0 + t_1):.2f}x the two chains alone (goal <= 1.1); host "
+        f"{host_us(lambda: div(frames, out=d_outs), 50):.1f} us/call")
+    row("divergent", "  chain 0 alone (4 planes)", t_0, "us")
+    row("divergent", "  chain 1 alone (4 planes)", t_1, "us")
+
+    # CircularTensor.update at 1080p vs a copy of the bytes it must move.
+    print("CircularTensor.update, 1080p u8 -> float planar window of 4", flush=True)
+    ct = fkl.CircularTensor(W, H, batch=4, dtype="uint8", channels=C, layout="planar",
+                            out_dtype="float32", target="gpu")
+    src = DeviceArray.from_host(rng.integers(0, 256, (H, W, C)).astype(np.uint8))
+    ops = [fkl.Cast("float32"), fkl.Mul(1 / 255)]
+    ct.update(src, ops=ops)
+    t_ct = ev.stream_us(lambda: ct.update(src, ops=ops), batch_reps)
+    plane = H * W * C * 4
+    ct_bytes = H * W * C + 3 * plane + 4 * plane  # frame read + planes moved + written
+    t_ctc = copy_us(ct_bytes)
+    row("circular", "CircularTensor.update 1080p", t_ct, "us",
+        f"{100 * t_ctc / t_ct:.0f}% of a same-bytes copy (goal >= 90%); host "
+        f"{host_us(lambda: ct.update(src, ops=ops), 50):.1f} us/call")
+    row("circular", "  cuMemcpyDtoD same bytes", t_ctc, "us")
+
+
+def bench_batch_cpu(reps: int) -> None:
+    """The crop batch on the CPU target: 16 crops of a 1080p frame in one call vs 16."""
+    from thork_core import plugins
+
+    if not plugins().target("cpu").available()[0]:
+        return
+    print("CPU target: 16 crops 200x200 of 1080p -> 64x64 normalized CHW", flush=True)
+    rng = np.random.default_rng()
+    frame = rng.integers(0, 256, (H, W, C)).astype(np.uint8)
+    rects = [(int(x), int(y), 200, 200) for x, y in zip(
+        rng.integers(0, W - 200, 16), rng.integers(0, H - 200, 16))]
+    tail = [fkl.Resize(64, 64), fkl.Mul(1 / 255), fkl.Sub(MEAN), fkl.Div(STD),
+            fkl.TensorSplit()]
+    batch = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), *tail, target="cpu")
+    singles = [fkl.compose(fkl.TensorRead(), fkl.Crop(r), *tail, target="cpu") for r in rects]
+    out = batch(frame)
+    for k, p in enumerate(singles):
+        assert np.array_equal(out[k], p(frame))
+
+    t1 = wall_ms(lambda: batch(frame, out=out), reps)
+    t16 = wall_ms(lambda: [p(frame, out=out[k]) for k, p in enumerate(singles)], reps)
+    row("cpu target", "16 crops, fkl 1 call (cpu)", t1, "ms")
+    row("cpu target", "  16 single calls (cpu)", t16, "ms", f"batch speedup {t16 / t1:.1f}x")
 
 
 def launch_floor(stream: str = "legacy") -> dict[str, float]:
@@ -586,6 +783,17 @@ def bench_compile() -> None:
         f"builds so far: {fkl.stats()['builds']}")
 
 
+def wall_ms(fn: Callable[[], Any], reps: int) -> float:
+    """Median wall time of ``fn`` in milliseconds (one untimed warm-up call)."""
+    fn()
+    ts = []
+    for _ in range(max(3, reps // 10)):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
+
+
 def bench_cpu(reps: int) -> None:
     from thork_core import plugins
 
@@ -599,17 +807,8 @@ def bench_cpu(reps: int) -> None:
     pipe(host, out=out)
     assert np.allclose(out, six_ops_numpy(host), rtol=1e-5, atol=1e-5)
 
-    def wall(fn: Callable[[], Any]) -> float:
-        fn()
-        ts = []
-        for _ in range(max(3, reps // 10)):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(ts)
-
-    t_fkl = wall(lambda: pipe(host, out=out))
-    t_np = wall(lambda: six_ops_numpy(host))
+    t_fkl = wall_ms(lambda: pipe(host, out=out), reps)
+    t_np = wall_ms(lambda: six_ops_numpy(host), reps)
     row("cpu target", "fkl fused (cpu)", t_fkl, "ms",
         f"{os.cpu_count()} cores; {describe(pipe, host)}")
     row("cpu target", "NumPy eager", t_np, "ms", f"fkl speedup {t_np / t_fkl:.1f}x")
@@ -618,7 +817,7 @@ def bench_cpu(reps: int) -> None:
     folded.flat, folded.fold = True, True
     folded(host, out=out)
     assert np.allclose(out, six_ops_numpy(host), rtol=1e-5, atol=1e-5)
-    row("cpu target", "  fkl flat folded (cpu)", wall(lambda: folded(host, out=out)), "ms",
+    row("cpu target", "  fkl flat folded (cpu)", wall_ms(lambda: folded(host, out=out), reps), "ms",
         describe(folded, host))
 
 
@@ -633,10 +832,12 @@ def main() -> int:
     gpu, why = gpu_status()
     if gpu:
         bench_gpu(reps)
+        bench_batch(Events(), np.random.default_rng(), reps)
     else:
         print(f"no GPU ({why}): GPU rows skipped", flush=True)
     bench_compile()
     bench_cpu(reps)
+    bench_batch_cpu(reps)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "bench_fkl.json")
     with open(path, "w") as f:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fkl
 import numpy as np
+from _reference import resize_fkl
 from thork_core import plugins
 
 target = plugins().target(None).name
@@ -27,21 +28,6 @@ cams = fkl.compose_divergent(plane_map, detector, recorder, target=target)
 det, rec = cams(frames)
 assert det.shape == (2, 3, 64, 96) and rec.shape == (2, 100, 120, 3)
 assert cams.planes(0) == [0, 2] and cams.planes(1) == [1, 3]
-
-
-def resize_fkl(src: np.ndarray, dw: int, dh: int) -> np.ndarray:
-    """FKL's corner-aligned bilinear (src_x = x * sw / dw), in float32."""
-    s = src.astype(np.float32)
-    sh, sw = s.shape[:2]
-    sx = np.arange(dw, dtype=np.float32) * (np.float32(sw) / np.float32(dw))
-    sy = np.arange(dh, dtype=np.float32) * (np.float32(sh) / np.float32(dh))
-    x1, y1 = np.floor(sx).astype(int), np.floor(sy).astype(int)
-    x2, y2 = np.minimum(x1 + 1, sw - 1), np.minimum(y1 + 1, sh - 1)
-    wx2, wy2 = (sx - x1)[None, :, None], (sy - y1)[:, None, None]
-    wx1, wy1 = (x1 + 1 - sx)[None, :, None], (y1 + 1 - sy)[:, None, None]
-    top = s[y1][:, x1] * wx1 + s[y1][:, x2] * wx2
-    bot = s[y2][:, x1] * wx1 + s[y2][:, x2] * wx2
-    return top * wy1 + bot * wy2
 
 
 def detector_ref(f: np.ndarray) -> np.ndarray:

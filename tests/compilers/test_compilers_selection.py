@@ -107,7 +107,7 @@ def test_per_process_choice_and_per_kernel_override(name, monkeypatch, fresh_reg
 def test_missing_compiler_names_its_package(name, package, monkeypatch, fresh_registry):
     monkeypatch.setenv("THORK_DISABLE_PLUGINS", name)
     with pytest.raises(PluginError, match=rf"compiler '{name}' is not installed; install "
-                                          rf"{package} \(pip install 'thork\[{name}\]'\)"):
+                       rf"{package} \(pip install --find-links wheelhouse 'thork\[{name}\]'"):
         kernel_for("saxpy", name).artifact("sm_80")
 
 

@@ -167,14 +167,14 @@ def test_rendered_cuda_uses_the_defined_forms():
     """The CUDA source every compiler receives spells division through the defined helpers
     and signed + - * as unsigned arithmetic; each installed CUDA compiler builds it."""
     k = arith_kernel("int32")
-    src = k.source
+    src = k.cuda_source  # the translation unit the compilers get (prelude first)
     assert "thork_idiv<int>(" in src and "thork_imod<int>(" in src
     assert "((int)((unsigned int)(" in src  # + - * << wrap through unsigned int
-    body = src[src.index('extern "C" __global__'):]
+    body = src[src.index('extern "C" __global__'):].split("// ---- Thork's prelude")[0]
     assert " / " not in body and " % " not in body  # no raw division left in the kernel
     k64 = arith_kernel("int64")
-    assert "((long long)((unsigned long long)(" in k64.source or \
-        "((int64_t)((unsigned long long)(" in k64.source
+    assert "((long long)((unsigned long long)(" in k64.cuda_source or \
+        "((int64_t)((unsigned long long)(" in k64.cuda_source
     from thork_core import PluginError
 
     compiled = 0

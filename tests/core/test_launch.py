@@ -176,7 +176,7 @@ def test_bool_of_traced_value_names_the_alternative():
         if tid < 4:
             out[tid] = 1.0
 
-    with pytest.raises(TraceError, match=r"tk.where\(cond, a, b\).*tk.if_\(cond\)"):
+    with pytest.raises(TraceError, match=r"tk.if_\(cond\).*tk.where\(cond, a, b\)"):
         bad.source
 
 

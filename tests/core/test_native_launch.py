@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from thork_core import DeviceArray, LaunchError, dt
-from thork_core._launch import ArrayGuard
+from thork_core._launch import CONV_CU, ArrayGuard, PyLauncher
 from thork_core._native import _reset, native_module, native_status
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
@@ -40,15 +40,12 @@ def native():
 
 
 class Recorder:
-    """A fake cuLaunchKernel over an argument pack of 2 pointer slots and a float and an
-    int scalar (slot order: ptr, float, ptr, int)."""
+    """A fake cuLaunchKernel for a kernel of 2 pointers, a float and an int (parameter
+    order: ptr, float, ptr, int): records what each launch passed."""
 
     def __init__(self, result: int = 0) -> None:
         self.calls: list[dict[str, Any]] = []
         self.result = result
-        self.slots = [ctypes.c_void_p(), ctypes.c_float(2.5), ctypes.c_void_p(),
-                      ctypes.c_int32(-7)]
-        self.argv = (ctypes.c_void_p * 4)(*[ctypes.addressof(s) for s in self.slots])
         self.fn = LAUNCH(self._launch)
 
     def _launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
@@ -64,24 +61,35 @@ class Recorder:
         })
         return self.result
 
-    def launch(self, native: Any, on_error: Any = None) -> Any:
-        errors: list[int] = []
-        return native.Launch(
-            ctypes.cast(self.fn, ctypes.c_void_p).value, 0xF00D, (5, 3, 1), (128, 2, 1), 96,
-            ctypes.addressof(self.argv), 4, [ctypes.addressof(self.slots[0]),
-                                             ctypes.addressof(self.slots[2])],
-            on_error or errors.append)
+    def launcher(self, which: Any, on_error: Any = None) -> Any:
+        """A Launcher (the native module's, or PyLauncher when ``which`` is "python")."""
+        errors: list[Any] = []
+        cls = PyLauncher if which == "python" else which.Launcher
+        return cls(CONV_CU, ctypes.cast(self.fn, ctypes.c_void_p).value, 0xF00D, "PfPi",
+                   on_error or (lambda *a: errors.append(a)))
+
+    def launch(self, which: Any, on_error: Any = None) -> Any:
+        """A prepared launch: grid (5, 3, 1), block (128, 2, 1), 96 bytes, scalars 2.5, -7."""
+        return self.launcher(which, on_error).prepare((5, 3, 1), (128, 2, 1), 96,
+                                                      [0, 2.5, 0, -7])
+
+
+@pytest.fixture(params=["native", "python"])
+def which(request, native):
+    """The native module, or "python" for the Python launcher: one behaviour."""
+    return native if request.param == "native" else "python"
 
 
 def test_status_names_what_happened(native):
     status = native_status()
     assert status.split()[0] == "ready"
-    assert status.split(maxsplit=1)[1].endswith(sysconfig.get_config_var("EXT_SUFFIX"))
+    # The module's file is the cache's verified library store entry (lib/<sha256>.so).
+    assert os.path.isfile(status.split(maxsplit=1)[1])
 
 
-def test_run_writes_the_pointer_slots_and_passes_the_launch(native, rng):
+def test_run_passes_the_pointers_scalars_and_launch(which, rng):
     rec = Recorder()
-    launch = rec.launch(native)
+    launch = rec.launch(which)
     for _ in range(3):
         a, b = (int(v) for v in rng.integers(1, 2**63, size=2, dtype=np.int64))
         stream = int(rng.integers(1, 2**40))
@@ -89,9 +97,6 @@ def test_run_writes_the_pointer_slots_and_passes_the_launch(native, rng):
         call = rec.calls[-1]
         assert call["pointers"] == (a, b) and call["stream"] == stream
         assert call["scalars"] == (2.5, -7)  # the prepared scalars
-        # The shared pack is never written (a call launches from its own copy), so two
-        # threads can share one Launch.
-        assert rec.slots[0].value is None and rec.slots[2].value is None
         assert call["function"] == 0xF00D and call["extra"] is None
         assert call["grid"] == (5, 3, 1) and call["block"] == (128, 2, 1)
         assert call["shared"] == 96
@@ -99,60 +104,80 @@ def test_run_writes_the_pointer_slots_and_passes_the_launch(native, rng):
     assert rec.calls[-1]["pointers"] == (1, 2**64 - 1) and rec.calls[-1]["stream"] == 0
 
 
-def test_run_rejects_bad_arguments_before_launching(native):
+def test_a_plain_run_converts_every_value(which, rng):
     rec = Recorder()
-    launch = rec.launch(native)
+    launcher = rec.launcher(which)
+    for _ in range(3):
+        a, b = (int(v) for v in rng.integers(1, 2**63, size=2, dtype=np.int64))
+        f = float(np.float32(rng.standard_normal()))
+        k = int(rng.integers(-2**31, 2**31))
+        launcher.run((7, 1, 2), (32, 4, 1), 0, 11, [a, f, b, k])
+        call = rec.calls[-1]
+        assert call["pointers"] == (a, b) and call["scalars"] == (f, k)
+        assert call["grid"] == (7, 1, 2) and call["block"] == (32, 4, 1)
+        assert call["stream"] == 11
+    with pytest.raises(OverflowError):
+        launcher.run((1, 1, 1), (1, 1, 1), 0, 0, [1, 1.0, 2, 2**31])  # int32 slot
+    with pytest.raises(ValueError, match="values: 4 expected"):
+        launcher.run((1, 1, 1), (1, 1, 1), 0, 0, [1, 1.0, 2])
+    assert len(rec.calls) == 3
+
+
+def test_run_rejects_bad_arguments_before_launching(which):
+    rec = Recorder()
+    launch = rec.launch(which)
     with pytest.raises(ValueError, match="pointers: 2 addresses expected, got 3"):
         launch.run([1, 2, 3], 0)
-    with pytest.raises(TypeError, match="pointers must be a sequence"):
+    with pytest.raises(TypeError):
         launch.run(5, 0)
     with pytest.raises(OverflowError):
         launch.run([-1, 2], 0)
-    with pytest.raises(TypeError, match=r"run\(pointers, stream=0\)"):
+    with pytest.raises(TypeError):
         launch.run()
     assert rec.calls == []
 
 
-def test_construction_checks_geometry_and_addresses(native):
+def test_construction_checks_its_arguments(which):
     rec = Recorder()
+    cls = PyLauncher if which == "python" else which.Launcher
     fn = ctypes.cast(rec.fn, ctypes.c_void_p).value
-    argv = ctypes.addressof(rec.argv)
-    with pytest.raises(ValueError, match="grid: dimensions must be 1..2"):
-        native.Launch(fn, 1, (0, 1, 1), (1, 1, 1), 0, argv, 4, [], print)
-    with pytest.raises(ValueError, match="block: expected 3 dimensions"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1), 0, argv, 4, [], print)
     with pytest.raises(ValueError, match="fn: a non-null function address"):
-        native.Launch(0, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [], print)
+        cls(CONV_CU, 0, 1, "PP", print)
     with pytest.raises(TypeError, match="on_error must be callable"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [], None)
-    with pytest.raises(ValueError, match="at most 32 pointer parameters"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4, [8] * 33, print)
-    with pytest.raises(ValueError, match="nparams: 0..1024 parameters with a non-null argv"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 1025, [], print)
-    with pytest.raises(ValueError, match="nparams: 0..1024 parameters with a non-null argv"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, 0, 4, [], print)
-    with pytest.raises(ValueError, match="slots: entry 1 is not one of argv's entries"):
-        native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, argv, 4,
-                      [ctypes.addressof(rec.slots[0]), ctypes.addressof(rec.slots[0]) + 8],
-                      print)
+        cls(CONV_CU, fn, 1, "PP", None)
+    with pytest.raises(ValueError, match="conv: 0, 1 or 2"):
+        cls(7, fn, 1, "PP", print)
+    with pytest.raises(ValueError, match="kinds: unknown parameter kind"):
+        cls(CONV_CU, fn, 1, "Px", print)
+    with pytest.raises(ValueError, match="ctx needs ctx_get and ctx_set"):
+        cls(CONV_CU, fn, 1, "PP", print, 5)
+    launcher = cls(CONV_CU, fn, 1, "PP", print)
+    with pytest.raises(ValueError, match="grid: dimensions must be 1..2"):
+        launcher.run((0, 1, 1), (1, 1, 1), 0, 0, [1, 2])
+    with pytest.raises(ValueError, match="block: expected 3 dimensions"):
+        launcher.prepare((1, 1, 1), (1, 1), 0, [1, 2])
+    with pytest.raises(ValueError, match="values: 2 expected"):
+        launcher.prepare((1, 1, 1), (1, 1, 1), 0, [1])
+    assert rec.calls == []
 
 
-def test_an_uninitialized_launch_refuses_to_run(native):
-    launch = native.Launch.__new__(native.Launch)
-    with pytest.raises(RuntimeError, match="Launch was not initialized"):
-        launch.run([1, 2], 0)
-    with pytest.raises(RuntimeError, match="Launch was not initialized"):
-        launch.guard(DeviceArray, [(SHAPE_IN, U8, 0)], [0, 0], 0, _to_handle)
+def test_an_uninitialized_launcher_refuses_to_run(native):
+    launcher = native.Launcher.__new__(native.Launcher)
+    with pytest.raises(RuntimeError, match="Launcher was not initialized"):
+        launcher.run((1, 1, 1), (1, 1, 1), 0, 0, [])
+    with pytest.raises(RuntimeError, match="Launcher was not initialized"):
+        launcher.prepare((1, 1, 1), (1, 1, 1), 0, [])
 
 
-def test_a_driver_error_goes_to_on_error(native):
+def test_a_driver_error_goes_to_on_error(which):
     rec = Recorder(result=701)  # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
 
-    def on_error(err: int) -> None:
-        raise LaunchError(f"cuLaunchKernel failed with {err}")
+    def on_error(err: int, grid: Any, block: Any) -> None:
+        raise LaunchError(f"cuLaunchKernel failed with {err} for {tuple(grid)} "
+                          f"{tuple(block)}")
 
-    launch = rec.launch(native, on_error)
-    with pytest.raises(LaunchError, match="failed with 701"):
+    launch = rec.launch(which, on_error)
+    with pytest.raises(LaunchError, match=r"failed with 701 for \(5, 3, 1\) \(128, 2, 1\)"):
         launch.run([16, 32], 0)
     assert len(rec.calls) == 1
 
@@ -287,13 +312,13 @@ def test_a_broken_compiler_falls_back_with_the_reason(monkeypatch, tmp_path):
     assert not any(p.suffix == ".so" for p in tmp_path.rglob("*"))  # no half-written file
 
 
-def test_threads_sharing_one_launch_keep_their_own_pointers(native):
+def test_threads_sharing_one_launch_keep_their_own_pointers(which):
     """Each call launches with its own addresses even while other threads call the same
     Launch (the GIL is released around the driver call)."""
     import sys
 
     rec = Recorder()
-    launch = rec.launch(native)
+    launch = rec.launch(which)
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible
     try:
@@ -427,3 +452,199 @@ def test_guarded_call_releases_what_it_holds(native):
     del hot
     gc.collect()
     assert ref() is None
+
+
+# -- Binder: kernel[grid, block](*args) checked and launched in C -----------------------
+
+class Cai:
+    """A device array as CuPy or torch presents it: only ``__cuda_array_interface__``."""
+
+    def __init__(self, ptr: int, typestr: str = "<f4", shape: Any = (8,), **extra: Any) -> None:
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
+                                         "data": (ptr, extra.pop("readonly", False)),
+                                         "version": 3, **extra}
+
+
+def _binder(native, cai: bool = True):
+    """A Binder for the Recorder's kernel: out (float32, 1-D, written), a float scale, x
+    (float32, any ndim, read) and an int."""
+    rec = Recorder()
+    specs = [(F32, "<f4", 1, True), (True,), (F32, "<f4", -1, False), (False,)]
+    return rec, native.Binder(rec.launcher(native), DeviceArray, 0, specs, cai)
+
+
+def _da(ptr: int, shape: Any = (8,), dtype: Any = F32, device: int = 0, stream: int = 0):
+    return DeviceArray.wrap(ptr, shape, dtype, device=device, stream=stream)
+
+
+BIND_CASES = [  # (name, args, stream, launched: (pointers, scalars) or None)
+    ("device arrays", (_da(0x100), 2.5, _da(0x200, (3, 4)), 7), 0,
+     ((0x100, 0x200), (2.5, 7))),
+    ("CAI arrays", (Cai(0x100), 2.5, Cai(0x200, shape=(2, 2)), -7), 0,
+     ((0x100, 0x200), (2.5, -7))),
+    ("an int for the float", (_da(0x100), 3, _da(0x200), 7), 0, ((0x100, 0x200), (3.0, 7))),
+    ("produced on the launch stream", (_da(0x100, stream=77), 1.0, _da(0x200), 0), 77,
+     ((0x100, 0x200), (1.0, 0))),
+    ("CAI legacy stream", (Cai(0x100, stream=1), 1.0, Cai(0x200, stream=None), 0), 0,
+     ((0x100, 0x200), (1.0, 0))),
+    ("read-only input", (_da(0x100), 1.0, Cai(0x200, readonly=True), 0), 0,
+     ((0x100, 0x200), (1.0, 0))),
+    ("produced on another stream", (_da(0x100, stream=5), 1.0, _da(0x200), 0), 77, None),
+    ("another dtype", (_da(0x100, dtype=dt.float64), 1.0, _da(0x200), 0), 0, None),
+    ("another device", (_da(0x100, device=1), 1.0, _da(0x200), 0), 0, None),
+    ("another ndim", (_da(0x100, (2, 4)), 1.0, _da(0x200), 0), 0, None),
+    ("CAI typestr", (Cai(0x100, "<f8"), 1.0, _da(0x200), 0), 0, None),
+    ("CAI strides", (Cai(0x100, strides=(4,)), 1.0, _da(0x200), 0), 0, None),
+    ("CAI mask", (Cai(0x100, mask=object()), 1.0, _da(0x200), 0), 0, None),
+    ("CAI producer stream", (Cai(0x100, stream=5), 1.0, _da(0x200), 0), 0, None),
+    ("CAI read-only output", (Cai(0x100, readonly=True), 1.0, _da(0x200), 0), 0, None),
+    ("CAI ndim", (Cai(0x100, shape=(2, 4)), 1.0, _da(0x200), 0), 0, None),
+    ("a NumPy array", (np.zeros(8, np.float32), 1.0, _da(0x200), 0), 0, None),
+    ("a NumPy scalar", (_da(0x100), np.float32(1.0), _da(0x200), 0), 0, None),
+    ("a bool for the int", (_da(0x100), 1.0, _da(0x200), True), 0, None),
+    ("an int out of range", (_da(0x100), 1.0, _da(0x200), 2**31), 0, None),
+    ("a float for the int", (_da(0x100), 1.0, _da(0x200), 1.5), 0, None),
+    ("a float beyond float32", (_da(0x100), 1e39, _da(0x200), 0), 0, None),
+    ("an array for a scalar", (_da(0x100), _da(0x300), _da(0x200), 0), 0, None),
+    ("too few arguments", (_da(0x100), 1.0, _da(0x200)), 0, None),
+]
+
+
+@pytest.mark.parametrize("case", BIND_CASES, ids=[c[0] for c in BIND_CASES])
+def test_binder_decisions(native, case):
+    """The binder launches exactly the argument kinds CudaExecutable.launch's fast paths
+    take and leaves everything else (with nothing launched) to the Python path."""
+    _, args, stream, launched = case
+    rec, binder = _binder(native)
+    assert binder((3, 1, 1), (64, 1, 1), 16, stream, args) is (launched is not None)
+    if launched is None:
+        assert rec.calls == []
+        return
+    (call,) = rec.calls
+    assert (call["pointers"], call["scalars"]) == launched
+    assert call["grid"] == (3, 1, 1) and call["block"] == (64, 1, 1)
+    assert call["shared"] == 16 and call["stream"] == stream
+
+
+def test_binder_without_cai_takes_only_device_arrays(native):
+    rec, binder = _binder(native, cai=False)
+    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (Cai(0x100), 1.0, _da(0x200), 0)) is False
+    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (_da(0x100), 1.0, _da(0x200), 0)) is True
+    assert len(rec.calls) == 1
+
+
+def test_binder_checks_its_configuration(native):
+    rec = Recorder()
+    launcher = rec.launcher(native)
+    with pytest.raises(ValueError, match="specs: 4 expected"):
+        native.Binder(launcher, DeviceArray, 0, [(True,)], True)
+    with pytest.raises(TypeError, match=r"specs\[0\]: \(dtype, typestr, ndim, writes\)"):
+        native.Binder(launcher, DeviceArray, 0, [(True,)] * 4, True)
+    with pytest.raises(TypeError, match=r"specs\[1\]: \(is_float,\)"):
+        native.Binder(launcher, DeviceArray, 0, [(F32, None, -1, False)] * 4, True)
+    with pytest.raises(TypeError):
+        native.Binder("launcher", DeviceArray, 0, [], True)
+
+
+# -- OutMaker: the allocating hot call obj(x) made in C ----------------------------------
+
+ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                         ctypes.c_void_p)
+FREE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p)
+
+
+class Arr:
+    """DeviceArray's slots, recording when an owned array is collected."""
+
+    __slots__ = ("ptr", "shape", "dtype", "device", "stream", "_owner", "_owns",
+                 "__weakref__")
+    collected: list[int] = []
+
+    def __del__(self) -> None:
+        if getattr(self, "_owns", False):
+            Arr.collected.append(self.ptr)
+
+
+class Pool:
+    """A fake stream-ordered pool: hands out 0x10000, 0x20000, ... (or refuses)."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.allocs: list[tuple[int, int]] = []
+        self.frees: list[int] = []
+        self.refuse = refuse
+
+        def alloc(ptr, nbytes, stream):
+            if self.refuse:
+                return 2  # CUDA_ERROR_OUT_OF_MEMORY
+            ptr[0] = 0x10000 * (len(self.allocs) + 1)
+            self.allocs.append((nbytes, stream or 0))
+            return 0
+
+        self.alloc, self.free = ALLOC(alloc), FREE(lambda p, s: self.frees.append(p) or 0)
+
+    def maker(self, native, shape=SHAPE_OUT, dtype=F32):
+        addr = ctypes.cast
+        return native.OutMaker(Arr, shape, dtype, 0, 4 * 3 * 7 * 33,
+                               addr(self.alloc, ctypes.c_void_p).value,
+                               addr(self.free, ctypes.c_void_p).value, 0, 0, 0)
+
+
+def _in(ptr: int = 0x1000, shape: Any = SHAPE_IN) -> Arr:
+    a = Arr()
+    a.ptr, a.shape, a.dtype, a.device, a.stream, a._owner, a._owns = \
+        ptr, shape, U8, 0, 0, None, False
+    return a
+
+
+def _allocating(native, pool: Pool):
+    rec = Recorder()
+    hot = _guarded_class(native)()
+    hot._hot_guard = rec.launch(native).guard(
+        Arr, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
+    hot._hot_out = pool.maker(native)
+    return rec, hot
+
+
+def test_allocating_call_makes_the_output_and_launches_in_c(native):
+    pool = Pool()
+    rec, hot = _allocating(native, pool)
+    x = _in()
+    out = hot(x)
+    assert type(out) is Arr and out.ptr == 0x10000 and out._owns is True
+    assert (out.shape, out.dtype, out.device, out.stream) == (SHAPE_OUT, F32, 0, 0)
+    out2 = hot(x, stream=Stream(99))
+    assert out2.ptr == 0x20000 and out2.stream == 99
+    assert pool.allocs == [(4 * 3 * 7 * 33, 0), (4 * 3 * 7 * 33, 99)]
+    assert [(c["pointers"], c["stream"]) for c in rec.calls] == [
+        ((0x10000, 0x1000), 0), ((0x20000, 0x1000), 99)]
+    assert hot.missed == []
+
+
+def test_allocating_call_misses_go_to_python(native):
+    pool = Pool()
+    rec, hot = _allocating(native, pool)
+    Arr.collected.clear()
+    assert hot(_in(shape=(7, 33, 4))) == "general path"  # the guard says no
+    assert Arr.collected == [0x10000]  # the output made for it went back
+    assert hot(_in(ptr=0x1004)) == "general path"  # misaligned
+    with pytest.raises(TypeError, match="stream must be None, an int handle"):
+        hot(_in(), stream=object())  # the guard's error comes out, as for out= calls
+    assert rec.calls == [] and len(hot.missed) == 2
+
+
+def test_allocating_call_when_the_pool_refuses(native):
+    pool = Pool(refuse=True)
+    rec, hot = _allocating(native, pool)
+    assert hot(_in()) == "general path" and rec.calls == [] and len(hot.missed) == 1
+    assert pool.maker(native)(0) is None
+
+
+def test_out_maker_needs_the_array_slots(native):
+    pool = Pool()
+    addr = ctypes.cast(pool.alloc, ctypes.c_void_p).value
+    with pytest.raises(TypeError, match="'ptr' must be a __slots__ entry"):
+        native.OutMaker(Stream, SHAPE_OUT, F32, 0, 4, addr, addr, 0, 0, 0)
+    with pytest.raises(ValueError, match="non-null"):
+        native.OutMaker(Arr, SHAPE_OUT, F32, 0, 4, 0, addr, 0, 0, 0)
+    made = pool.maker(native)(5)
+    assert type(made) is Arr and made.stream == 5 and pool.allocs[-1][1] == 5

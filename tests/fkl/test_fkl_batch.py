@@ -50,9 +50,11 @@ def test_crop_batch_of_one_image_is_one_kernel(target, rng):
     x = random_array(rng, (41, 53, 3), np.uint8)
     rects = rects_in(rng, 5, 53, 41, w=13, h=7)
     pipe = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), fkl.TensorWrite(), target=target)
-    out = poisoned((5, 7, 13, 3), np.uint8)
-    assert pipe(x, out=out) is out
-    np.testing.assert_array_equal(out, np.stack([crop(x, r) for r in rects]))
+    for _ in range(3):  # the first call plans; later ones take the hot path (value table)
+        x = random_array(rng, (41, 53, 3), np.uint8)
+        out = poisoned((5, 7, 13, 3), np.uint8)
+        assert pipe(x, out=out) is out
+        np.testing.assert_array_equal(out, np.stack([crop(x, r) for r in rects]))
     # New rect values (same count) reuse the kernel; a new count compiles one more.
     before = fkl.stats()["builds"]
     rects2 = rects_in(rng, 5, 53, 41, w=13, h=7)
@@ -226,6 +228,28 @@ def test_per_item_wrapper_errors():
         fkl.PerItem([])
     with pytest.raises(fkl.ArgumentError, match="fkl.PerItem: expected a sequence"):
         fkl.PerItem(3.0)
+
+
+@pytest.mark.gpu
+def test_crop_batch_and_per_item_values_with_device_arrays(rng):
+    """Device arrays take the prepared launch with the value tables in device memory:
+    out= given and allocating, several calls."""
+    rects = rects_in(rng, 7, 61, 47, w=11, h=9)
+    scale = [float(s) for s in rng.uniform(0.5, 2.0, 7)]
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), fkl.Cast("float32"),
+                       fkl.Mul(fkl.PerItem(scale)), fkl.TensorSplit(), target="gpu")
+    for i in range(3):
+        x = random_array(rng, (47, 61, 3), np.uint8)
+        ref = np.stack([crop(x, r).astype(F).transpose(2, 0, 1) * F(s)
+                        for r, s in zip(rects, scale)])
+        dx = fkl.DeviceBuffer.from_host(x)
+        if i % 2:
+            got = pipe(dx).to_host()
+        else:
+            out = fkl.DeviceBuffer.from_host(poisoned((7, 3, 9, 11), np.float32))
+            assert pipe(dx, out=out) is out
+            got = out.to_host()
+        np.testing.assert_array_equal(got, ref)
 
 
 @pytest.mark.gpu

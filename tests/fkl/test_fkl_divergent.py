@@ -61,6 +61,30 @@ def test_plane_map_is_zero_based(target, rng):
     np.testing.assert_array_equal(out, xs * F(2.0))
 
 
+SHAPES = [(2, 11, 14, 3), (2, 3, 7, 9), (2, 4, 5, 3)]  # the outputs for plane_map below
+DTYPES = [F, F, np.uint8]
+GUARD = 257  # poisoned elements before and after each output
+
+
+def guarded(wrap):
+    """Each output as a view into a poisoned buffer with GUARD elements on both sides:
+    ``wrap(buffer, offset, shape, dtype)`` makes the view. Returns (buffers, outputs)."""
+    bufs, outs = [], []
+    for shape, d in zip(SHAPES, DTYPES):
+        buf = poisoned(int(np.prod(shape)) + 2 * GUARD, d)
+        b, o = wrap(buf, GUARD, shape, d)
+        bufs.append(b)
+        outs.append(o)
+    return bufs, outs
+
+
+def check_guards(hosts):
+    for host, shape in zip(hosts, SHAPES):
+        n = int(np.prod(shape))
+        np.testing.assert_array_equal(host[:GUARD], poisoned(GUARD, host.dtype))
+        np.testing.assert_array_equal(host[GUARD + n:], poisoned(GUARD, host.dtype))
+
+
 def test_divergent_outputs_are_surrounded_by_canaries(target, rng):
     """Every output is a view into one poisoned buffer with guard bands before, between
     and after the outputs: after the call every guard is still poisoned."""
@@ -70,20 +94,11 @@ def test_divergent_outputs_are_surrounded_by_canaries(target, rng):
     cs, refs = chains()
     plane_map = [1, 2, 0, 0, 2, 1]
     div = fkl.compose_divergent(plane_map, *cs, target=target)
-    shapes = [(2, 11, 14, 3), (2, 3, 7, 9), (2, 4, 5, 3)]
-    dtypes = [F, F, np.uint8]
-    guard = 257
-    bufs, outs = [], []
-    for shape, d in zip(shapes, dtypes):
-        n = int(np.prod(shape))
-        buf = poisoned(n + 2 * guard, d)
-        bufs.append(buf)
-        outs.append(buf[guard:guard + n].reshape(shape))
+    bufs, outs = guarded(lambda buf, off, shape, d: (
+        buf, buf[off:off + int(np.prod(shape))].reshape(shape)))
     got = div(xs, out=outs)
     assert all(g is o for g, o in zip(got, outs))
-    for buf, o in zip(bufs, outs):
-        np.testing.assert_array_equal(buf[:guard], poisoned(guard, buf.dtype))
-        np.testing.assert_array_equal(buf[guard + o.size:], poisoned(guard, buf.dtype))
+    check_guards(bufs)
     for c in range(3):
         for j, z in enumerate(div.planes(c)):
             close(outs[c][j], refs[c](xs[z]))
@@ -94,22 +109,15 @@ def test_divergent_canaries_on_the_device(rng):
     xs = random_array(rng, (6, 11, 14, 3), np.uint8)
     cs, refs = chains()
     div = fkl.compose_divergent([1, 2, 0, 0, 2, 1], *cs, target="gpu")
-    shapes = [(2, 11, 14, 3), (2, 3, 7, 9), (2, 4, 5, 3)]
-    dtypes = [F, F, np.uint8]
-    guard = 4096
-    bufs, outs = [], []
-    for shape, d in zip(shapes, dtypes):
-        n = int(np.prod(shape))
-        buf = fkl.DeviceBuffer.from_host(poisoned(n + 2 * guard, d))
-        bufs.append(buf)
-        outs.append(fkl.DeviceBuffer.wrap(buf.ptr + guard * np.dtype(d).itemsize, shape, d,
-                                          owner=buf))
+
+    def wrap(buf, off, shape, d):
+        dev = fkl.DeviceBuffer.from_host(buf)
+        return dev, fkl.DeviceBuffer.wrap(dev.ptr + off * np.dtype(d).itemsize, shape, d,
+                                          owner=dev)
+
+    bufs, outs = guarded(wrap)
     div(fkl.DeviceBuffer.from_host(xs), out=outs)
-    for buf, o, d in zip(bufs, outs, dtypes):
-        host = buf.to_host()
-        n = int(np.prod(o.shape))
-        np.testing.assert_array_equal(host[:guard], poisoned(guard, d))
-        np.testing.assert_array_equal(host[guard + n:], poisoned(guard, d))
+    check_guards([b.to_host() for b in bufs])
     for c in range(3):
         res = outs[c].to_host()
         for j, z in enumerate(div.planes(c)):

@@ -95,7 +95,8 @@ class NvccCompiler(Compiler):
         if tk is None:
             raise CompileError(
                 "nvcc was not found; set CUDA_HOME or THORK_NVCC, put nvcc on PATH, or "
-                f"pip install 'thork-backend-nvcc[wheel]' (searched: {tried})")
+                "pip install --find-links wheelhouse 'thork-backend-nvcc[wheel]' (in a Thork "
+                f"checkout after nox -s wheels) (searched: {tried})")
         return tk
 
     def version(self) -> str:

@@ -1,9 +1,9 @@
 """The ``gpu-hostlib`` target: launch kernels through nvcc's host library and ctypes.
 
 This is seed 004's path: the compiled ``.so`` carries the kernel and a C entry
-``thork_launch`` that calls ``cudaLaunchKernel``; Python dlopens it and makes one ctypes
-call per launch. Argument binding, NumPy staging and stream handling are the GPU target's
-(this executable reuses them); only the final call differs from ``cuLaunchKernel``.
+``thork_launch`` that calls ``cudaLaunchKernel``; Python dlopens it, and core's launcher
+calls that entry. Argument binding, NumPy staging and stream handling are the GPU
+target's (both are :class:`~thork_core._gpu.CudaExecutable`); only the entry differs.
 
 It is an alternative to the ``gpu`` target, never chosen by default (lower priority):
 ask for it with ``target="gpu-hostlib"`` or ``THORK_TARGET=gpu-hostlib``.
@@ -12,15 +12,16 @@ ask for it with ``target="gpu-hostlib"`` or ``THORK_TARGET=gpu-hostlib``.
 from __future__ import annotations
 
 import ctypes
-from typing import Any
 
 from thork_core import (
     Artifact,
+    Dim3,
     Executable,
     KernelIR,
     LaunchError,
 )
-from thork_core.plugin import GpuExecutable, GpuTarget
+from thork_core.launch import CONV_HOST_STREAM, make_launcher
+from thork_core.plugin import CudaExecutable, GpuTarget
 from thork_core.plugin import library_path as _library_file
 
 from ._compiler import HOST_ENTRY
@@ -33,21 +34,18 @@ def library_path(artifact: Artifact) -> str:
     return _library_file(artifact.data, "nvcc-so")
 
 
-class HostlibExecutable(GpuExecutable):
-    """A kernel in an nvcc host library, launched with one ctypes call.
-
-    Deliberately skips :class:`GpuExecutable`'s module loading; it keeps its argument
-    slots, so ``launch`` (binding, staging, stream waits) is inherited unchanged.
-    """
+class HostlibExecutable(CudaExecutable):
+    """A kernel in an nvcc host library, launched by core's launcher through the library's
+    C entry (which calls ``cudaLaunchKernel``); binding, staging and stream handling are
+    :class:`~thork_core._gpu.CudaExecutable`'s, as for the ``gpu`` target."""
 
     def __init__(self, artifact: Artifact, kernel: KernelIR, ordinal: int = 0) -> None:
-        from thork_core.runtime import make_current
+        from thork_core.runtime import function_address, make_current
 
-        # The runtime inside the library adopts the context current on this thread:
-        # make it the primary context the rest of Thork (pool, staging) uses.
-        make_current(ordinal)
-        self.ordinal = ordinal
-        self.kernel = kernel
+        # The runtime inside the library adopts the context current on the launching
+        # thread: the launcher makes the primary context (the one the pool and staging
+        # use) current on every thread that launches.
+        ctx = make_current(ordinal)
         self._lib = ctypes.CDLL(library_path(artifact))
         try:
             fn = getattr(self._lib, artifact.info.get("host_entry", HOST_ENTRY))
@@ -55,16 +53,15 @@ class HostlibExecutable(GpuExecutable):
             raise LaunchError(
                 f"{kernel.name}: the host library has no {HOST_ENTRY!r} entry (was it built "
                 "by thork-backend-nvcc?)") from None
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
-                       ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        self._entry = fn
         self._errstr = self._lib.thork_error_string
         self._errstr.argtypes = [ctypes.c_int]
         self._errstr.restype = ctypes.c_char_p
-        self._setup_args(kernel)
-        self._grid = (ctypes.c_uint * 3)()
-        self._block = (ctypes.c_uint * 3)()
+        launcher = make_launcher(
+            CONV_HOST_STREAM, int(ctypes.cast(fn, ctypes.c_void_p).value or 0), 0,
+            kernel.params, self._failed, ctx=int(ctx),
+            ctx_get=function_address("cuCtxGetCurrent"),
+            ctx_set=function_address("cuCtxSetCurrent"))
+        self._setup(kernel, ordinal, launcher)
         self.attributes = self._read_attributes()
 
     def _read_attributes(self) -> dict[str, int]:
@@ -77,15 +74,11 @@ class HostlibExecutable(GpuExecutable):
         return {"registers": out[0], "shared_bytes": out[1], "local_bytes": out[2],
                 "max_threads_per_block": out[3]}
 
-    def _run(self, grid: Any, block: Any, handle: int, shared_mem: int, argv: int) -> None:
-        self._grid[:] = grid
-        self._block[:] = block
-        rc = self._entry(argv, self._grid, self._block, shared_mem, handle or None)
-        if rc != 0:
-            text = (self._errstr(rc) or b"?").decode(errors="replace")
-            raise LaunchError(
-                f"launching {self.kernel.name} through its nvcc host library (grid={grid}, "
-                f"block={block}) failed: cudaError {rc}: {text}")
+    def _failed(self, rc: int, grid: Dim3, block: Dim3) -> None:
+        text = (self._errstr(rc) or b"?").decode(errors="replace")
+        raise LaunchError(
+            f"launching {self.kernel.name} through its nvcc host library (grid="
+            f"{tuple(grid)}, block={tuple(block)}) failed: cudaError {rc}: {text}")
 
 
 class HostlibTarget(GpuTarget):

@@ -41,7 +41,10 @@ def view(x: Any, what: str, stream: int | None = None) -> ArrayView:
     needs (C-contiguous, int32-indexable); ``what`` names it in errors. ``stream``: the
     launch stream, which DLPack producers are asked to order after their work."""
     for adapter in plugins().array_adapters():
-        v = adapter.view(x, stream)
+        try:
+            v = adapter.view(x, stream)
+        except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
+            raise ArgumentError(f"fkl pipe {what}: {exc}") from None
         if v is not None:
             break
     else:

@@ -1,20 +1,21 @@
-"""Batches: per-item runtime values and the traced plane index they are picked by.
+"""Batches: per-item runtime values and the traced plane index that selects them.
 
 The one rule that tells per-item values from per-channel ones: a value wrapped in
 :class:`PerItem` holds one entry per batch item (each a number or one number per channel);
 anything else — a number, a sequence — applies to every item alike (a sequence being one
 number per channel, as always). Per-item values are runtime kernel parameters: changing
-them never recompiles, changing their count compiles one more kernel.
+them never recompiles, changing their count compiles one more kernel. They reach the kernel
+as value tables (:meth:`fkl.Op.table_types`): a thread loads its plane's entries.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from thork.tracing import Value, cast, where
+from thork.tracing import Value, cast
 from thork_core import ArgumentError, dt
 
-__all__ = ["PerItem", "pick", "plane"]
+__all__ = ["PerItem", "check_items", "plane"]
 
 
 class PerItem:
@@ -50,15 +51,6 @@ def plane() -> Value:
     from thork_core.ir import Special
 
     return cast(Value(Special(dt.uint32, "blockIdx.z")), dt.int32)
-
-
-def pick(z: Value, values: list[Any]) -> Any:
-    """``values[z]`` for a traced plane index ``z`` (a chain of selects: kernel
-    parameters cannot be indexed)."""
-    v = values[-1]
-    for k in range(len(values) - 2, -1, -1):
-        v = where(z == k, values[k], v)
-    return v
 
 
 def check_items(n: int, batch: int, what: str) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError
 
+from ._alias import check_out_aliasing, in_place_safe
 from ._arrays import (
     array_types,
     fast_info,
@@ -62,6 +63,7 @@ class CallPath:
     _hot: dict[Any, Hot]
     _hot_guard: Any
     _n_inputs: int
+    _in_place: bool
 
     def _init_calls(self) -> None:
         self._plans = {}
@@ -70,6 +72,7 @@ class CallPath:
         #: core's GuardedCall base).
         self._hot_guard = None
         self._n_inputs = self.chain.read.inputs
+        self._in_place = in_place_safe(self.chain)  # out= may be exactly an input
 
     def __call__(self, *inputs: Any, out: Any = None, stream: Any = None,
                  active_batch: int | None = None, default: Any = 0) -> Any:
@@ -119,6 +122,8 @@ class CallPath:
             self._hot_guard = hot.guard
             return out
         plan, launcher = hot.plan, hot.launcher
+        if plan.table_ptrs:
+            ptrs += plan.table_ptrs
         handle = stream_handle(stream) if stream is not None else 0
         for producer, dev in producers:  # CAI-v3-like: order after the producer stream
             if producer != handle:
@@ -140,6 +145,7 @@ class CallPath:
                 outs = check_out(plan.outs, out, plan.device)
                 for o in outs:
                     ptrs.append(pointer(o))
+            check_out_aliasing(inputs, outs, self._in_place)
         if plan.align_mask:
             bits = 0
             for p in ptrs:
@@ -196,7 +202,9 @@ class CallPath:
         device = views[0].device_id if views else 0
         outs = check_out(plan.outs, out, on_device) if out is not None else \
             allocate(plan, device, handle)
-        ptrs = [v.ptr for v in views] + [pointer(o) for o in outs]
+        if out is not None:
+            check_out_aliasing(inputs, outs, self._in_place)
+        ptrs = [v.ptr for v in views] + plan.table_ptrs + [pointer(o) for o in outs]
         # Device arrays (and host arrays on the CPU target) get the pre-packed hot path.
         direct = on_device or tgt.name == "cpu"
         launcher = plan.prepare() if direct else None
@@ -209,17 +217,25 @@ class CallPath:
                     wait(v.stream, handle, v.device_id)
             run.launcher.launch(run.arrange(ptrs), handle)
             if key is not None:
-                self._hot[tuple(key)] = Hot(plan, launcher, self._guard(plan, inputs))
+                self._hot[tuple(key)] = Hot(plan, launcher,
+                                            self._guard(plan, inputs, self._in_place))
         else:
             args = list(run.args)
+            n = len(inputs)
             for pos, role, idx in run.pointer_slots:
-                args[pos] = inputs[idx] if role == "in" else outs[idx]
+                if role == "in":
+                    args[pos] = inputs[idx] if idx < n else run.tables[idx - n]
+                else:
+                    args[pos] = outs[idx]
             run.built.exe.launch(run.grid, run.block, args, stream=stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     @staticmethod
-    def _guard(plan: Plan, inputs: tuple[Any, ...]) -> Any:
-        """Core's guard for one DeviceArray in and one out, else None."""
+    def _guard(plan: Plan, inputs: tuple[Any, ...], in_place: bool) -> Any:
+        """Core's guard for one DeviceArray in and one out, else None. The guard does
+        not compare addresses, so it serves only where the output cannot alias the input
+        wrongly: a per-pixel chain (in place is correct), or input and output of
+        different byte sizes (a DeviceArray, views included, covers its whole buffer)."""
         da = array_types()[1]
         if len(inputs) != 1 or not plan.device or len(plan.outs) != 1 \
                 or len(plan.order) != 2 or type(inputs[0]) is not da \
@@ -227,6 +243,11 @@ class CallPath:
             return None
         x = inputs[0]
         out_shape, out_dtype = plan.outs[0]
+        out_bytes = out_dtype.itemsize
+        for n in out_shape:
+            out_bytes *= n
+        if not in_place and out_bytes == x.nbytes:
+            return None
         return plan.launcher.prepared.guard(
             da, [(x.shape, x.dtype, x.device), (out_shape, out_dtype, x.device)],
             plan.order, plan.align_mask, stream_handle)

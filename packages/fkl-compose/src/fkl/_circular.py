@@ -13,12 +13,12 @@ import threading
 from typing import Any
 
 from thork.tracing import Trace, Value, cast, if_, return_, set_current
-from thork_core import ArgumentError, build_kernel, choose, dt
+from thork_core import ArgumentError, choose, dt
 from thork_core.ir import Special
 
-from ._arrays import view
+from ._arrays import pointer, stream_handle, view, wait
 from ._divergent import chain_body, thread_xyz
-from ._kernels import _BUILT, _LOCK, _STATS, Built
+from ._kernels import Built, build_cached, target_key
 from ._lowering import (
     BLOCK,
     Chain,
@@ -31,7 +31,7 @@ from ._lowering import (
 )
 from ._ops import Op
 from ._pixel import PixType, as_dtype
-from ._plan import _scalar
+from ._plan import Plan, fill_args
 from ._tensor import TensorPack, TensorRead, TensorSplit, TensorWrite
 
 __all__ = ["CircularTensor"]
@@ -86,6 +86,8 @@ class CircularTensor:
         self._current = 0
         self._lock = threading.Lock()
         self._built: dict[Any, Built] = {}
+        self._plans: dict[Any, Plan] = {}
+        #: How many updates ran.
         self.updates = 0
 
     def _alloc(self, shape: tuple[int, ...], fill: float) -> Any:
@@ -124,19 +126,9 @@ class CircularTensor:
         key = ("circular", new.key(), shift.key(), t, self.batch, self.order)
         built = self._built.get(key)
         if built is None:
-            tgt, comp = choose(self._target, self.compiler)
-            full = (*key, tgt.name, comp.name, tgt.arch())
-            with _LOCK:
-                built = _BUILT.get(full)
-                if built is None:
-                    lowered = lower_circular(new, shift, t, window, self.order,
-                                             kernel_name(key))
-                    exe, info = build_kernel(lowered.ir, tgt, self.compiler)
-                    built = Built(lowered, exe, info)
-                    _BUILT[full] = built
-                    _STATS["builds"] += 1
-                else:
-                    _STATS["reuses"] += 1
+            tgt, tail = target_key(self._target, self.compiler)
+            built = build_cached((*key, *tail), lambda: lower_circular(
+                new, shift, t, window, self.order, kernel_name(key)), tgt, self.compiler)
             self._built[key] = built
         return built, new, shift
 
@@ -149,6 +141,9 @@ class CircularTensor:
             if not isinstance(op, Op) or op.kind != "compute":
                 raise ArgumentError(f"fkl.CircularTensor.update ops[{i}]: expected a compute "
                                     f"op such as fkl.Mul(2.0), got {op!r}")
+            if op.items():
+                raise ArgumentError(f"fkl.CircularTensor.update ops[{i}]: per-item values "
+                                    "(fkl.PerItem) do not apply to a single frame")
         v = view(frame, "fkl.CircularTensor.update frame")
         want = (self.h, self.w, self.channels) if self.channels > 1 else (self.h, self.w)
         if v.shape not in (want, (self.h, self.w, 1) if self.channels == 1 else want) \
@@ -160,25 +155,45 @@ class CircularTensor:
             raise ArgumentError("fkl.CircularTensor.update frame: a device array for a "
                                 "CPU-target window; pass a NumPy array")
         t, g, lay = TensorRead().host_type([v])
+        new, _ = self._chains(ops)
+        values = host_plan(new, t, g, lay)[0]
+        key = (new.key(), t, tuple(values), v.device)
         with self._lock:
-            built, new, shift = self._build(ops, t)
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._plan(ops, t, values)
+                if len(self._plans) < 64:  # per chain and values: bounded
+                    self._plans[key] = plan
             src, dst = self._buffers[self._current], self._buffers[1 - self._current]
-            values = host_plan(new, t, g, lay)[0]
-            sv = view(src, "window")
-            wt, wg, wlay = shift.read.host_type([sv])
-            values += host_plan(shift, wt, wg, wlay)[0]
-            lowered = built.lowered
-            args: list[Any] = [None] * len(lowered.slots)
-            ins = [frame, src]
-            for pos, (role, idx) in enumerate(lowered.slots):
-                if role == "scalar":
-                    args[pos] = _scalar(values[idx], lowered.scalar_types[idx], ops)
-                else:
-                    args[pos] = ins[idx] if role == "in" else dst
-            grid = (-(-self.w // BLOCK[0]), -(-self.h // BLOCK[1]), self.batch)
-            built.exe.launch(grid, BLOCK, args, stream=stream)
+            handle = stream_handle(stream) if stream is not None else 0
+            if plan.launcher is not None and (v.device == "cuda" or not self.on_device):
+                if v.stream is not None and v.stream != handle:
+                    wait(v.stream, handle, v.device_id)
+                plan.launcher.launch(plan.arrange([v.ptr, pointer(src), pointer(dst)]),
+                                     handle)
+            else:  # a host frame for a device window: core's checked launch copies it in
+                args = list(plan.args)
+                arrays = [frame, src, dst]
+                for (pos, _, _), k in zip(plan.pointer_slots, plan.order, strict=True):
+                    args[pos] = arrays[k]
+                plan.built.exe.launch(plan.grid, plan.block, args, stream=stream)
             self._current = 1 - self._current
             self.updates += 1
+
+    def _plan(self, ops: tuple[Op, ...], t: PixType, values: list[Any]) -> Plan:
+        """The prepared update for frames of pixel type ``t`` and these op values."""
+        built, _, shift = self._build(ops, t)
+        sv = view(self._buffers[0], "window")
+        wt, wg, wlay = shift.read.host_type([sv])
+        values = values + host_plan(shift, wt, wg, wlay)[0]
+        args, pointer_slots = fill_args(built.lowered, values, ops)
+        # Arrays: the frame (in0), the previous window (in1), the next window (out0).
+        order = [idx if role == "in" else 2 + idx for _, role, idx in pointer_slots]
+        grid = (-(-self.w // BLOCK[0]), -(-self.h // BLOCK[1]), self.batch)
+        plan = Plan(args, pointer_slots, grid, BLOCK, [], self.on_device, order, built,
+                    (t, None, None))
+        plan.prepare()
+        return plan
 
     def snapshot(self) -> Any:
         """The window without a copy: ``(B*C, H, W)`` planar or ``(B, H, W, C)`` packed —

@@ -15,22 +15,41 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from thork.tracing import Trace, Value, cast, if_, return_, set_current
-from thork_core import ArgumentError, build_kernel, choose, dt
+from thork_core import ArgumentError, choose, dt
 from thork_core.ir import Special
 
-from ._arrays import stack, stream_handle, view
-from ._batch import pick
-from ._kernels import _BUILT, _LOCK, _STATS, Built
-from ._lowering import BLOCK, Chain, Lowered, Params, _fused, host_plan, kernel_name, write_dtypes
+from ._arrays import pointer, stack, stream_handle, view, wait
+from ._kernels import Built, build_cached, target_key
+from ._lowering import (
+    BLOCK,
+    Chain,
+    Lowered,
+    Params,
+    _fused,
+    host_plan,
+    host_tables,
+    kernel_name,
+    write_dtypes,
+)
 from ._pipe import Pipe, _check_chain
 from ._pixel import Geom, PixType, Stage
-from ._plan import _scalar, check_out
+from ._plan import Plan, _tables, check_out, fill_args
 from ._tensor import Layout, WriteOp
 
 __all__ = ["Divergent", "chain_body", "compose_divergent", "thread_xyz"]
+
+
+@dataclass
+class DivergentPlan(Plan):
+    """A :class:`~fkl._plan.Plan` whose input parameters are the batch (``ins`` entry
+    -1: each chain reads it) or a value table (its index); ``cpu``: the CPU target."""
+
+    ins: list[int] = field(default_factory=list)
+    cpu: bool = False
 
 
 def compose_divergent(plane_map: Any, *chains: Any, target: str | None = None,
@@ -73,6 +92,7 @@ class Divergent:
         self.plane_map = _plane_map(plane_map, len(self.chains))
         self.target, self.compiler = target, compiler
         self._built: dict[Any, Built] = {}
+        self._plans: dict[Any, DivergentPlan] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -96,18 +116,9 @@ class Divergent:
         built = self._built.get(t)
         if built is not None:
             return built
-        tgt, comp = choose(self.target, self.compiler)
-        key = (self.key(), t, "divergent", tgt.name, comp.name, tgt.arch())
-        with _LOCK:
-            built = _BUILT.get(key)
-            if built is None:
-                lowered = self.lowered(t)
-                exe, info = build_kernel(lowered.ir, tgt, self.compiler)
-                built = Built(lowered, exe, info)
-                _BUILT[key] = built
-                _STATS["builds"] += 1
-            else:
-                _STATS["reuses"] += 1
+        tgt, tail = target_key(self.target, self.compiler)
+        built = build_cached((self.key(), t, "divergent", *tail), lambda: self.lowered(t),
+                             tgt, self.compiler)
         self._built[t] = built
         return built
 
@@ -116,6 +127,34 @@ class Divergent:
         if isinstance(x, (list, tuple)):
             x = stack(x, "input", handle)
         v = view(x, "input")
+        key = (v.shape, v.dtype, v.device, v.device_id)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plan(v, x)
+            with self._lock:
+                self._plans[key] = plan
+        on_device = v.device == "cuda"
+        outs = self._outs(out, plan.outs, on_device, v.device_id, handle)
+        if plan.launcher is not None and (on_device or plan.cpu):
+            # The prepared launch: addresses only (x for each chain's read, the tables).
+            if v.stream is not None and v.stream != handle:
+                wait(v.stream, handle, v.device_id)
+            ptrs = [v.ptr if k < 0 else plan.table_ptrs[k] for k in plan.ins]
+            ptrs += [pointer(o) for o in outs]
+            plan.launcher.launch(plan.arrange(ptrs), handle)
+        else:  # host arrays on the GPU: core's checked launch copies them in and out
+            args = list(plan.args)
+            for pos, role, idx in plan.pointer_slots:
+                if role == "in":
+                    k = plan.ins[idx]
+                    args[pos] = x if k < 0 else plan.tables[k]
+                else:
+                    args[pos] = outs[idx]
+            plan.built.exe.launch(plan.grid, plan.block, args, stream=stream)
+        return tuple(outs)
+
+    def _plan(self, v: Any, x: Any) -> DivergentPlan:
+        """Everything a call with inputs like ``v`` needs, made once per input kind."""
         n = len(self.plane_map)
         t, g, lay = self.chains[0].read.host_type([v])
         if g.batch != n or not lay.batch:
@@ -127,7 +166,10 @@ class Divergent:
             raise ArgumentError("fkl divergent pipe (target='cpu'): the input must be a "
                                 "NumPy array on the host")
         counts = [self.plane_map.count(c) for c in range(len(self.chains))]
+        on_device = v.device == "cuda"
         values: list[Any] = []
+        ins: list[int] = []  # each input parameter: -1 for x, else its table's index
+        tables: list[Any] = []
         outs_spec: list[tuple[tuple[int, ...], Any]] = []
         width = height = 0
         for c, chain in enumerate(self.chains):
@@ -136,24 +178,26 @@ class Divergent:
             _, og, specs = host_plan(chain, t, Geom(g.w, g.h, counts[c], g.unbounded),
                                      Layout(True, lay.channel_axis))
             values += vals
+            own = _tables(host_tables(chain, t, g), on_device, chain.middle)
+            ins += [-1, *range(len(tables), len(tables) + len(own))]
+            tables += own
             outs_spec += specs
             width, height = max(width, og.w), max(height, og.h)
         rank = [self.planes(m).index(z) for z, m in enumerate(self.plane_map)]
-        values += [*self.plane_map, *rank, *counts]
+        ins.append(len(tables))
+        tables += _tables([(dt.int32, [*self.plane_map, *rank])], on_device, [])
+        values += counts
         built = self._build(t)
-        lowered = built.lowered
-        args: list[Any] = [None] * len(lowered.slots)
-        outs = self._outs(out, outs_spec, v.device == "cuda", v.device_id, handle)
-        for pos, (role, idx) in enumerate(lowered.slots):
-            if role == "scalar":
-                args[pos] = _scalar(values[idx], lowered.scalar_types[idx], [])
-            elif role == "in":
-                args[pos] = x
-            else:
-                args[pos] = outs[idx]
+        args, pointer_slots = fill_args(built.lowered, values, [])
+        n_in = len(ins)
+        order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
         grid = (-(-width // BLOCK[0]), -(-height // BLOCK[1]), n)
-        built.exe.launch(grid, BLOCK, args, stream=stream)
-        return tuple(outs)
+        plan = DivergentPlan(args, pointer_slots, grid, BLOCK, outs_spec, on_device, order,
+                             built, (t, g, lay), tables=tables,
+                             table_ptrs=[pointer(a, "table") for a in tables], ins=ins,
+                             cpu=tgt.name == "cpu")
+        plan.prepare()
+        return plan
 
     def _outs(self, out: Any, specs: list[tuple[tuple[int, ...], Any]], device: bool,
               device_id: int, handle: int) -> list[Any]:
@@ -195,9 +239,10 @@ def _plane_map(plane_map: Any, n_chains: int) -> list[int]:
 
 
 def lower_divergent(chains: list[Chain], t: PixType, n: int, name: str) -> Lowered:
-    """Trace the divergent kernel: per chain its input pointer, read and op scalars; then
-    the plane → chain map, the plane → rank map and each chain's plane count (``n``
-    planes); then every chain's outputs. Each chain's body sits in its own branch."""
+    """Trace the divergent kernel: per chain its input pointer, read and op parameters;
+    then a table of the plane → chain and plane → rank maps (``n`` planes) and each
+    chain's plane count; then every chain's outputs. Each chain's body sits in its own
+    branch."""
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -207,12 +252,11 @@ def lower_divergent(chains: list[Chain], t: PixType, n: int, name: str) -> Lower
             in_ptrs = b.inputs(chain.read.input_dtypes(t))
             read_p = b.scalars(chain.read.scalar_types(t))
             parts.append((in_ptrs, read_p, b.op_scalars(chain, t)))
-        cmap = b.scalars([dt.int32] * n)
-        rank = b.scalars([dt.int32] * n)
+        maps = b.inputs([dt.int32])[0]  # [chain of plane 0..n-1, rank of plane 0..n-1]
         counts = b.scalars([dt.int32] * len(chains))
         x, y, z = thread_xyz()
-        which = pick(z, cmap)
-        j = pick(z, rank)
+        which = maps[z]
+        j = maps[z + n]
         for c, chain in enumerate(chains):
             in_ptrs, read_p, op_params = parts[c]
             with if_(which == c):

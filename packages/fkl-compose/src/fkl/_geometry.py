@@ -15,7 +15,7 @@ from thork.tracing import Value, cast, where
 from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
 
-from ._batch import PerItem, pick, plane
+from ._batch import PerItem, plane
 from ._ops import Op
 from ._pixel import Geom, Pixel, PixType, Stage, per_channel
 
@@ -157,25 +157,33 @@ class Crop(ReadBack):
         return Geom(max(ws), max(hs), len(self.rects), ragged=len(ws) > 1 or len(hs) > 1)
 
     def scalar_types(self, t: PixType) -> list[DType]:
-        return [dt.int32] * (4 * len(self.rects) + (1 if self.batch else 0))
+        return [dt.int32] if self.batch else [dt.int32] * 4
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
         if not self.batch:
             x, y, w, h = self.rects[0]
             return [w, h, x, y]
-        cols = [[r[k] for r in self.rects] for k in (2, 3, 0, 1)]
         # The source plane of crop k is k * step: every crop reads image 0 of a single
         # image, image k of a batch.
-        return [v for col in cols for v in col] + [0 if g.batch == 1 else 1]
+        return [0 if g.batch == 1 else 1]
+
+    def table_types(self, t: PixType) -> list[DType]:
+        return [dt.int32] if self.batch else []
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        if not self.batch:
+            return []
+        return [(dt.int32, [v for x, y, w, h in self.rects for v in (w, h, x, y)])]
 
     def sample(self, src: Stage, p: list[Value]) -> Stage:
         if not self.batch:
             w, h, cx, cy = p
             return Stage(lambda x, y, z: src.read(x + cx, y + cy, z), w, h, src.type)
-        n = len(self.rects)
+        step, rects = p
         z = plane()
-        w, h, cx, cy = (pick(z, p[k * n:(k + 1) * n]) for k in range(4))
-        zs = z * p[4 * n]
+        base = z * 4  # this plane's (w, h, x, y), loaded once per thread
+        w, h, cx, cy = (rects[base + k] for k in range(4))
+        zs = z * step
         return Stage(lambda x, y, _z: src.read(x + cx, y + cy, zs), w, h, src.type,
                      per_plane=True)
 
@@ -192,7 +200,8 @@ def _is_rect_list(v: Any) -> bool:
         first = v[0]
     except (TypeError, IndexError, KeyError):
         return isinstance(v, (list, tuple))
-    return hasattr(first, "__len__") or hasattr(first, "shape")
+    # A NumPy scalar has a shape too (()): a rect of NumPy ints is one rect.
+    return hasattr(first, "__len__") or bool(getattr(first, "ndim", 0))
 
 
 # -- Resize -------------------------------------------------------------------------------
@@ -374,16 +383,27 @@ class Warping(ReadBack):
         return Geom(self.size[0], self.size[1], g.batch)
 
     def scalar_types(self, t: PixType) -> list[DType]:
-        return [dt.int32, dt.int32] + [dt.float32] * (self.matrix.size * len(self.matrices))
+        return [dt.int32, dt.int32] + ([] if self.per_item else [dt.float32] * self.matrix.size)
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
-        return [*self.size, *(float(v) for m in self.matrices for v in m.reshape(-1))]
+        if self.per_item:
+            return [*self.size]
+        return [*self.size, *(float(v) for v in self.matrix.reshape(-1))]
+
+    def table_types(self, t: PixType) -> list[DType]:
+        return [dt.float32] if self.per_item else []
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        if not self.per_item:
+            return []
+        return [(dt.float32, [float(v) for m in self.matrices for v in m.reshape(-1)])]
 
     def sample(self, src: Stage, p: list[Value]) -> Stage:
         w, h, m = p[0], p[1], p[2:]
-        if self.per_item:  # matrix k for plane k, picked once per thread
-            z, n, size = plane(), len(self.matrices), self.matrix.size
-            m = [pick(z, [m[k * size + i] for k in range(n)]) for i in range(size)]
+        if self.per_item:  # matrix k for plane k, loaded once per thread
+            size = self.matrix.size
+            base = plane() * size
+            m = [p[2][base + i] for i in range(size)]
         t = src.type.with_(dt.float32)
 
         def read(x: Value, y: Value, z: Value) -> Pixel:

@@ -9,6 +9,7 @@ values (factors, rects, sizes, matrices...) reuses the first one's kernel.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from ._lowering import Chain, Lowered, kernel_name, lower, type_chain
 from ._pixel import PixType
 from ._variant import Variants
 
-__all__ = ["Built", "Kernels", "reset_stats", "stats"]
+__all__ = ["Built", "Kernels", "build_cached", "reset_stats", "stats", "target_key"]
 
 
 @dataclass
@@ -59,6 +60,32 @@ def reset_stats(clear_cache: bool = False) -> None:
         _BUILT.clear()
 
 
+def build_cached(key: tuple[Any, ...], trace: Callable[[], Lowered], target: Target,
+                 compiler: str | None) -> Built:
+    """The built kernel of type identity ``key`` (which must name the target, compiler and
+    arch): from the process-wide table, or traced by ``trace()`` and built now. Every
+    fkl kernel (pipes, divergent pipes, circular tensors) is built here."""
+    with _LOCK:
+        built = _BUILT.get(key)
+        if built is None:
+            lowered = trace()
+            exe, info = build_kernel(lowered.ir, target, compiler)
+            built = Built(lowered, exe, info)
+            _BUILT[key] = built
+            _STATS["builds"] += 1
+        else:
+            _STATS["reuses"] += 1
+    return built
+
+
+def target_key(target: Target | str | None, compiler: str | None) -> tuple[Target, tuple[
+        Any, ...]]:
+    """The resolved target and the tail every kernel identity ends with: (target name,
+    compiler name, arch)."""
+    tgt, comp = choose(target, compiler)
+    return tgt, (tgt.name, comp.name, tgt.arch())
+
+
 class Kernels:
     """The kernels of one pipe: its target (resolved on first need), each kernel's
     identity, trace and build."""
@@ -82,9 +109,8 @@ class Kernels:
 
     def signature(self, t: PixType, variant: str) -> tuple[Any, ...]:
         """The kernel identity for pixels ``t`` and a checked ``variant``: types only."""
-        tgt, comp = choose(self.resolve(), self.compiler)
-        return (self.chain.key(), t, self.variants.form(t, variant), tgt.name, comp.name,
-                tgt.arch())
+        return (self.chain.key(), t, self.variants.form(t, variant),
+                *target_key(self.resolve(), self.compiler)[1])
 
     def lowered(self, t: PixType, variant: str, target: str | None = None) -> Lowered:
         """The traced kernel (no compilation); ``target`` as in :class:`Variants`."""
@@ -108,16 +134,8 @@ class Kernels:
         if built is not None:
             return built
         key = self.signature(t, variant)
-        with _LOCK:
-            built = _BUILT.get(key)
-            if built is None:
-                lowered = self._lower(t, variant, kernel_name(key[:3]))
-                exe, info = build_kernel(lowered.ir, self.resolve(), self.compiler)
-                built = Built(lowered, exe, info)
-                _BUILT[key] = built
-                _STATS["builds"] += 1
-            else:
-                _STATS["reuses"] += 1
+        built = build_cached(key, lambda: self._lower(t, variant, kernel_name(key[:3])),
+                             self.resolve(), self.compiler)
         self._built[local] = built
         return built
 

@@ -1,7 +1,7 @@
 """The hot path: pre-converted kernel arguments and one check-free launch.
 
 A :class:`Launcher` belongs to one (pipe, input shape). Scalar values are converted once
-into a core :class:`~thork_core.PreparedLaunch` (its own argument pack); a call writes the
+into a core :class:`~thork_core.PreparedLaunch`; a call passes the
 array addresses and makes one foreign call: the driver's ``cuLaunchKernel`` on the GPU,
 the kernel library's entry on the CPU. No synchronization.
 """
@@ -33,7 +33,7 @@ class Launcher:
 
 def make_launcher(exe: Executable, kernel: Any, args: list[Any], grid: tuple[int, ...],
                   block: tuple[int, ...]) -> Launcher | None:
-    """A :class:`Launcher` when ``exe`` has an argument pack (core's executables do)."""
-    if getattr(exe, "args", None) is None:
+    """A :class:`Launcher` when ``exe`` has core's launcher (core's executables do)."""
+    if getattr(exe, "launcher", None) is None:
         return None
     return Launcher(exe, kernel, args, grid, block)

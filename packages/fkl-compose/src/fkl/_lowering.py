@@ -28,7 +28,8 @@ from ._ops import Op
 from ._pixel import Geom, PixType, Stage
 from ._tensor import Layout, ReadOp, WriteOp
 
-__all__ = ["Chain", "Lowered", "Params", "lower", "type_chain", "write_dtypes", "BLOCK"]
+__all__ = ["Chain", "Lowered", "Params", "lower", "type_chain", "write_dtypes", "BLOCK",
+           "host_plan", "host_tables", "final_type"]
 
 #: Threads per block: 32 wide for coalesced rows, 8 rows deep.
 BLOCK = (32, 8, 1)
@@ -132,6 +133,17 @@ def _crop_rects(chain: Chain) -> list[tuple[int, int, int, int]]:
     return []
 
 
+def host_tables(chain: Chain, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+    """Every value table of the chain's ops, in declaration order: (dtype, values)."""
+    tables: list[tuple[DType, list[Any]]] = []
+    for op in chain.middle:
+        tables += op.tables(t, g)
+        if op.kind == "readback":
+            g = op.out_geom(g, t)
+        t = op.out_type(t)
+    return tables
+
+
 def kernel_name(key: Any) -> str:
     return "fkl_" + hashlib.sha256(repr(key).encode()).hexdigest()[:12]
 
@@ -178,11 +190,13 @@ class Params:
             ptrs.append(Pointer(param))
         return ptrs
 
-    def op_scalars(self, chain: Chain, t: PixType) -> list[list[Value]]:
-        """Each middle op's scalar parameters, declared in chain order."""
+    def op_scalars(self, chain: Chain, t: PixType) -> list[list[Any]]:
+        """Each middle op's parameters, declared in chain order: its scalars, then a
+        pointer to each of its value tables (:meth:`fkl.Op.table_types`; they are extra
+        input arrays, numbered after the read's)."""
         out = []
         for op in chain.middle:
-            out.append(self.scalars(op.scalar_types(t)))
+            out.append([*self.scalars(op.scalar_types(t)), *self.inputs(op.table_types(t))])
             t = op.out_type(t)
         return out
 

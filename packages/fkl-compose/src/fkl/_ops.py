@@ -93,6 +93,17 @@ class Op:
         inner = getattr(self, "op", None)
         return isinstance(inner, Op) and inner.kind == "compute" and inner.channel_uniform()
 
+    def table_types(self, t: PixType) -> list[DType]:
+        """Dtypes of the op's value *tables*: arrays of runtime values the kernel indexes
+        (per-plane values: a thread loads its plane's entries, where N scalar parameters
+        would need a chain of N selects). The host fills them (:meth:`tables`) once per
+        input shape; they reach the kernel as extra read-only input arrays."""
+        return []
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        """The values of each table, ``(dtype, values)`` in :meth:`table_types` order."""
+        return []
+
     def items(self) -> int:
         """How many per-item values (one per batch item, :class:`fkl.PerItem`) the op
         holds; 0: one value for every item. An op with per-item values picks them by
@@ -237,28 +248,34 @@ class _Binary(Op):
         return PixType(self._result(t.dtype, pt), t.channels)
 
     def scalar_types(self, t: PixType) -> list[DType]:
-        if self.value is None:
+        if self.value is None or self._items is not None:
             return []
-        return [self._ptype(t)] * (t.channels * max(1, self.items()))
+        return [self._ptype(t)] * t.channels
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
-        if self.value is None:
+        if self.value is None or self._items is not None:
             return []
-        return [v for item in self._items or [self._flat]
-                for v in per_channel(item, t.channels, self.name)]
+        return per_channel(self._flat, t.channels, self.name)
+
+    def table_types(self, t: PixType) -> list[DType]:
+        return [] if self._items is None else [self._ptype(t)]
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        if self._items is None:
+            return []
+        return [(self._ptype(t), [v for item in self._items
+                                  for v in per_channel(item, t.channels, self.name)])]
 
     def apply(self, px: Any, p: list[Value], t: PixType) -> Pixel:
         c_n = t.channels
         if self.value is None:
             a, b = px
             out = [self.fn(a[c], b[c]) for c in range(c_n)]
-        elif self._items is not None:
-            from ._batch import pick, plane
+        elif self._items is not None:  # this plane's values, from the table
+            from ._batch import plane
 
-            z = plane()
-            n = len(self._items)
-            out = [self.fn(px[c], pick(z, [p[k * c_n + c] for k in range(n)]))
-                   for c in range(c_n)]
+            base = plane() * c_n
+            out = [self.fn(px[c], p[0][base + c]) for c in range(c_n)]
         else:
             out = [self.fn(px[c], p[c]) for c in range(c_n)]
         rt = self.out_type(t).dtype
@@ -496,9 +513,9 @@ def saturate_value(v: Value, to: DType) -> Value:
         f = cast(v, ft)
         r = tkm.rint(f)
         r = where(tkm.isnan(r), 0.0, r)
-        fhi = float(hi) if to.bits < 64 else float(2**to.bits // (2 if to.kind == "i" else 1)
-                                                  - 2048)
-        r = tkm.min(tkm.max(r, float(lo)), fhi)
+        if to.bits == 64:
+            return _saturate_to_64(r, to, lo, hi)
+        r = tkm.min(tkm.max(r, float(lo)), float(hi))
         return cast(r, to)
     slo, shi = _int_range(src)
     if slo < lo:
@@ -506,6 +523,17 @@ def saturate_value(v: Value, to: DType) -> Value:
     if shi > hi:
         v = where(v > hi, hi, v)
     return cast(v, to)
+
+
+def _saturate_to_64(r: Value, to: DType, lo: int, hi: int) -> Value:
+    """A float64 integer value ``r`` saturated to a 64-bit integer, exact at the bounds:
+    the top (2**63, or 2**64 unsigned) is a power of two, so values at or above it become
+    ``hi`` and those below convert exactly (the largest double below 2**63 is
+    2**63 - 1024; below 2**64, 2**64 - 2048)."""
+    top = float(hi + 1)
+    below = top - (1024.0 if to.kind == "i" else 2048.0)
+    r = tkm.max(r, float(lo))  # -2**63 and 0 are exact doubles
+    return where(r >= top, cast(hi, to), cast(tkm.min(r, below), to))
 
 
 class SaturateCast(Op):

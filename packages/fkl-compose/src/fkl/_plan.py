@@ -8,17 +8,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thork_core import ArgumentError, DType, dt
+from thork_core.launch import float_scalar
 from thork_core.runtime import typestr
 
-from ._arrays import check_size, view
+from ._arrays import check_size, pointer, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
-from ._lowering import final_type, host_plan
+from ._lowering import Lowered, final_type, host_plan, host_tables
 from ._ops import Op
 from ._pixel import PixType, per_channel
 from ._tensor import Layout
 
-__all__ = ["Plan", "allocate", "check_out", "make_plan"]
+__all__ = ["Plan", "allocate", "check_out", "fill_args", "make_plan"]
 
 
 @dataclass
@@ -46,6 +47,10 @@ class Plan:
     fallback: Plan | None = None
     launcher: Launcher | None = None
     out_codes: list[str | None] = field(default_factory=list)
+    #: The ops' value tables (:meth:`fkl.Op.table_types`): arrays in the inputs' memory,
+    #: passed after the inputs; ``table_ptrs`` their addresses.
+    tables: list[Any] = field(default_factory=list)
+    table_ptrs: list[int] = field(default_factory=list)
 
     def prepare(self) -> Launcher | None:
         """This plan's launcher, made on first need."""
@@ -73,19 +78,14 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
         ft = final_type(chain, t)
         values = [*values, k, *per_channel(default, ft.channels, "fkl pipe default")]
     built = kernels.get(t, variant)
+    tables = _tables(host_tables(chain, t, g), device, ops)
     lowered = built.lowered
     spec = kernels.variants.flat_spec(t) if variant == "flat" else None
     if spec is not None:
         if spec.folded:  # the kernel's values are those of the 1-channel chain
             values = host_plan(chain, spec.traced(t), spec.host_geom(g), lay)[0]
         values = [*values, spec.segments(og)[0]]  # the flat kernel's extra scalar
-    args: list[Any] = [None] * len(lowered.slots)
-    pointer_slots = []
-    for pos, (role, idx) in enumerate(lowered.slots):
-        if role == "scalar":
-            args[pos] = _scalar(values[idx], lowered.scalar_types[idx], ops)
-        else:
-            pointer_slots.append((pos, role, idx))
+    args, pointer_slots = fill_args(lowered, values, ops)
     for shape, _ in outs:
         check_size(shape, "output")
     block = lowered.block
@@ -100,7 +100,38 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
     order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
     return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
                 align_mask=spec.align - 1 if spec is not None else 0,
-                out_codes=[typestr(d) for _, d in outs])
+                out_codes=[typestr(d) for _, d in outs], tables=tables,
+                table_ptrs=[pointer(a, "table") for a in tables])
+
+
+def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[Op]) -> list[Any]:
+    """The value tables as arrays: NumPy (host calls), or uploaded once (device calls)."""
+    import numpy as np
+
+    out = []
+    for d, vals in tables:
+        host = np.array([_scalar(v, d, ops) for v in vals], dtype=d.numpy)
+        if device:
+            from thork_core.runtime import DeviceArray
+
+            out.append(DeviceArray.from_host(host))
+        else:
+            out.append(host)
+    return out
+
+
+def fill_args(lowered: Lowered, values: list[Any], ops: Sequence[Op]) -> tuple[
+        list[Any], list[tuple[int, str, int]]]:
+    """The kernel's argument list with every scalar slot converted from ``values`` (None
+    in the pointer slots), and the pointer slots as ``(position, role, index)``."""
+    args: list[Any] = [None] * len(lowered.slots)
+    pointer_slots = []
+    for pos, (role, idx) in enumerate(lowered.slots):
+        if role == "scalar":
+            args[pos] = _scalar(values[idx], lowered.scalar_types[idx], ops)
+        else:
+            pointer_slots.append((pos, role, idx))
+    return args, pointer_slots
 
 
 def check_out(specs: list[tuple[tuple[int, ...], DType]], out: Any,
@@ -161,4 +192,5 @@ def _scalar(value: Any, t: DType, ops: Sequence[Op]) -> Any:
             raise ArgumentError(f"fkl pipe: value {value!r} does not fit the {t.name} "
                                 "parameter it feeds (pixel dtype); cast the pixel first")
         return bool(iv) if t == dt.bool else iv
-    return float(value)
+    # A finite value that would round to inf in its parameter's type is an error.
+    return float_scalar(float(value), t, f"fkl pipe: value {value!r} feeds a parameter that")

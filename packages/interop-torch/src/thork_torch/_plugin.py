@@ -10,6 +10,9 @@ from thork_core import ArrayAdapter, hookimpl
 
 from ._adapter import TorchAdapter
 
+#: The plugin API versions this plugin works with (see ``thork info``).
+THORK_PLUGIN_API = ">=1.0,<2"
+
 
 @hookimpl
 def thork_register_array_adapters() -> list[ArrayAdapter]:

@@ -11,9 +11,14 @@ from thork_core import Artifact, CompileError, Compiler
 __all__ = ["HostCompiler"]
 
 
-@functools.cache
 def _find_cxx() -> str | None:
-    env = os.environ.get("CXX")
+    """``$CXX`` resolved on ``PATH``, else g++, clang++ or c++ (re-resolved when either
+    changes: switching ``CXX`` in a process switches compilers)."""
+    return _find_cxx_in(os.environ.get("CXX"), os.environ.get("PATH", os.defpath))
+
+
+@functools.cache
+def _find_cxx_in(env: str | None, path: str) -> str | None:
     if env:
         return _which(env) or (env if os.path.exists(env) else None)
     for name in ("g++", "clang++", "c++"):
@@ -40,6 +45,19 @@ def _version(cxx: str) -> str:
 
     out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
     return out.stdout.splitlines()[0].strip() if out.stdout else "unknown"
+
+
+@functools.cache
+def _content_hash(path: str) -> str:
+    """SHA-256 of the file at ``path`` (memoized on disk with the key parts, under the
+    file's modification time and size: see ``key_fingerprint``)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 @functools.cache
@@ -75,6 +93,14 @@ class HostCompiler(Compiler):
 
     def version(self) -> str:
         return _version(self._cxx())
+
+    def identity(self) -> str:
+        """Name, version, the executable's resolved path and a hash of its content: two
+        wrappers with the same ``--version`` (one adding ``-ffast-math``) differ here, so
+        they never share cache entries."""
+        cxx = self._cxx()
+        real = os.path.realpath(cxx)
+        return f"{self.name}-{_version(cxx)} {real} sha256:{_content_hash(real)[:16]}"
 
     def key_fingerprint(self) -> list[object] | None:
         cxx = _find_cxx()

@@ -9,7 +9,6 @@ from typing import Any
 
 from thork_core import (
     ArgumentError,
-    ArgumentPack,
     Artifact,
     Dim3,
     Executable,
@@ -19,11 +18,12 @@ from thork_core import (
     Renderer,
     Target,
 )
+from thork_core.launch import CONV_HOST, make_launcher, param_kinds
 from thork_core.plugin import (
+    RecordingLauncher,
     array_view,
     check_array,
-    graph_recorder,
-    library_path,
+    load_library,
     scalar_value,
 )
 
@@ -35,19 +35,21 @@ __all__ = ["CpuTarget", "CpuExecutable"]
 
 class CpuExecutable(Executable):
     """A kernel in a host shared library; blocks run in parallel, threads in order (or as
-    fibers switching at barriers); ``shared_mem`` bytes of dynamic shared memory per block."""
+    fibers switching at barriers); ``shared_mem`` bytes of dynamic shared memory per block.
+
+    Launched through core's launcher (one call of the library's C entry, the GIL
+    released); the entry keeps no state between calls, so threads may launch at once."""
 
     def __init__(self, artifact: Artifact, kernel: KernelIR) -> None:
         self.kernel = kernel
-        self._lib = ctypes.CDLL(library_path(artifact.data, "cpu-so"))
-        fn = getattr(self._lib, ENTRY)
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
-        fn.restype = ctypes.c_int
-        self._fn = fn
-        self.args = ArgumentPack(kernel.params)
-        self._slots = self.args.slots
-        self._grid = (ctypes.c_uint * 3)()
-        self._block = (ctypes.c_uint * 3)()
+        self._lib = load_library(artifact.data)  # unloaded when this executable is gone
+        entry = ctypes.cast(getattr(self._lib, ENTRY), ctypes.c_void_p).value
+        # Wrapped so that a recording CPU Graph (thork_core.runtime.Graph) takes the
+        # launches instead of running them.
+        self.launcher = RecordingLauncher(
+            make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params, self._failed),
+            param_kinds(kernel.params))
+        self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
         self.attributes: dict[str, Any] = {"openmp": bool(artifact.info.get("openmp"))}
 
     def launch(
@@ -55,10 +57,11 @@ class CpuExecutable(Executable):
         shared_mem: int = 0,
     ) -> None:
         kernel = self.kernel
+        values = list(args)  # this call's own values: threads never share them
         keep = []
         for i, (p, arg) in enumerate(zip(kernel.params, args)):
-            if not isinstance(p.type, PointerType):
-                self._slots[i].value = scalar_value(arg, p, kernel)
+            if not self._pointer[i]:
+                values[i] = scalar_value(arg, p, kernel)
                 continue
             view = array_view(arg, p, kernel, None)
             if view.device != "cpu":
@@ -66,27 +69,20 @@ class CpuExecutable(Executable):
                     f"{kernel.name}(): parameter '{p.name}' is on cuda:{view.device_id} but "
                     "the CPU target needs host arrays (NumPy); copy it to the host first")
             check_array(view, p, kernel)
-            keep.append(view)
-            self._slots[i].value = view.ptr
-        self._run(grid, block, 0, shared_mem, self.args.address)
+            keep.append(view)  # the views (and what they hold) outlive the launch
+            values[i] = view.ptr
+        self.launcher.run(grid, block, shared_mem, 0, values)
 
-    def _run(self, grid: Dim3, block: Dim3, stream: int, shared_mem: int, argv: int) -> None:
-        graph = graph_recorder()
-        if graph is not None:  # inside a CPU Graph's recording: recorded, run on replay
-            graph.record(self, grid, block, shared_mem, argv)
-            return
+    def _failed(self, rc: int, grid: Dim3, block: Dim3) -> None:
+        """The launcher's ``on_error``: the entry's return code as a LaunchError."""
         kernel = self.kernel
-        self._grid[:] = grid
-        self._block[:] = block
-        rc = self._fn(argv, self._grid, self._block, shared_mem)
         if rc == DEADLOCK:
             raise LaunchError(
                 f"{kernel.name}: a barrier (tk.syncthreads or a warp primitive) could never "
                 "complete on the CPU target: some threads of a block wait at a barrier that "
                 "the others never reach (a barrier inside a branch that is not uniform per "
                 "block, or a warp primitive whose mask names lanes that do not call it)")
-        if rc != 0:
-            raise LaunchError(f"{kernel.name} failed on the CPU target (code {rc})")
+        raise LaunchError(f"{kernel.name} failed on the CPU target (code {rc})")
 
 
 class CpuTarget(Target):

@@ -35,13 +35,14 @@ from ._graph import Graph, GraphNode
 from ._hookspecs import hookimpl, hookspec
 from ._ir import KernelIR, Loc, Param, PointerType
 from ._launch import PreparedLaunch, guarded_call_base
+from ._memory import pinned_empty
 from ._plugin_api import PLUGIN_API_VERSION
 from ._plugins import PluginInfo, Plugins, PluginWarning, plugins, reset_plugins
 from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
-from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
+from ._target import Dim3, Executable, Target, normalize_dims
 
 __all__ = [
-    "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArgumentPack", "ArrayAdapter",
+    "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter",
     "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache",
     "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc",
@@ -50,6 +51,6 @@ __all__ = [
     "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build_kernel",
     "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt", "dtype_of",
     "gpu_arch", "guarded_call_base", "hookimpl", "hookspec", "literal_dtype",
-    "normalize_dims", "parse_arch", "plugins", "promote", "reset_plugins",
+    "normalize_dims", "parse_arch", "pinned_empty", "plugins", "promote", "reset_plugins",
 ]
 __version__ = "0.1.0"

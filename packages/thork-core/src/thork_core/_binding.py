@@ -6,17 +6,17 @@ expected and what it got.
 
 from __future__ import annotations
 
-import ctypes
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from ._adapter import ArrayView
-from ._dtype import DType, dt
+from ._dtype import DType, dt, int_range
 from ._errors import ArgumentError
 from ._ir import KernelIR, Param, PointerType
+from ._limits import float_scalar
 
-__all__ = ["check_arg_count", "array_view", "check_array", "scalar_ctype", "scalar_value"]
+__all__ = ["check_arg_count", "array_view", "check_array", "find_view", "scalar_value"]
 
 
 def check_arg_count(kernel: KernelIR, args: Sequence[Any]) -> None:
@@ -28,14 +28,27 @@ def check_arg_count(kernel: KernelIR, args: Sequence[Any]) -> None:
         )
 
 
-def array_view(obj: Any, param: Param, kernel: KernelIR, stream: int | None) -> ArrayView:
-    """Adapt ``obj`` through the registered array adapters."""
+def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
+    """``obj`` through the registered array adapters (highest priority first), or None
+    when none takes it: the one adapter lookup (kernel launches, fkl pipes)."""
     from ._plugins import plugins
 
     for adapter in plugins().array_adapters():
-        view = adapter.view(obj, stream)
+        try:
+            view = adapter.view(obj, stream)
+        except TypeError as exc:  # an array the kernel cannot read (dtype, byte order...)
+            raise ArgumentError(f"{kernel.name}(): parameter '{param.name}': {exc}") from None
         if view is not None:
             return view
+    return None
+
+
+def array_view(obj: Any, param: Param, kernel: KernelIR, stream: int | None) -> ArrayView:
+    """Adapt ``obj`` through the registered array adapters; an error naming the kernel
+    and parameter when none takes it."""
+    view = find_view(obj, stream)
+    if view is not None:
+        return view
     raise ArgumentError(
         f"{kernel.name}(): parameter '{param.name}' expects an array of "
         f"{_elem(param).name} (NumPy, __cuda_array_interface__ or DLPack), "
@@ -62,20 +75,6 @@ def check_array(view: ArrayView, param: Param, kernel: KernelIR) -> None:
         raise ArgumentError(f"{where} is written by the kernel but the array is read-only")
 
 
-_CTYPES = {
-    "bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16,
-    "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint8": ctypes.c_uint8,
-    "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64,
-    "float16": ctypes.c_uint16, "bfloat16": ctypes.c_uint16, "float32": ctypes.c_float,
-    "float64": ctypes.c_double,
-}
-
-
-def scalar_ctype(t: DType) -> type:
-    """The ctypes type holding a scalar parameter of ``t`` (16-bit floats as raw bits)."""
-    return _CTYPES[t.name]
-
-
 def scalar_value(value: Any, param: Param, kernel: KernelIR) -> Any:
     """Check a scalar argument and return what its ctypes slot should hold."""
     import numpy as np
@@ -98,15 +97,17 @@ def scalar_value(value: Any, param: Param, kernel: KernelIR) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ArgumentError(
                 f"{where} expects an int for {t.name}, got {type(value).__name__} {value!r}")
-        if t.kind == "i":
-            lo, hi = -(2 ** (t.bits - 1)), 2 ** (t.bits - 1) - 1
-        else:
-            lo, hi = 0, 2**t.bits - 1
+        lo, hi = int_range(t)
         if not lo <= value <= hi:
             raise ArgumentError(f"{where} value {value} is out of range for {t.name} [{lo}, {hi}]")
         return value
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise ArgumentError(f"{where} expects a number for {t.name}, got {type(value).__name__}")
+    try:
+        value = float_scalar(float(value), t, where)  # overflow to inf is an error
+    except OverflowError:  # an int beyond float64
+        raise ArgumentError(f"{where} is {t.name}: got an int of {value.bit_length()} bits, "
+                            "beyond any float") from None
     if t == dt.float16:
         return int(np.array(value, dtype=np.float16).view(np.uint16))
     if t == dt.bfloat16:

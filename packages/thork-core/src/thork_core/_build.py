@@ -104,8 +104,12 @@ def _fetch(
     artifact = cache.get(key)
     if artifact is not None:
         return artifact, key, True
-    artifact = compiler.compile(source, entry=kernel.name, kind=kind, arch=arch)
-    cache.put(key, artifact)
+    with cache.lock(key):  # processes building the same key compile it once
+        artifact = cache.get(key)
+        if artifact is not None:
+            return artifact, key, True
+        artifact = compiler.compile(source, entry=kernel.name, kind=kind, arch=arch)
+        cache.put(key, artifact)
     return artifact, key, False
 
 

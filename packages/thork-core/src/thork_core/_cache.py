@@ -1,24 +1,47 @@
-"""The on-disk artifact cache (level two of SPEC §3.6; level one lives on each kernel).
+"""The on-disk artifact cache (level two of SPEC §3.6; level one lives on each kernel), and
+the trust model that lets Thork load only what it wrote (docs/guarantees.md).
 
-Key: SHA-256 of the generated source, the compiler's identity and version, its flags, the
-artifact kind, the arch and the codegen version. Each entry is one file written to a
-temporary name and renamed into place, so readers never see half an entry and
-concurrent writers of the same key do not corrupt each other. Every entry carries its
-own length and checksum; an entry that fails the check is deleted and rebuilt.
+Folder: ``THORK_CACHE_DIR``, else ``$XDG_CACHE_HOME/thork``, else ``~/.cache/thork``; made
+0700. A folder owned by another user, writable by others or not writable at all is refused
+with one warning and a private temporary folder serves the process instead (slower, never
+broken).
+
+Key: SHA-256 of the generated source, the compiler's identity (for the host compiler: its
+resolved path and a hash of its executable's content), its flags, the artifact kind and
+the arch. The renderers write their codegen version into the source's prelude, so the
+source covers it: the cache knows nothing of renderers.
+
+Trust: the folder holds a random secret (``secret``, 0600, made once). Each entry
+(``<key[:2]>/<key>.art``, 0600) carries an HMAC-SHA256 under that secret of its key, its
+metadata and its payload: a file that someone other than Thork's writer put there (a
+planted library, a forged artifact, the artifact of another kernel copied over this one)
+fails the check, is deleted and rebuilt. A host library (``hostlib``) is stored once, as
+``lib/<sha256>.so`` (``dlopen`` needs a file); its entry records that hash, and every load
+compares the file's content with it. Reads refuse anything but a regular file owned by this
+user and not writable by others (a symlink to ``/dev/zero``, a FIFO...), and sizes over
+the cache's limit. Writes go to a temporary name and are renamed into place.
+
+Size: ``THORK_CACHE_MAX_BYTES`` (default 2 GiB); after each write the least recently used
+entries (by modification time, refreshed on every hit) are removed until the cache is
+below 90% of the limit. Concurrent processes building one key wait on a lock file
+(:meth:`DiskCache.lock`), so each kernel is compiled once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import stat
 import struct
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._artifact import Artifact
-from ._renderer import CODEGEN_VERSION
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,19 +50,52 @@ if TYPE_CHECKING:
 # uses neither (string paths; temporary files only when writing).
 
 __all__ = ["DiskCache", "cache_dir", "cache_root", "cache_key", "disk_cache", "CacheEntry",
-           "library_path"]
+           "CacheWarning", "library_path", "load_library", "max_bytes", "read_private"]
 
-_MAGIC = b"THORKC1\n"
-_HEADER = struct.Struct("<8sIQ32s")  # magic, meta length, payload length, sha256
+_MAGIC = b"THORKC2\n"
+_HEADER = struct.Struct("<8sIQ32s")  # magic, meta length, payload length, HMAC-SHA256
+_SECRET = "secret"
+_LIB = "lib"
+_LOCKS = "lock"
+_DEFAULT_MAX = 2 << 30
 
 
-def cache_root() -> str:
-    """``THORK_CACHE_DIR``, else ``$XDG_CACHE_HOME/thork``, else ``~/.cache/thork``."""
+# This process's user; None where the OS has no POSIX owners (then modes are not checked
+# for ownership).
+_UID: int | None = os.geteuid() if hasattr(os, "geteuid") else None
+
+
+class CacheWarning(UserWarning):
+    """The cache folder cannot be used safely; a private temporary folder serves instead."""
+
+
+class _Untrusted(Exception):
+    """A cache file that must not be read (not regular, foreign, too large)."""
+
+
+def _requested_root() -> str:
     env = os.environ.get("THORK_CACHE_DIR")
     if env:
         return env
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "thork")
+
+
+_ROOTS: dict[str, str] = {}  # requested folder -> the folder used (itself or a fallback)
+_ROOTS_LOCK = threading.Lock()
+
+
+def cache_root() -> str:
+    """The cache folder in use: the requested one (see the module docstring) once it is
+    known to be private to this user, else a private temporary folder (one warning)."""
+    requested = _requested_root()
+    got = _ROOTS.get(requested)
+    if got is None:
+        with _ROOTS_LOCK:
+            got = _ROOTS.get(requested)
+            if got is None:
+                got = _ROOTS[requested] = _secure(requested)
+    return got
 
 
 def cache_dir() -> Path:
@@ -49,10 +105,168 @@ def cache_dir() -> Path:
     return Path(cache_root())
 
 
+def max_bytes() -> int:
+    """``THORK_CACHE_MAX_BYTES`` (bytes; default 2 GiB): the size eviction keeps below."""
+    raw = os.environ.get("THORK_CACHE_MAX_BYTES", "")
+    try:
+        value = int(raw) if raw.strip() else _DEFAULT_MAX
+    except ValueError:
+        return _DEFAULT_MAX
+    return value if value > 0 else _DEFAULT_MAX
+
+
+def _secure(path: str) -> str:
+    reason = _unsafe(path)
+    if reason is None:
+        return path
+    import tempfile
+    import warnings
+
+    fallback = tempfile.mkdtemp(prefix="thork-cache-")  # 0700, owned by this user
+    _remove_at_exit(fallback)
+    warnings.warn(f"thork: cache folder {path} {reason}; using the private temporary folder "
+                  f"{fallback} for this process (kernels are recompiled)", CacheWarning,
+                  stacklevel=3)
+    return fallback
+
+
+def _remove_at_exit(folder: str) -> None:
+    import atexit
+    import shutil
+
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
+def _unsafe(path: str) -> str | None:
+    """Why ``path`` cannot be this user's private cache folder, or None (made 0700)."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError as exc:
+        return f"cannot be created ({exc.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a folder"
+    if _UID is not None and st.st_uid != _UID:
+        return f"is owned by another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        try:
+            os.chmod(path, 0o700)  # ours and not writable by others: only tighten reading
+        except OSError as exc:
+            return f"cannot be made private ({exc.strerror})"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "is not writable"
+    probe = os.path.join(path, f".probe-{os.getpid()}-{threading.get_ident()}")
+    try:  # a read-only file system passes os.access for root; writing tells
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"is not writable ({exc.strerror})"
+    return None
+
+
+def read_private(path: str, limit: int) -> bytes:
+    """The content of ``path`` if it is a regular file owned by this user, not writable by
+    others, of at most ``limit`` bytes. Raises FileNotFoundError when absent and
+    ``_Untrusted`` (or another OSError) otherwise. Never follows a symlink and never
+    blocks on a FIFO."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # ELOOP: a symlink
+        raise _Untrusted(f"{path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Untrusted(f"{path}: not a regular file")
+        if (_UID is not None and st.st_uid != _UID) or st.st_mode & 0o022:
+            raise _Untrusted(f"{path}: not this user's private file")
+        if st.st_size > limit:
+            raise _Untrusted(f"{path}: {st.st_size} bytes (limit {limit})")
+        chunks = []
+        left = st.st_size + 1  # one more byte tells a file that grew after fstat
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) != st.st_size:
+            raise _Untrusted(f"{path}: changed while read")
+        return data
+    finally:
+        os.close(fd)
+
+
+def _write_private(path: str, data: bytes) -> None:
+    """``data`` into ``path`` (0600) atomically: a temporary name, then rename."""
+    import tempfile
+
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")  # created 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+_SECRETS: dict[str, bytes] = {}
+
+
+def _secret(root: str) -> bytes:
+    """The folder's HMAC key: 32 random bytes in ``secret`` (0600), made on first use."""
+    got = _SECRETS.get(root)
+    if got is not None:
+        return got
+    path = os.path.join(root, _SECRET)
+    for _ in range(3):
+        try:
+            data = read_private(path, 64)
+            if len(data) == 32:
+                _SECRETS[root] = data
+                return data
+            os.unlink(path)  # damaged: every entry signed with it becomes invalid
+        except FileNotFoundError:
+            pass
+        except _Untrusted:
+            _remove(path)
+        new = os.urandom(32)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                         0o600)
+        except FileExistsError:
+            continue  # another process made it first: read theirs
+        with os.fdopen(fd, "wb") as f:
+            f.write(new)
+        _SECRETS[root] = new
+        return new
+    raise OSError(f"cannot establish the cache secret in {root}")
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def cache_key(source: str, compiler: str, flags: Iterable[str], kind: str, arch: str) -> str:
     """The hex key of an artifact (see the module docstring for what it covers)."""
     h = hashlib.sha256()
-    for part in (CODEGEN_VERSION, compiler, kind, arch, "\x1f".join(flags), source):
+    for part in (compiler, kind, arch, "\x1f".join(flags), source):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -60,7 +274,8 @@ def cache_key(source: str, compiler: str, flags: Iterable[str], kind: str, arch:
 
 @dataclass(frozen=True)
 class CacheEntry:
-    """One file of the cache as ``thork cache list`` shows it."""
+    """One entry of the cache as ``thork cache list`` shows it: ``size`` is bytes on disk
+    (entry file and its library), ``last_used`` a POSIX time (seconds)."""
 
     key: str
     path: Path
@@ -69,150 +284,365 @@ class CacheEntry:
     compiler: str
     kind: str
     arch: str
+    last_used: float = 0.0
 
 
 class DiskCache:
-    """Artifacts by key under ``root``. ``stats`` counts hits, misses and rebuilt entries."""
+    """Artifacts by key under ``root``. ``stats`` counts hits, misses, rejected entries
+    (``corrupt``: damaged, forged, swapped or not a regular file), writes and evictions."""
 
     def __init__(self, root: Path | None = None) -> None:
         self._root = root
-        self.stats = {"hits": 0, "misses": 0, "corrupt": 0, "writes": 0}
+        self.stats = {"hits": 0, "misses": 0, "corrupt": 0, "writes": 0, "evicted": 0}
 
     @property
     def root(self) -> Path:
-        return self._root if self._root is not None else cache_dir()
+        from pathlib import Path
+
+        return Path(self._root_str())
+
+    def _root_str(self) -> str:
+        return os.fspath(self._root) if self._root is not None else cache_root()
 
     def _path(self, key: str) -> str:
-        root = os.fspath(self._root) if self._root is not None else cache_root()
-        return os.path.join(root, key[:2], f"{key}.art")
+        return os.path.join(self._root_str(), key[:2], f"{key}.art")
 
     def get(self, key: str) -> Artifact | None:
-        """The artifact stored under ``key``, or None (a damaged entry is removed)."""
+        """The artifact stored under ``key`` if Thork's writer stored exactly it, else None
+        (a damaged, forged or swapped entry is removed)."""
+        root = self._root_str()
         path = self._path(key)
+        limit = max_bytes()
         try:
-            with open(path, "rb") as f:
-                blob = f.read()
-        except OSError:
+            blob = read_private(path, limit)
+            art, lib = _decode(blob, key, _secret(root))
+            if lib is not None:
+                lib_path = _lib_path(root, lib)
+                data = read_private(lib_path, limit)
+                if hashlib.sha256(data).hexdigest() != lib:
+                    _remove(lib_path)
+                    raise _Untrusted(f"{lib_path}: content does not match its entry")
+                art = _with_data(art, data)
+                _touch(lib_path)
+            _touch(path)
+        except FileNotFoundError:
             self.stats["misses"] += 1
             return None
-        art = _decode(blob)
-        if art is None:
+        except (_Untrusted, OSError, ValueError, KeyError, TypeError):
             self.stats["corrupt"] += 1
             self.stats["misses"] += 1
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            _remove(path)
             return None
         self.stats["hits"] += 1
         return art
 
     def put(self, key: str, artifact: Artifact) -> None:
-        """Store atomically; failures to write (read-only disk...) are not fatal."""
-        import tempfile
-
-        path = self._path(key)
-        folder = os.path.dirname(path)
+        """Store atomically, then evict down to the size limit; failures to write
+        (read-only disk, full disk...) are not fatal."""
+        root = self._root_str()
         try:
-            os.makedirs(folder, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".art")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(_encode(artifact))
-                os.replace(tmp, path)
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            secret = _secret(root)
+            lib = None
+            if artifact.kind == "hostlib":
+                lib = _store_library(root, artifact.data)
+            _write_private(self._path(key), _encode(artifact, key, secret, lib))
             self.stats["writes"] += 1
         except OSError:
-            pass
+            return
+        self.evict()
 
-    def entries(self) -> list[CacheEntry]:
+    @contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold the build lock of ``key`` (an advisory lock file; other processes and
+        threads building the same key wait). Without locking support, a no-op."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        folder = os.path.join(self._root_str(), _LOCKS)
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            fd = os.open(os.path.join(folder, f"{key}.lock"),
+                         os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except OSError:
+            yield  # an unusable lock folder costs at worst a duplicate compile
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _files(self) -> list[tuple[str, os.stat_result]]:
+        """Every entry and library file with its ``lstat``."""
+        root = self._root_str()
         out = []
-        if not self.root.is_dir():
+        try:
+            subs = [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+        except OSError:
             return out
-        for path in sorted(self.root.glob("*/*.art")):
+        for sub in subs:
+            if sub == _LOCKS:
+                continue
+            folder = os.path.join(root, sub)
             try:
-                art = _decode(path.read_bytes())
+                with os.scandir(folder) as it:
+                    for e in it:
+                        if e.name.endswith((".art", ".so")) and not e.name.startswith("."):
+                            try:
+                                out.append((e.path, e.stat(follow_symlinks=False)))
+                            except OSError:
+                                pass
+            except OSError:
+                pass
+        return out
+
+    def evict(self, limit: int | None = None) -> int:
+        """Remove least recently used files until the cache is below 90% of ``limit``
+        (default :func:`max_bytes`) when it is above ``limit``; return how many went."""
+        limit = max_bytes() if limit is None else limit
+        files = self._files()
+        total = sum(st.st_size for _, st in files)
+        if total <= limit:
+            return 0
+        n = 0
+        for path, st in sorted(files, key=lambda f: f[1].st_mtime_ns):
+            if total <= limit * 0.9:
+                break
+            try:
+                os.unlink(path)
             except OSError:
                 continue
-            if art is None:
+            total -= st.st_size
+            n += 1
+        self.stats["evicted"] += n
+        return n
+
+    def entries(self) -> list[CacheEntry]:
+        """Every valid entry with its size on disk (entry file plus library)."""
+        out: list[CacheEntry] = []
+        root = self._root_str()
+        from pathlib import Path
+
+        try:
+            secret = _secret(root)
+        except OSError:
+            return out
+        for path, st in self._files():
+            if not path.endswith(".art"):
                 continue
-            out.append(CacheEntry(path.stem, path, path.stat().st_size, art.entry,
-                                  art.compiler, art.kind, art.arch))
+            key = os.path.basename(path)[:-4]
+            try:
+                art, lib = _decode(read_private(path, max_bytes()), key, secret)
+                size = st.st_size
+                if lib is not None:
+                    size += os.lstat(_lib_path(root, lib)).st_size
+            except (_Untrusted, OSError, ValueError, KeyError, TypeError):
+                continue
+            out.append(CacheEntry(key, Path(path), size, art.entry, art.compiler, art.kind,
+                                  art.arch, st.st_mtime))
+        out.sort(key=lambda e: e.key)
         return out
 
     def size(self) -> int:
-        """Total bytes of all entry files."""
-        if not self.root.is_dir():
-            return 0
-        return sum(p.stat().st_size for p in self.root.glob("*/*.art"))
+        """Total bytes of all entry and library files."""
+        return sum(st.st_size for _, st in self._files())
 
     def clear(self) -> int:
-        """Delete every entry and the memo of slow facts (``memo.json``: plugin index,
-        compiler versions; relearned on next use); return how many entries were removed."""
+        """Delete every file of the cache (entries, libraries, damaged or foreign files,
+        locks, temporary files, the memo of slow facts ``memo.json``; relearned on next
+        use), keeping the folder and its secret; return how many entries were removed."""
+        root = self._root_str()
         n = 0
-        if not self.root.is_dir():
+        try:
+            top = list(os.scandir(root))
+        except OSError:
             return 0
-        for p in self.root.glob("*/*.art"):
-            try:
-                p.unlink()
-                n += 1
-            except OSError:
-                pass
+        for e in top:
+            if e.name == _SECRET:
+                continue
+            if e.is_dir(follow_symlinks=False):
+                n += _clear_tree(e.path)
+                try:
+                    os.rmdir(e.path)
+                except OSError:
+                    pass
+            else:
+                _remove(e.path)
         from . import _memo
 
-        try:
-            (self.root / _memo.FILE).unlink()
-        except OSError:
-            pass
         _memo.reset()
         return n
 
 
-def _encode(a: Artifact) -> bytes:
+def _clear_tree(folder: str) -> int:
+    n = 0
+    try:
+        items = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for e in items:
+        if e.is_dir(follow_symlinks=False):
+            n += _clear_tree(e.path)
+            try:
+                os.rmdir(e.path)
+            except OSError:
+                pass
+            continue
+        try:
+            os.unlink(e.path)
+            n += e.name.endswith(".art")
+        except OSError:
+            pass
+    return n
+
+
+def _touch(path: str) -> None:
+    """Mark ``path`` used now (the LRU order eviction follows)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def _lib_path(root: str, digest: str) -> str:
+    return os.path.join(root, _LIB, f"{digest}.so")
+
+
+def _store_library(root: str, data: bytes) -> str:
+    """Write ``data`` as ``lib/<sha256>.so`` unless a verified copy is there; its digest."""
+    digest = hashlib.sha256(data).hexdigest()
+    path = _lib_path(root, digest)
+    try:
+        if read_private(path, max(len(data), 1)) == data:
+            return digest
+    except FileNotFoundError:
+        pass
+    except _Untrusted:
+        _remove(path)
+    _write_private(path, data)
+    return digest
+
+
+def _mac(secret: bytes, key: str, meta: bytes, payload: bytes) -> bytes:
+    h = hmac.new(secret, digestmod=hashlib.sha256)
+    h.update(key.encode() + b"\0")
+    h.update(struct.pack("<Q", len(meta)))
+    h.update(meta)
+    h.update(payload)
+    return h.digest()
+
+
+def _encode(a: Artifact, key: str, secret: bytes, lib: str | None) -> bytes:
     meta = json.dumps({
-        "kind": a.kind, "entry": a.entry, "compiler": a.compiler, "arch": a.arch,
-        "log": a.log, "info": a.info,
+        "key": key, "kind": a.kind, "entry": a.entry, "compiler": a.compiler, "arch": a.arch,
+        "log": a.log, "info": a.info, "lib": lib,
     }).encode()
-    digest = hashlib.sha256(meta + a.data).digest()
-    return _HEADER.pack(_MAGIC, len(meta), len(a.data), digest) + meta + a.data
+    payload = b"" if lib is not None else a.data
+    return _HEADER.pack(_MAGIC, len(meta), len(payload), _mac(secret, key, meta, payload)) \
+        + meta + payload
 
 
-def _decode(blob: bytes) -> Artifact | None:
+def _decode(blob: bytes, key: str, secret: bytes) -> tuple[Artifact, str | None]:
+    """The artifact in ``blob`` and its library digest (None when the payload is inline);
+    raises ``_Untrusted`` unless Thork's writer signed exactly this entry for ``key``."""
     if len(blob) < _HEADER.size:
-        return None
-    magic, mlen, plen, digest = _HEADER.unpack_from(blob)
+        raise _Untrusted("truncated entry")
+    magic, mlen, plen, mac = _HEADER.unpack_from(blob)
     body = blob[_HEADER.size:]
     if magic != _MAGIC or len(body) != mlen + plen:
-        return None
-    if hashlib.sha256(body).digest() != digest:
-        return None
-    try:
-        meta = json.loads(body[:mlen])
-    except ValueError:
-        return None
-    return Artifact(
-        kind=meta["kind"], data=bytes(body[mlen:]), entry=meta["entry"],
+        raise _Untrusted("damaged entry")
+    meta_b, payload = body[:mlen], body[mlen:]
+    if not hmac.compare_digest(mac, _mac(secret, key, meta_b, payload)):
+        raise _Untrusted("entry not written by Thork for this key")
+    meta = json.loads(meta_b)
+    if meta["key"] != key:  # covered by the MAC; checked again for clarity
+        raise _Untrusted("entry of another key")
+    art = Artifact(
+        kind=meta["kind"], data=bytes(payload), entry=meta["entry"],
         compiler=meta["compiler"], arch=meta["arch"], log=meta.get("log", ""),
         info=meta.get("info", {}),
     )
+    return art, meta.get("lib")
 
 
-def library_path(data: bytes, folder: str) -> str:
-    """A content-addressed file under the cache folder holding ``data`` (a shared library:
-    ``dlopen`` needs a path). Written once, atomically, so concurrent loaders never see
-    half a library."""
-    digest = hashlib.sha256(data).hexdigest()
-    where = os.path.join(cache_root(), folder)
-    path = os.path.join(where, f"{digest}.so")
-    if not os.path.exists(path):
-        os.makedirs(where, exist_ok=True)
-        tmp = os.path.join(where, f".tmp-{os.getpid()}-{digest}.so")
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    return path
+def _with_data(a: Artifact, data: bytes) -> Artifact:
+    return Artifact(kind=a.kind, data=data, entry=a.entry, compiler=a.compiler, arch=a.arch,
+                    log=a.log, info=a.info)
+
+
+_FALLBACK: list[str] = []
+
+
+def library_path(data: bytes, folder: str = _LIB) -> str:
+    """A file holding exactly ``data`` (a shared library: ``dlopen`` needs a path), in the
+    cache's one library store (``lib/<sha256>.so``, shared with the entries: one copy per
+    library). An existing file is used only after its content is compared with ``data``;
+    a wrong or untrusted one is replaced. Where the cache cannot be written, a private
+    temporary folder serves. ``folder`` is accepted for callers of the former layout."""
+    del folder
+    try:
+        root = cache_root()
+        return _lib_path(root, _store_library(root, data))
+    except OSError:
+        pass
+    if not _FALLBACK:
+        import tempfile
+
+        _FALLBACK.append(tempfile.mkdtemp(prefix="thork-lib-"))
+        _remove_at_exit(_FALLBACK[0])
+    root = _FALLBACK[0]
+    return _lib_path(root, _store_library(root, data))
+
+
+def load_library(data: bytes) -> Any:
+    """``ctypes.CDLL`` of the library ``data`` (through :func:`library_path`'s verified
+    file), unloaded (``dlclose``) when the returned object and every function taken from
+    it are gone: a process that makes and drops many kernels does not keep every library
+    mapped. Callers keep the object (or its functions) while they may call into it."""
+    import ctypes
+    import weakref
+
+    lib = ctypes.CDLL(library_path(data))
+    _pin_runtimes()
+    weakref.finalize(lib, _dlclose, lib._handle).atexit = False  # not at shutdown
+    return lib
+
+
+_PINNED: dict[str, Any] = {}
+
+
+def _pin_runtimes() -> None:
+    """Keep the OpenMP runtime a library pulled in loaded for good: its worker threads
+    outlive any one library, so unloading the last library that needed it must not
+    unload it (``RTLD_NOLOAD``: only where already loaded)."""
+    import ctypes
+
+    for name in ("libgomp.so.1", "libomp.so", "libomp.so.5"):
+        if name in _PINNED:
+            continue
+        try:
+            _PINNED[name] = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+        except (OSError, AttributeError):
+            pass
+
+
+def _dlclose(handle: int) -> None:
+    try:
+        import _ctypes
+
+        _ctypes.dlclose(handle)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError):  # pragma: no cover - not POSIX
+        pass
+
+
+def _reset() -> None:
+    """Forget the folders checked and secrets read (tests change ``THORK_CACHE_DIR``
+    and permissions)."""
+    with _ROOTS_LOCK:
+        _ROOTS.clear()
+    _SECRETS.clear()
 
 
 _DEFAULT = DiskCache()

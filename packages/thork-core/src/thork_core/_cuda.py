@@ -6,14 +6,16 @@ on machines without it and without a GPU.
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import threading
 from typing import Any
 
 from ._errors import LaunchError
 
 __all__ = [
     "driver", "check", "gpu_status", "device_count", "compute_capability", "device_name",
-    "context", "pointer_device", "stream_handle",
+    "context", "pointer_device", "stream_handle", "stream_wait", "libcuda",
 ]
 
 
@@ -88,8 +90,26 @@ def device_name(ordinal: int = 0) -> str:
     return raw.split(b"\0", 1)[0].decode()
 
 
-@functools.cache
+_CONTEXT_LOCK = threading.Lock()
+
+
 def context(ordinal: int = 0) -> Any:
+    """Device ``ordinal``'s primary context (shared with CuPy and PyTorch), retained once
+    per process (threads racing here retain it once) and made current on the thread that
+    retained it; other threads call :func:`make_current` (launchers do it themselves)."""
+    ctx = _CONTEXTS.get(ordinal)
+    if ctx is None:
+        with _CONTEXT_LOCK:
+            ctx = _CONTEXTS.get(ordinal)
+            if ctx is None:
+                ctx = _CONTEXTS[ordinal] = _retain(ordinal)
+    return ctx
+
+
+_CONTEXTS: dict[int, Any] = {}
+
+
+def _retain(ordinal: int) -> Any:
     """Retain device ``ordinal``'s primary context (shared with CuPy and PyTorch)."""
     ok, why = gpu_status()
     if not ok:
@@ -102,10 +122,73 @@ def context(ordinal: int = 0) -> Any:
 
 
 def make_current(ordinal: int = 0) -> Any:
-    """Make device ``ordinal``'s primary context current on this thread; return it."""
+    """Make device ``ordinal``'s primary context current on this thread (a no-op when it
+    is: one ``cuCtxGetCurrent`` through ctypes, ~0.2 us); return it."""
     ctx = context(ordinal)
+    fast = _FAST
+    if not fast:
+        _fast_calls()
+    if fast[0] is not None:
+        cur = ctypes.c_void_p()
+        handle = int(ctx)
+        if fast[0](ctypes.byref(cur)) == 0 and cur.value == handle:
+            return ctx
+        err = fast[1](handle)
+        if err:
+            check((driver().CUresult(err),), "cuCtxSetCurrent")
+        return ctx
     check(driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     return ctx
+
+
+#: (cuCtxGetCurrent, cuCtxSetCurrent) as private ctypes prototypes, or (None, None) where
+#: libcuda cannot be opened by name (cuda-bindings then serves).
+_FAST: list[Any] = []
+
+
+def _fast_calls() -> None:
+    try:
+        get = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))(
+            function_address("cuCtxGetCurrent"))
+        put = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(
+            function_address("cuCtxSetCurrent"))
+        _FAST[:] = [get, put]
+    except LaunchError:
+        _FAST[:] = [None, None]
+
+
+def stream_wait(device: int, producer: int, consumer: int) -> None:
+    """Order ``consumer`` after the work already queued on ``producer`` (both raw stream
+    handles on ``device``, whose context is made current first): the one stream wait
+    (CAI v3 producer streams, DLPack exports, fkl inputs)."""
+    drv = driver()
+    make_current(device)
+    ev = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
+    try:
+        check(drv.cuEventRecord(ev, producer), "cuEventRecord")
+        check(drv.cuStreamWaitEvent(consumer, ev, 0), "cuStreamWaitEvent")
+    finally:
+        check(drv.cuEventDestroy(ev), "cuEventDestroy")
+
+
+_LIBCUDA: list[Any] = []
+
+
+def libcuda() -> Any:
+    """The driver library (``libcuda.so.1``) through ctypes: the launcher takes the
+    addresses of ``cuLaunchKernel`` and the context calls from it."""
+    if not _LIBCUDA:
+        try:
+            _LIBCUDA.append(ctypes.CDLL("libcuda.so.1"))
+        except OSError as exc:
+            raise LaunchError(f"cannot open the CUDA driver library libcuda.so.1: {exc}") \
+                from None
+    return _LIBCUDA[0]
+
+
+def function_address(name: str) -> int:
+    """The address of driver function ``name`` (for the launcher)."""
+    return int(ctypes.cast(getattr(libcuda(), name), ctypes.c_void_p).value or 0)
 
 
 def pointer_device(ptr: int) -> int:

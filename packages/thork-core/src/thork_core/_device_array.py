@@ -14,9 +14,12 @@ import math
 import threading
 from typing import Any
 
+from . import _cuda
 from ._adapter import _DLDataType, _DLDevice, _DLManagedTensor, _DLManagedTensorVersioned
-from ._dtype import DType, dt, dtype_of
+from ._cuda import stream_wait
+from ._dtype import DType, dt, dtype_of, typestr
 from ._errors import ArgumentError
+from ._memory import device_pool
 
 __all__ = ["DeviceArray"]
 
@@ -73,9 +76,6 @@ class DeviceArray:
 
     def __init__(self, shape: Any, dtype: Any = "float32", *, device: int = 0,
                  stream: Any = None) -> None:
-        from . import _cuda
-        from ._memory import device_pool
-
         self._owns = False
         self.shape = _shape(shape)
         self.dtype = _dtype(dtype)
@@ -235,7 +235,7 @@ class DeviceArray:
     def __cuda_array_interface__(self) -> dict[str, Any]:
         return {
             "shape": self.shape,
-            "typestr": _typestr(self.dtype),
+            "typestr": typestr(self.dtype),
             "data": (self.ptr, False),
             "version": 3,
             "strides": None,
@@ -259,7 +259,7 @@ class DeviceArray:
         # work queued on this array's stream must be done before that stream reads it.
         consumer = 0 if stream is None or stream in (0, 1) else int(stream)
         if consumer != -1 and consumer != self.stream:
-            _stream_wait(self.device, producer=self.stream, consumer=consumer)
+            stream_wait(self.device, producer=self.stream, consumer=consumer)
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         ndim = self.ndim
         shape = (ctypes.c_int64 * max(ndim, 1))(*self.shape)
@@ -288,8 +288,6 @@ class DeviceArray:
             return
         self._owns = False
         try:
-            from ._memory import device_pool
-
             device_pool(self.device).free(self.ptr, self.stream)
         except Exception:  # interpreter shutdown or a destroyed stream: nothing to do
             pass
@@ -314,24 +312,3 @@ def _dtype(d: Any) -> DType:
     except (TypeError, KeyError, ValueError):
         raise ArgumentError(f"DeviceArray dtype: unsupported dtype {d!r}") from None
 
-
-def _typestr(d: DType) -> str:
-    if d == dt.bfloat16:
-        return "<V2"  # no NumPy typestr for bfloat16: raw 2-byte elements
-    if d == dt.bool:
-        return "|b1"
-    order = "|" if d.itemsize == 1 else "<"
-    return f"{order}{d.kind}{d.itemsize}"
-
-
-def _stream_wait(device: int, producer: int, consumer: int) -> None:
-    """Order ``consumer`` after the work already queued on ``producer``."""
-    from . import _cuda
-
-    drv = _cuda.driver()
-    _cuda.make_current(device)
-    ev = _cuda.check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING),
-                     "cuEventCreate")
-    _cuda.check(drv.cuEventRecord(ev, producer), "cuEventRecord")
-    _cuda.check(drv.cuStreamWaitEvent(consumer, ev, 0), "cuStreamWaitEvent")
-    _cuda.check(drv.cuEventDestroy(ev), "cuEventDestroy")

@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DType", "dt", "promote", "ALL_DTYPES", "dtype_of", "from_numpy", "from_dlpack_code"]
+__all__ = [
+    "DType", "dt", "promote", "ALL_DTYPES", "dtype_of", "from_numpy", "from_dlpack_code",
+    "typestr", "input_typestr", "int_range",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,6 +112,37 @@ ALL_DTYPES: tuple[DType, ...] = (
 )
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 
+#: The array-interface typestr of each dtype (``__cuda_array_interface__``,
+#: ``__array_interface__``). bfloat16 has none of its own: it is exported as raw 2-byte
+#: elements (``<V2``, as ml_dtypes does), which cannot be told from other 2-byte records.
+_TYPESTR = {
+    "bool": "|b1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
+    "uint8": "|u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "float16": "<f2",
+    "bfloat16": "<V2", "float32": "<f4", "float64": "<f8",
+}
+
+
+def typestr(d: DType) -> str:
+    """The typestr Thork exports for ``d`` (``DeviceArray.__cuda_array_interface__``)."""
+    return _TYPESTR[d.name]
+
+
+def input_typestr(d: DType) -> str | None:
+    """The typestr that identifies an incoming array as ``d`` without asking NumPy; None
+    for bfloat16 (its ``<V2`` says nothing about the element type: the adapters decide)."""
+    return None if d.name == "bfloat16" else _TYPESTR[d.name]
+
+
+def int_range(d: DType) -> tuple[int, int]:
+    """The values an integer (or bool) dtype holds, inclusive."""
+    if d.kind == "b":
+        return 0, 1
+    if d.kind == "i":
+        return -(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1
+    if d.kind == "u":
+        return 0, 2**d.bits - 1
+    raise TypeError(f"{d.name} is not an integer dtype")
+
 
 def dtype_of(name_or_dtype: Any) -> DType:
     """Return the :class:`DType` for a DType, its name, or anything NumPy calls a dtype."""
@@ -134,6 +168,12 @@ def from_numpy(np_dtype: Any) -> DType:
     import numpy as np
 
     d = np.dtype(np_dtype)
+    if not d.isnative and d.byteorder != "|":
+        # Kernels read memory in the machine's order: a '>f4' array would be read as
+        # garbage floats. Rejected, not swapped: a copy would hide a cost and break out=.
+        raise TypeError(
+            f"array of dtype {d.str!r} has non-native byte order; kernels read native "
+            f"{d.newbyteorder('=').name} (convert with a.astype(a.dtype.newbyteorder('='))")
     if d.name in _BY_NAME:
         result = _BY_NAME[d.name]
     elif d.name == "bfloat16":

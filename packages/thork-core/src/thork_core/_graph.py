@@ -15,12 +15,13 @@ pipe would allocate should be given as ``out=``.
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 from typing import Any
 
 from ._errors import ArgumentError, LaunchError
 
-__all__ = ["Graph", "GraphNode", "recorder"]
+__all__ = ["Graph", "GraphNode", "RecordingLauncher", "recorder"]
 
 _LOCAL = threading.local()
 
@@ -29,6 +30,65 @@ def recorder() -> Graph | None:
     """The CPU-target graph recording on this thread, or None. Targets that run launches on
     the host call this first and hand the launch to :meth:`Graph.record` when it is set."""
     return getattr(_LOCAL, "graph", None)
+
+
+#: struct code of each launcher parameter kind (``P``: a pointer).
+_STRUCT = {"P": "Q", "?": "?", "b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I",
+           "q": "q", "Q": "Q", "f": "f", "d": "d"}
+
+
+class RecordingLauncher:
+    """A host target's launcher (``run``/``prepare`` as core's launchers) that hands its
+    launches to the CPU :class:`Graph` recording on the calling thread, if any; otherwise
+    the wrapped launcher runs them (one attribute lookup more per launch)."""
+
+    __slots__ = ("inner", "kinds")
+
+    def __init__(self, inner: Any, kinds: str) -> None:
+        self.inner = inner
+        self.kinds = kinds
+
+    def run(self, grid: Any, block: Any, shared: int, stream: int | None, values: Any
+            ) -> None:
+        graph = getattr(_LOCAL, "graph", None)
+        if graph is None:
+            self.inner.run(grid, block, shared, stream, values)
+        else:
+            graph.record(self.inner, self.kinds, grid, block, shared, values)
+
+    def prepare(self, grid: Any, block: Any, shared: int, values: Any) -> _RecordingPrepared:
+        return _RecordingPrepared(self, self.inner.prepare(grid, block, shared, values),
+                                  grid, block, shared, values)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class _RecordingPrepared:
+    """A prepared launch of a :class:`RecordingLauncher`: ``run(pointers, stream=0)``."""
+
+    __slots__ = ("owner", "inner", "grid", "block", "shared", "values", "_pointer_index")
+
+    def __init__(self, owner: RecordingLauncher, inner: Any, grid: Any, block: Any,
+                 shared: int, values: Any) -> None:
+        self.owner, self.inner = owner, inner
+        self.grid, self.block, self.shared = tuple(grid), tuple(block), shared
+        self.values = list(values)
+        self._pointer_index = [i for i, k in enumerate(owner.kinds) if k == "P"]
+
+    def run(self, pointers: Any, stream: int | None = 0) -> None:
+        graph = getattr(_LOCAL, "graph", None)
+        if graph is None:
+            self.inner.run(pointers, stream)
+            return
+        values = list(self.values)
+        for i, p in zip(self._pointer_index, pointers):
+            values[i] = p
+        graph.record(self.owner.inner, self.owner.kinds, self.grid, self.block, self.shared,
+                     values)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 class GraphNode:
@@ -76,7 +136,8 @@ class Graph:
         self._exec: Any = None
         self._launch: Any = None
         self._exec_arg: Any = None
-        self._host: list[tuple[Any, Any, Any, int, Any]] = []  # cpu: exe, grid, block, shm, pack
+        # cpu: (launcher, kinds, grid, block, shared bytes, values) per recorded launch
+        self._host: list[tuple[Any, str, Any, Any, int, list[Any]]] = []
         self._nodes: list[GraphNode] | None = None
         self._state = "new"
         self._lock = threading.RLock()
@@ -130,16 +191,12 @@ class Graph:
         self._exec_arg = ctypes.c_void_p(int(self._exec)) if self._by_ctypes else self._exec
         self._state = "ready"
 
-    def record(self, exe: Any, grid: Any, block: Any, shared_mem: int, argv: int) -> None:
-        """Record one CPU-target launch (called by the target instead of running it); the
-        arguments at ``argv`` are copied, so later launches may reuse that pack."""
-        from ._target import ArgumentPack
-
-        pack = ArgumentPack(exe.kernel.params)
-        src = (ctypes.c_void_p * max(len(pack.slots), 1)).from_address(argv)
-        for i, slot in enumerate(pack.slots):
-            ctypes.memmove(ctypes.addressof(slot), src[i] or 0, ctypes.sizeof(slot))
-        self._host.append((exe, tuple(grid), tuple(block), shared_mem, pack))
+    def record(self, launcher: Any, kinds: str, grid: Any, block: Any, shared: int,
+               values: Any) -> None:
+        """Record one CPU-target launch instead of running it (called by
+        :class:`RecordingLauncher`): ``values`` (one per parameter, ``kinds`` as
+        :func:`~thork_core._launch.param_kinds`) are copied."""
+        self._host.append((launcher, kinds, tuple(grid), tuple(block), shared, list(values)))
 
     # -- replaying -----------------------------------------------------------------------
     def replay(self, stream: Any = None) -> None:
@@ -149,8 +206,8 @@ class Graph:
             raise LaunchError(f"Graph.replay: the graph is {self._state} (record it in a "
                               "'with' block that completes first)")
         if self.target == "cpu":
-            for exe, grid, block, shm, pack in self._host:
-                exe._run(grid, block, 0, shm, pack.address)
+            for launcher, _, grid, block, shm, values in self._host:
+                launcher.run(grid, block, shm, 0, values)
             return
         handle = self.stream if stream is None else _handle(stream)
         if self._by_ctypes:
@@ -177,12 +234,9 @@ class Graph:
 
     def _read_nodes(self) -> list[GraphNode]:
         if self.target == "cpu":
-            out = []
-            for i, (_, _, _, _, pack) in enumerate(self._host):
-                out.append(GraphNode(self, i, [ctypes.string_at(ctypes.addressof(s),
-                                                                ctypes.sizeof(s))
-                                               for s in pack.slots]))
-            return out
+            return [GraphNode(self, i, [struct.pack("<" + _STRUCT[k], v)
+                                        for k, v in zip(kinds, values)])
+                    for i, (_, kinds, _, _, _, values) in enumerate(self._host)]
         from . import _cuda
 
         drv = _cuda.driver()
@@ -246,9 +300,9 @@ class Graph:
 
     def _apply(self, n: GraphNode) -> None:
         if self.target == "cpu":
-            pack = self._host[n._index][4]
-            for slot, raw in zip(pack.slots, n.args):
-                ctypes.memmove(ctypes.addressof(slot), raw, len(raw))
+            _, kinds, _, _, _, values = self._host[n._index]
+            for i, (k, raw) in enumerate(zip(kinds, n.args)):
+                values[i] = struct.unpack("<" + _STRUCT[k], raw)[0]
             return
         node, params = n._handle
         bufs = [ctypes.create_string_buffer(raw, len(raw)) for raw in n.args]

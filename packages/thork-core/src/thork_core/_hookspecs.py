@@ -1,11 +1,19 @@
-"""Every hook a Thork plugin can implement.
+"""Every hook a Thork plugin can implement (the plugin API's contract; the objects the
+hooks return are in :mod:`thork_core.plugin`).
 
-Plugins are modules (or objects) exposed through the ``thork`` entry-point group. Each
-hook is called once per process, the first time the registry is asked for what it
-registers; a plugin module must stay cheap to import (import compilers and drivers lazily).
-Results of all plugins are concatenated in registration order; where several items share
-a name, the one with the higher ``priority`` wins and the other is reported by
-``thork info``. A hook that raises is reported as a warning and its plugin is skipped.
+A plugin is a module (or object) named by an entry point in the ``thork`` group and
+implementing any of these hooks with :data:`hookimpl`. Anyone may implement any hook:
+Thork's own packages are plugins written against the same public API.
+
+Common to every hook: it takes no parameters; it is called at most once per process for
+each plugin, when the registry imports that plugin (the first time a query needs one of
+its objects, or when the registry is built and its plugin index has no valid entry for the
+plugin: ``docs/plugins.md``, "Lazy loading"). What it returns must depend only on the
+plugin's installed files, never on the machine or environment (whether something works
+here belongs in ``available()``). A plugin module stays cheap to import: import compilers,
+drivers and heavy libraries inside the hook. A hook that raises is reported with one
+:class:`~thork_core.PluginWarning` naming the plugin; what the plugin registered through
+its other hooks stays.
 """
 
 from __future__ import annotations
@@ -28,41 +36,67 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def thork_register_compilers() -> list[Compiler]:
-    """Return the compilers this plugin provides (e.g. NVRTC, nvcc, a host C++ compiler).
+    """Return the compilers this plugin provides (e.g. NVRTC, nvcc, a host C++ compiler):
+    :class:`~thork_core.plugin.Compiler` instances.
 
-    Called once when a kernel is first compiled or ``thork info`` runs. Lists from all
-    plugins are concatenated; selection without an explicit choice takes the available
-    compiler with the highest ``priority`` that a target can consume.
+    Called once per process, when the registry imports the plugin: the first time a
+    build needs a compiler it may provide (a kernel's first compile or disk-cache hit),
+    when every compiler is listed (``thork info``), or when the plugin is (re)indexed.
+    Combining: the lists of all plugins are concatenated. A build's compiler is the one
+    named by the caller, else ``THORK_COMPILER`` (where it fits), else the target's
+    ``preferred_compiler``, else the available compiler fitting the target (its
+    ``language`` and artifact kinds) ranked first: Thork's own and opted-in plugins'
+    (``THORK_PLUGIN_DEFAULTS``) by descending ``priority``, then the others'.
+    Who implements it: any plugin shipping a compiler (thork-backend-nvrtc, -nvcc, -clang,
+    thork-target-cpu, third parties such as the thork-sanitize example).
     """
     raise NotImplementedError
 
 
 @hookspec
 def thork_register_targets() -> list[Target]:
-    """Return the targets this plugin provides (e.g. the GPU, the CPU).
+    """Return the targets this plugin provides (e.g. the GPU, the CPU):
+    :class:`~thork_core.plugin.Target` instances.
 
-    Called once, like the other hooks. With no target asked for, the available target
-    with the highest ``priority`` runs the kernel.
+    Called once per process, when the registry imports the plugin: the first time a
+    target it may provide is asked for by name, or when the default target is chosen and
+    the targets ranked before it are unavailable, when every target is listed, or when
+    the plugin is (re)indexed. Combining: the lists are concatenated. A kernel runs on
+    the target named by the caller, else ``THORK_TARGET``, else the first available one
+    in rank order: Thork's own and opted-in plugins' by descending ``priority`` (GPU 100,
+    CPU 10), then the others' — a third-party target never becomes the default while a
+    built-in one is available unless the user opts in.
+    Who implements it: core (``gpu``), thork-target-cpu (``cpu``), thork-backend-nvcc
+    (``gpu-hostlib``), third parties.
     """
     raise NotImplementedError
 
 
 @hookspec
 def thork_register_frontends() -> list[Frontend]:
-    """Return descriptions of the front-ends this plugin provides (tracer, compose).
+    """Return descriptions of the front-ends this plugin provides (tracer, compose):
+    :class:`~thork_core.plugin.Frontend` records.
 
-    Called once, when ``thork info`` runs or the registry is first loaded. Lists are
-    concatenated; informational only, since users import front-ends directly.
+    Called once per process, when front-ends are listed (``thork info``, ``thork
+    plugins``) or the plugin is (re)indexed. Combining: the lists are concatenated in
+    registration order; informational only, since users import front-ends directly.
+    Who implements it: thork-trace, fkl-compose, any package that builds kernel IR and
+    hands it to :func:`thork_core.build.build_kernel`.
     """
     raise NotImplementedError
 
 
 @hookspec
 def thork_register_array_adapters() -> list[ArrayAdapter]:
-    """Return adapters that turn foreign array objects into launch arguments.
+    """Return adapters that turn foreign array objects into launch arguments:
+    :class:`~thork_core.plugin.ArrayAdapter` instances.
 
-    Called once. For each argument, adapters are tried in descending ``priority`` and
-    the first that accepts the object wins; core provides NumPy,
-    ``__cuda_array_interface__`` and DLPack adapters.
+    Called once per process, the first time an argument needs an adapter (the first
+    launch with an array) or adapters are listed. Combining: the lists are concatenated
+    and sorted by descending ``priority``; for each argument the first adapter whose
+    ``view`` accepts the object (returns an :class:`~thork_core.plugin.ArrayView`, not
+    None) wins. Core provides NumPy, ``__cuda_array_interface__`` and DLPack adapters.
+    Who implements it: core, interop packages (thork-interop-torch), third parties adding
+    an array type the built-in protocols do not cover.
     """
     raise NotImplementedError

@@ -1,38 +1,270 @@
-"""A prepared launch: one kernel, fixed geometry and scalar values, pointers per call.
+"""The launcher: the one mechanism every target launches kernels through.
 
-Front-ends that validated their arguments once (fkl-compose's hot path, replay loops)
-prepare a :class:`PreparedLaunch` and then call it with nothing but array addresses and
-a stream. Each one owns its :class:`~thork_core.ArgumentPack`, so two prepared launches of
-the same executable with different scalar values never overwrite each other's slots.
+A :class:`Launcher`-shaped object (the native module's ``Launcher`` where
+``_native_launch.c`` could be built, else :class:`PyLauncher`, same interface and
+behaviour) belongs to one loaded kernel. It knows how to call that kernel's entry (a
+calling convention: ``cuLaunchKernel``, an nvcc host library's entry, the CPU target's
+entry) and the kind of each parameter. It offers two calls:
+
+- ``run(grid, block, shared_mem, stream, values)``: one launch; ``values`` holds one entry
+  per parameter (an address for a pointer, a :func:`~thork_core._binding.scalar_value`
+  result for a scalar). Targets' ``Executable.launch`` binds the caller's arguments and
+  calls this.
+- ``prepare(grid, block, shared_mem, values)``: geometry and scalars fixed once; the result
+  launches with nothing but addresses and a stream (:class:`PreparedLaunch` wraps it:
+  fkl's hot path, replay loops).
+
+Thread safety: a launch never writes shared state. The native launcher builds each
+call's argument values and ``void*`` array on its own C stack; the Python launcher in
+per-thread buffers. A GPU launcher makes the kernel's context current on the calling
+thread when it is not. Any number of threads may launch one kernel at once.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
+import struct
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._target import ArgumentPack, Dim3
+from ._dtype import DType
+from ._ir import Param, PointerType
 
 if TYPE_CHECKING:
-    from ._target import Executable
+    from ._target import Dim3, Executable
 
-__all__ = ["ArrayGuard", "PreparedLaunch", "guarded_call_base"]
+__all__ = [
+    "ArrayGuard", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "PreparedLaunch",
+    "PyLauncher", "guarded_call_base", "make_launcher", "out_maker", "param_kinds",
+]
+
+#: Calling conventions (``_native_launch.c`` has the same numbers).
+#: ``cuLaunchKernel(function, gx, gy, gz, bx, by, bz, shared, stream, params, NULL)``
+CONV_CU = 0
+#: ``fn(params, grid[3], block[3], unsigned shared, stream)`` (nvcc host library)
+CONV_HOST_STREAM = 1
+#: ``fn(params, grid[3], block[3], unsigned long long shared)`` (CPU target)
+CONV_HOST = 2
+
+#: The struct-module code of each scalar dtype's slot (16-bit floats travel as raw bits).
+_KIND = {
+    "bool": "?", "int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint8": "B",
+    "uint16": "H", "uint32": "I", "uint64": "Q", "float16": "H", "bfloat16": "H",
+    "float32": "f", "float64": "d",
+}
+# Each slot is 8 bytes: the value's bytes, then padding ('<': no alignment, little-endian).
+_SLOT = {"P": "Q", "?": "?7x", "b": "b7x", "B": "B7x", "h": "h6x", "H": "H6x", "i": "i4x",
+         "I": "I4x", "q": "q", "Q": "Q", "f": "f4x", "d": "d"}
 
 #: What a guard's ``specs`` holds per array: (shape, dtype, device ordinal).
 ArraySpec = tuple[tuple[int, ...], Any, int]
 
 
-class PreparedLaunch:
-    """``launch(pointers, stream)``: write the pointer arguments and launch; no checks.
+def param_kinds(params: Sequence[Param]) -> str:
+    """One kind code per parameter: ``P`` for a pointer, else the struct code of its slot."""
+    out = []
+    for p in params:
+        if isinstance(p.type, PointerType):
+            out.append("P")
+        else:
+            assert isinstance(p.type, DType)
+            out.append(_KIND[p.type.name])
+    return "".join(out)
 
-    ``values`` holds one entry per kernel parameter: a
-    :func:`~thork_core._binding.scalar_value` result for each scalar (written once, here)
-    and anything for each pointer (replaced on every call). ``pointers`` are device (or, on
-    the CPU target, host) addresses in parameter order; ``stream`` a raw CUDA stream
-    handle (0: the legacy default stream; ignored by the CPU target).
+
+def launcher_choice() -> str:
+    """``THORK_LAUNCHER``: ``native`` (default: the C launcher where it can be built) or
+    ``python`` (``ctypes`` is accepted as a synonym): :class:`PyLauncher` always."""
+    choice = os.environ.get("THORK_LAUNCHER", "native").strip().lower() or "native"
+    return "python" if choice == "ctypes" else choice
+
+
+def make_launcher(conv: int, fn: int, function: int, params: Sequence[Param],
+                  on_error: Callable[[int, Dim3, Dim3], None], *, ctx: int = 0,
+                  ctx_get: int = 0, ctx_set: int = 0) -> Any:
+    """The launcher for one loaded kernel: native where possible, else :class:`PyLauncher`.
+
+    ``conv``: one of the ``CONV_*`` conventions; ``fn``: the entry's address;
+    ``function``: the ``CUfunction`` (``CONV_CU``; else ignored); ``on_error(code, grid,
+    block)`` is called when the entry returns non-zero and raises; ``ctx`` (with
+    ``ctx_get``/``ctx_set``, the addresses of ``cuCtxGetCurrent``/``cuCtxSetCurrent``) is
+    made current on the calling thread before a launch when it is not.
+    """
+    kinds = param_kinds(params)
+    if launcher_choice() == "native" and len(kinds) <= 1024:  # (the C module's limit)
+        from ._native import native_module
+
+        mod = native_module()
+        if mod is not None:
+            return mod.Launcher(conv, fn, function, kinds, on_error, ctx, ctx_get, ctx_set)
+    return PyLauncher(conv, fn, function, kinds, on_error, ctx, ctx_get, ctx_set)
+
+
+_PROTOTYPES: dict[int, Any] = {}
+
+
+def _prototypes() -> dict[int, Any]:
+    """The entries' ctypes prototypes per convention (made on first use: only the Python
+    launcher needs them, and ``import thork`` should not pay for them)."""
+    if not _PROTOTYPES:
+        _PROTOTYPES.update({
+            CONV_CU: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
+                                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p),
+            CONV_HOST_STREAM: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
+                                               ctypes.c_void_p, ctypes.c_void_p,
+                                               ctypes.c_uint, ctypes.c_void_p),
+            CONV_HOST: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.c_void_p, ctypes.c_ulonglong),
+            -1: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)),
+            -2: ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p),
+        })
+    return _PROTOTYPES
+
+
+def _dims3(values: Sequence[int]) -> Any:
+    return (ctypes.c_uint * 3)(*values)
+
+
+class PyLauncher:
+    """The launcher in Python (ctypes): the native ``Launcher``'s interface and behaviour,
+    used where the C module cannot be built or ``THORK_LAUNCHER=python``.
+
+    Per-thread argument buffers keep concurrent launches apart; ctypes releases the GIL
+    around the foreign call.
     """
 
-    __slots__ = ("exe", "grid", "block", "shared_mem", "pack", "_pointer_slots", "call")
+    __slots__ = ("conv", "nparams", "_fn", "_function", "_kinds", "_format", "_on_error",
+                 "_ctx", "_ctx_get", "_ctx_set", "_tls")
+
+    def __init__(self, conv: int, fn: int, function: int, kinds: str,
+                 on_error: Callable[..., None], ctx: int = 0, ctx_get: int = 0,
+                 ctx_set: int = 0) -> None:
+        protos = _prototypes()
+        if conv not in (CONV_CU, CONV_HOST_STREAM, CONV_HOST):
+            raise ValueError(f"conv: 0, 1 or 2, got {conv}")
+        if not fn:
+            raise ValueError("fn: a non-null function address is required")
+        bad = [k for k in kinds if k not in _SLOT]
+        if bad:
+            raise ValueError(f"kinds: unknown parameter kind {bad[0]!r}")
+        if not callable(on_error):
+            raise TypeError("on_error must be callable")
+        if ctx and not (ctx_get and ctx_set):
+            raise ValueError("ctx needs ctx_get and ctx_set")
+        self.conv = conv
+        self.nparams = len(kinds)
+        self._fn = protos[conv](fn)
+        self._function = ctypes.c_void_p(function or None)
+        self._kinds = kinds
+        self._format = "<" + "".join(_SLOT[k] for k in kinds)
+        self._on_error = on_error
+        self._ctx = ctx
+        self._ctx_get = protos[-1](ctx_get) if ctx else None
+        self._ctx_set = protos[-2](ctx_set) if ctx else None
+        self._tls = threading.local()
+
+    def _buffers(self) -> tuple[Any, Any]:
+        """This thread's value slots and the ``void*`` array pointing at them."""
+        tls = self._tls
+        try:
+            return tls.buf, tls.argv  # type: ignore[no-any-return]
+        except AttributeError:
+            n = max(self.nparams, 1)
+            buf = (ctypes.c_uint64 * n)()
+            base = ctypes.addressof(buf)
+            argv = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
+            tls.buf, tls.argv = buf, argv
+            return buf, argv
+
+    def run(self, grid: Sequence[int], block: Sequence[int], shared: int, stream: int | None,
+            values: Sequence[Any]) -> None:
+        """One launch with ``values`` (one per parameter) on ``stream`` (0/None: legacy)."""
+        if len(values) != self.nparams:
+            raise ValueError(f"values: {self.nparams} expected (one per parameter), got "
+                             f"{len(values)}")
+        dims = _dims(grid, "grid"), _dims(block, "block")
+        buf, argv = self._buffers()
+        try:
+            struct.pack_into(self._format, buf, 0, *values)
+        except struct.error as exc:
+            raise OverflowError(str(exc)) from None
+        self._call(*dims, shared, stream, argv)
+
+    def _call(self, grid: Dim3, block: Dim3, shared: int, stream: int | None,
+              argv: Any) -> None:
+        if self._ctx:
+            cur = ctypes.c_void_p()
+            if self._ctx_get(ctypes.byref(cur)) != 0 or cur.value != self._ctx:  # type: ignore[misc]
+                err = self._ctx_set(self._ctx)  # type: ignore[misc]
+                if err:
+                    self._on_error(err, grid, block)
+                    return
+        if self.conv == CONV_CU:
+            err = self._fn(self._function, *grid, *block, shared, stream or None, argv, None)
+        elif self.conv == CONV_HOST_STREAM:
+            err = self._fn(argv, _dims3(grid), _dims3(block), shared, stream or None)
+        else:
+            err = self._fn(argv, _dims3(grid), _dims3(block), shared)
+        if err:
+            self._on_error(err, grid, block)
+
+    def prepare(self, grid: Sequence[int], block: Sequence[int], shared: int,
+                values: Sequence[Any]) -> PyPrepared:
+        """Geometry and scalars fixed; see :class:`PyPrepared`."""
+        return PyPrepared(self, grid, block, shared, values)
+
+
+def _dims(value: Sequence[int], what: str) -> Dim3:
+    """(x, y, z) with each in 1..2**32-1 (the native launcher's check and messages)."""
+    dims = tuple(value)
+    if len(dims) != 3:
+        raise ValueError(f"{what}: expected 3 dimensions")
+    if not all(type(d) is int and 0 < d < 2**32 for d in dims):
+        raise ValueError(f"{what}: dimensions must be 1..2**32-1")
+    return dims  # type: ignore[return-value]
+
+
+class PyPrepared:
+    """The native ``Prepared`` in Python: ``run(pointers, stream=0)``."""
+
+    __slots__ = ("launcher", "grid", "block", "shared", "values", "_pointer_index")
+
+    def __init__(self, launcher: PyLauncher, grid: Sequence[int], block: Sequence[int],
+                 shared: int, values: Sequence[Any]) -> None:
+        if len(values) != launcher.nparams:
+            raise ValueError(f"values: {launcher.nparams} expected (one per parameter), got "
+                             f"{len(values)}")
+        self.launcher = launcher
+        self.grid, self.block, self.shared = _dims(grid, "grid"), _dims(block, "block"), shared
+        kinds = launcher._kinds
+        self._pointer_index = [i for i, k in enumerate(kinds) if k == "P"]
+        self.values = [0 if k == "P" else v for k, v in zip(kinds, values)]
+        struct.pack(launcher._format, *self.values)  # the scalars fit: checked once here
+
+    def run(self, pointers: Sequence[int], stream: int | None = 0) -> None:
+        if len(pointers) != len(self._pointer_index):
+            raise ValueError(f"pointers: {len(self._pointer_index)} addresses expected, got "
+                             f"{len(pointers)}")
+        values = list(self.values)
+        for i, p in zip(self._pointer_index, pointers):
+            values[i] = p
+        self.launcher.run(self.grid, self.block, self.shared, stream, values)
+
+
+class PreparedLaunch:
+    """``launch(pointers, stream)``: a launch with fixed geometry and scalar values; the
+    pointer arguments come with each call; no checks.
+
+    ``values`` holds one entry per kernel parameter: a
+    :func:`~thork_core._binding.scalar_value` result for each scalar (converted once,
+    here) and anything for each pointer. ``pointers`` are device (or, on the CPU target,
+    host) addresses in parameter order; ``stream`` a raw CUDA stream handle (0: the legacy
+    default stream; ignored by the CPU target). Safe to call from many threads at once.
+    """
+
+    __slots__ = ("exe", "grid", "block", "shared_mem", "values", "prepared", "call", "_count")
 
     def __init__(self, exe: Executable, grid: Dim3, block: Dim3, values: Sequence[Any],
                  shared_mem: int = 0) -> None:
@@ -44,23 +276,26 @@ class PreparedLaunch:
         self.grid = grid
         self.block = block
         self.shared_mem = shared_mem
-        self.pack = ArgumentPack(params)
-        for slot, is_pointer, value in zip(self.pack.slots, self.pack.pointer, values):
-            slot.value = 0 if is_pointer else value
-        self._pointer_slots = [s for s, p in zip(self.pack.slots, self.pack.pointer) if p]
+        self.values = list(values)
+        #: The launcher's prepared call (native ``Prepared`` or :class:`PyPrepared`).
+        self.prepared = exe.launcher.prepare(grid, block, shared_mem, values)
+        self._count = sum(isinstance(p.type, PointerType) for p in params)
         #: The fastest callable with :meth:`__call__`'s contract (a C function where the
-        #: target has one): hot loops call this.
-        self.call: Callable[[Sequence[int], int], None] = self.__call__
+        #: native module was built): hot loops call this.
+        self.call: Callable[[Sequence[int], int], None] = self.prepared.run
 
     def __call__(self, pointers: Sequence[int], stream: int = 0) -> None:
-        for slot, ptr in zip(self._pointer_slots, pointers):
-            slot.value = ptr
-        self.exe._run(self.grid, self.block, stream, self.shared_mem, self.pack.address)
+        self.prepared.run(pointers, stream)
+
+    @property
+    def native(self) -> bool:
+        """Whether calls run in the native module."""
+        return not isinstance(self.prepared, PyPrepared)
 
     @property
     def pointer_count(self) -> int:
         """How many pointer parameters a call supplies."""
-        return len(self._pointer_slots)
+        return self._count
 
     def guard(self, array_type: type, specs: Sequence[ArraySpec], order: Sequence[int],
               align_mask: int = 0, to_handle: Callable[[Any], int] | None = None,
@@ -83,12 +318,11 @@ class PreparedLaunch:
                              f"pointer parameters, got {list(order)}")
         if to_handle is None:
             from ._cuda import stream_handle as to_handle
-        return self._guard(array_type, [tuple(s) for s in specs], list(order), align_mask,
-                           to_handle)
-
-    def _guard(self, array_type: type, specs: list[Any], order: list[int], align_mask: int,
-               to_handle: Callable[[Any], int]) -> Callable[..., bool]:
-        return ArrayGuard(self, array_type, specs, order, align_mask, to_handle)
+        if self.native and self.pointer_count <= 32:  # (the C guard's limit)
+            return self.prepared.guard(  # type: ignore[no-any-return]
+                array_type, [tuple(s) for s in specs], list(order), align_mask, to_handle)
+        return ArrayGuard(self, array_type, [tuple(s) for s in specs], list(order),
+                          align_mask, to_handle)
 
 
 class ArrayGuard:
@@ -97,7 +331,7 @@ class ArrayGuard:
 
     __slots__ = ("launch", "array_type", "specs", "order", "mask", "to_handle", "device")
 
-    def __init__(self, launch: PreparedLaunch, array_type: type, specs: list[Any],
+    def __init__(self, launch: Any, array_type: type, specs: list[Any],
                  order: list[int], mask: int, to_handle: Callable[[Any], int]) -> None:
         self.launch = launch
         self.array_type = array_type
@@ -131,6 +365,30 @@ class ArrayGuard:
         return True
 
 
+def out_maker(array_type: type, shape: tuple[int, ...], dtype: DType, device: int) -> Any:
+    """What a ``GuardedCall`` object's ``_hot_out`` holds: ``maker(stream) -> array`` makes
+    a ``DeviceArray`` (``array_type``) of ``shape`` and ``dtype`` on ``device`` in C, from
+    the stream-ordered pool on the launch stream (None when the pool refused; the caller's
+    path then allocates and reports). With it and a ``_hot_guard`` over (input, output),
+    the call ``obj(x)`` / ``obj(x, stream=s)`` allocates and launches without running
+    Python. None where the native module is not available."""
+    from ._native import native_module
+
+    mod = native_module()
+    if mod is None:
+        return None
+    from ._cuda import function_address, make_current
+
+    ctx = int(make_current(device))
+    nbytes = dtype.itemsize
+    for s in shape:
+        nbytes *= s
+    return mod.OutMaker(array_type, tuple(shape), dtype, device, nbytes,
+                        function_address("cuMemAllocAsync"), function_address("cuMemFreeAsync"),
+                        ctx, function_address("cuCtxGetCurrent"),
+                        function_address("cuCtxSetCurrent"))
+
+
 def guarded_call_base() -> type | None:
     """The native module's ``GuardedCall`` base type; None where that module is not
     available (:func:`~thork_core._native.native_status` says why; builds it on first use).
@@ -139,7 +397,10 @@ def guarded_call_base() -> type | None:
     has the call ``obj(x, out=y)`` / ``obj(x, out=y, stream=s)`` decided in C: the guard in
     ``obj._hot_guard`` (a :meth:`PreparedLaunch.guard` over one input and one output) is
     tried and ``y`` returned when it launched; every other call, and a miss, goes to
-    ``obj._miss(*args, **kwargs)``. On Python 3.12+ such a call is a vectorcall: no
+    ``obj._miss(*args, **kwargs)``. With an :func:`out_maker` in ``obj._hot_out``, the
+    allocating call ``obj(x)`` / ``obj(x, stream=s)`` makes its output there and tries the
+    same guard (returning the output when it launched). On Python 3.12+ such a call is a
+    vectorcall: no
     argument tuple, keyword dict or Python frame (0.3 us less per call than a Python
     ``__call__`` on the dev machine, 0.5 us on the H200's host: ``python
     bench/bench_call_entry.py``, docs/targets.md)."""

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._cache import cache_root
+from ._cache import cache_root, read_private
 
 __all__ = ["memo", "recall", "remember", "path_fingerprint", "installed_fingerprint", "reset",
            "FILE"]
@@ -95,11 +95,11 @@ def _load() -> dict[str, Any]:
     if _loaded is None or _loaded_from != root:
         _loaded_from = root
         try:
-            with open(os.path.join(root, FILE)) as f:
-                _loaded = json.load(f)
+            # Only this user's regular file of a sane size (the memo feeds cache keys).
+            _loaded = json.loads(read_private(os.path.join(root, FILE), 64 << 20))
             if not isinstance(_loaded, dict):
                 _loaded = {}
-        except (OSError, ValueError):
+        except Exception:  # absent, damaged or untrusted: relearn
             _loaded = {}
     return _loaded
 
@@ -125,8 +125,8 @@ def remember(name: str, fingerprint: Any, value: Any) -> None:
         import tempfile
 
         root = cache_root()
-        os.makedirs(root, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-memo-")
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-memo-")  # 0600
         try:
             with os.fdopen(fd, "w") as f:
                 json.dump(data, f)

@@ -3,19 +3,28 @@
 Device allocations use ``cuMemAllocAsync`` on the device's default memory pool with its
 release threshold raised, so freed blocks stay cached in the pool instead of going back
 to the OS: allocation after warm-up costs about a microsecond. Host staging for NumPy
-arguments goes through one growing page-locked buffer, copied in chunks so that the
-host copy of one chunk overlaps the DMA of the previous one.
+arguments goes through page-locked buffers lent to one launch at a time (:func:`staging`),
+copied in chunks so that the host copy of one chunk overlaps the DMA of the previous one.
+:func:`pinned_empty` gives users pinned NumPy arrays, which launches copy directly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+import math
+import threading
+from collections.abc import Iterator
 from typing import Any
 
-from ._cuda import check, driver
+from ._cuda import check, driver, function_address
+from ._errors import LaunchError
 
-__all__ = ["DevicePool", "PinnedStaging", "device_pool", "pinned_staging"]
+__all__ = [
+    "DevicePool", "PinnedBlock", "PinnedStaging", "device_pool", "pinned_base", "pinned_empty",
+    "staging",
+]
 
 #: Bytes per staging chunk: small enough to overlap copies, large enough to amortize calls.
 CHUNK = 1 << 20
@@ -39,35 +48,55 @@ class DevicePool:
             "cuMemPoolSetAttribute",
         )
 
+        # The pool calls go to libcuda through private ctypes prototypes (~0.3 us a call,
+        # against ~2 us through cuda-bindings' checked wrappers): fkl's allocating
+        # pipe(x) and every DeviceArray pay them.
+        try:
+            self._alloc = _ALLOC(function_address("cuMemAllocAsync"))
+            self._free = _FREE_ASYNC(function_address("cuMemFreeAsync"))
+        except LaunchError:
+            self._alloc = self._free = None
+
     def alloc(self, nbytes: int, stream: int) -> int:
         """Allocate ``nbytes`` (at least 1) ordered on ``stream``; return the address."""
-        ptr = check(driver().cuMemAllocAsync(max(nbytes, 1), stream), "cuMemAllocAsync")
-        return int(ptr)
+        if self._alloc is None:
+            return int(check(driver().cuMemAllocAsync(max(nbytes, 1), stream),
+                             "cuMemAllocAsync"))
+        ptr = ctypes.c_uint64()
+        err = self._alloc(ctypes.byref(ptr), max(nbytes, 1), stream or None)
+        if err:
+            check((driver().CUresult(err),), f"cuMemAllocAsync of {nbytes} bytes")
+        return ptr.value
 
     def free(self, ptr: int, stream: int) -> None:
-        check(driver().cuMemFreeAsync(ptr, stream), "cuMemFreeAsync")
+        """Return ``ptr`` to the pool, ordered on ``stream``."""
+        if self._free is None:
+            check(driver().cuMemFreeAsync(ptr, stream), "cuMemFreeAsync")
+            return
+        err = self._free(ptr, stream or None)
+        if err:
+            check((driver().CUresult(err),), "cuMemFreeAsync")
+
+
+_ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                          ctypes.c_void_p)
+_FREE_ASYNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p)
 
 
 class PinnedStaging:
-    """A page-locked host buffer that grows to the largest request and is reused."""
+    """A page-locked host buffer of ``size`` bytes and its reusable events: one staged
+    launch's scratch space. :func:`staging` lends one to one call at a time."""
 
-    def __init__(self) -> None:
-        self._ptr = 0
-        self._size = 0
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.address = int(check(driver().cuMemHostAlloc(max(size, 1), 0), "cuMemHostAlloc"))
         self._events: list[Any] = []
-        self._threads: Any = None
 
-    def buffer(self, nbytes: int) -> int:
-        """Address of at least ``nbytes`` of pinned memory (previous contents undefined)."""
-        if nbytes > self._size:
-            drv = driver()
-            if self._ptr:
-                check(drv.cuMemFreeHost(self._ptr), "cuMemFreeHost")
-                self._ptr, self._size = 0, 0
-            size = max(nbytes, 8 << 20)
-            self._ptr = int(check(drv.cuMemHostAlloc(size, 0), "cuMemHostAlloc"))
-            self._size = size
-        return self._ptr
+    def close(self) -> None:
+        """Give the pinned memory back (the buffer is unusable afterwards)."""
+        if self.address:
+            check(driver().cuMemFreeHost(self.address), "cuMemFreeHost")
+            self.address, self.size = 0, 0
 
     def event(self, i: int) -> Any:
         """The ``i``-th reusable event (created on demand, timing disabled)."""
@@ -76,16 +105,6 @@ class PinnedStaging:
             flags = drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
             self._events.append(check(drv.cuEventCreate(flags), "cuEventCreate"))
         return self._events[i]
-
-    def _pool(self) -> Any:
-        # Host copies into pinned memory run in threads (NumPy releases the GIL for raw
-        # copies): one core copies ~10 GB/s, well under what PCIe takes.
-        if self._threads is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._threads = ThreadPoolExecutor(max_workers=_COPY_THREADS,
-                                               thread_name_prefix="thork-staging")
-        return self._threads
 
     def upload(self, host: Any, pinned: int, dst: int, stream: int) -> None:
         """Copy NumPy array ``host`` to device ``dst`` through pinned memory at ``pinned``.
@@ -106,7 +125,7 @@ class PinnedStaging:
             stage[off:off + k] = src[off:off + k]
             return chunk
 
-        done = map(copy, chunks) if len(chunks) == 1 else self._pool().map(copy, chunks)
+        done = map(copy, chunks) if len(chunks) == 1 else _copy_threads().map(copy, chunks)
         for off, k in done:
             check(drv.cuMemcpyHtoDAsync(dst + off, pinned + off, k, stream),
                   "cuMemcpyHtoDAsync")
@@ -145,7 +164,106 @@ class PinnedStaging:
         else:
             for event_index in range(first_event, first_event + len(chunks)):
                 self.event(event_index)  # create events here, not racing in threads
-            list(self._pool().map(copy, chunks))
+            list(_copy_threads().map(copy, chunks))
+
+
+#: Staging buffers not lent out now (each lent to one staged launch at a time).
+_FREE: list[PinnedStaging] = []
+_FREE_LOCK = threading.Lock()
+_THREADS: list[Any] = []
+
+
+@contextlib.contextmanager
+def staging(nbytes: int) -> Iterator[PinnedStaging]:
+    """Lend a staging buffer of at least ``nbytes`` to the calling launch.
+
+    Concurrent staged launches get distinct buffers (as many as ever ran at once are
+    kept; a buffer that is too small is replaced by one twice its size or ``nbytes``)."""
+    with _FREE_LOCK:
+        st = _FREE.pop() if _FREE else None
+    if st is None or st.size < nbytes:
+        size = max(nbytes, 8 << 20, 2 * st.size if st is not None else 0)
+        if st is not None:
+            st.close()
+        st = PinnedStaging(size)
+    try:
+        yield st
+    finally:
+        with _FREE_LOCK:
+            _FREE.append(st)
+
+
+def _copy_threads() -> Any:
+    # Host copies into pinned memory run in threads (NumPy releases the GIL for raw
+    # copies): one core copies ~10 GB/s, well under what PCIe takes. Shared by all
+    # staging buffers (the executor is thread-safe).
+    if not _THREADS:
+        with _FREE_LOCK:
+            if not _THREADS:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _THREADS.append(ThreadPoolExecutor(max_workers=_COPY_THREADS,
+                                                   thread_name_prefix="thork-staging"))
+    return _THREADS[0]
+
+
+class PinnedBlock:
+    """Page-locked host memory owned by a NumPy array from :func:`pinned_empty` (the
+    array's ``base``); freed when the last array viewing it is collected."""
+
+    __slots__ = ("address", "nbytes", "__array_interface__", "__weakref__")
+
+    def __init__(self, nbytes: int) -> None:
+        self.address = 0
+        self.nbytes = nbytes
+        self.address = int(check(driver().cuMemHostAlloc(max(nbytes, 1), 0), "cuMemHostAlloc"))
+        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                    "data": (self.address, False), "version": 3}
+
+    def __del__(self) -> None:
+        if self.address:
+            try:
+                check(driver().cuMemFreeHost(self.address), "cuMemFreeHost")
+            except Exception:  # interpreter shutdown: the process frees it
+                pass
+            self.address = 0
+
+
+def pinned_empty(shape: Any, dtype: Any = "float32") -> Any:
+    """An uninitialized C-contiguous NumPy array in page-locked (pinned) host memory.
+
+    Launches on the GPU copy pinned arrays straight to and from the device (no staging
+    copy through Thork's own pinned buffer), and the copies run at full PCIe speed.
+    ``shape``: an int or a tuple of ints; ``dtype``: anything :func:`thork_core.dtype_of`
+    takes. Without a usable GPU (the CPU target) it returns an ordinary NumPy array, so
+    code written for both targets runs on either. The memory is freed when the array (and
+    every view of it) is garbage collected.
+    """
+    import numpy as np
+
+    from ._cuda import gpu_status, make_current
+    from ._device_array import _dtype, _shape
+
+    d = _dtype(dtype).numpy
+    dims = _shape(shape)
+    if not gpu_status()[0]:
+        return np.empty(dims, dtype=d)
+    make_current(0)  # pinned memory is portable across contexts; one must be current
+    nbytes = math.prod(dims) * d.itemsize
+    return np.asarray(PinnedBlock(nbytes))[:nbytes].view(d).reshape(dims)
+
+
+def pinned_base(array: Any) -> PinnedBlock | None:
+    """The :class:`PinnedBlock` under NumPy ``array`` (a :func:`pinned_empty` array or a view
+    of one), else None."""
+    base = array
+    for _ in range(64):  # views of views: a chain of .base links
+        if isinstance(base, PinnedBlock):
+            return base if base.address else None
+        base = getattr(base, "base", None)
+        if base is None:
+            return None
+    return None
 
 
 def _host_view(address: int, nbytes: int) -> Any:
@@ -160,6 +278,3 @@ def device_pool(ordinal: int = 0) -> DevicePool:
     return DevicePool(ordinal)
 
 
-@functools.cache
-def pinned_staging() -> PinnedStaging:
-    return PinnedStaging()

@@ -1,13 +1,15 @@
 """The native launch module: ``_native_launch.c`` built for this Python on first use.
 
-A prepared launch through ctypes spends about as long in Python (slot writes, argument
-conversion, the foreign call) as the driver spends enqueueing the kernel. The C module
-does the same work (and, for device arrays, the hot-path checks) in one C call. It is
-compiled once per Python, compiler and source with the host C compiler (``$CC``, else
-``cc``) against this Python's headers, into ``<cache root>/native/<key>/``; the first
-build takes ~0.1–0.5 s. Where that cannot be done (no compiler, no ``Python.h``,
-``THORK_NATIVE=0``) :func:`native_module` returns None and the ctypes path serves,
-with the same behaviour; :func:`native_status` says which and why (``thork info``).
+The module is Thork's launcher in C (:mod:`thork_core._launch` has the Python one): a
+launch through ctypes spends about as long in Python (argument conversion, the foreign
+call) as the driver spends enqueueing the kernel; the C module does the same work (and,
+for device arrays, the hot-path checks) in one C call. It is compiled once per Python,
+compiler and source with the host C compiler (``$CC``, else ``cc``) against this Python's
+headers, and kept in the disk cache like a kernel's library (signed entry, content checked
+before loading); the first build takes ~0.1–0.5 s. Where that cannot be done (no
+compiler, no ``Python.h``, ``THORK_NATIVE=0``) :func:`native_module` returns None and the
+Python launcher serves, with the same behaviour; :func:`native_status` says which and why (``thork info``).
+A process that finds the module built imports neither the compiler tools nor sysconfig.
 """
 
 from __future__ import annotations
@@ -16,11 +18,7 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import sysconfig
-import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -32,24 +30,40 @@ _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}
 
 
+def _cc() -> str:
+    return os.environ.get("CC") or "cc"
+
+
 def _compiler() -> str | None:
-    cc = os.environ.get("CC") or "cc"
+    import shutil
+
+    cc = _cc()
     return shutil.which(cc.split()[0]) and cc
+
+
+#: The extension suffix of this Python (``sysconfig``'s ``EXT_SUFFIX``, without importing
+#: sysconfig: a fresh process that finds the module built should not pay for it).
+_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
 def _source() -> Path:
     return Path(__file__).with_name("_native_launch.c")
 
 
-def _key(src: bytes, cc: str, include: str) -> str:
+def _key(src: bytes, cc: str) -> str:
+    """Source, Python (version and ABI suffix) and compiler command: what the built
+    module depends on (headers come with the Python version)."""
     h = hashlib.sha256(src)
-    for part in (sys.version, sysconfig.get_config_var("EXT_SUFFIX") or "", cc, include):
+    for part in (sys.version, _SUFFIX, cc):
         h.update(b"\0" + part.encode())
     return h.hexdigest()[:20]
 
 
 def _build(src: Path, cc: str, include: str, out: Path) -> None:
     """Compile ``src`` to the extension ``out`` (atomically: a temp name, then rename)."""
+    import subprocess
+    import tempfile
+
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
@@ -97,27 +111,49 @@ def native_status() -> str:
 def _make() -> tuple[ModuleType | None, str]:
     if os.environ.get("THORK_NATIVE", "1").strip().lower() in ("0", "off", "false", "no"):
         return None, "unavailable: THORK_NATIVE=0"
-    cc = _compiler()
-    if cc is None:
-        return None, "unavailable: no C compiler (set CC)"
-    include = sysconfig.get_paths().get("include", "")
-    if not os.path.exists(os.path.join(include, "Python.h")):
-        return None, f"unavailable: no Python.h in {include!r} (install the Python headers)"
-    from ._cache import cache_root
-
     src = _source()
     try:
         data = src.read_bytes()
     except OSError as exc:
         return None, f"unavailable: {exc}"
-    key = _key(data, cc, include)
-    path = Path(cache_root()) / "native" / key / f"{_NAME}{sysconfig.get_config_var('EXT_SUFFIX')}"
+    cc = _cc()
     try:
-        if not path.exists():
-            _build(src, cc, include, path)
+        path = _verified_library(src, cc, _key(data, cc))
         return _load(path), f"ready {path}"
-    except Exception as exc:  # any failure leaves the ctypes path in charge
+    except Exception as exc:  # any failure leaves the Python launcher in charge
         return None, f"unavailable: {exc}"
+
+
+def _verified_library(src: Path, cc: str, key: str) -> Path:
+    """The module's file, through the disk cache's trust model (docs/guarantees.md): an
+    entry signed by Thork's writer for this key, whose library's content is compared with
+    the recorded hash before it is loaded; anything else is rebuilt. Only a build looks
+    for the compiler and the headers (a process that finds the module pays for neither)."""
+    from ._artifact import Artifact
+    from ._cache import disk_cache, library_path
+
+    cache = disk_cache()
+    ckey = f"native-{key}"
+    art = cache.get(ckey)
+    if art is None:
+        import sysconfig
+        import tempfile
+
+        if _compiler() is None:
+            raise RuntimeError("no C compiler (set CC)")
+        include = sysconfig.get_paths().get("include", "")
+        if not os.path.exists(os.path.join(include, "Python.h")):
+            raise RuntimeError(f"no Python.h in {include!r} (install the Python headers)")
+        with cache.lock(ckey):
+            art = cache.get(ckey)
+            if art is None:
+                with tempfile.TemporaryDirectory(prefix="thork-native-") as d:
+                    out = Path(d) / f"{_NAME}{_SUFFIX}"
+                    _build(src, cc, include, out)
+                    art = Artifact(kind="hostlib", data=out.read_bytes(), entry=_NAME,
+                                   compiler=cc, arch=sys.implementation.cache_tag or "")
+                cache.put(ckey, art)
+    return Path(library_path(art.data))
 
 
 def _reset() -> None:

@@ -1,25 +1,32 @@
 /*
- * _thork_native: the C-level hot path of a prepared launch.
+ * _thork_native: Thork's one launcher, in C.
  *
  * Built on first use by thork_core/_native.py with the host C compiler against this
- * Python's headers, and cached; where that cannot be done Thork keeps its ctypes path,
- * which does the same work in Python.
+ * Python's headers, and cached; where that cannot be done Thork uses the Python launcher
+ * in thork_core/_launch.py, which has the same interface and behaviour.
  *
- * Launch(fn, function, grid, block, shared_mem, argv, nparams, slots, on_error)
- *     fn        address of a function with cuLaunchKernel's signature
- *     function  the CUfunction handle (first argument of fn)
- *     grid      (x, y, z) blocks; block (x, y, z) threads
- *     argv      address of the void* array of kernel-parameter addresses (the
- *               ArgumentPack, which the Python side keeps alive); nparams entries
- *     slots     addresses of the 8-byte pointer parameters, in parameter order (each
- *               must be one of argv's entries)
- *     on_error  called with the CUresult when fn returns non-zero (it raises)
- *   .run(pointers, stream=0)   launch with these addresses in the pointer slots, no checks
- *
- * A call never writes the shared argument pack: it launches with a copy of argv on its
- * own stack whose pointer entries point at the call's own addresses. Two threads may
- * call one Launch at once (the GIL is released during the driver call).
+ * Launcher(conv, fn, function, kinds, on_error, ctx=0, ctx_get=0, ctx_set=0)
+ *     conv      how fn is called: 0 cuLaunchKernel(function, grid.., block.., shared,
+ *               stream, params, NULL); 1 fn(params, grid[3], block[3], shared, stream)
+ *               (nvcc host library); 2 fn(params, grid[3], block[3], shared) (CPU target)
+ *     fn        the function's address; function: the CUfunction (conv 0)
+ *     kinds     one struct-module code per kernel parameter: 'P' pointer, '?' bool,
+ *               'b' 'h' 'i' 'q' signed and 'B' 'H' 'I' 'Q' unsigned integers (16-bit
+ *               floats travel as 'H' bits), 'f' float32, 'd' float64
+ *     on_error  called as on_error(code, grid, block) when fn returns non-zero (it raises)
+ *     ctx       a CUcontext made current on the calling thread before each launch when it
+ *               is not (ctx_get/ctx_set: cuCtxGetCurrent/cuCtxSetCurrent); 0: not needed
+ *   .run(grid, block, shared, stream, values)   one launch; values: one per parameter
+ *   .prepare(grid, block, shared, values) -> Prepared (scalars fixed, pointers per call)
+ * Prepared
+ *   .run(pointers, stream=0)   launch with these addresses in the pointer parameters
  *   .guard(array_type, specs, order, align_mask, to_handle) -> Guard
+ *
+ * Thread safety: no call writes shared state. Every launch builds its argument values and
+ * the void* array pointing at them on its own C stack (a prepared launch's fixed scalars
+ * are read, never written), so any number of threads may share one Launcher, Prepared or
+ * Guard; the GIL is released around fn (as CuPy's launcher does: a launch can block on a
+ * full queue, and the CPU target runs whole grids).
  *
  * Guard(*arrays, stream) -> bool
  *     True: every array is exactly array_type with the spec's shape, dtype (identity) and
@@ -29,11 +36,14 @@
  *     stream: None (0), an int handle, or anything `to_handle` turns into one.
  *     Slot k of the kernel receives arrays[order[k]].
  *
- * GuardedCall: a base type whose instances' call obj(x, out=y[, stream=s]) tries the Guard
- *     in obj._hot_guard in C and returns y when it launched; else obj._miss(*args, **kw).
+ * Binder(launcher, array_type, device, specs, cai)
+ *     binder(grid, block, shared, stream, args) -> bool: kernel[grid, block](*args) checked
+ *     and launched in C when every argument is of a common kind (see its section).
  *
- * The GIL is released around fn, as CuPy's launcher does: a launch can block on a full
- * queue, and a stream callback waiting for the GIL must not deadlock against it.
+ * GuardedCall: a base type whose instances' call obj(x, out=y[, stream=s]) tries the Guard
+ *     in obj._hot_guard in C and returns y when it launched; obj(x) / obj(x, stream=s)
+ *     makes its output with the OutMaker in obj._hot_out, then tries the same guard;
+ *     everything else (and a miss) goes to obj._miss(*args, **kw).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -42,12 +52,20 @@
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX: the member type of a __slots__ entry */
 
-typedef int (*launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                         unsigned by, unsigned bz, unsigned shared, void *stream,
-                         void **params, void **extra);
+typedef int (*cu_launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned shared, void *stream,
+                            void **params, void **extra);
+typedef int (*host_stream_fn)(void **params, const unsigned *grid, const unsigned *block,
+                              unsigned shared, void *stream);
+typedef int (*host_fn)(void **params, const unsigned *grid, const unsigned *block,
+                       unsigned long long shared);
+typedef int (*ctx_get_fn)(void **ctx);
+typedef int (*ctx_set_fn)(void *ctx);
 
-#define MAX_SLOTS 32
-#define MAX_PARAMS 1024 /* more: the caller keeps its ctypes path */
+enum { CONV_CU = 0, CONV_HOST_STREAM = 1, CONV_HOST = 2 };
+
+#define MAX_SLOTS 32     /* arrays of a Guard */
+#define MAX_PARAMS 1024  /* kernel parameters (CUDA's own limit is 4 KiB of them) */
 
 static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream;
 
@@ -84,21 +102,31 @@ static inline PyObject *field_get(PyObject *a, const Field *f) {
     return PyObject_GetAttr(a, f->name);
 }
 
-typedef struct {
-    PyObject_HEAD
-    launch_fn fn;
-    void *function;
-    unsigned grid[3], block[3], shared;
-    Py_ssize_t nparams;
-    void *params[MAX_PARAMS]; /* argv as prepared: scalar entries are used as they are */
-    Py_ssize_t nslots;
-    Py_ssize_t slot_index[MAX_SLOTS]; /* the argv entry of each pointer parameter */
-    PyObject *on_error;
-} LaunchObject;
+/* ---- Launcher --------------------------------------------------------------------- */
 
 typedef struct {
     PyObject_HEAD
-    LaunchObject *launch;
+    int conv;
+    void *fn, *function, *ctx;
+    ctx_get_fn ctx_get;
+    ctx_set_fn ctx_set;
+    Py_ssize_t nparams;
+    char kinds[MAX_PARAMS];
+    PyObject *on_error;
+} LauncherObject;
+
+typedef struct {
+    PyObject_HEAD
+    LauncherObject *launcher;
+    unsigned grid[3], block[3], shared;
+    uint64_t values[MAX_PARAMS]; /* fixed scalars (pointer entries unused) */
+    Py_ssize_t nslots;
+    Py_ssize_t slot_index[MAX_PARAMS]; /* the parameter of each pointer, in order */
+} PreparedObject;
+
+typedef struct {
+    PyObject_HEAD
+    PreparedObject *launch;
     PyTypeObject *array_type;
     Py_ssize_t n;
     PyObject *shapes[MAX_SLOTS];
@@ -111,10 +139,22 @@ typedef struct {
     vectorcallfunc vectorcall;
 } GuardObject;
 
-static PyTypeObject LaunchType;
+static PyTypeObject LauncherType;
+static PyTypeObject PreparedType;
 static PyTypeObject GuardType;
 
 static int read_dims(PyObject *seq, unsigned out[3], const char *name) {
+    if (PyTuple_CheckExact(seq) && PyTuple_GET_SIZE(seq) == 3) { /* the common case */
+        for (int i = 0; i < 3; i++) {
+            PyObject *o = PyTuple_GET_ITEM(seq, i);
+            unsigned long v = PyLong_Check(o) ? PyLong_AsUnsignedLong(o) : 0;
+            if (PyErr_Occurred()) PyErr_Clear();
+            if (v == 0 || v > 0xffffffffUL) goto slow;
+            out[i] = (unsigned)v;
+        }
+        return 0;
+    }
+slow:;
     PyObject *fast = PySequence_Fast(seq, name);
     if (!fast) return -1;
     if (PySequence_Fast_GET_SIZE(fast) != 3) {
@@ -142,101 +182,280 @@ static void *as_address(PyObject *o) {
     return (void *)(uintptr_t)v;
 }
 
-static int launch_init(LaunchObject *self, PyObject *args, PyObject *kw) {
-    PyObject *fn, *function, *grid, *block, *argv, *slots, *on_error;
-    unsigned int shared;
-    Py_ssize_t nparams;
-    static char *names[] = {"fn", "function", "grid", "block", "shared_mem", "argv",
-                            "nparams", "slots", "on_error", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOIOnOO", names, &fn, &function, &grid,
-                                     &block, &shared, &argv, &nparams, &slots, &on_error))
+static int valid_kind(char k) { return k && strchr("P?bhiqBHIQfd", k) != NULL; }
+
+/* Convert value v for a parameter of kind k into the 8-byte slot (little-endian bytes of
+ * the C type, the rest zero). -1 with an exception when it does not fit. */
+static int put(char k, PyObject *v, uint64_t *slot) {
+    *slot = 0;
+    if (k == 'f' || k == 'd') {
+        double d = PyFloat_AsDouble(v);
+        if (d == -1.0 && PyErr_Occurred()) return -1;
+        if (k == 'f') {
+            float f = (float)d;
+            memcpy(slot, &f, 4);
+        } else {
+            memcpy(slot, &d, 8);
+        }
+        return 0;
+    }
+    if (k == '?') {
+        int t = PyObject_IsTrue(v);
+        if (t < 0) return -1;
+        *(uint8_t *)slot = (uint8_t)t;
+        return 0;
+    }
+    if (k == 'P' || k == 'Q' || k == 'B' || k == 'H' || k == 'I') {
+        unsigned long long x = PyLong_AsUnsignedLongLong(v);
+        if (x == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+        unsigned long long lim = k == 'B' ? 0xffULL : k == 'H' ? 0xffffULL
+                               : k == 'I' ? 0xffffffffULL : ~0ULL;
+        if (x > lim) goto range;
+        memcpy(slot, &x, k == 'B' ? 1 : k == 'H' ? 2 : k == 'I' ? 4 : 8);
+        return 0;
+    }
+    {
+        long long x = PyLong_AsLongLong(v);
+        if (x == -1 && PyErr_Occurred()) return -1;
+        int bytes = k == 'b' ? 1 : k == 'h' ? 2 : k == 'i' ? 4 : 8;
+        if (bytes < 8) {
+            long long hi = (1LL << (8 * bytes - 1)) - 1;
+            if (x > hi || x < -hi - 1) goto range;
+        }
+        memcpy(slot, &x, (size_t)bytes);
+        return 0;
+    }
+range:
+    PyErr_Format(PyExc_OverflowError, "value out of range for a '%c' parameter", k);
+    return -1;
+}
+
+static int launcher_init(LauncherObject *self, PyObject *args, PyObject *kw) {
+    PyObject *fn, *function, *on_error, *ctx = NULL, *ctx_get = NULL, *ctx_set = NULL;
+    const char *kinds;
+    Py_ssize_t nkinds;
+    int conv;
+    static char *names[] = {"conv", "fn", "function", "kinds", "on_error", "ctx", "ctx_get",
+                            "ctx_set", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iOOs#O|OOO", names, &conv, &fn, &function,
+                                     &kinds, &nkinds, &on_error, &ctx, &ctx_get, &ctx_set))
         return -1;
-    self->fn = (launch_fn)as_address(fn);
+    if (conv < CONV_CU || conv > CONV_HOST) {
+        PyErr_Format(PyExc_ValueError, "conv: 0, 1 or 2, got %d", conv);
+        return -1;
+    }
+    void *f = as_address(fn);
     if (PyErr_Occurred()) return -1;
-    if (!self->fn) {
+    if (!f) {
         PyErr_SetString(PyExc_ValueError, "fn: a non-null function address is required");
         return -1;
     }
-    self->function = as_address(function);
-    void **argv_p = (void **)as_address(argv);
+    void *function_p = as_address(function);
+    void *ctx_p = ctx ? as_address(ctx) : NULL;
+    void *get_p = ctx_get ? as_address(ctx_get) : NULL;
+    void *set_p = ctx_set ? as_address(ctx_set) : NULL;
     if (PyErr_Occurred()) return -1;
-    if (nparams < 0 || nparams > MAX_PARAMS || (nparams > 0 && !argv_p)) {
-        PyErr_Format(PyExc_ValueError, "nparams: 0..%d parameters with a non-null argv, "
-                     "got %zd", MAX_PARAMS, nparams);
+    if (ctx_p && (!get_p || !set_p)) {
+        PyErr_SetString(PyExc_ValueError, "ctx needs ctx_get and ctx_set");
         return -1;
     }
-    self->nparams = nparams;
-    for (Py_ssize_t i = 0; i < nparams; i++) self->params[i] = argv_p[i];
-    if (read_dims(grid, self->grid, "grid") || read_dims(block, self->block, "block"))
-        return -1;
-    self->shared = shared;
-    PyObject *fast = PySequence_Fast(slots, "slots must be a sequence of addresses");
-    if (!fast) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    if (n > MAX_SLOTS) {
-        Py_DECREF(fast);
-        PyErr_Format(PyExc_ValueError, "slots: at most %d pointer parameters, got %zd",
-                     MAX_SLOTS, n);
+    if (nkinds > MAX_PARAMS) {
+        PyErr_Format(PyExc_ValueError, "kinds: at most %d parameters, got %zd", MAX_PARAMS,
+                     nkinds);
         return -1;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        void *slot = as_address(PySequence_Fast_GET_ITEM(fast, i));
-        if (PyErr_Occurred()) {
-            Py_DECREF(fast);
+    for (Py_ssize_t i = 0; i < nkinds; i++)
+        if (!valid_kind(kinds[i])) {
+            PyErr_Format(PyExc_ValueError, "kinds: unknown parameter kind '%c' at %zd",
+                         kinds[i], i);
             return -1;
         }
-        Py_ssize_t j = 0;
-        while (j < nparams && self->params[j] != slot) j++;
-        if (j == nparams) {
-            Py_DECREF(fast);
-            PyErr_Format(PyExc_ValueError, "slots: entry %zd is not one of argv's entries", i);
-            return -1;
-        }
-        self->slot_index[i] = j;
-    }
-    Py_DECREF(fast);
-    self->nslots = n;
     if (!PyCallable_Check(on_error)) {
         PyErr_SetString(PyExc_TypeError, "on_error must be callable");
         return -1;
     }
+    self->conv = conv;
+    self->fn = f;
+    self->function = function_p;
+    self->ctx = ctx_p;
+    self->ctx_get = (ctx_get_fn)get_p;
+    self->ctx_set = (ctx_set_fn)set_p;
+    self->nparams = nkinds;
+    memcpy(self->kinds, kinds, (size_t)nkinds);
     Py_INCREF(on_error);
     Py_XSETREF(self->on_error, on_error);
     return 0;
 }
 
-static void launch_dealloc(LaunchObject *self) {
+static void launcher_dealloc(LauncherObject *self) {
     Py_XDECREF(self->on_error);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Launch with vals[k] as pointer parameter k (vals lives on the caller's stack). */
-static PyObject *do_launch(LaunchObject *self, uint64_t *vals, void *stream) {
-    int err;
-    void *params[MAX_PARAMS];
-    memcpy(params, self->params, (size_t)self->nparams * sizeof(void *));
-    for (Py_ssize_t k = 0; k < self->nslots; k++) params[self->slot_index[k]] = &vals[k];
+static int ready(LauncherObject *self) {
+    if (self && self->fn) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "Launcher was not initialized");
+    return 0;
+}
+
+/* The launch itself: params (on the caller's stack) point at the caller's values. */
+static PyObject *call_fn(LauncherObject *l, const unsigned grid[3], const unsigned block[3],
+                         unsigned shared, void *stream, void **params) {
+    int err = 0;
     Py_BEGIN_ALLOW_THREADS
-    err = self->fn(self->function, self->grid[0], self->grid[1], self->grid[2],
-                   self->block[0], self->block[1], self->block[2], self->shared, stream,
-                   params, NULL);
+    if (l->ctx) { /* make the context current on this thread (cheap when it is) */
+        void *cur = NULL;
+        if (l->ctx_get(&cur) != 0 || cur != l->ctx) err = l->ctx_set(l->ctx);
+    }
+    if (!err) {
+        if (l->conv == CONV_CU)
+            err = ((cu_launch_fn)l->fn)(l->function, grid[0], grid[1], grid[2], block[0],
+                                        block[1], block[2], shared, stream, params, NULL);
+        else if (l->conv == CONV_HOST_STREAM)
+            err = ((host_stream_fn)l->fn)(params, grid, block, shared, stream);
+        else
+            err = ((host_fn)l->fn)(params, grid, block, shared);
+    }
     Py_END_ALLOW_THREADS
     if (err) {
-        PyObject *r = PyObject_CallFunction(self->on_error, "i", err);
+        PyObject *r = PyObject_CallFunction(l->on_error, "i(III)(III)", err, grid[0], grid[1],
+                                            grid[2], block[0], block[1], block[2]);
         if (!r) return NULL;
         Py_DECREF(r);
     }
     Py_RETURN_NONE;
 }
 
-static int ready(LaunchObject *self) {
-    if (self->fn) return 1;
-    PyErr_SetString(PyExc_RuntimeError, "Launch was not initialized");
-    return 0;
+static int read_stream(PyObject *o, void **out) {
+    *out = NULL;
+    if (o == Py_None) return 0;
+    *out = as_address(o);
+    return PyErr_Occurred() ? -1 : 0;
 }
 
-static PyObject *launch_run(LaunchObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *launcher_run(LauncherObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (!ready(self)) return NULL;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "run(grid, block, shared, stream, values)");
+        return NULL;
+    }
+    unsigned grid[3], block[3];
+    if (read_dims(args[0], grid, "grid") || read_dims(args[1], block, "block")) return NULL;
+    unsigned long shared = PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    void *stream;
+    if (read_stream(args[3], &stream)) return NULL;
+    PyObject *fast = PySequence_Fast(args[4], "values must be a sequence");
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n != self->nparams) {
+        PyErr_Format(PyExc_ValueError, "values: %zd expected (one per parameter), got %zd",
+                     self->nparams, n);
+        Py_DECREF(fast);
+        return NULL;
+    }
+    uint64_t vals[MAX_PARAMS];
+    void *params[MAX_PARAMS];
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (put(self->kinds[i], items[i], &vals[i])) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        params[i] = &vals[i];
+    }
+    Py_DECREF(fast);
+    return call_fn(self, grid, block, (unsigned)shared, stream, params);
+}
+
+static PyObject *launcher_prepare(LauncherObject *self, PyObject *const *args,
+                                  Py_ssize_t nargs) {
+    if (!ready(self)) return NULL;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "prepare(grid, block, shared, values)");
+        return NULL;
+    }
+    PreparedObject *p = PyObject_New(PreparedObject, &PreparedType);
+    if (!p) return NULL;
+    Py_INCREF(self);
+    p->launcher = self;
+    p->nslots = 0;
+    PyObject *fast = NULL;
+    if (read_dims(args[0], p->grid, "grid") || read_dims(args[1], p->block, "block"))
+        goto fail;
+    p->shared = (unsigned)PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred()) goto fail;
+    fast = PySequence_Fast(args[3], "values must be a sequence");
+    if (!fast) goto fail;
+    if (PySequence_Fast_GET_SIZE(fast) != self->nparams) {
+        PyErr_Format(PyExc_ValueError, "values: %zd expected (one per parameter), got %zd",
+                     self->nparams, PySequence_Fast_GET_SIZE(fast));
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < self->nparams; i++) {
+        if (self->kinds[i] == 'P') {
+            p->slot_index[p->nslots++] = i;
+            p->values[i] = 0;
+        } else if (put(self->kinds[i], PySequence_Fast_GET_ITEM(fast, i), &p->values[i])) {
+            goto fail;
+        }
+    }
+    Py_DECREF(fast);
+    return (PyObject *)p;
+fail:
+    Py_XDECREF(fast);
+    Py_DECREF(p);
+    return NULL;
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))launcher_run, METH_FASTCALL,
+     "run(grid, block, shared, stream, values): one launch, every value converted here."},
+    {"prepare", (PyCFunction)(void (*)(void))launcher_prepare, METH_FASTCALL,
+     "prepare(grid, block, shared, values) -> Prepared (scalars fixed; pointers per call)"},
+    {NULL, NULL, 0, NULL}};
+
+static PyObject *launcher_nparams(LauncherObject *self, void *closure) {
+    return PyLong_FromSsize_t(self->nparams);
+}
+
+static PyGetSetDef launcher_getset[] = {
+    {"nparams", (getter)launcher_nparams, NULL, "number of kernel parameters", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.Launcher",
+    .tp_basicsize = sizeof(LauncherObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One kernel's launcher: fixed function and parameter kinds.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)launcher_init,
+    .tp_dealloc = (destructor)launcher_dealloc,
+    .tp_methods = launcher_methods,
+    .tp_getset = launcher_getset,
+};
+
+/* ---- Prepared --------------------------------------------------------------------- */
+
+/* Launch with vals[k] as pointer parameter k (vals lives on the caller's stack). */
+static PyObject *do_launch(PreparedObject *p, uint64_t *vals, void *stream) {
+    LauncherObject *l = p->launcher;
+    void *params[MAX_PARAMS];
+    for (Py_ssize_t i = 0; i < l->nparams; i++) params[i] = &p->values[i];
+    for (Py_ssize_t k = 0; k < p->nslots; k++) params[p->slot_index[k]] = &vals[k];
+    return call_fn(l, p->grid, p->block, p->shared, stream, params);
+}
+
+static void prepared_dealloc(PreparedObject *p) {
+    Py_XDECREF((PyObject *)p->launcher);
+    PyObject_Free(p);
+}
+
+static int prepared_ready(PreparedObject *p) { return ready(p->launcher); }
+
+static PyObject *prepared_run(PreparedObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!prepared_ready(self)) return NULL;
     if (nargs < 1 || nargs > 2) {
         PyErr_SetString(PyExc_TypeError, "run(pointers, stream=0)");
         return NULL;
@@ -249,7 +468,7 @@ static PyObject *launch_run(LaunchObject *self, PyObject *const *args, Py_ssize_
         Py_DECREF(fast);
         return NULL;
     }
-    uint64_t vals[MAX_SLOTS];
+    uint64_t vals[MAX_PARAMS];
     for (Py_ssize_t i = 0; i < self->nslots; i++) {
         vals[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(fast, i));
         if (PyErr_Occurred()) {
@@ -259,34 +478,29 @@ static PyObject *launch_run(LaunchObject *self, PyObject *const *args, Py_ssize_
     }
     Py_DECREF(fast);
     void *stream = NULL;
-    if (nargs == 2 && args[1] != Py_None) {
-        stream = as_address(args[1]);
-        if (PyErr_Occurred()) return NULL;
-    }
+    if (nargs == 2 && read_stream(args[1], &stream)) return NULL;
     return do_launch(self, vals, stream);
 }
 
-static PyObject *launch_guard(LaunchObject *self, PyObject *const *args, Py_ssize_t nargs);
+static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_ssize_t nargs);
 static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf,
                             PyObject *kwnames);
 
-static PyMethodDef launch_methods[] = {
-    {"run", (PyCFunction)(void (*)(void))launch_run, METH_FASTCALL,
-     "run(pointers, stream=0): write the addresses into the pointer slots and launch."},
-    {"guard", (PyCFunction)(void (*)(void))launch_guard, METH_FASTCALL,
+static PyMethodDef prepared_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))prepared_run, METH_FASTCALL,
+     "run(pointers, stream=0): launch with these addresses in the pointer parameters."},
+    {"guard", (PyCFunction)(void (*)(void))prepared_guard, METH_FASTCALL,
      "guard(array_type, specs, order, align_mask, to_handle) -> Guard"},
     {NULL, NULL, 0, NULL}};
 
-static PyTypeObject LaunchType = {
+static PyTypeObject PreparedType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_thork_native.Launch",
-    .tp_basicsize = sizeof(LaunchObject),
+    .tp_name = "_thork_native.Prepared",
+    .tp_basicsize = sizeof(PreparedObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A prepared cuLaunchKernel call: fixed function, geometry and argument pack.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)launch_init,
-    .tp_dealloc = (destructor)launch_dealloc,
-    .tp_methods = launch_methods,
+    .tp_doc = "A prepared launch: fixed geometry and scalars, addresses per call.",
+    .tp_dealloc = (destructor)prepared_dealloc,
+    .tp_methods = prepared_methods,
 };
 
 /* ---- Guard ---------------------------------------------------------------------- */
@@ -296,8 +510,13 @@ static PyObject *guard_vectorcall(PyObject *self, PyObject *const *args, size_t 
     return guard_call((GuardObject *)self, args, nargsf, kwnames);
 }
 
-static PyObject *launch_guard(LaunchObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (!ready(self)) return NULL;
+static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (!prepared_ready(self)) return NULL;
+    if (self->nslots > MAX_SLOTS) {
+        PyErr_Format(PyExc_ValueError, "guard: at most %d pointer parameters, got %zd",
+                     MAX_SLOTS, self->nslots);
+        return NULL;
+    }
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError,
                         "guard(array_type, specs, order, align_mask, to_handle)");
@@ -462,7 +681,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
         Py_RETURN_FALSE;
     }
     if (bits & g->mask) Py_RETURN_FALSE;
-    LaunchObject *l = g->launch;
+    PreparedObject *l = g->launch;
     uint64_t vals[MAX_SLOTS];
     for (Py_ssize_t k = 0; k < l->nslots; k++) vals[k] = ptrs[g->order[k]];
     PyObject *r = do_launch(l, vals, (void *)(uintptr_t)handle);
@@ -482,6 +701,499 @@ static PyTypeObject GuardType = {
     .tp_vectorcall_offset = offsetof(GuardObject, vectorcall),
 };
 
+/* ---- Binder ------------------------------------------------------------------------
+ * Binder(launcher, array_type, device, specs, cai)
+ *   The checked launch of kernel[grid, block](*args) for the common argument kinds, in C:
+ *   __call__(grid, block, shared, stream, args) -> bool. True: every argument was of a
+ *   kind checked here and the kernel was launched; False: some argument needs the
+ *   caller's general path (adapters, conversions, staging, waits, errors), and nothing
+ *   was launched. specs: one per parameter,
+ *     pointer: (dtype, typestr, ndim, writes): dtype the DType a DeviceArray must hold
+ *              (identity), typestr the __cuda_array_interface__ typestr accepted (None:
+ *              none), ndim (-1: any), writes (a read-only CAI array goes to the caller)
+ *     scalar:  (is_float,) the parameter's kind being the launcher's
+ *   A pointer argument is taken here when it is exactly array_type (DeviceArray) with the
+ *   dtype, on `device`, produced on the legacy or the launch stream, of ndim; or (cai
+ *   true: one visible device) when its __cuda_array_interface__ names the typestr, no
+ *   strides or mask, a legacy/per-thread default or absent stream, and a writable buffer
+ *   where the kernel writes. A scalar when it is an exact int (bool for bool parameters;
+ *   an int in range for integer ones) or, for float parameters, an exact float or int
+ *   that fits (16-bit float parameters always go to the caller).
+ */
+
+typedef struct {
+    PyObject *dtype, *typestr;
+    int pointer, ndim, writes, is_float;
+} ParamSpec;
+
+typedef struct {
+    PyObject_HEAD
+    LauncherObject *launcher;
+    PyTypeObject *array_type;
+    long device;
+    int cai;
+    Field fields[N_FIELDS];
+    Py_ssize_t n;
+    ParamSpec *specs;
+    vectorcallfunc vectorcall_slot;
+} BinderObject;
+
+static PyTypeObject BinderType;
+static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask;
+
+static int binder_init(BinderObject *self, PyObject *args, PyObject *kw) {
+    PyObject *launcher, *array_type, *specs;
+    long device;
+    int cai;
+    static char *names[] = {"launcher", "array_type", "device", "specs", "cai", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!lOp", names, &LauncherType, &launcher,
+                                     &PyType_Type, &array_type, &device, &specs, &cai))
+        return -1;
+    LauncherObject *l = (LauncherObject *)launcher;
+    if (!ready(l)) return -1;
+    PyObject *fast = PySequence_Fast(specs, "specs must be a sequence");
+    if (!fast) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n != l->nparams) {
+        PyErr_Format(PyExc_ValueError, "specs: %zd expected (one per parameter), got %zd",
+                     l->nparams, n);
+        Py_DECREF(fast);
+        return -1;
+    }
+    ParamSpec *ps = PyMem_Calloc((size_t)(n ? n : 1), sizeof(ParamSpec));
+    if (!ps) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *spec = PySequence_Fast_GET_ITEM(fast, i);
+        ps[i].pointer = l->kinds[i] == 'P';
+        if (ps[i].pointer) {
+            PyObject *dtype, *typestr;
+            int ndim, writes;
+            if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 4 ||
+                !PyArg_ParseTuple(spec, "OOip", &dtype, &typestr, &ndim, &writes)) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_TypeError, "specs[%zd]: (dtype, typestr, ndim, "
+                                 "writes) for a pointer parameter", i);
+                goto fail;
+            }
+            if (typestr != Py_None && !PyUnicode_Check(typestr)) {
+                PyErr_Format(PyExc_TypeError, "specs[%zd]: typestr must be a str or None", i);
+                goto fail;
+            }
+            ps[i].dtype = Py_NewRef(dtype);
+            ps[i].typestr = Py_NewRef(typestr);
+            ps[i].ndim = ndim;
+            ps[i].writes = writes;
+        } else {
+            int is_float;
+            if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 1 ||
+                !PyArg_ParseTuple(spec, "p", &is_float)) {
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_TypeError, "specs[%zd]: (is_float,) for a scalar", i);
+                goto fail;
+            }
+            ps[i].is_float = is_float;
+        }
+    }
+    Py_DECREF(fast);
+    Py_XSETREF(self->launcher, (LauncherObject *)Py_NewRef(launcher));
+    Py_XSETREF(self->array_type, (PyTypeObject *)Py_NewRef(array_type));
+    self->device = device;
+    self->cai = cai;
+    field_init(&self->fields[F_SHAPE], self->array_type, s_shape);
+    field_init(&self->fields[F_DTYPE], self->array_type, s_dtype);
+    field_init(&self->fields[F_DEVICE], self->array_type, s_device);
+    field_init(&self->fields[F_STREAM], self->array_type, s_stream);
+    field_init(&self->fields[F_PTR], self->array_type, s_ptr);
+    self->n = n;
+    self->specs = ps;
+    return 0;
+fail:
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(ps[i].dtype);
+        Py_XDECREF(ps[i].typestr);
+    }
+    PyMem_Free(ps);
+    Py_DECREF(fast);
+    return -1;
+}
+
+static void binder_dealloc(BinderObject *self) {
+    if (self->specs) {
+        for (Py_ssize_t i = 0; i < self->n; i++) {
+            Py_XDECREF(self->specs[i].dtype);
+            Py_XDECREF(self->specs[i].typestr);
+        }
+        PyMem_Free(self->specs);
+    }
+    Py_XDECREF((PyObject *)self->launcher);
+    Py_XDECREF((PyObject *)self->array_type);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* 1: the value is in *slot; 0: the caller's path; -1: error. */
+static int bind_scalar(char kind, int is_float, PyObject *v, uint64_t *slot) {
+    if (kind == '?') {
+        if (!PyBool_Check(v) && !PyLong_CheckExact(v)) return 0;
+    } else if (is_float) {
+        if (kind == 'H') return 0; /* float16/bfloat16: Python converts the bits */
+        if (PyFloat_CheckExact(v)) {
+            double d = PyFloat_AS_DOUBLE(v);
+            /* a finite value float32 cannot hold: the caller's path decides */
+            if (kind == 'f' && d == d && (d > 3.4028234663852886e38 ||
+                                          d < -3.4028234663852886e38) &&
+                d != 1.0 / 0.0 && d != -1.0 / 0.0)
+                return 0;
+        } else if (!PyLong_CheckExact(v)) {
+            return 0;
+        } else {
+            double d = PyLong_AsDouble(v);
+            if (d == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return 0;
+            }
+            if (kind == 'f' && (d > 3.4028234663852886e38 || d < -3.4028234663852886e38))
+                return 0;
+        }
+    } else if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    if (put(kind, v, slot) == 0) return 1;
+    if (PyErr_ExceptionMatches(PyExc_OverflowError)) { /* out of range: named by Python */
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+static int is_default_stream(PyObject *s) {
+    if (!s || s == Py_None) return 1;
+    if (!PyLong_CheckExact(s)) return 0;
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(s, &overflow);
+    return !overflow && (v == 0 || v == 1 || v == 2);
+}
+
+/* 1: *ptr set; 0: the caller's path; -1: error. */
+static int bind_cai(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_t *ptr) {
+    if (ps->typestr == Py_None) return 0;
+    PyObject *cai = PyObject_GetAttr(a, s_cai);
+    if (!cai) {
+        PyErr_Clear(); /* not an array with the interface (or its getter refused) */
+        return 0;
+    }
+    int r = 0;
+    PyObject *v;
+    if (!PyDict_Check(cai)) goto done;
+    v = PyDict_GetItemWithError(cai, s_typestr);
+    if (!v || !PyUnicode_Check(v) || PyUnicode_Compare(v, ps->typestr) != 0) goto done;
+    v = PyDict_GetItemWithError(cai, s_strides);
+    if (v && v != Py_None) goto done;
+    v = PyDict_GetItemWithError(cai, s_mask);
+    if (v && v != Py_None) goto done;
+    if (!is_default_stream(PyDict_GetItemWithError(cai, s_stream))) goto done;
+    if (ps->ndim >= 0) {
+        v = PyDict_GetItemWithError(cai, s_shape);
+        if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) != ps->ndim) goto done;
+    }
+    v = PyDict_GetItemWithError(cai, s_data);
+    if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) goto done;
+    {
+        PyObject *p = PyTuple_GET_ITEM(v, 0), *ro = PyTuple_GET_ITEM(v, 1);
+        int readonly = PyObject_IsTrue(ro);
+        if (readonly < 0) goto error;
+        if (readonly && ps->writes) goto done;
+        if (!PyLong_Check(p)) goto done;
+        *ptr = PyLong_AsUnsignedLongLong(p);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto done;
+        }
+        r = 1;
+    }
+done:
+    if (PyErr_Occurred()) r = -1;
+    Py_DECREF(cai);
+    return r;
+error:
+    Py_DECREF(cai);
+    return -1;
+}
+
+/* 1: *ptr set; 0: the caller's path; -1: error. */
+static int bind_array(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_t handle,
+                      uint64_t *ptr) {
+    PyObject *v;
+    int ok;
+    if (!(v = field_get(a, &b->fields[F_DTYPE]))) return -1;
+    ok = v == ps->dtype;
+    Py_DECREF(v);
+    if (!ok) return 0;
+    if (!(v = field_get(a, &b->fields[F_DEVICE]))) return -1;
+    ok = PyLong_CheckExact(v) && PyLong_AsLong(v) == b->device;
+    Py_DECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!ok) return 0;
+    if (!(v = field_get(a, &b->fields[F_STREAM]))) return -1;
+    if (v != Py_None) {
+        uint64_t produced = PyLong_AsUnsignedLongLong(v);
+        Py_DECREF(v);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (produced != 0 && produced != handle) return 0; /* the caller waits on it */
+    } else {
+        Py_DECREF(v);
+    }
+    if (ps->ndim >= 0) {
+        if (!(v = field_get(a, &b->fields[F_SHAPE]))) return -1;
+        ok = PyTuple_Check(v) && PyTuple_GET_SIZE(v) == ps->ndim;
+        Py_DECREF(v);
+        if (!ok) return 0;
+    }
+    if (!(v = field_get(a, &b->fields[F_PTR]))) return -1;
+    *ptr = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *binder_call(BinderObject *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!self->launcher) {
+        PyErr_SetString(PyExc_RuntimeError, "Binder was not initialized");
+        return NULL;
+    }
+    if (kwnames || nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "binder(grid, block, shared, stream, args)");
+        return NULL;
+    }
+    LauncherObject *l = self->launcher;
+    unsigned grid[3], block[3];
+    if (read_dims(args[0], grid, "grid") || read_dims(args[1], block, "block")) return NULL;
+    unsigned long shared = PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    uint64_t handle = 0;
+    if (args[3] != Py_None) {
+        handle = PyLong_AsUnsignedLongLong(args[3]);
+        if (PyErr_Occurred()) return NULL;
+    }
+    PyObject *fast = PySequence_Fast(args[4], "args must be a sequence");
+    if (!fast) return NULL;
+    if (PySequence_Fast_GET_SIZE(fast) != self->n) {
+        Py_DECREF(fast);
+        Py_RETURN_FALSE; /* the caller's path names the count */
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    uint64_t vals[MAX_PARAMS];
+    void *params[MAX_PARAMS];
+    int r = 1;
+    for (Py_ssize_t i = 0; i < self->n && r == 1; i++) {
+        const ParamSpec *ps = &self->specs[i];
+        PyObject *a = items[i];
+        params[i] = &vals[i];
+        vals[i] = 0;
+        if (!ps->pointer)
+            r = bind_scalar(l->kinds[i], ps->is_float, a, &vals[i]);
+        else if (Py_TYPE(a) == self->array_type)
+            r = bind_array(self, ps, a, handle, &vals[i]);
+        else if (self->cai)
+            r = bind_cai(self, ps, a, &vals[i]);
+        else
+            r = 0;
+    }
+    Py_DECREF(fast);
+    if (r < 0) return NULL;
+    if (r == 0) Py_RETURN_FALSE;
+    PyObject *res = call_fn(l, grid, block, (unsigned)shared, (void *)(uintptr_t)handle,
+                            params);
+    if (!res) return NULL;
+    Py_DECREF(res);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *binder_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    return binder_call((BinderObject *)self, args, nargsf, kwnames);
+}
+
+static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    BinderObject *self = (BinderObject *)type->tp_alloc(type, 0);
+    if (self) self->vectorcall_slot = binder_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyTypeObject BinderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.Binder",
+    .tp_basicsize = sizeof(BinderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "binder(grid, block, shared, stream, args) -> bool: a checked launch of the "
+              "common argument kinds (see _native_launch.c).",
+    .tp_new = binder_new,
+    .tp_init = (initproc)binder_init,
+    .tp_dealloc = (destructor)binder_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BinderObject, vectorcall_slot),
+};
+
+/* ---- OutMaker ----------------------------------------------------------------------
+ * OutMaker(array_type, shape, dtype, device, nbytes, alloc, free, ctx, ctx_get, ctx_set)
+ *   Makes the output array of an allocating hot call in C: nbytes from the stream-ordered
+ *   pool (alloc/free: cuMemAllocAsync/cuMemFreeAsync, on the launch stream, with ctx made
+ *   current as a launcher does) wrapped in a new array_type instance (DeviceArray: its
+ *   __slots__ ptr, shape, dtype, device, stream, _owner, _owns set directly; the memory
+ *   goes back to the pool when the instance is collected, as for any DeviceArray).
+ *   maker(stream_handle) -> array, or None when the pool refused (the caller's path then
+ *   allocates and raises the error).
+ */
+typedef int (*alloc_fn)(uint64_t *ptr, size_t nbytes, void *stream);
+typedef int (*free_fn)(uint64_t ptr, void *stream);
+
+enum { O_PTR, O_SHAPE, O_DTYPE, O_DEVICE, O_STREAM, O_OWNER, O_OWNS, N_OUT };
+static const char *out_names[N_OUT] = {"ptr", "shape", "dtype", "device", "stream",
+                                       "_owner", "_owns"};
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *array_type;
+    PyObject *shape, *dtype, *device;
+    Py_ssize_t offset[N_OUT];
+    size_t nbytes;
+    alloc_fn alloc;
+    free_fn free;
+    void *ctx;
+    ctx_get_fn ctx_get;
+    ctx_set_fn ctx_set;
+} OutMakerObject;
+
+static PyTypeObject OutMakerType;
+
+static int maker_init(OutMakerObject *self, PyObject *args, PyObject *kw) {
+    PyObject *array_type, *shape, *dtype, *device, *alloc, *freef, *ctx, *get, *set;
+    unsigned long long nbytes;
+    static char *names[] = {"array_type", "shape", "dtype", "device", "nbytes", "alloc",
+                            "free", "ctx", "ctx_get", "ctx_set", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OO!KOOOOO", names, &PyType_Type,
+                                     &array_type, &PyTuple_Type, &shape, &dtype,
+                                     &PyLong_Type, &device, &nbytes, &alloc, &freef, &ctx,
+                                     &get, &set))
+        return -1;
+    void *a = as_address(alloc), *f = as_address(freef), *c = as_address(ctx);
+    void *g = as_address(get), *st = as_address(set);
+    if (PyErr_Occurred()) return -1;
+    if (!a || !f || (c && (!g || !st))) {
+        PyErr_SetString(PyExc_ValueError, "alloc and free (and ctx_get/ctx_set with a ctx) "
+                        "must be non-null addresses");
+        return -1;
+    }
+    PyTypeObject *t = (PyTypeObject *)array_type;
+    for (int i = 0; i < N_OUT; i++) {
+        PyObject *name = PyUnicode_InternFromString(out_names[i]);
+        if (!name) return -1;
+        Field fld;
+        field_init(&fld, t, name);
+        Py_DECREF(name);
+        if (fld.offset < 0) {
+            PyErr_Format(PyExc_TypeError, "array_type: '%s' must be a __slots__ entry",
+                         out_names[i]);
+            return -1;
+        }
+        self->offset[i] = fld.offset;
+    }
+    Py_XSETREF(self->array_type, (PyTypeObject *)Py_NewRef(array_type));
+    Py_XSETREF(self->shape, Py_NewRef(shape));
+    Py_XSETREF(self->dtype, Py_NewRef(dtype));
+    Py_XSETREF(self->device, Py_NewRef(device));
+    self->nbytes = (size_t)nbytes;
+    self->alloc = (alloc_fn)a;
+    self->free = (free_fn)f;
+    self->ctx = c;
+    self->ctx_get = (ctx_get_fn)g;
+    self->ctx_set = (ctx_set_fn)st;
+    return 0;
+}
+
+static void maker_dealloc(OutMakerObject *self) {
+    Py_XDECREF((PyObject *)self->array_type);
+    Py_XDECREF(self->shape);
+    Py_XDECREF(self->dtype);
+    Py_XDECREF(self->device);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline void set_slot(PyObject *a, Py_ssize_t offset, PyObject *v /* stolen */) {
+    PyObject **p = (PyObject **)((char *)a + offset);
+    Py_XSETREF(*p, v);
+}
+
+/* A new array, NULL with an exception, or NULL without one (the pool refused). */
+static PyObject *maker_make(OutMakerObject *m, uint64_t handle) {
+    if (!m->alloc) {
+        PyErr_SetString(PyExc_RuntimeError, "OutMaker was not initialized");
+        return NULL;
+    }
+    uint64_t ptr = 0;
+    int err = 0;
+    if (m->ctx) {
+        void *cur = NULL;
+        if (m->ctx_get(&cur) != 0 || cur != m->ctx) err = m->ctx_set(m->ctx);
+    }
+    if (!err) err = m->alloc(&ptr, m->nbytes ? m->nbytes : 1, (void *)(uintptr_t)handle);
+    if (err) return NULL;
+    PyObject *pv = PyLong_FromUnsignedLongLong(ptr);
+    PyObject *sv = PyLong_FromUnsignedLongLong(handle);
+    PyObject *a = (pv && sv) ? m->array_type->tp_alloc(m->array_type, 0) : NULL;
+    if (!a) {
+        Py_XDECREF(pv);
+        Py_XDECREF(sv);
+        m->free(ptr, (void *)(uintptr_t)handle);
+        return NULL;
+    }
+    set_slot(a, m->offset[O_PTR], pv);
+    set_slot(a, m->offset[O_SHAPE], Py_NewRef(m->shape));
+    set_slot(a, m->offset[O_DTYPE], Py_NewRef(m->dtype));
+    set_slot(a, m->offset[O_DEVICE], Py_NewRef(m->device));
+    set_slot(a, m->offset[O_STREAM], sv);
+    set_slot(a, m->offset[O_OWNER], Py_NewRef(Py_None));
+    set_slot(a, m->offset[O_OWNS], Py_NewRef(Py_True)); /* its __del__ frees it */
+    return a;
+}
+
+static PyObject *maker_call(PyObject *self, PyObject *args, PyObject *kw) {
+    unsigned long long handle;
+    if (kw || !PyArg_ParseTuple(args, "K", &handle)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "maker(stream_handle)");
+        return NULL;
+    }
+    PyObject *a = maker_make((OutMakerObject *)self, handle);
+    if (!a && !PyErr_Occurred()) Py_RETURN_NONE;
+    return a;
+}
+
+static PyTypeObject OutMakerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.OutMaker",
+    .tp_basicsize = sizeof(OutMakerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "maker(stream_handle) -> a new device array from the pool (None: refused).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)maker_init,
+    .tp_dealloc = (destructor)maker_dealloc,
+    .tp_call = maker_call,
+};
+
 /* ---- GuardedCall ------------------------------------------------------------------
  * A base type for callables whose hottest call, obj(x, out=y) or obj(x, out=y, stream=s),
  * is decided here: when obj._hot_guard is a Guard over two arrays, it is called with
@@ -494,6 +1206,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *guard; /* _hot_guard: NULL/None, a Guard, or anything else (never tried) */
     vectorcallfunc vectorcall;
+    PyObject *maker; /* _hot_out: NULL/None, an OutMaker for obj(x[, stream=s]), or else */
 } GuardedCallObject;
 
 static PyTypeObject GuardedCallType;
@@ -518,11 +1231,53 @@ static int is_name(PyObject *key, PyObject *name) {
     return key == name || (PyUnicode_Check(key) && PyUnicode_Compare(key, name) == 0);
 }
 
+/* The allocating hot try, obj(x) / obj(x, stream=s): the output from _hot_out, then the
+ * guard. A new reference to the output when it launched; NULL with an exception on error;
+ * NULL without one when the caller's path takes the call (the output, if made, is
+ * dropped: its memory goes back to the pool). */
+static PyObject *allocating_try(GuardedCallObject *self, PyObject *x, PyObject *stream) {
+    PyObject *m = self->maker, *g = self->guard;
+    if (!m || Py_TYPE(m) != &OutMakerType || !g || Py_TYPE(g) != &GuardType ||
+        ((GuardObject *)g)->n != 2)
+        return NULL;
+    /* held: another thread may replace _hot_out/_hot_guard while Python code runs */
+    Py_INCREF(m);
+    Py_INCREF(g);
+    PyObject *out = NULL;
+    uint64_t handle = 0;
+    if (stream && stream != Py_None) {
+        if (PyLong_CheckExact(stream)) {
+            handle = PyLong_AsUnsignedLongLong(stream);
+        } else {
+            PyObject *h = PyObject_CallOneArg(((GuardObject *)g)->to_handle, stream);
+            if (!h) goto done;
+            handle = PyLong_AsUnsignedLongLong(h);
+            Py_DECREF(h);
+        }
+        if (PyErr_Occurred()) goto done;
+    }
+    out = maker_make((OutMakerObject *)m, handle);
+    if (out) {
+        int hit = guarded_try(self, x, out, stream);
+        if (hit <= 0) Py_CLEAR(out);
+    }
+done:
+    Py_DECREF(g);
+    Py_DECREF(m);
+    return out;
+}
+
 static PyObject *guarded_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                     PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nargs == 1 && (nkw == 1 || nkw == 2)) {
+    if (nargs == 1 && (nkw == 0 || (nkw == 1 && is_name(PyTuple_GET_ITEM(kwnames, 0),
+                                                        s_stream)))) {
+        PyObject *out = allocating_try((GuardedCallObject *)self, args[0],
+                                       nkw ? args[1] : NULL);
+        if (out) return out;
+        if (PyErr_Occurred()) return NULL;
+    } else if (nargs == 1 && (nkw == 1 || nkw == 2)) {
         PyObject *out = NULL, *stream = NULL;
         for (Py_ssize_t i = 0; i < nkw; i++) {
             PyObject *k = PyTuple_GET_ITEM(kwnames, i);
@@ -544,7 +1299,14 @@ static PyObject *guarded_vectorcall(PyObject *self, PyObject *const *args, size_
 
 static PyObject *guarded_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
-    if (PyTuple_GET_SIZE(args) == 1 && (nkw == 1 || nkw == 2)) {
+    PyObject *only_stream = nkw == 1 ? PyDict_GetItemWithError(kwargs, s_stream) : NULL;
+    if (PyErr_Occurred()) return NULL;
+    if (PyTuple_GET_SIZE(args) == 1 && (nkw == 0 || only_stream)) {
+        PyObject *out = allocating_try((GuardedCallObject *)self, PyTuple_GET_ITEM(args, 0),
+                                       only_stream);
+        if (out) return out;
+        if (PyErr_Occurred()) return NULL;
+    } else if (PyTuple_GET_SIZE(args) == 1 && (nkw == 1 || nkw == 2)) {
         PyObject *out = PyDict_GetItemWithError(kwargs, s_out); /* borrowed */
         PyObject *stream = out ? PyDict_GetItemWithError(kwargs, s_stream) : NULL;
         if (PyErr_Occurred()) return NULL;
@@ -570,23 +1332,28 @@ static PyObject *guarded_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 
 static int guarded_traverse(GuardedCallObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->guard);
+    Py_VISIT(self->maker);
     return 0;
 }
 
 static int guarded_clear(GuardedCallObject *self) {
     Py_CLEAR(self->guard);
+    Py_CLEAR(self->maker);
     return 0;
 }
 
 static void guarded_dealloc(GuardedCallObject *self) {
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->guard);
+    Py_CLEAR(self->maker);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMemberDef guarded_members[] = {
     {"_hot_guard", T_OBJECT, offsetof(GuardedCallObject, guard), 0,
      "The Guard tried first by obj(x, out=y[, stream=s]) (None: none yet)."},
+    {"_hot_out", T_OBJECT, offsetof(GuardedCallObject, maker), 0,
+     "The OutMaker of obj(x[, stream=s]): its output, then _hot_guard (None: none)."},
     {NULL, 0, 0, 0, NULL}};
 
 static PyTypeObject GuardedCallType = {
@@ -608,12 +1375,19 @@ static PyTypeObject GuardedCallType = {
 
 static PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_thork_native",
-    "Thork's C-level prepared launch (see _native_launch.c).", -1, NULL};
+    "Thork's launcher in C (see _native_launch.c).", -1, NULL};
 
 PyMODINIT_FUNC PyInit__thork_native(void) {
-    if (PyType_Ready(&LaunchType) < 0 || PyType_Ready(&GuardType) < 0 ||
-        PyType_Ready(&GuardedCallType) < 0)
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&PreparedType) < 0 ||
+        PyType_Ready(&GuardType) < 0 || PyType_Ready(&GuardedCallType) < 0 ||
+        PyType_Ready(&BinderType) < 0 || PyType_Ready(&OutMakerType) < 0)
         return NULL;
+    s_cai = PyUnicode_InternFromString("__cuda_array_interface__");
+    s_typestr = PyUnicode_InternFromString("typestr");
+    s_strides = PyUnicode_InternFromString("strides");
+    s_data = PyUnicode_InternFromString("data");
+    s_mask = PyUnicode_InternFromString("mask");
+    if (!s_cai || !s_typestr || !s_strides || !s_data || !s_mask) return NULL;
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_device = PyUnicode_InternFromString("device");
@@ -625,8 +1399,14 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
-    Py_INCREF(&LaunchType);
-    if (PyModule_AddObject(m, "Launch", (PyObject *)&LaunchType) < 0) return NULL;
+    Py_INCREF(&LauncherType);
+    if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) return NULL;
+    Py_INCREF(&PreparedType);
+    if (PyModule_AddObject(m, "Prepared", (PyObject *)&PreparedType) < 0) return NULL;
+    Py_INCREF(&OutMakerType);
+    if (PyModule_AddObject(m, "OutMaker", (PyObject *)&OutMakerType) < 0) return NULL;
+    Py_INCREF(&BinderType);
+    if (PyModule_AddObject(m, "Binder", (PyObject *)&BinderType) < 0) return NULL;
     Py_INCREF(&GuardType);
     if (PyModule_AddObject(m, "Guard", (PyObject *)&GuardType) < 0) return NULL;
     Py_INCREF(&GuardedCallType);

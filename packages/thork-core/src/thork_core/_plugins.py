@@ -30,16 +30,21 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pluggy
 
 from . import _hookspecs, _plugin_api
-from ._adapter import ArrayAdapter
-from ._compiler import Compiler
-from ._frontend import Frontend
 from ._selection import pick_compiler, pick_target
-from ._target import Target
+
+# The registry handles plugin objects without needing their classes at run time: the
+# launch path (argument binding asks for array adapters) imports this module, and it must
+# not import the target and compiler interfaces back (no import cycle).
+if TYPE_CHECKING:
+    from ._adapter import ArrayAdapter
+    from ._compiler import Compiler
+    from ._frontend import Frontend
+    from ._target import Target
 
 __all__ = ["Plugins", "PluginInfo", "PluginWarning", "plugins", "ENTRY_POINT_GROUP"]
 

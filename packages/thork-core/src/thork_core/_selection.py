@@ -47,10 +47,15 @@ FIRST_PARTY = frozenset({
 OPT_IN_VARIABLE = "THORK_PLUGIN_DEFAULTS"
 
 _COMPILER_PACKAGES = {
-    "nvrtc": "thork-backend-nvrtc (pip install 'thork[nvrtc]')",
-    "nvcc": "thork-backend-nvcc (pip install 'thork[nvcc]')",
-    "clang": "thork-backend-clang (pip install 'thork[clang]')",
-    "host-cxx": "thork-target-cpu (pip install 'thork[cpu]')",
+    # The install commands of docs/getting-started.md (Thork installs from its wheelhouse).
+    "nvrtc": "thork-backend-nvrtc (pip install --find-links wheelhouse 'thork[nvrtc]', "
+             "after nox -s wheels in a Thork checkout)",
+    "nvcc": "thork-backend-nvcc (pip install --find-links wheelhouse 'thork[nvcc]', "
+            "after nox -s wheels in a Thork checkout)",
+    "clang": "thork-backend-clang (pip install --find-links wheelhouse 'thork[clang]', "
+             "after nox -s wheels in a Thork checkout)",
+    "host-cxx": "thork-target-cpu (pip install --find-links wheelhouse 'thork[cpu]', "
+                "after nox -s wheels in a Thork checkout)",
 }
 
 

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import abc
-import ctypes
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._artifact import Artifact
 from ._errors import ArgumentError
-from ._ir import KernelIR, Param, PointerType
+from ._ir import KernelIR
 from ._renderer import Renderer
 
 if TYPE_CHECKING:
     from ._launch import PreparedLaunch
 
-__all__ = ["Target", "Executable", "ArgumentPack", "Dim3", "normalize_dims"]
+__all__ = ["Target", "Executable", "Dim3", "normalize_dims"]
 
 Dim3 = tuple[int, int, int]
 
@@ -69,41 +68,21 @@ def _is_int(d: Any) -> bool:
     return isinstance(d, int)
 
 
-class ArgumentPack:
-    """One ctypes slot per kernel parameter and the ``void*`` array pointing at them: the
-    argument layout that ``cuLaunchKernel``, nvcc's host entry and the CPU entry all take.
-
-    Pointer slots hold addresses; scalar slots hold what
-    :func:`thork_core._binding.scalar_value` returns (16-bit floats as raw bits).
-    """
-
-    __slots__ = ("slots", "argv", "address", "pointer")
-
-    def __init__(self, params: Sequence[Param]) -> None:
-        from ._binding import scalar_ctype
-
-        self.slots: list[Any] = [
-            ctypes.c_void_p() if isinstance(p.type, PointerType) else scalar_ctype(p.type)()
-            for p in params
-        ]
-        self.argv = (ctypes.c_void_p * max(len(self.slots), 1))(
-            *[ctypes.addressof(s) for s in self.slots])
-        self.address = ctypes.addressof(self.argv)
-        self.pointer = [isinstance(p.type, PointerType) for p in params]
-
-
 class Executable(abc.ABC):
     """A kernel loaded on a target, ready to launch.
 
-    Subclasses set ``kernel``, own an :class:`ArgumentPack` (``args``) and implement
-    ``_run``; the base supplies :meth:`prepare`, the check-free path for front-ends that
-    validated their arguments once (fkl-compose's hot path).
+    Subclasses set ``kernel`` and ``launcher`` (:func:`thork_core._launch.make_launcher`:
+    the one launch mechanism) and implement :meth:`launch` (bind the caller's arguments,
+    then ``launcher.run``); the base supplies :meth:`prepare`, the check-free path for
+    front-ends that validated their arguments once (fkl-compose's hot path). Every method
+    may be called from many threads at once.
     """
 
     #: How it was obtained: ``compiled``, ``disk`` (disk-cache hit).
     cache: str = "compiled"
     kernel: KernelIR
-    args: ArgumentPack
+    #: The kernel's launcher: the native module's ``Launcher`` or a ``PyLauncher``.
+    launcher: Any
 
     def prepare(
         self, grid: Dim3, block: Dim3, values: Sequence[Any], *, shared_mem: int = 0,
@@ -113,10 +92,6 @@ class Executable(abc.ABC):
         from ._launch import PreparedLaunch
 
         return PreparedLaunch(self, grid, block, values, shared_mem)
-
-    def _run(self, grid: Dim3, block: Dim3, stream: int, shared_mem: int, argv: int) -> None:
-        """Launch with the argument pack at address ``argv`` (raises LaunchError)."""
-        raise NotImplementedError
 
     @abc.abstractmethod
     def launch(

@@ -14,7 +14,17 @@ they generate for the same IR bump their own version in their target's cache ide
 
 from __future__ import annotations
 
-from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
+from ._dtype import (
+    ALL_DTYPES,
+    DType,
+    dt,
+    dtype_of,
+    input_typestr,
+    int_range,
+    literal_dtype,
+    promote,
+    typestr,
+)
 from ._ir import (
     ATOMIC_OPS,
     SPECIALS,
@@ -76,6 +86,6 @@ __all__ = [
     "KernelIR", "Let", "Load", "Loc", "Param", "PointerType", "Renderer", "Return",
     "SPECIALS", "SYNC_KINDS", "Select", "SharedDecl", "Special", "Stmt", "Store", "Sync",
     "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",
-    "While", "dt", "dtype_of", "literal_dtype", "promote", "stmt_exprs", "walk_exprs",
-    "walk_stmts",
+    "While", "dt", "dtype_of", "input_typestr", "int_range", "literal_dtype", "promote",
+    "stmt_exprs", "typestr", "walk_exprs", "walk_stmts",
 ]

@@ -1,18 +1,40 @@
-"""Launching loaded kernels: geometry checks, the per-launch argument pack and prepared
-launches (fixed geometry and scalars, only pointers per call) for front-ends that check
-their arguments once.
+"""Launching loaded kernels: geometry checks, the one launcher every target uses, and
+prepared launches (fixed geometry and scalars, only pointers per call) for front-ends that
+check their arguments once; the geometry, shared-memory, scalar and aliasing checks.
 
-:meth:`Executable.launch <thork_core.plugin.Executable.launch>` is the checked path;
-:meth:`Executable.prepare <thork_core.plugin.Executable.prepare>` returns a
+:func:`make_launcher` makes a loaded kernel's launcher (native C where the extension can
+be built, :class:`PyLauncher` otherwise; the ``CONV_*`` constants name the entry's calling
+convention). :meth:`Executable.launch <thork_core.plugin.Executable.launch>` is the checked
+path; :meth:`Executable.prepare <thork_core.plugin.Executable.prepare>` returns a
 :class:`PreparedLaunch`; :func:`guarded_call_base` is the native hot path's base class
-where the C extension is available.
+where the C extension is available. All of it is safe to call from many threads.
 """
 
 from __future__ import annotations
 
 from ._binding import check_arg_count
-from ._launch import PreparedLaunch, guarded_call_base
-from ._target import ArgumentPack, Dim3, normalize_dims
+from ._launch import (
+    CONV_CU,
+    CONV_HOST,
+    CONV_HOST_STREAM,
+    PreparedLaunch,
+    PyLauncher,
+    guarded_call_base,
+    make_launcher,
+    out_maker,
+    param_kinds,
+)
+from ._limits import (
+    MAX_SHARED_PER_BLOCK,
+    float_scalar,
+    memory_range,
+    overlapping,
+    shared_bytes,
+    static_shared_bytes,
+)
+from ._target import Dim3, normalize_dims
 
-__all__ = ["ArgumentPack", "Dim3", "PreparedLaunch", "check_arg_count", "guarded_call_base",
-           "normalize_dims"]
+__all__ = ["CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "Dim3", "MAX_SHARED_PER_BLOCK",
+           "PreparedLaunch", "PyLauncher", "check_arg_count", "float_scalar",
+           "guarded_call_base", "make_launcher", "memory_range", "normalize_dims",
+           "out_maker", "overlapping", "param_kinds", "shared_bytes", "static_shared_bytes"]

@@ -13,13 +13,13 @@ hooks return subclass the classes here:
 * :class:`ArrayAdapter` turns a foreign array object into an :class:`ArrayView`.
 * :class:`Frontend` describes a front-end for ``thork info``.
 
-Reusable machinery for targets: :class:`ArgumentPack` (the ``void*`` argument array every
-launch entry takes), :func:`array_view`/:func:`check_array`/:func:`scalar_value`
+Reusable machinery for targets: :func:`array_view`/:func:`check_array`/:func:`scalar_value`
 (argument checks with messages that name the kernel and parameter), :func:`library_path`
 (where a host library for a cache key is kept), :class:`GpuTarget`/:class:`GpuExecutable`
-(the CUDA driver target, for targets that load through it) and :func:`memo` (facts
-memoized on disk, so a warm process does not ask a toolchain again). See
-``docs/plugins.md``.
+(the CUDA driver target) and :class:`CudaExecutable` (argument binding, staging and stream
+waits for any target that launches on a CUDA device), :func:`memo` (facts memoized on
+disk, so a warm process does not ask a toolchain again); an executable launches through
+:func:`thork_core.launch.make_launcher`. See ``docs/plugins.md``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,14 @@ from . import _hookspecs as hookspecs
 from ._adapter import ArrayAdapter, ArrayView
 from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch
 from ._artifact import ARTIFACT_KINDS, Artifact
-from ._binding import array_view, check_arg_count, check_array, scalar_ctype, scalar_value
-from ._cache import library_path
+from ._binding import (
+    array_view,
+    check_arg_count,
+    check_array,
+    find_view,
+    scalar_value,
+)
+from ._cache import library_path, load_library
 from ._compiler import Compiler
 from ._dtype import DType, dt
 from ._errors import (
@@ -44,30 +50,33 @@ from ._errors import (
     TraceError,
 )
 from ._frontend import Frontend
+from ._graph import RecordingLauncher
 from ._graph import recorder as graph_recorder
 from ._hookspecs import hookimpl, hookspec
 from ._memo import installed_fingerprint, memo, path_fingerprint
 from ._plugin_api import PLUGIN_API_VERSION
 from ._plugins import ENTRY_POINT_GROUP, PluginInfo, Plugins, PluginWarning, plugins
-from ._target import ArgumentPack, Dim3, Executable, Target, normalize_dims
+from ._target import Dim3, Executable, Target, normalize_dims
 
 if TYPE_CHECKING:
-    from ._gpu import GpuExecutable, GpuTarget
+    from ._gpu import CudaExecutable, GpuExecutable, GpuTarget
 
 __all__ = [
-    "ARTIFACT_KINDS", "ArgumentError", "ArgumentPack", "ArrayAdapter", "ArrayView",
-    "Artifact", "CompileError", "Compiler", "DEFAULT_ARCH", "DType", "Dim3",
+    "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "ArrayView",
+    "Artifact", "CompileError", "Compiler", "CudaExecutable", "DEFAULT_ARCH", "DType", "Dim3",
     "ENTRY_POINT_GROUP", "Executable", "Frontend", "GpuExecutable", "GpuTarget",
     "LaunchError", "NoTargetError", "PLUGIN_API_VERSION", "PluginError", "PluginInfo",
-    "PluginWarning", "Plugins", "Target", "ThorkError", "TraceError", "array_view",
-    "check_arg_count", "check_array", "dt", "gpu_arch", "graph_recorder", "hookimpl", "hookspec",
-    "hookspecs", "installed_fingerprint", "library_path", "memo", "normalize_dims",
-    "parse_arch", "path_fingerprint", "plugins", "scalar_ctype", "scalar_value",
+    "PluginWarning", "Plugins", "RecordingLauncher", "Target", "ThorkError", "TraceError",
+    "array_view",
+    "check_arg_count", "check_array", "dt", "find_view", "gpu_arch", "graph_recorder",
+    "hookimpl", "hookspec", "hookspecs", "installed_fingerprint", "library_path",
+    "load_library", "memo", "normalize_dims", "parse_arch", "path_fingerprint", "plugins",
+    "scalar_value",
 ]
 
 # The CUDA target's classes load on first use: a plugin module importing this facade
 # stays cheap (plugin modules are imported by every process that asks the registry).
-_LAZY = {"GpuTarget": "._gpu", "GpuExecutable": "._gpu"}
+_LAZY = {"GpuTarget": "._gpu", "GpuExecutable": "._gpu", "CudaExecutable": "._gpu"}
 
 
 def __getattr__(name: str) -> Any:

@@ -4,9 +4,10 @@
 both ways). :func:`stream_handle` turns a stream object (CuPy, torch, cuda-python, an int)
 into a raw ``CUstream``; :func:`stream_wait` orders one stream after another's queued
 work; :class:`Graph` records launches and replays them as one. :func:`device_pool` is the
-stream-ordered allocator behind device arrays; :func:`pinned_staging` the pinned host
-buffers behind NumPy transfers. Everything loads the CUDA driver on first use, so
-importing this module needs no GPU.
+stream-ordered allocator behind device arrays; :func:`staging` lends the pinned host
+buffers behind NumPy transfers; :func:`pinned_empty` gives users pinned NumPy arrays that
+launches copy directly. Everything loads the CUDA driver on first use, so importing this
+module needs no GPU.
 """
 
 from __future__ import annotations
@@ -18,28 +19,36 @@ from ._cuda import (
     device_count,
     device_name,
     driver,
+    function_address,
     gpu_status,
     make_current,
     pointer_device,
     stream_handle,
+    stream_wait,
 )
 from ._device_array import DeviceArray
-from ._device_array import _stream_wait as stream_wait
-from ._dtype import DType
+from ._dtype import DType, input_typestr
 from ._graph import Graph, GraphNode
-from ._memory import DevicePool, PinnedStaging, device_pool, pinned_staging
+from ._memory import (
+    DevicePool,
+    PinnedBlock,
+    PinnedStaging,
+    device_pool,
+    pinned_base,
+    pinned_empty,
+    staging,
+)
 
 __all__ = [
-    "DeviceArray", "DevicePool", "Graph", "GraphNode", "PinnedStaging", "check",
-    "compute_capability", "context",
-    "device_count", "device_name", "device_pool", "driver", "gpu_status", "make_current",
-    "pinned_staging", "pointer_device", "stream_handle", "stream_wait", "typestr",
+    "DeviceArray", "DevicePool", "Graph", "GraphNode", "PinnedBlock", "PinnedStaging",
+    "check", "compute_capability", "context",
+    "device_count", "device_name", "device_pool", "driver", "function_address",
+    "gpu_status", "make_current", "pinned_base", "pinned_empty", "pointer_device", "staging",
+    "stream_handle", "stream_wait", "typestr",
 ]
 
 
 def typestr(dtype: DType) -> str | None:
     """The ``__cuda_array_interface__`` typestr a conforming producer uses for ``dtype``,
     or None where there is none (bfloat16): such arrays take the full checking path."""
-    from ._gpu import _TYPESTR
-
-    return _TYPESTR.get(dtype.name)
+    return input_typestr(dtype)

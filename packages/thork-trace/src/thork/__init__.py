@@ -18,6 +18,7 @@ from thork_core import (
     ThorkError,
     TraceError,
     dt,
+    pinned_empty,
 )
 
 from ._atomic import (
@@ -148,7 +149,7 @@ __all__ = [
     "Int", "Int3", "TraceWarning",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
-    "where", "select", "cond", "cast", "jit", "func", "dt", "graph",
+    "where", "select", "cond", "cast", "jit", "func", "dt", "pinned_empty", "graph",
     # memory and synchronization
     "shared_array", "dynamic_shared", "syncthreads", "syncthreads_count", "syncthreads_and",
     "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",

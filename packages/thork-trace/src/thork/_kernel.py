@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, overload
 
@@ -27,6 +28,7 @@ from thork_core import (
     normalize_dims,
 )
 from thork_core.ir import Cast, Expr, Let, Special, Var
+from thork_core.launch import shared_bytes, static_shared_bytes
 
 from ._shaped import ShapedPointer, with_derived
 from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
@@ -93,6 +95,9 @@ class Kernel:
         #: Values of the compile-time constants this kernel is specialized for.
         self._bound: dict[str, Any] | None = None
         self._specializations: dict[tuple[Any, ...], Kernel] = {}
+        #: Held while tracing, building or specializing: threads whose first calls race
+        #: trace and compile once and share the result (launches themselves take no lock).
+        self._lock = threading.RLock()
         #: The kernel this one specializes (None for a kernel made by tk.jit).
         self._parent: Kernel | None = None
         self.__doc__ = fn.__doc__
@@ -108,6 +113,12 @@ class Kernel:
     def _analyze(self) -> list[tuple[str, Any, Any]]:
         if self._signature is not None:
             return self._signature
+        with self._lock:
+            if self._signature is not None:
+                return self._signature
+            return self._analyze_locked()
+
+    def _analyze_locked(self) -> list[tuple[str, Any, Any]]:
         sig = inspect.signature(self.fn)
         hints = _annotations(self.fn, self)
         out = []
@@ -155,6 +166,13 @@ class Kernel:
         return self._specialization(tuple(resolved))
 
     def _specialization(self, key: tuple[Any, ...]) -> Kernel:
+        child = self._specializations.get(key)
+        if child is not None:
+            return child
+        with self._lock:
+            return self._specialization_locked(key)
+
+    def _specialization_locked(self, key: tuple[Any, ...]) -> Kernel:
         child = self._specializations.get(key)
         if child is None:
             child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name)
@@ -206,7 +224,9 @@ class Kernel:
             k = self._resolved()
             if k is not self:
                 return k.ir
-            self._ir = self._trace()
+            with self._lock:
+                if self._ir is None:
+                    self._ir = self._trace()
         return self._ir
 
     def _trace(self) -> KernelIR:
@@ -312,13 +332,19 @@ class Kernel:
                     ) -> tuple[Executable, CompileInfo]:
         key = (target, compiler)
         hit = self._exes.get(key)
-        if hit is not None:
-            self._last_info = hit[1]
-            return hit
+        if hit is None:
+            with self._lock:  # one build per key, however many threads call first
+                hit = self._exes.get(key)
+                if hit is None:
+                    hit = self._build(key, target, compiler)
+        self._last_info = hit[1]
+        return hit
+
+    def _build(self, key: tuple[str | None, str | None], target: str | None,
+               compiler: str | None) -> tuple[Executable, CompileInfo]:
         ir = self.ir
         exe, info = build_kernel(ir, target or self.target, compiler or self.compiler)
         self._exes[key] = (exe, info)
-        self._last_info = info
         if self._parent is not None:
             self._parent._last_info = info  # compile_info of the unspecialized kernel
         return exe, info
@@ -348,12 +374,13 @@ class Launch:
                 f"{kernel.name}[...] takes [grid, block] or [grid, block, shared_bytes], "
                 f"got {config!r}")
         self.kernel = kernel
-        self.grid = normalize_dims(config[0], "grid")
-        self.block = normalize_dims(config[1], "block")
+        try:
+            self.grid = normalize_dims(config[0], "grid")
+            self.block = normalize_dims(config[1], "block")
+        except ArgumentError as exc:  # name the kernel (geometry is checked before launch)
+            raise ArgumentError(f"{kernel.name}[grid, block]: {exc}") from None
         shared = config[2] if len(config) == 3 else 0
-        if not isinstance(shared, int) or shared < 0:
-            raise TypeError(f"shared_bytes must be a non-negative int, got {shared!r}")
-        self.shared_mem = shared
+        self.shared_mem = shared_bytes(kernel.name, shared) if shared else 0
 
     def __call__(self, *args: Any, stream: Any = None, target: str | None = None,
                  compiler: str | None = None, **consts: Any) -> None:
@@ -376,6 +403,8 @@ class Launch:
         if len(args) != len(ir.params):
             # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
             args = with_derived(ir, args)
+        if self.shared_mem:  # with the kernel's own static shared memory, one block's worth
+            shared_bytes(kernel.name, self.shared_mem, static_shared_bytes(ir))
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
 
     def __repr__(self) -> str:

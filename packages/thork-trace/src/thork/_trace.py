@@ -32,8 +32,8 @@ from thork_core.ir import (
 )
 
 __all__ = [
-    "TraceWarning", "warn", "Trace", "Value", "Memory", "Pointer", "Dim3", "current", "current_or_none", "where",
-    "cast", "as_value",
+    "TraceWarning", "warn", "Trace", "Value", "Memory", "Pointer", "Dim3", "current",
+    "current_or_none", "where", "cast", "as_value",
 ]
 
 _PACKAGE_DIRS = tuple(
@@ -386,10 +386,11 @@ def _check_unsigned_compare(op: str, va: Value, vb: Value, ct: DType) -> None:
     fix = ("for signed index math use signed built-ins (tk.Int[tk.BlockIdx], "
            "tk.thread_idx(signed=True)) or convert first: tk.cast(x, tk.dt.int32)")
     if c < 0:
-        warn(f"comparison '({ct.name} value) {_SYMBOL[op]} {c}' is done in {ct.name}, so {c} becomes "
-             f"{c % (1 << ct.bits)}: {why}; {fix}")
+        warn(f"comparison '({ct.name} value) {_SYMBOL[op]} {c}' is done in {ct.name}, so {c} "
+             f"becomes {c % (1 << ct.bits)}: {why}; {fix}")
     elif c == 0 and op in _AGAINST_ZERO:
-        warn(f"comparison '({ct.name} value) {_SYMBOL[op]} 0' is always {_AGAINST_ZERO[op]}: {why}; {fix}")
+        warn(f"comparison '({ct.name} value) {_SYMBOL[op]} 0' is always "
+             f"{_AGAINST_ZERO[op]}: {why}; {fix}")
 
 
 def _to(v: Value, t: DType) -> Expr:

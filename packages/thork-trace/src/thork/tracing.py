@@ -9,8 +9,9 @@ A front-end (fkl-compose is one) records a kernel the way ``@tk.jit`` does:
 3. run Python code on those values: arithmetic, comparisons, indexing, :func:`cast`,
    :func:`where`, the functions in :mod:`math` (``min``, ``max``, ``floor``...) and the
    control flow context managers :func:`if_`/:func:`elif_`/:func:`else_`,
-   :func:`return_`, :func:`range`, :func:`while_` — every operation appends IR to the
-   current trace;
+   :func:`return_`, :func:`cond`, :func:`range`, :func:`while_` — every operation
+   appends IR to the current trace; :func:`warn` reports a :class:`TraceWarning` at the
+   user's line;
 4. build a :class:`~thork_core.ir.KernelIR` from ``trace.name``, ``trace.params`` and
    ``trace.body`` and hand it to :func:`thork_core.build.build_kernel`.
 
@@ -41,8 +42,8 @@ from ._trace import (
 )
 
 __all__ = [
-    "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "as_value", "block_dim",
-    "block_idx", "break_", "cast", "cond", "continue_", "current", "current_or_none", "elif_",
-    "else_", "grid_dim", "if_", "math", "range", "return_", "set_current", "thread_idx",
-    "var", "warn", "where", "while_",
+    "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "as_value",
+    "block_dim", "block_idx", "break_", "cast", "cond", "continue_", "current",
+    "current_or_none", "elif_", "else_", "grid_dim", "if_", "math", "range", "return_",
+    "set_current", "thread_idx", "var", "warn", "where", "while_",
 ]

@@ -10,8 +10,16 @@ from typing import TYPE_CHECKING
 
 from thork_core.plugin import hookimpl
 
+#: The plugin API versions this plugin was written against: Thork skips it, with a
+#: warning, when core provides another (``thork_core.plugin.PLUGIN_API_VERSION``).
+THORK_PLUGIN_API = ">=1.0,<2"
+
 if TYPE_CHECKING:
     from thork_core.plugin import Compiler
+
+#: The plugin API versions this plugin works with: Thork skips it, with one warning, when
+#: its core's ``thork_core.plugin.PLUGIN_API_VERSION`` is outside.
+THORK_PLUGIN_API = ">=1.0,<2"
 
 
 @hookimpl

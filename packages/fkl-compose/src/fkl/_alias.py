@@ -1,0 +1,53 @@
+"""Outputs that share memory with inputs (docs/fkl.md, "out= and aliasing").
+
+A pipe's kernel reads its inputs while it writes its outputs, thread by thread. Writing
+over the memory being read is correct only where each thread reads exactly the pixel it
+writes: a plain read, per-pixel ops and a plain write, with ``out`` being exactly an input
+(same first byte and size): that is allowed and computes in place. Any other overlap
+(Crop, Resize, Warping, layout changes, or a partial overlap) is rejected with an
+:class:`~thork_core.ArgumentError` before the launch, from the arrays' address ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from thork_core import ArgumentError
+from thork_core.launch import memory_range
+
+__all__ = ["in_place_safe", "check_out_aliasing"]
+
+
+def in_place_safe(chain: Any) -> bool:
+    """Whether ``chain`` (a :class:`fkl._lowering.Chain`) reads, at each output pixel,
+    only the same pixel of its inputs: then ``out`` may be exactly an input."""
+    from ._tensor import DualRead, TensorRead, TensorWrite
+
+    return (type(chain.read) in (TensorRead, DualRead)
+            and all(op.elementwise for op in chain.middle)
+            and isinstance(chain.write, TensorWrite))
+
+
+def check_out_aliasing(inputs: Sequence[Any], outs: Sequence[Any], in_place: bool) -> None:
+    """Raise unless every output is separate from every input, or (``in_place``) exactly
+    one of them."""
+    for j, o in enumerate(outs):
+        ro = memory_range(o)
+        if ro is None:
+            continue
+        for i, x in enumerate(inputs):
+            rx = memory_range(x)
+            if rx is None or rx[0] != ro[0] or not (rx[1] < ro[2] and ro[1] < rx[2]):
+                continue
+            if in_place and rx == ro:
+                continue
+            what = f"out[{j}]" if len(outs) > 1 else "out"
+            why = ("the chain reads pixels other than the one each thread writes (a "
+                   "geometric read, a layout change or a non-pixel op)" if rx == ro else
+                   f"they overlap partially ({what} bytes [{ro[1]:#x}, {ro[2]:#x}), input "
+                   f"bytes [{rx[1]:#x}, {rx[2]:#x}))")
+            raise ArgumentError(
+                f"fkl pipe {what}: expected an array separate from input {i}, got one that "
+                f"shares its memory; {why}, so results would be wrong. Pass a separate "
+                "output array (or none, to allocate one).")

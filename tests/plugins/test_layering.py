@@ -1,0 +1,124 @@
+"""Core layering: no import cycles among core's private modules (imports at module level,
+the ones that run when a module loads), the cache knows nothing of renderers, and one
+build path serves both front-ends."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CORE = ROOT / "packages" / "thork-core" / "src" / "thork_core"
+
+
+def _runtime_imports(path: pathlib.Path) -> set[str]:
+    """Core modules that ``path`` imports when it loads (not under TYPE_CHECKING, not
+    inside functions)."""
+    out: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                out.add(node.module.split(".")[0])
+            else:
+                out.update(a.name for a in node.names)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = {p.stem: p for p in CORE.glob("_*.py") if p.stem != "__init__"}
+    return {m: _runtime_imports(p) & set(mods) for m, p in mods.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_cycles() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_core_private_modules_import_without_cycles() -> None:
+    assert not _cycles(_graph()), _cycles(_graph())
+
+
+def test_the_registry_does_not_import_the_interfaces_it_registers() -> None:
+    """Argument binding asks the registry for adapters; the registry must not import the
+    target/compiler interfaces back at load time."""
+    assert not _runtime_imports(CORE / "_plugins.py") & {"_target", "_compiler", "_adapter"}
+
+
+def test_the_cache_does_not_import_the_renderer() -> None:
+    assert "_renderer" not in _runtime_imports(CORE / "_cache.py")
+    assert "_renderer" not in (CORE / "_cache.py").read_text()
+
+
+def test_rendered_source_carries_the_codegen_version() -> None:
+    """What replaces the codegen version in the cache key: each renderer writes it into
+    the source, whose hash is the key's main part."""
+    from thork_core.ir import CODEGEN_VERSION, CudaRenderer, KernelIR
+
+    empty = KernelIR(name="k", params=[], body=[])
+    assert f"codegen {CODEGEN_VERSION}" in CudaRenderer().render(empty)
+    if importlib.util.find_spec("thork_cpu") is None:
+        pytest.skip("thork-target-cpu not installed")
+    from thork_cpu import CppRenderer
+
+    assert f"codegen {CODEGEN_VERSION}" in CppRenderer().render(empty)
+
+
+def test_front_ends_build_through_build_kernel() -> None:
+    """One build path: both front-ends call build_kernel; neither loads artifacts into a
+    target or compiles source for running on its own (``artifact()`` methods compile
+    without loading, for inspection: compile_artifact, not this)."""
+    sources = {"thork": ROOT / "packages" / "thork-trace" / "src" / "thork",
+               "fkl": ROOT / "packages" / "fkl-compose" / "src" / "fkl"}
+    users = set()
+    for name, folder in sources.items():
+        for f in folder.rglob("*.py"):
+            tree = ast.parse(f.read_text())
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = ast.unparse(node.func)
+                if func.endswith("build_kernel"):
+                    users.add(name)
+                kwargs = {k.arg for k in node.keywords}
+                assert not (func.endswith(".load") and len(node.args) == 2), (
+                    f"{f}: loads an artifact itself: {ast.unparse(node)}")
+                assert not (func.endswith(".compile") and "entry" in kwargs), (
+                    f"{f}: compiles itself: {ast.unparse(node)}")
+    assert users == set(sources)
