@@ -36,8 +36,8 @@ def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
     for adapter in plugins().array_adapters():
         try:
             view = adapter.view(obj, stream)
-        except TypeError as exc:  # an array the kernel cannot read (dtype, byte order...)
-            raise ArgumentError(f"{kernel.name}(): parameter '{param.name}': {exc}") from None
+        except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
+            raise ArgumentError(str(exc)) from None
         if view is not None:
             return view
     return None
@@ -45,8 +45,11 @@ def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
 
 def array_view(obj: Any, param: Param, kernel: KernelIR, stream: int | None) -> ArrayView:
     """Adapt ``obj`` through the registered array adapters; an error naming the kernel
-    and parameter when none takes it."""
-    view = find_view(obj, stream)
+    and parameter when none takes it (or an adapter refuses it)."""
+    try:
+        view = find_view(obj, stream)
+    except ArgumentError as exc:
+        raise ArgumentError(f"{kernel.name}(): parameter '{param.name}': {exc}") from None
     if view is not None:
         return view
     raise ArgumentError(
