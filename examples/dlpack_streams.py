@@ -46,7 +46,7 @@ def main() -> int:
         return 0 if ok else 1
     make_current(0)
     drv = driver()
-    stream = int(check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING),
+    stream = int(check(drv.cuStreamCreate(1),
                        "cuStreamCreate"))
     dx = DeviceArray.from_host(x)
     dy = DeviceArray((n,), "float32", stream=stream)

@@ -40,7 +40,7 @@ def _new_stream() -> int:
 
     make_current(0)
     drv = driver()
-    return int(check(drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING),
+    return int(check(drv.cuStreamCreate(1),
                      "cuStreamCreate"))
 
 

@@ -158,7 +158,7 @@ class Graph:
         _cuda.make_current(self.device)
         if self._given_stream is None:
             self._own_stream = _cuda.check(
-                drv.cuStreamCreate(drv.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+                drv.cuStreamCreate(1), "cuStreamCreate")
             self.stream = int(self._own_stream)
         else:
             self.stream = _cuda.stream_handle(self._given_stream)
@@ -249,8 +249,8 @@ class Graph:
             if kind != drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
                 continue
             params = _KernelNodeParams()
-            rc = _libcuda().cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(int(node)),
-                                                          ctypes.byref(params))
+            rc = _node_fn("cuGraphKernelNodeGetParams")(ctypes.c_void_p(int(node)),
+                                                        ctypes.byref(params))
             if rc:
                 _cuda.check((drv.CUresult(rc),), "cuGraphKernelNodeGetParams")
             args = []
@@ -311,7 +311,7 @@ class Graph:
         ctypes.memmove(ctypes.byref(new), ctypes.byref(params), ctypes.sizeof(new))
         new.kernelParams = ctypes.cast(argv, ctypes.c_void_p)
         new.extra = None
-        rc = _libcuda().cuGraphExecKernelNodeSetParams_v2(
+        rc = _node_fn("cuGraphExecKernelNodeSetParams")(
             ctypes.c_void_p(int(self._exec)), ctypes.c_void_p(int(node)), ctypes.byref(new))
         if rc:
             from . import _cuda
@@ -370,11 +370,21 @@ _LIB: list[Any] = []
 def _libcuda() -> Any:
     if not _LIB:
         lib = ctypes.CDLL("libcuda.so.1")
-        for name in ("cuGraphKernelNodeGetParams_v2", "cuGraphExecKernelNodeSetParams_v2",
-                     "cuFuncGetParamInfo", "cuGraphLaunch"):
-            getattr(lib, name).restype = ctypes.c_int
+        lib.cuGraphLaunch.restype = ctypes.c_int
         _LIB.append(lib)
     return _LIB[0]
+
+
+def _node_fn(name: str) -> Any:
+    """libcuda's ``name`` taking ``CUDA_KERNEL_NODE_PARAMS_v2`` (the ``_v2`` export; the
+    unversioned one reads the same leading fields)."""
+    lib = _libcuda()
+    try:
+        fn = getattr(lib, name + "_v2")
+    except AttributeError:
+        fn = getattr(lib, name)
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def _graph_launcher() -> tuple[Any, bool]:
@@ -390,10 +400,16 @@ def _graph_launcher() -> tuple[Any, bool]:
 
 def _param_sizes(func: int) -> list[int]:
     """Byte size of each parameter of a ``CUfunction`` (``cuFuncGetParamInfo``)."""
-    lib = _libcuda()
+    try:
+        info = _libcuda().cuFuncGetParamInfo
+    except AttributeError:
+        raise LaunchError("Graph nodes: the driver lacks cuFuncGetParamInfo (CUDA 12.4+ "
+                          "drivers have it); replay works, arguments cannot be changed") \
+            from None
+    info.restype = ctypes.c_int
     sizes: list[int] = []
     off, size = ctypes.c_size_t(), ctypes.c_size_t()
-    while lib.cuFuncGetParamInfo(ctypes.c_void_p(func), ctypes.c_size_t(len(sizes)),
+    while info(ctypes.c_void_p(func), ctypes.c_size_t(len(sizes)),
                                  ctypes.byref(off), ctypes.byref(size)) == 0:
         sizes.append(size.value)
     return sizes
