@@ -271,6 +271,7 @@ def test_cupy_array_on_cupys_stream_is_waited_for():
     np.testing.assert_array_equal(out.to_host(), np.full(N, 6.0, np.float32))
     # and a kernel launched on CuPy's stream by name
     y = cp.zeros(N, dtype=cp.float32)
+    cp.cuda.Device().synchronize()
     with s:
         _slow_fill_cupy(cp, x, 1.0)
         scale[GRID, 256](x, 5.0, N, y, stream=cp.cuda.get_current_stream())
@@ -285,6 +286,7 @@ def test_cupy_external_stream_and_graph_capture():
     ext = cp.cuda.ExternalStream(handle)
     x = cp.arange(N, dtype=cp.float32)
     y = cp.full(N, cp.nan, dtype=cp.float32)
+    cp.cuda.Device().synchronize()  # CuPy's interface names the current stream, not x's
     with ext:
         pipe(x, out=y, stream=ext)  # warm-up (builds the kernel) on the external stream
     ext.synchronize()
