@@ -63,6 +63,12 @@ class RecordingLauncher:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    # isinstance() sees the wrapped launcher's class (native Launcher or PyLauncher): code
+    # that asks which launcher runs a kernel gets the true answer.
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self.inner)
+
 
 class _RecordingPrepared:
     """A prepared launch of a :class:`RecordingLauncher`: ``run(pointers, stream=0)``."""
@@ -89,6 +95,10 @@ class _RecordingPrepared:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # as RecordingLauncher's: the wrapped prepared's class
+        return type(self.inner)
 
 
 class GraphNode:
