@@ -37,11 +37,12 @@ def array_types() -> list[Any]:
     return _TYPES
 
 
-def view(x: Any, what: str) -> ArrayView:
+def view(x: Any, what: str, stream: int | None = None) -> ArrayView:
     """Adapt an input/output array with core's adapters and check what every fkl kernel
-    needs (C-contiguous, int32-indexable); ``what`` names it in errors."""
+    needs (C-contiguous, int32-indexable); ``what`` names it in errors. ``stream``: the
+    launch stream, which DLPack producers are asked to order after their work."""
     try:
-        v = find_view(x, None)
+        v = find_view(x, stream)
     except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
         raise ArgumentError(f"fkl pipe {what}: {exc}") from None
     if v is None:

@@ -170,7 +170,10 @@ class CallPath:
             handle = stream_handle(stream) if stream is not None else 0
             inputs = tuple(stack(x, f"input {i}", handle) if isinstance(x, (list, tuple))
                            else x for i, x in enumerate(inputs))
-        views = [view(x, f"input {i}") for i, x in enumerate(inputs)]
+        handle = stream_handle(stream) if stream is not None else 0
+        # The launch stream goes to the adapters: a DLPack producer orders it after its
+        # own work (the protocol's handshake; __cuda_array_interface__ names its stream).
+        views = [view(x, f"input {i}", handle) for i, x in enumerate(inputs)]
         t, g, lay = read.host_type(views)
         tgt = self.kernels.resolve()
         on_device = any(v.device == "cuda" for v in views)
@@ -196,7 +199,6 @@ class CallPath:
             plan = make_plan(self.kernels, t, g, lay, on_device, variant, self.ops, active)
             if active is None or len(self._plans) < 256:  # per (k, default): bounded
                 self._plans[shape_key] = plan
-        handle = stream_handle(stream) if stream is not None else 0
         device = views[0].device_id if views else 0
         outs = check_out(plan.outs, out, on_device) if out is not None else \
             allocate(plan, device, handle)
