@@ -16,6 +16,9 @@ Rows (GPU rows run when a GPU is visible; anchors when torch / CuPy / torchvisio
     resize_crop_convert_reformat (when `import cvcuda` works) and 8 single calls; 64 crops
     of a 4K frame in one call vs 64 calls and a same-bytes copy; compose_divergent vs its
     two chains alone; CircularTensor.update vs a same-bytes copy
+  * neighbourhood filters (issue 21), 1920x1080x3 u8 in and out: 3x3 box and Gaussian vs a
+    same-bytes cuMemcpyDtoD (goal >= 80%), median 5x5 and a 15x15 LinearFilter reported;
+    CV-CUDA gaussian / median_blur anchors when `import cvcuda` works
 
 GPU times are CUDA events (medians of fresh-input repetitions after a warm-up), three
 ways: around one call from an idle GPU (host launch latency included), around 20 calls
@@ -731,6 +734,58 @@ def bench_batch(ev: Events, rng: Any, reps: int) -> None:
     row("circular", "  cuMemcpyDtoD same bytes", t_ctc, "us")
 
 
+def bench_filters(ev: Events, rng: Any, reps: int) -> None:
+    """Neighbourhood filters on 1080p x 3 uint8, in and out, steady-state device time
+    (20 back-to-back calls), against a same-bytes copy and CV-CUDA."""
+    from thork_core import _cuda
+    from thork_core._device_array import DeviceArray
+
+    drv = ev.drv
+    batch_reps = max(reps // 4, 5)
+    print("filters: 1920x1080x3 u8 -> u8", flush=True)
+    src = DeviceArray.from_host(rng.integers(0, 256, (H, W, C)).astype(np.uint8))
+    dst = DeviceArray((H, W, C), "uint8")
+    nbytes = H * W * C
+    t_copy = ev.stream_us(lambda: _cuda.check(
+        drv.cuMemcpyDtoDAsync(dst.ptr, src.ptr, nbytes, 0), "copy"), batch_reps)
+    row("filters", "cuMemcpyDtoD same bytes", t_copy, "us", "in + out = 2 x 6.2 MB")
+    kernel15 = rng.normal(size=(15, 15)).astype(np.float32)
+    cases = {
+        "box 3x3": (fkl.BoxFilter(3), True),
+        "gaussian 3x3": (fkl.GaussianBlur(3, 0.8), True),
+        "median 5x5": (fkl.MedianBlur(5), False),
+        "linear 15x15": (fkl.LinearFilter(kernel15), False),
+    }
+    times: dict[str, float] = {}
+    for name, (op, goal) in cases.items():
+        pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
+        pipe(src, out=dst)
+        t = ev.stream_us(lambda pipe=pipe: pipe(src, out=dst), batch_reps)
+        times[name] = t
+        note = f"at {100 * t_copy / t:.0f}% of copy" + (" (goal >= 80%)" if goal else "")
+        row("filters", f"fkl {name}", t, "us", note)
+    cvcuda = try_import("cvcuda")
+    if cvcuda is None:
+        print("  anchor missing: CV-CUDA (`import cvcuda` failed; pip install cvcuda-cu13)",
+              flush=True)
+        return
+    anchors = {
+        "gaussian 3x3": lambda s: cvcuda.gaussian(s, kernel_size=(3, 3), sigma=(0.8, 0.8),
+                                                  border=cvcuda.Border.REFLECT101),
+        "median 5x5": lambda s: cvcuda.median_blur(s, ksize=(5, 5)),
+    }
+    for name, call in anchors.items():
+        try:
+            one = DeviceArray.wrap(src.ptr, (1, H, W, C), "uint8", owner=src)
+            t_src = cvcuda.as_tensor(one, "NHWC")
+            call(t_src)
+            t_cv = ev.stream_us(lambda call=call, t_src=t_src: call(t_src), batch_reps)
+            row("filters", f"  CV-CUDA {name}", t_cv, "us",
+                f"fkl / CV-CUDA = {times[name] / t_cv:.2f} (goal <= 1.0)")
+        except Exception as exc:  # an anchor failing must not stop the run
+            print(f"  CV-CUDA {name} anchor failed: {type(exc).__name__}: {str(exc)[:200]}")
+
+
 def bench_batch_cpu(reps: int) -> None:
     """The crop batch on the CPU target: 16 crops of a 1080p frame in one call vs 16."""
     from thork_core import plugins
@@ -854,6 +909,7 @@ def main() -> int:
     if gpu:
         bench_gpu(reps)
         bench_batch(Events(), np.random.default_rng(), reps)
+        bench_filters(Events(), np.random.default_rng(), reps)
     else:
         print(f"no GPU ({why}): GPU rows skipped", flush=True)
     bench_compile()

@@ -19,6 +19,17 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     from ._circular import CircularTensor
     from ._color import COLOR_CODES, ColorCode, ColorConversion
     from ._divergent import Divergent, compose_divergent
+    from ._filter import (
+        MAX_KSIZE,
+        BoxFilter,
+        Dilate,
+        Erode,
+        GaussianBlur,
+        LinearFilter,
+        MedianBlur,
+        Sobel,
+        gaussian_kernel,
+    )
     from ._geometry import (
         AspectRatio,
         BorderMode,
@@ -81,6 +92,15 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
 # Lazy public names (PEP 562): `import fkl` (and its plugin entry point, loaded by
 # every Thork process) stays cheap; a name's module loads on first use.
 _EXPORTS = {
+    "BoxFilter": "._filter",
+    "Dilate": "._filter",
+    "Erode": "._filter",
+    "GaussianBlur": "._filter",
+    "LinearFilter": "._filter",
+    "MAX_KSIZE": "._filter",
+    "gaussian_kernel": "._filter",
+    "MedianBlur": "._filter",
+    "Sobel": "._filter",
     "Abs": "._ops",
     "AbsDiff": "._ops",
     "Add": "._ops",
@@ -177,14 +197,16 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Abs", "AbsDiff", "Add", "AddLast", "And", "ArgumentError", "AspectRatio", "BorderMode",
-    "BorderReader", "Cast", "CircularTensor", "COLOR_CODES", "ColorCode", "ColorConversion",
-    "compose", "compose_divergent", "Crop", "Deinterlace", "DeinterlaceMode", "DeviceBuffer",
-    "Discard", "Div", "Divergent", "DualRead", "Equal", "Exp", "IGNORE_AR", "letterbox", "Ln",
-    "Max", "MidWrite", "Min", "Mul", "MxVFloat3", "Normalize", "Not", "Op", "ops", "Or", "PerItem",
-    "Pipe", "PRESERVE_AR", "PRESERVE_AR_LEFT", "PRESERVE_AR_RN_EVEN", "ReadSet", "reset_stats",
-    "Resize", "Saturate", "SaturateCast", "SaturateFloat", "ShiftLeft", "ShiftRight", "SplitWrite",
-    "Sqr", "Sqrt", "StaticLoop", "stats", "Sub", "TensorPack", "TensorRead", "TensorSplit",
-    "TensorTPack", "TensorTSplit", "TensorWrite", "VectorReduce", "VectorReorder",
-    "VectorReorderRT", "Warping", "Xor",
+    "BorderReader", "BoxFilter", "Cast", "CircularTensor", "COLOR_CODES", "ColorCode",
+    "ColorConversion", "compose", "compose_divergent", "Crop", "Deinterlace", "DeinterlaceMode",
+    "DeviceBuffer", "Dilate", "Discard", "Div", "Divergent", "DualRead", "Equal", "Erode",
+    "Exp", "gaussian_kernel", "GaussianBlur", "IGNORE_AR", "letterbox", "LinearFilter", "Ln",
+    "Max", "MAX_KSIZE", "MedianBlur", "MidWrite", "Min", "Mul", "MxVFloat3", "Normalize", "Not",
+    "Op", "ops", "Or", "PerItem", "Pipe", "PRESERVE_AR", "PRESERVE_AR_LEFT",
+    "PRESERVE_AR_RN_EVEN", "ReadSet", "reset_stats", "Resize", "Saturate", "SaturateCast",
+    "SaturateFloat", "ShiftLeft", "ShiftRight", "Sobel", "SplitWrite", "Sqr", "Sqrt",
+    "StaticLoop", "stats", "Sub", "TensorPack", "TensorRead", "TensorSplit", "TensorTPack",
+    "TensorTSplit", "TensorWrite", "VectorReduce", "VectorReorder", "VectorReorderRT",
+    "Warping", "Xor",
 ]
 __version__ = "0.1.0"

@@ -1,0 +1,451 @@
+"""Neighbourhood filters: ReadBack ops whose output pixel reads a kw x kh window of the
+stage below it (backward vertical fusion, as the geometry ops), with a border mode for
+the taps that fall outside that stage's plane. See ``docs/fkl-filters.md``.
+
+Window sizes, border modes and the op kind are types (part of the kernel key);
+coefficients, sigmas, scales and border constants are runtime scalar parameters, so a
+new set of coefficients of the same size never recompiles.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from thork.tracing import Value, cast, where
+from thork.tracing import math as tkm
+from thork_core import ArgumentError, DType, dt
+
+from ._geometry import BorderMode, ReadBack, border_index
+from ._ops import saturate_value
+from ._pixel import Geom, Pixel, PixType, Stage, per_channel
+
+__all__ = ["LinearFilter", "BoxFilter", "GaussianBlur", "Sobel", "Erode", "Dilate",
+           "MedianBlur", "MAX_KSIZE", "gaussian_kernel"]
+
+#: The largest window side: every tap is unrolled into the kernel, so the code grows with
+#: kw * kh (15 x 15 = 225 taps per channel).
+MAX_KSIZE = 15
+
+
+def _ksize(ksize: Any, what: str, allow_zero: bool = False) -> tuple[int, int]:
+    """``(kw, kh)`` from an int or a pair; odd sides in 1..MAX_KSIZE (0 when allowed)."""
+    pair = (ksize, ksize) if isinstance(ksize, int) and not isinstance(ksize, bool) \
+        else ksize
+    try:
+        kw, kh = (int(v) if _is_int(v) else None for v in pair)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{what}: expected an odd int or a (width, height) pair of odd "
+                            f"ints, got {ksize!r}") from None
+    for side in (kw, kh):
+        if side is None:
+            raise ArgumentError(f"{what}: expected an odd int or a (width, height) pair of "
+                                f"odd ints, got {ksize!r}")
+        if allow_zero and side == 0:
+            continue
+        if side < 1 or side % 2 == 0:
+            raise ArgumentError(f"{what}: window sides must be odd and positive (the anchor "
+                                f"is the centre), got {ksize!r}")
+        if side > MAX_KSIZE:
+            raise ArgumentError(f"{what}: window side {side} exceeds the limit of "
+                                f"{MAX_KSIZE} (every tap is unrolled), got {ksize!r}")
+    assert kw is not None and kh is not None
+    return kw, kh
+
+
+def _is_int(v: Any) -> bool:
+    import numpy as np
+
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _math_type(t: DType) -> DType:
+    """The dtype the window arithmetic runs in: float64 stays, everything else float32."""
+    return dt.float64 if t == dt.float64 else dt.float32
+
+
+def _store(v: Value, to: DType) -> Value:
+    """An accumulated float converted to the output dtype (ints: round half to even and
+    saturate, as OpenCV's ``saturate_cast``)."""
+    return saturate_value(v, to)
+
+
+class Filter(ReadBack):
+    """Base of the neighbourhood filters: a ``kw`` x ``kh`` window centred on the output
+    pixel, read through the stage below with ``border`` (a :class:`BorderMode`) for taps
+    outside its plane; ``value`` is the constant of ``CONSTANT`` (scalar or per channel,
+    a runtime value)."""
+
+    #: Whether the output is float32 whatever the input (Sobel), else the input dtype.
+    float_out: ClassVar[bool] = False
+
+    def __init__(self, ksize: tuple[int, int], border: str, value: Any) -> None:
+        if border not in BorderMode.ALL:
+            raise ArgumentError(f"{self.name} border: expected one of {BorderMode.ALL}, got "
+                                f"{border!r}")
+        self.ksize, self.border, self.value = ksize, border, value
+
+    def key(self) -> tuple[Any, ...]:
+        return (type(self).__name__, self.ksize, self.border)
+
+    def out_type(self, t: PixType) -> PixType:
+        super().out_type(t)
+        if self.border == BorderMode.CONSTANT:
+            per_channel(self.value, t.channels, f"{self.name} value")
+        return t.with_(dt.float32) if self.float_out else t
+
+    def out_geom(self, g: Geom, t: PixType) -> Geom:
+        return Geom(g.w, g.h, g.batch)
+
+    def _constants(self, t: PixType) -> list[Any]:
+        if self.border != BorderMode.CONSTANT:
+            return []
+        return per_channel(self.value, t.channels, f"{self.name} value")
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        return [t.dtype] * len(self._constants(t)) + self.coef_types(t)
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        return self._constants(t) + self.coefs(t)
+
+    # -- what a filter defines -------------------------------------------------------------
+    def window(self, t: PixType) -> tuple[int, int]:
+        """``(kw, kh)`` for input pixels ``t``."""
+        return self.ksize
+
+    def coef_types(self, t: PixType) -> list[DType]:
+        """Dtypes of the filter's own runtime values (after the border constants)."""
+        return []
+
+    def coefs(self, t: PixType) -> list[Any]:
+        """The filter's own runtime values, in :meth:`coef_types` order."""
+        return []
+
+    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
+        """The output pixel from the window ``win[row][col]`` (input type ``t``) and the
+        traced values ``c`` of :meth:`coefs`."""
+        raise NotImplementedError
+
+    def sample(self, src: Stage, p: list[Value]) -> Stage:
+        t = src.type
+        nconst = t.channels if self.border == BorderMode.CONSTANT else 0
+        consts, coefs = p[:nconst], p[nconst:]
+        kw, kh = self.window(t)
+        mode = self.border
+
+        def read(x: Value, y: Value, z: Value) -> Pixel:
+            # Border-map each column and row once; the taps are their cross product.
+            xs = [x + (i - kw // 2) for i in range(kw)]
+            ys = [y + (j - kh // 2) for j in range(kh)]
+            mx = [border_index(v, src.w, mode) for v in xs]
+            my = [border_index(v, src.h, mode) for v in ys]
+            if mode == BorderMode.CONSTANT:
+                inx = [(v >= 0) & (v < src.w) for v in xs]
+                iny = [(v >= 0) & (v < src.h) for v in ys]
+            win: list[list[Pixel]] = []
+            for j in range(kh):
+                row = []
+                for i in range(kw):
+                    px = src.read(mx[i], my[j], z)
+                    if mode == BorderMode.CONSTANT:
+                        inside = inx[i] & iny[j]
+                        px = [where(inside, v, consts[k]) for k, v in enumerate(px)]
+                    row.append(px)
+                win.append(row)
+            return self.combine(win, coefs, t)
+
+        return Stage(read, src.w, src.h, self.out_type(t))
+
+
+def _weighted(win: list[list[Pixel]], wx: list[Any], wy: list[Any], ft: DType,
+              channels: int) -> list[Value]:
+    """Separable weighted sum per channel: rows weighted by ``wx``, then columns by
+    ``wy`` (weights traced or Python numbers; a Python 0 is skipped)."""
+    out = []
+    for k in range(channels):
+        col: Any = None
+        for j, row in enumerate(win):
+            if isinstance(wy[j], (int, float)) and wy[j] == 0:
+                continue
+            acc: Any = None
+            for i, px in enumerate(row):
+                if isinstance(wx[i], (int, float)) and wx[i] == 0:
+                    continue
+                term = cast(px[k], ft) * wx[i]
+                acc = term if acc is None else acc + term
+            term = acc * wy[j]
+            col = term if col is None else col + term
+        out.append(col)
+    return out
+
+
+# -- linear filters -----------------------------------------------------------------------
+class LinearFilter(Filter):
+    """``cv2.filter2D`` with the anchor at the centre (a correlation, as OpenCV's):
+    ``out = sum_ij kernel[j, i] * src[y + j - kh//2, x + i - kw//2]``, in float32 (float64
+    for float64 pixels), stored in the input dtype (integers round half to even and
+    saturate). ``kernel`` is a (kh, kw) array, or a flat sequence with
+    ``ksize=(kw, kh)``; odd sides up to :data:`MAX_KSIZE`. The coefficients are runtime
+    values: another kernel of the same size reuses the compiled code."""
+
+    def __init__(self, kernel: Any, ksize: Any = None, border: str = BorderMode.REFLECT_101,
+                 value: Any = 0) -> None:
+        import numpy as np
+
+        try:
+            k = np.asarray(kernel, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ArgumentError(f"fkl.LinearFilter kernel: expected numbers, got "
+                                f"{kernel!r}") from None
+        if ksize is None:
+            if k.ndim != 2:
+                raise ArgumentError(f"fkl.LinearFilter kernel: expected a 2-D (kh, kw) "
+                                    f"array, or flat coefficients with ksize=(kw, kh), got "
+                                    f"shape {k.shape}")
+            size = _ksize((k.shape[1], k.shape[0]), "fkl.LinearFilter kernel shape (kw, kh)")
+        else:
+            size = _ksize(ksize, "fkl.LinearFilter ksize")
+            if k.size != size[0] * size[1]:
+                raise ArgumentError(f"fkl.LinearFilter kernel: ksize {size} needs "
+                                    f"{size[0] * size[1]} coefficients, got {k.size}")
+        if not np.isfinite(k).all():
+            raise ArgumentError("fkl.LinearFilter kernel: coefficients must be finite")
+        super().__init__(size, border, value)
+        self.kernel = k.reshape(size[1], size[0])
+
+    def coef_types(self, t: PixType) -> list[DType]:
+        return [_math_type(t.dtype)] * self.kernel.size
+
+    def coefs(self, t: PixType) -> list[Any]:
+        return [float(v) for v in self.kernel.reshape(-1)]
+
+    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
+        ft, kw = _math_type(t.dtype), self.ksize[0]
+        out = []
+        for k in range(t.channels):
+            acc: Any = None
+            for j, row in enumerate(win):
+                for i, px in enumerate(row):
+                    term = cast(px[k], ft) * c[j * kw + i]
+                    acc = term if acc is None else acc + term
+            out.append(_store(acc, t.dtype))
+        return out
+
+
+class BoxFilter(Filter):
+    """``cv2.blur`` (``normalize=True``: the window mean) or ``cv2.boxFilter(...,
+    normalize=False)`` (the window sum), stored in the input dtype."""
+
+    def __init__(self, ksize: Any, border: str = BorderMode.REFLECT_101, value: Any = 0,
+                 normalize: bool = True) -> None:
+        super().__init__(_ksize(ksize, "fkl.BoxFilter ksize"), border, value)
+        self.normalize = bool(normalize)
+
+    def coef_types(self, t: PixType) -> list[DType]:
+        return [_math_type(t.dtype)]
+
+    def coefs(self, t: PixType) -> list[Any]:
+        return [1.0 / (self.ksize[0] * self.ksize[1]) if self.normalize else 1.0]
+
+    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
+        ft = _math_type(t.dtype)
+        out = []
+        for k in range(t.channels):
+            acc: Any = None
+            for row in win:
+                for px in row:
+                    v = cast(px[k], ft)
+                    acc = v if acc is None else acc + v
+            out.append(_store(acc * c[0], t.dtype))
+        return out
+
+
+def gaussian_kernel(n: int, sigma: float) -> list[float]:
+    """OpenCV's ``getGaussianKernel(n, sigma)``: for ``sigma <= 0`` and n in 1, 3, 5, 7 its
+    fixed tables, else ``exp(-(i - (n-1)/2)**2 / (2 sigma**2))`` normalised, with
+    ``sigma = 0.3 * ((n - 1) * 0.5 - 1) + 0.8`` when ``sigma <= 0``."""
+    fixed = {1: [1.0], 3: [0.25, 0.5, 0.25], 5: [0.0625, 0.25, 0.375, 0.25, 0.0625],
+             7: [0.03125, 0.109375, 0.21875, 0.28125, 0.21875, 0.109375, 0.03125]}
+    if sigma <= 0 and n in fixed:
+        return fixed[n]
+    s = sigma if sigma > 0 else ((n - 1) * 0.5 - 1) * 0.3 + 0.8
+    w = [math.exp(-0.5 * (i - (n - 1) * 0.5) ** 2 / (s * s)) for i in range(n)]
+    total = sum(w)
+    return [v / total for v in w]
+
+
+def _auto_side(sigma: float, u8: bool) -> int:
+    """OpenCV's window side for ``ksize`` 0: ``cvRound(sigma * (3 if u8 else 4) * 2 + 1) | 1``."""
+    return int(round(sigma * (3 if u8 else 4) * 2 + 1)) | 1
+
+
+class GaussianBlur(Filter):
+    """``cv2.GaussianBlur(src, ksize, sigma_x, sigma_y)``: a separable Gaussian (each row of
+    the window weighted by the x kernel, the row sums by the y kernel) with OpenCV's rules:
+    ``sigma_y = 0`` means ``sigma_x``; a side of 0 comes from its sigma
+    (``round(sigma * (3 for uint8, else 4) * 2 + 1) | 1``); a sigma <= 0 comes from the side
+    (``getGaussianKernel``). Stored in the input dtype. The sigmas are runtime values
+    while the window size stays the same."""
+
+    def __init__(self, ksize: Any, sigma_x: float, sigma_y: float = 0.0,
+                 border: str = BorderMode.REFLECT_101, value: Any = 0) -> None:
+        try:
+            sx, sy = float(sigma_x), float(sigma_y)
+        except (TypeError, ValueError):
+            raise ArgumentError(f"fkl.GaussianBlur sigma: expected numbers, got "
+                                f"{sigma_x!r}, {sigma_y!r}") from None
+        if not (math.isfinite(sx) and math.isfinite(sy)):
+            raise ArgumentError(f"fkl.GaussianBlur sigma: expected finite values, got {sx}, "
+                                f"{sy}")
+        sy = sy if sy > 0 else sx
+        kw, kh = _ksize(ksize, "fkl.GaussianBlur ksize", allow_zero=True)
+        if (kw == 0 and sx <= 0) or (kh == 0 and sy <= 0):
+            raise ArgumentError(f"fkl.GaussianBlur: a window side of 0 needs a positive "
+                                f"sigma to derive it from, got ksize={ksize!r}, "
+                                f"sigma_x={sigma_x!r}, sigma_y={sigma_y!r}")
+        self.sigma = (sx, sy)
+        self._given = (kw, kh)
+        # The side OpenCV derives from a sigma depends on the depth: one size per case.
+        self.sizes = {u8: tuple(_ksize(self._side(u8), "fkl.GaussianBlur derived ksize"))
+                      for u8 in (True, False)}
+        super().__init__(self.sizes[False], border, value)  # type: ignore[arg-type]
+
+    def _side(self, u8: bool) -> tuple[int, int]:
+        kw, kh = self._given
+        return (kw or _auto_side(self.sigma[0], u8), kh or _auto_side(self.sigma[1], u8))
+
+    def key(self) -> tuple[Any, ...]:
+        return ("GaussianBlur", self.sizes[True], self.sizes[False], self.border)
+
+    def window(self, t: PixType) -> tuple[int, int]:
+        return self.sizes[t.dtype == dt.uint8]
+
+    def coef_types(self, t: PixType) -> list[DType]:
+        kw, kh = self.window(t)
+        return [_math_type(t.dtype)] * (kw + kh)
+
+    def coefs(self, t: PixType) -> list[Any]:
+        kw, kh = self.window(t)
+        return gaussian_kernel(kw, self.sigma[0]) + gaussian_kernel(kh, self.sigma[1])
+
+    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
+        kw = len(win[0])
+        sums = _weighted(win, list(c[:kw]), list(c[kw:]), _math_type(t.dtype), t.channels)
+        return [_store(v, t.dtype) for v in sums]
+
+
+#: 3-tap derivative kernels of order 0, 1, 2 (OpenCV's ksize=3 Sobel factors).
+_DERIV3 = {0: [1.0, 2.0, 1.0], 1: [-1.0, 0.0, 1.0], 2: [1.0, -2.0, 1.0]}
+
+
+class Sobel(Filter):
+    """``cv2.Sobel(src, cv2.CV_32F, dx, dy, ksize=3, scale=scale)``: the separable 3 x 3
+    derivative of order ``dx`` in x and ``dy`` in y (0..2 each, at least one positive),
+    times ``scale`` (a runtime value); output float32."""
+
+    float_out = True
+
+    def __init__(self, dx: int, dy: int, ksize: int = 3, scale: float = 1.0,
+                 border: str = BorderMode.REFLECT_101, value: Any = 0) -> None:
+        if ksize != 3:
+            raise ArgumentError(f"fkl.Sobel ksize: only 3 is supported, got {ksize!r}")
+        if not (_is_int(dx) and _is_int(dy) and 0 <= dx <= 2 and 0 <= dy <= 2
+                and dx + dy >= 1):
+            raise ArgumentError(f"fkl.Sobel dx, dy: expected derivative orders 0..2 with "
+                                f"dx + dy >= 1, got dx={dx!r}, dy={dy!r}")
+        super().__init__((3, 3), border, value)
+        self.order = (int(dx), int(dy))
+        self.scale = float(scale)
+
+    def key(self) -> tuple[Any, ...]:
+        return (*super().key(), self.order)
+
+    def coef_types(self, t: PixType) -> list[DType]:
+        return [dt.float32]
+
+    def coefs(self, t: PixType) -> list[Any]:
+        return [self.scale]
+
+    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
+        dx, dy = self.order
+        sums = _weighted(win, _DERIV3[dx], _DERIV3[dy], dt.float32, t.channels)
+        return [v * c[0] for v in sums]
+
+
+# -- non-linear filters -------------------------------------------------------------------
+class _Morphology(Filter):
+    """Min (erode) or max (dilate) over a rectangular ``ksize`` window, exact in any dtype.
+    For ``CONSTANT``, OpenCV's default border value (the dtype's max for erode, min for
+    dilate: the border never wins) is used when ``value`` is None."""
+
+    use_max: ClassVar[bool] = False
+
+    def __init__(self, ksize: Any, border: str = BorderMode.CONSTANT,
+                 value: Any = None) -> None:
+        super().__init__(_ksize(ksize, f"{self.name} ksize"), border, value)
+
+    def _constants(self, t: PixType) -> list[Any]:
+        if self.border != BorderMode.CONSTANT:
+            return []
+        if self.value is None:
+            import numpy as np
+
+            info = np.finfo(t.dtype.name) if t.dtype.is_float else np.iinfo(t.dtype.name)
+            lim = info.min if self.use_max else info.max
+            if t.dtype.is_float:
+                lim = -math.inf if self.use_max else math.inf
+            return [lim.item() if hasattr(lim, "item") else lim] * t.channels
+        return per_channel(self.value, t.channels, f"{self.name} value")
+
+    def out_type(self, t: PixType) -> PixType:
+        ReadBack.out_type(self, t)
+        self._constants(t)
+        return t
+
+    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
+        pick = tkm.max if self.use_max else tkm.min
+        out = []
+        for k in range(t.channels):
+            acc: Any = None
+            for row in win:
+                for px in row:
+                    acc = px[k] if acc is None else pick(acc, px[k])
+            out.append(acc)
+        return out
+
+
+class Erode(_Morphology):
+    """``cv2.erode`` with a rectangular ``ksize`` element (anchor at the centre): the window
+    minimum."""
+
+
+class Dilate(_Morphology):
+    """``cv2.dilate`` with a rectangular ``ksize`` element (anchor at the centre): the
+    window maximum."""
+
+    use_max = True
+
+
+class MedianBlur(Filter):
+    """``cv2.medianBlur(src, ksize)`` for ksize 3 or 5: the median of the window per
+    channel, exact in any dtype. OpenCV always replicates the border; here any mode may be
+    chosen (``REPLICATE`` by default, OpenCV's)."""
+
+    def __init__(self, ksize: int, border: str = BorderMode.REPLICATE, value: Any = 0) -> None:
+        if ksize not in (3, 5) or isinstance(ksize, bool):
+            raise ArgumentError(f"fkl.MedianBlur ksize: expected 3 or 5, got {ksize!r}")
+        super().__init__((ksize, ksize), border, value)
+
+    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
+        out = []
+        for k in range(t.channels):
+            v = [px[k] for row in win for px in row]
+            n = len(v)
+            # Partial selection sort by compare-exchange: after pass i, v[i] is the
+            # (i+1)-th smallest; the median is v[n // 2]. Branch-free min/max pairs.
+            for i in range(n // 2 + 1):
+                for j in range(i + 1, n):
+                    lo, hi = tkm.min(v[i], v[j]), tkm.max(v[i], v[j])
+                    v[i], v[j] = lo, hi
+            out.append(v[n // 2])
+        return out

@@ -1,0 +1,219 @@
+"""fkl neighbourhood filters against OpenCV (cv2.filter2D, blur, GaussianBlur, Sobel, erode,
+dilate, medianBlur) with the same border, fused into one kernel with the rest of a chain.
+
+Tolerance (docs/fkl-filters.md): uint8 linear filters within 1 of OpenCV's fixed-point
+paths; Sobel, morphology and median exact; float32 within float rounding.
+"""
+
+from __future__ import annotations
+
+import re
+
+import fkl
+import numpy as np
+import pytest
+from helpers import poisoned, random_array
+
+cv2 = pytest.importorskip("cv2")
+
+pytestmark = pytest.mark.plugin("compose")
+
+B = fkl.BorderMode
+#: fkl border → OpenCV border flag; WRAP is checked by padding (most cv2 filters refuse it).
+CV_BORDER = {B.CONSTANT: cv2.BORDER_CONSTANT, B.REPLICATE: cv2.BORDER_REPLICATE,
+             B.REFLECT: cv2.BORDER_REFLECT, B.REFLECT_101: cv2.BORDER_REFLECT_101,
+             B.WRAP: cv2.BORDER_WRAP}
+
+
+def run(target: str, x: np.ndarray, *ops: fkl.Op, dtype: object = None) -> np.ndarray:
+    """The chain TensorRead → ops → TensorWrite into a poisoned output."""
+    pipe = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target=target)
+    out = poisoned(x.shape, dtype or x.dtype)
+    assert pipe(x, out=out) is out
+    return out
+
+
+def reference(fn, x: np.ndarray, ksize: tuple[int, int], border: str, value: float = 0.0,
+              native: bool = True) -> np.ndarray:
+    """``fn(img, cv_border)`` with ``border``: OpenCV's own border handling when
+    ``native``, else (and always for WRAP) on an image padded by ``cv2.copyMakeBorder``
+    and cropped back (the filter's own border then never reaches the kept pixels)."""
+    if native and border != B.WRAP:
+        return fn(x, CV_BORDER[border])
+    rx, ry = ksize[0] // 2, ksize[1] // 2
+    pad = cv2.copyMakeBorder(x, ry, ry, rx, rx, CV_BORDER[border], value=[value] * 4)
+    got = fn(pad, cv2.BORDER_REPLICATE)
+    return got[ry:ry + x.shape[0], rx:rx + x.shape[1]]
+
+
+def near(got: np.ndarray, want: np.ndarray, dtype: object, tol_u8: int = 1) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if np.dtype(dtype) == np.uint8:
+        diff = np.abs(got.astype(np.int32) - want.astype(np.int32))
+        assert diff.max() <= tol_u8, f"max |diff| {diff.max()} at {np.argwhere(diff > tol_u8)[:5]}"
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def image(rng: np.random.Generator, dtype: object, channels: int = 3) -> np.ndarray:
+    h, w = (int(v) * 2 + 1 for v in rng.integers(9, 20, size=2))  # odd sizes
+    return random_array(rng, (h, w, channels) if channels > 1 else (h, w), dtype)
+
+
+# Each op runs every border and both uint8 and float32: the cases pair them up, so that
+# each op compiles five kernels per target rather than ten.
+
+
+@pytest.mark.parametrize("dtype,border", [(np.uint8, B.REFLECT_101), (np.float32, B.CONSTANT),
+                                          (np.uint8, B.REPLICATE), (np.float32, B.WRAP),
+                                          (np.uint8, B.REFLECT)])
+def test_linear_filter(target, rng, dtype, border):
+    x = image(rng, dtype)
+    kernel = rng.normal(size=(3, 5)).astype(np.float32)  # kh=3, kw=5: not square
+    got = run(target, x, fkl.LinearFilter(kernel, border=border, value=7))
+    want = reference(lambda a, b: cv2.filter2D(a, -1, kernel, borderType=b), x, (5, 3), border,
+                     7, native=border != B.CONSTANT)
+    near(got, want, dtype)
+
+
+def test_linear_filter_runtime_coefficients(target, rng):
+    """New coefficients of the same size reuse the compiled kernel; 15x15 works."""
+    x = image(rng, np.float32, channels=1)
+    k1 = rng.normal(size=(15, 15)).astype(np.float32)
+    near(run(target, x, fkl.LinearFilter(k1)), cv2.filter2D(x, -1, k1), np.float32)
+    before = fkl.stats()["builds"]
+    k2 = rng.normal(size=(15, 15)).astype(np.float32)
+    near(run(target, x, fkl.LinearFilter(k2.reshape(-1), ksize=15)), cv2.filter2D(x, -1, k2),
+         np.float32)
+    assert fkl.stats()["builds"] == before
+
+
+@pytest.mark.parametrize("dtype,border", [(np.uint8, B.REFLECT_101), (np.float32, B.REPLICATE),
+                                          (np.uint8, B.WRAP), (np.float32, B.REFLECT),
+                                          (np.uint8, B.CONSTANT)])
+def test_box(target, rng, dtype, border):
+    x = image(rng, dtype)
+    got = run(target, x, fkl.BoxFilter((3, 5), border=border, value=0))
+    want = reference(lambda a, b: cv2.blur(a, (3, 5), borderType=b), x, (3, 5), border,
+                     native=border not in (B.CONSTANT,))
+    near(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype,border", [(np.uint8, B.REFLECT_101), (np.float32, B.WRAP),
+                                          (np.uint8, B.REPLICATE), (np.float32, B.CONSTANT),
+                                          (np.uint8, B.REFLECT)])
+def test_gaussian(target, rng, dtype, border):
+    x = image(rng, dtype)
+    sx, sy = float(rng.uniform(0.6, 2.0)), float(rng.uniform(0.6, 2.0))
+    got = run(target, x, fkl.GaussianBlur((5, 3), sx, sy, border=border))
+    want = reference(lambda a, b: cv2.GaussianBlur(a, (5, 3), sx, sigmaY=sy, borderType=b), x,
+                     (5, 3), border, native=border != B.CONSTANT)
+    near(got, want, dtype)
+
+
+def test_gaussian_opencv_rules(target, rng):
+    """ksize 0 from sigma (u8: 3 sigma each side), sigma 0 from ksize (the fixed tables)."""
+    x = image(rng, np.uint8)
+    near(run(target, x, fkl.GaussianBlur(0, 1.2)), cv2.GaussianBlur(x, (0, 0), 1.2), np.uint8)
+    near(run(target, x, fkl.GaussianBlur(3, 0)), cv2.GaussianBlur(x, (3, 3), 0), np.uint8)
+    f = image(rng, np.float32, channels=1)
+    near(run(target, f, fkl.GaussianBlur((0, 7), 0.9)),
+         cv2.GaussianBlur(f, (0, 7), 0.9), np.float32)
+    assert fkl.gaussian_kernel(7, 0) == pytest.approx(cv2.getGaussianKernel(7, 0).ravel())
+    assert fkl.gaussian_kernel(9, 1.7) == pytest.approx(cv2.getGaussianKernel(9, 1.7).ravel())
+
+
+@pytest.mark.parametrize("dx,dy,dtype,border", [(1, 0, np.uint8, B.REFLECT_101),
+                                                (0, 1, np.float32, B.REPLICATE),
+                                                (1, 1, np.uint8, B.WRAP),
+                                                (2, 0, np.float32, B.REFLECT),
+                                                (0, 2, np.uint8, B.CONSTANT)])
+def test_sobel(target, rng, dx, dy, dtype, border):
+    x = image(rng, dtype)
+    got = run(target, x, fkl.Sobel(dx, dy, scale=0.5, border=border), dtype=np.float32)
+    want = reference(lambda a, b: cv2.Sobel(a, cv2.CV_32F, dx, dy, ksize=3, scale=0.5,
+                                            borderType=b), x, (3, 3), border,
+                     native=border != B.CONSTANT)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("op,cvop,dtype,border", [
+    (fkl.Erode, "erode", np.uint8, B.CONSTANT), (fkl.Dilate, "dilate", np.float32, B.CONSTANT),
+    (fkl.Erode, "erode", np.float32, B.REFLECT_101), (fkl.Dilate, "dilate", np.uint8, B.REPLICATE),
+    (fkl.Erode, "erode", np.uint8, B.REFLECT), (fkl.Dilate, "dilate", np.uint8, B.WRAP)])
+def test_morphology(target, rng, op, cvop, dtype, border):
+    x = image(rng, dtype)
+    element = np.ones((3, 5), np.uint8)  # kh=3, kw=5
+    got = run(target, x, op((5, 3), border=border))
+    fn = getattr(cv2, cvop)
+    want = reference(lambda a, b: fn(a, element, borderType=b), x, (5, 3), border)
+    np.testing.assert_array_equal(got, want)
+    if border == B.CONSTANT:  # an explicit constant takes part like any pixel
+        got = run(target, x, op((5, 3), border=border, value=100))
+        want = fn(x, element, borderType=cv2.BORDER_CONSTANT, borderValue=[100] * 4)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("ksize,dtype,border", [(3, np.uint8, B.REPLICATE),
+                                                (5, np.float32, B.REPLICATE),
+                                                (5, np.uint8, B.REFLECT_101),
+                                                (3, np.float32, B.WRAP),
+                                                (3, np.uint8, B.REFLECT),
+                                                (5, np.uint8, B.CONSTANT)])
+def test_median(target, rng, ksize, dtype, border):
+    x = image(rng, dtype)
+    got = run(target, x, fkl.MedianBlur(ksize, border=border, value=9))
+    # cv2.medianBlur always replicates: other borders go through the padded reference.
+    want = reference(lambda a, b: cv2.medianBlur(a, ksize), x, (ksize, ksize), border, 9,
+                     native=border == B.REPLICATE)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_filter_fused_after_crop_and_before_compute(target, rng):
+    """Crop → GaussianBlur → Mul → Cast in one kernel: the blur reads through the crop
+    (the crop is its image: OpenCV's BORDER_ISOLATED); Crop after the blur reads the
+    real neighbours (OpenCV's ROI default)."""
+    x = image(rng, np.float32)
+    rect = (3, 2, 11, 9)
+    ops = (fkl.Crop(rect), fkl.GaussianBlur(3, 0.8), fkl.Mul(2.0))
+    pipe = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target=target)
+    roi = x[2:11, 3:14]
+    near(pipe(x), cv2.GaussianBlur(roi, (3, 3), 0.8) * 2.0, np.float32)
+    after = fkl.compose(fkl.TensorRead(), fkl.GaussianBlur(3, 0.8), fkl.Crop(rect),
+                        fkl.TensorWrite(), target=target)
+    near(after(x), cv2.GaussianBlur(x, (3, 3), 0.8)[2:11, 3:14], np.float32)
+
+
+def test_filter_batch(target, rng):
+    xs = random_array(rng, (3, 13, 17, 3), np.uint8)
+    got = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3), fkl.TensorWrite(), target=target)(xs)
+    near(got, np.stack([cv2.blur(a, (3, 3)) for a in xs]), np.uint8)
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: fkl.LinearFilter(np.ones((3, 4))), "must be odd"),
+    (lambda: fkl.BoxFilter(2), "must be odd"),
+    (lambda: fkl.BoxFilter(17), "exceeds the limit of 15"),
+    (lambda: fkl.LinearFilter(np.ones((17, 17))), "exceeds the limit of 15"),
+    (lambda: fkl.LinearFilter([1.0] * 8, ksize=3), "needs 9 coefficients, got 8"),
+    (lambda: fkl.LinearFilter([1.0, 2.0, 3.0]), "expected a 2-D"),
+    (lambda: fkl.LinearFilter([[1.0, float("nan"), 1.0]]), "finite"),
+    (lambda: fkl.GaussianBlur(0, 0), "needs a positive sigma"),
+    (lambda: fkl.GaussianBlur(0, 9.0), "derived ksize"),
+    (lambda: fkl.Sobel(0, 0), "dx + dy >= 1"),
+    (lambda: fkl.Sobel(1, 0, ksize=5), "only 3"),
+    (lambda: fkl.MedianBlur(7), "expected 3 or 5"),
+    (lambda: fkl.Erode(3, border="MIRROR"), "border: expected one of"),
+])
+def test_bad_arguments(make, message):
+    with pytest.raises(fkl.ArgumentError, match=re.escape(message)) as info:
+        make()
+    assert "fkl." in str(info.value)  # the message names the op
+
+
+def test_bad_border_value(target, rng):
+    x = image(rng, np.uint8)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3, border=B.CONSTANT, value=[1, 2]),
+                       fkl.TensorWrite(), target=target)
+    with pytest.raises(fkl.ArgumentError, match="fkl.BoxFilter value: got 2 values"):
+        pipe(x)
