@@ -306,9 +306,9 @@ class GaussianBlur(Filter):
         self.sigma = (sx, sy)
         self._given = (kw, kh)
         # The side OpenCV derives from a sigma depends on the depth: one size per case.
-        self.sizes = {u8: tuple(_ksize(self._side(u8), "fkl.GaussianBlur derived ksize"))
-                      for u8 in (True, False)}
-        super().__init__(self.sizes[False], border, value)  # type: ignore[arg-type]
+        self.sizes: dict[bool, tuple[int, int]] = {
+            u8: _ksize(self._side(u8), "fkl.GaussianBlur derived ksize") for u8 in (True, False)}
+        super().__init__(self.sizes[False], border, value)
 
     def _side(self, u8: bool) -> tuple[int, int]:
         kw, kh = self._given
@@ -390,11 +390,13 @@ class _Morphology(Filter):
         if self.value is None:
             import numpy as np
 
-            info = np.finfo(t.dtype.name) if t.dtype.is_float else np.iinfo(t.dtype.name)
-            lim = info.min if self.use_max else info.max
+            lim: Any
             if t.dtype.is_float:
                 lim = -math.inf if self.use_max else math.inf
-            return [lim.item() if hasattr(lim, "item") else lim] * t.channels
+            else:
+                info = np.iinfo(t.dtype.name)
+                lim = int(info.min if self.use_max else info.max)
+            return [lim] * t.channels
         return per_channel(self.value, t.channels, f"{self.name} value")
 
     def out_type(self, t: PixType) -> PixType:
