@@ -234,3 +234,21 @@ def test_filters_compile_for_sm90():
                            target="gpu")
         art = pipe.artifact(x, arch="sm_90", compiler="nvrtc")
         assert art.kind == "cubin" and art.data[:4] == b"\x7fELF", op
+
+
+@pytest.mark.parametrize("make,ksize,fn,border", [
+    (lambda b: fkl.LinearFilter(np.arange(49.0).reshape(7, 7) / 49, border=b), (7, 7),
+     lambda k: lambda a, b: cv2.filter2D(a, -1, k), B.REFLECT_101),
+    (lambda b: fkl.BoxFilter((5, 7), border=b), (5, 7),
+     lambda k: lambda a, b: cv2.blur(a, (5, 7)), B.WRAP),
+    (lambda b: fkl.MedianBlur(5, border=b), (5, 5),
+     lambda k: lambda a, b: cv2.medianBlur(a, 5), B.REFLECT),
+])
+def test_window_larger_than_image(target, rng, make, ksize, fn, border):
+    """A plane narrower than the window's radius takes the periodic border form (several
+    reflections), exactly as OpenCV's copyMakeBorder folds it."""
+    x = random_array(rng, (3, 1, 3), np.float32)  # 1 column, 3 rows: radius 2 and 3 overshoot
+    got = run(target, x, make(border))
+    kernel = np.arange(49.0, dtype=np.float32).reshape(7, 7) / 49
+    want = reference(fn(kernel), x, ksize, border, native=False)
+    near(got, want.reshape(x.shape), np.float32)

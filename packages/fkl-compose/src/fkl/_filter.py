@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from thork.tracing import Value, cast, where
+from thork.tracing import Value, cast, cond, where
 from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
 
@@ -62,6 +62,35 @@ def _is_int(v: Any) -> bool:
 def _math_type(t: DType) -> DType:
     """The dtype the window arithmetic runs in: float64 stays, everything else float32."""
     return dt.float64 if t == dt.float64 else dt.float32
+
+
+def _near_index(i: Value, n: Value, mode: str) -> Value:
+    """``border_index(i, n, mode)`` for ``-n <= i < 2n`` (one reflection at most), without
+    the integer modulo the general form needs: what every tap of a window no larger than
+    the image uses."""
+    if mode in (BorderMode.REPLICATE, BorderMode.CONSTANT):
+        return tkm.min(tkm.max(i, 0), n - 1)
+    if mode == BorderMode.WRAP:
+        return where(i < 0, i + n, where(i >= n, i - n, i))
+    if mode == BorderMode.REFLECT:
+        a = where(i < 0, -1 - i, i)
+        return where(a >= n, n * 2 - 1 - a, a)
+    # REFLECT_101: (n-1) - |(n-1) - |i||, valid for -(n-1) <= i <= 2(n-1).
+    m = n - 1
+    return m - tkm.abs(m - tkm.abs(i))
+
+
+def _tap_indices(coords: list[Value], n: Value, radius: int, mode: str) -> list[Value]:
+    """Each window coordinate mapped into ``[0, n)``: when the plane is wider than the
+    window's radius (every real image) the taps reflect at most once, so the cheap form
+    runs; a tiny plane takes the general, periodic form. One uniform branch per axis."""
+    if radius == 0 or mode in (BorderMode.REPLICATE, BorderMode.CONSTANT):
+        return [_near_index(v, n, mode) for v in coords]
+    out: list[Value] = []
+    for v in coords:
+        out.append(cond(n > radius, lambda v=v: _near_index(v, n, mode),
+                        lambda v=v: border_index(v, n, mode)))
+    return out
 
 
 def _store(v: Value, to: DType) -> Value:
@@ -137,8 +166,8 @@ class Filter(ReadBack):
             # Border-map each column and row once; the taps are their cross product.
             xs = [x + (i - kw // 2) for i in range(kw)]
             ys = [y + (j - kh // 2) for j in range(kh)]
-            mx = [border_index(v, src.w, mode) for v in xs]
-            my = [border_index(v, src.h, mode) for v in ys]
+            mx = _tap_indices(xs, src.w, kw // 2, mode)
+            my = _tap_indices(ys, src.h, kh // 2, mode)
             if mode == BorderMode.CONSTANT:
                 inx = [(v >= 0) & (v < src.w) for v in xs]
                 iny = [(v >= 0) & (v < src.h) for v in ys]
