@@ -48,8 +48,9 @@ def test_second_process_hits_disk_cache(tmp_path, target):
     first = run_script(tmp_path, cache, target)
     second = run_script(tmp_path, cache, target)
     assert first["ok"] and second["ok"]
-    assert first["cache"] == "compiled" and first["writes"] == 1 and first["hits"] == 0
-    assert second["cache"] == "disk" and second["hits"] == 1 and second["writes"] == 0
+    # (a first process may also store the native launch module: a second write)
+    assert first["cache"] == "compiled" and first["writes"] >= 1 and first["hits"] == 0
+    assert second["cache"] == "disk" and second["hits"] >= 1 and second["writes"] == 0
 
 
 def test_two_processes_compiling_at_once_both_succeed(tmp_path, target):
@@ -82,7 +83,7 @@ def test_truncated_entry_is_rebuilt(tmp_path, monkeypatch, target):
     k = _fresh_kernel()
     k.compile(target)
     assert k.compile_info.cache == "compiled"
-    (entry,) = disk_cache().entries()
+    (entry,) = [e for e in disk_cache().entries() if e.entry == "plus_one"]  # not native
     data = entry.path.read_bytes()
     entry.path.write_bytes(data[: len(data) // 2])  # a crash mid-write, or a bad disk
     before = dict(disk_cache().stats)
@@ -92,7 +93,7 @@ def test_truncated_entry_is_rebuilt(tmp_path, monkeypatch, target):
     np.testing.assert_array_equal(out, np.arange(1, 41))
     assert k2.compile_info.cache == "compiled"
     assert disk_cache().stats["corrupt"] == before["corrupt"] + 1
-    (entry2,) = disk_cache().entries()
+    (entry2,) = [e for e in disk_cache().entries() if e.entry == "plus_one"]
     assert entry2.path.stat().st_size == len(data)  # the entry file (size adds its library)
 
 

@@ -27,6 +27,19 @@ from ._renderer import DEADLOCK, ENTRY, CppRenderer
 __all__ = ["CpuTarget", "CpuExecutable"]
 
 
+def _weak_callback(method: Any) -> Any:
+    """``method`` (bound) called through a weak reference to its object."""
+    import weakref
+
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> Any:
+        bound = ref()
+        return None if bound is None else bound(*args)
+
+    return call
+
+
 class CpuExecutable(Executable):
     """A kernel in a host shared library; blocks run in parallel, threads in order (or as
     fibers switching at barriers); ``shared_mem`` bytes of dynamic shared memory per block.
@@ -38,8 +51,10 @@ class CpuExecutable(Executable):
         self.kernel = kernel
         self._lib = load_library(artifact.data)  # unloaded when this executable is gone
         entry = ctypes.cast(getattr(self._lib, ENTRY), ctypes.c_void_p).value
+        # A weak callback: the launcher (a C object outside the cycle collector) must not
+        # keep this executable, hence its library, alive forever.
         self.launcher = make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params,
-                                      self._failed)
+                                      _weak_callback(self._failed))
         self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
         self.attributes: dict[str, Any] = {"openmp": bool(artifact.info.get("openmp"))}
 
