@@ -57,18 +57,14 @@ class CpuExecutable(Executable):
         self.kernel = kernel
         self._lib = load_library(artifact.data)  # unloaded when this executable is gone
         entry = ctypes.cast(getattr(self._lib, ENTRY), ctypes.c_void_p).value
-<<<<<<< HEAD
-        # A weak callback: the launcher (a C object outside the cycle collector) must not
-        # keep this executable, hence its library, alive forever.
-        self.launcher = make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params,
-                                      _weak_callback(self._failed))
-=======
         # Wrapped so that a recording CPU Graph (thork_core.runtime.Graph) takes the
-        # launches instead of running them.
+        # launches instead of running them. The error callback is weak: the launcher (a C
+        # object outside the cycle collector) must not keep this executable, hence its
+        # library, alive forever.
         self.launcher = RecordingLauncher(
-            make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params, self._failed),
+            make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params,
+                          _weak_callback(self._failed)),
             param_kinds(kernel.params))
->>>>>>> main
         self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
         self.attributes: dict[str, Any] = {"openmp": bool(artifact.info.get("openmp"))}
 
