@@ -131,20 +131,30 @@ class _Part:
     matches: Callable[[Path], bool]
 
 
+# The cache's layout (``_cache``): ``<key[:2]>/<key>.art`` entries (the native launch
+# module's among them, named ``native-*``), ``lib/<sha256>.so`` loadable copies,
+# ``lock/*.lock`` build locks, ``secret`` (the entries' HMAC key), ``memo.json``.
 def _is_kernel(rel: Path) -> bool:
-    return len(rel.parts) == 2 and rel.suffix == ".art"
+    return len(rel.parts) == 2 and rel.suffix == ".art" and not rel.name.startswith("native")
 
 
 def _is_library(rel: Path) -> bool:
-    return len(rel.parts) == 2 and rel.suffix == ".so" and rel.parts[0].endswith("-so")
+    return len(rel.parts) == 2 and rel.suffix == ".so" and (
+        rel.parts[0] == "lib" or rel.parts[0].endswith("-so"))
 
 
 def _is_native(rel: Path) -> bool:
-    return rel.parts[0] == "native"
+    return rel.parts[0] == "native" or (len(rel.parts) == 2 and rel.suffix == ".art"
+                                        and rel.name.startswith("native"))
 
 
 def _is_memo(rel: Path) -> bool:
     return len(rel.parts) == 1 and rel.name == "memo.json"
+
+
+def _is_bookkeeping(rel: Path) -> bool:
+    return (len(rel.parts) == 1 and rel.name == "secret") or (
+        len(rel.parts) == 2 and rel.parts[0] == "lock" and rel.suffix == ".lock")
 
 
 def _is_leftover(rel: Path) -> bool:
@@ -157,6 +167,7 @@ _PARTS = (
           _is_library),
     _Part("native", "the native launch module, built once per Python", _is_native),
     _Part("memo", "memo of slow facts (plugin index, compiler versions)", _is_memo),
+    _Part("keys", "the entries' signing secret and build locks", _is_bookkeeping),
     _Part("leftovers", "temporary files of interrupted writes", _is_leftover),
 )
 
@@ -295,10 +306,11 @@ def info() -> dict[str, Any]:
             "name": c.name, "version": version, "identity": ident, "language": c.language,
             "produces": list(c.produces), "priority": c.priority, "usable": bool(ok),
             "why_not": None if ok else why,
-            "describe": describe() if ok and callable(describe) else None,
+            "describe": _safe(describe)[0] if ok and callable(describe) else None,
         })
     out["compilers"] = compilers
-    out["targets"] = [{"name": t.name, "describe": t.describe(), "usable": t.available()[0]}
+    out["targets"] = [{"name": t.name, "describe": _safe(t.describe)[0] or t.name,
+                       "usable": bool((_safe(t.available)[0] or (False,))[0])}
                       for t in reg.targets()]
     target, err = _safe(reg.target)
     out["default_target"] = target.name if target is not None else None
