@@ -46,8 +46,8 @@ def main() -> None:
     ref = a.astype(np.float64).sum()
     print(f"thork: {out[0]:.4f}   numpy: {ref:.4f}")
     assert abs(out[0] - ref) <= 1e-3 * max(1.0, abs(ref)) + 0.1
-    source = block_sum.specialize().source
-    print("generated CUDA (kernel first):\n" + "\n".join(source.splitlines()[:12]))
+    listing = block_sum.specialize().source.splitlines()
+    print("generated CUDA (kernel first):\n" + "\n".join(listing[:12]))
 
 
 if __name__ == "__main__":

@@ -18,11 +18,17 @@ from thork_core import (
     Renderer,
     Target,
 )
-from thork_core.launch import CONV_HOST, make_launcher
-from thork_core.plugin import array_view, check_array, load_library, scalar_value
+from thork_core.launch import CONV_HOST, make_launcher, param_kinds
+from thork_core.plugin import (
+    RecordingLauncher,
+    array_view,
+    check_array,
+    load_library,
+    scalar_value,
+)
 
 from ._compiler import host_arch
-from ._renderer import DEADLOCK, ENTRY, CppRenderer
+from ._renderer import DEADLOCK, ENTRY, GRID_FAILED, NO_MEMORY, CppRenderer
 
 __all__ = ["CpuTarget", "CpuExecutable"]
 
@@ -38,8 +44,11 @@ class CpuExecutable(Executable):
         self.kernel = kernel
         self._lib = load_library(artifact.data)  # unloaded when this executable is gone
         entry = ctypes.cast(getattr(self._lib, ENTRY), ctypes.c_void_p).value
-        self.launcher = make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params,
-                                      self._failed)
+        # Wrapped so that a recording CPU Graph (thork_core.runtime.Graph) takes the
+        # launches instead of running them.
+        self.launcher = RecordingLauncher(
+            make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params, self._failed),
+            param_kinds(kernel.params))
         self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
         self.attributes: dict[str, Any] = {"openmp": bool(artifact.info.get("openmp"))}
 
@@ -73,6 +82,14 @@ class CpuExecutable(Executable):
                 "complete on the CPU target: some threads of a block wait at a barrier that "
                 "the others never reach (a barrier inside a branch that is not uniform per "
                 "block, or a warp primitive whose mask names lanes that do not call it)")
+        if rc == GRID_FAILED:
+            raise LaunchError(
+                f"{kernel.name}: a grid barrier (tk.grid_sync) could not include every thread: "
+                "a block ended, or some of its threads returned, before reaching it (every "
+                "thread of a cooperative launch must reach each grid barrier)")
+        if rc == NO_MEMORY:
+            raise LaunchError(f"{kernel.name}: the CPU target could not start a thread or "
+                              "allocate memory for every block of the cooperative launch")
         raise LaunchError(f"{kernel.name} failed on the CPU target (code {rc})")
 
 

@@ -31,7 +31,7 @@ def check_arg_count(kernel: KernelIR, args: Sequence[Any]) -> None:
 def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
     """``obj`` through the registered array adapters (highest priority first), or None
     when none takes it: the one adapter lookup (kernel launches, fkl pipes). An adapter
-    raises TypeError for an array no kernel can read (dtype, byte order...)."""
+    raises TypeError for an array it recognizes but cannot give (dtype, byte order...)."""
     from ._plugins import plugins
 
     for adapter in plugins().array_adapters():

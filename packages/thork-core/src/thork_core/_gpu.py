@@ -8,6 +8,7 @@ pinned memory and the pool.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +22,7 @@ from ._device_array import DeviceArray
 from ._dtype import input_typestr
 from ._errors import ArgumentError, LaunchError
 from ._ir import KernelIR, PointerType
-from ._launch import CONV_CU, PreparedLaunch, PyLauncher, make_launcher
+from ._launch import CONV_CU, PreparedLaunch, PyLauncher, make_launcher, param_kinds
 from ._renderer import CudaRenderer, Renderer
 from ._target import Dim3, Executable, Target
 
@@ -230,13 +231,28 @@ class GpuExecutable(CudaExecutable):
             drv.cuModuleGetFunction(self._module, artifact.entry.encode()),
             "cuModuleGetFunction",
         )
-        launcher = make_launcher(
+        make = _cooperative_launcher if kernel.cooperative else make_launcher  # (h-lang)
+        launcher = make(
             CONV_CU, _cuda.function_address("cuLaunchKernel"), int(self._function),
             kernel.params, self._failed, ctx=int(ctx),
             ctx_get=_cuda.function_address("cuCtxGetCurrent"),
             ctx_set=_cuda.function_address("cuCtxSetCurrent"))
         self._setup(kernel, ordinal, launcher)
         self.attributes = self._read_attributes()
+
+    def max_coresident_blocks(self, block: Dim3, shared_mem: int = 0) -> int:
+        """How many blocks of this kernel with ``block`` threads and ``shared_mem``
+        dynamic shared bytes the device holds at once (the limit of a cooperative
+        launch): the occupancy calculator's blocks per SM times the SMs."""
+        drv = _cuda.driver()
+        per_sm = _cuda.check(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            self._function, block[0] * block[1] * block[2], shared_mem),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        dev = _cuda.check(drv.cuDeviceGet(self.ordinal), "cuDeviceGet")
+        sms = _cuda.check(drv.cuDeviceGetAttribute(
+            drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+            "cuDeviceGetAttribute")
+        return int(per_sm) * int(sms)
 
     def _set_dynamic_shared(self, nbytes: int) -> None:
         drv = _cuda.driver()
@@ -258,6 +274,19 @@ class GpuExecutable(CudaExecutable):
             if int(err) == 0:
                 out[key] = int(v)
         return out
+
+
+def _cooperative_launcher(conv: int, fn: int, function: int, params: Any, on_error: Any,
+                          **ctx: int) -> PyLauncher:
+    """A launcher calling ``cuLaunchCooperativeKernel`` (every block resident at once, as a
+    grid barrier needs): the Python launcher, whose ``cuLaunchKernel`` call drops the
+    trailing ``extra`` argument that the cooperative entry does not take."""
+    launcher = PyLauncher(conv, fn, function, param_kinds(params), on_error, **ctx)
+    coop = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
+                            ctypes.c_void_p, ctypes.c_void_p)(
+        _cuda.function_address("cuLaunchCooperativeKernel"))
+    launcher._fn = lambda *args: coop(*args[:-1])  # the same arguments but 'extra'
+    return launcher
 
 
 # CAI v3 'stream' values needing no synchronization (absent, legacy, per-thread default).

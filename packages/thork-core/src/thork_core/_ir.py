@@ -20,7 +20,8 @@ __all__ = [
     "Param", "KernelIR", "SPECIALS", "VectorType", "Field", "VecLoad", "Atomic", "Warp",
     "BlockReduce", "CallFunc", "For", "While", "Break", "Continue", "SharedDecl", "Sync",
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
-    "SYNC_KINDS", "stmt_exprs",
+    "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
+    "GlobalDecl",
 ]
 
 
@@ -65,7 +66,19 @@ class VectorType:
         return f"{self.elem.name}x{self.n}"
 
 
-Type = Union[DType, PointerType, VectorType]  # noqa: UP007 - a runtime alias on Python 3.10
+@dataclass(frozen=True)
+class StructType:
+    """A plain aggregate of scalar ``fields`` named ``r0, r1, ...`` in C++ (``name``): the
+    result of a device function that returns several values."""
+
+    name: str
+    fields: tuple[DType, ...]
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(f.name for f in self.fields)})"
+
+
+Type = Union[DType, PointerType, VectorType, StructType]  # noqa: UP007 - runtime alias
 
 # The CUDA special registers a kernel can read, each an unsigned 32-bit value.
 SPECIALS: tuple[str, ...] = tuple(
@@ -157,10 +170,18 @@ class Call(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Field(Expr):
-    """Element ``lane`` of a vector-typed expression."""
+    """Element ``lane`` of a vector-typed expression, or field ``lane`` of a
+    :class:`StructType` one."""
 
     vector: Expr
     lane: int
+
+
+@dataclass(frozen=True, eq=False)
+class Pack(Expr):
+    """A :class:`StructType` value made of ``items`` (one per field, of its type)."""
+
+    items: tuple[Expr, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,8 +195,20 @@ class VecLoad(Expr):
     index: Expr
 
 
-#: Atomic read-modify-write operations; every one returns the old value.
-ATOMIC_OPS = frozenset({"add", "sub", "min", "max", "exch", "cas", "and", "or", "xor"})
+@dataclass(frozen=True, eq=False)
+class Offset(Expr):
+    """``pointer + offset``: a pointer ``offset`` elements further (a view of an array);
+    ``type`` is the pointer's :class:`PointerType`."""
+
+    pointer: Expr
+    offset: Expr
+
+
+#: Atomic read-modify-write operations; every one returns the old value. ``inc``/``dec``
+#: are CUDA's wrapping counters (uint32 only): ``old >= v ? 0 : old + 1`` and
+#: ``(old == 0 || old > v) ? v : old - 1``.
+ATOMIC_OPS = frozenset({"add", "sub", "min", "max", "exch", "cas", "and", "or", "xor",
+                        "inc", "dec"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -325,9 +358,20 @@ class SharedDecl(Stmt):
     offset: int = 0
 
 
+@dataclass(eq=False)
+class LocalDecl(Stmt):
+    """Declare a per-thread array ``var`` (a ``"local"`` :class:`PointerType`) of
+    ``count`` elements, uninitialized (C++ ``T var[count];`` in the thread's body)."""
+
+    var: Var
+    count: int
+
+
 #: Barriers and fences: ``syncthreads`` (block barrier), ``syncwarp`` (mask in
-#: :attr:`Sync.mask`), ``fence_block``, ``fence`` (device), ``fence_system``.
-SYNC_KINDS = frozenset({"syncthreads", "syncwarp", "fence_block", "fence", "fence_system"})
+#: :attr:`Sync.mask`), ``fence_block``, ``fence`` (device), ``fence_system``, ``grid``
+#: (every thread of the launch; the kernel must be launched cooperatively).
+SYNC_KINDS = frozenset({"syncthreads", "syncwarp", "fence_block", "fence", "fence_system",
+                        "grid"})
 
 
 @dataclass(eq=False)
@@ -352,6 +396,16 @@ class Eval(Stmt):
     value: Expr
 
 
+@dataclass(eq=False)
+class Print(Stmt):
+    """Device ``printf``: ``fmt`` is a C format string with one conversion per value of
+    ``args``, chosen for the value's dtype by the front-end (``%d %u %lld %llu`` for
+    integers, ``%g`` for floats, ``%s`` for bools, which print ``True``/``False``)."""
+
+    fmt: str
+    args: tuple[Expr, ...]
+
+
 @dataclass
 class Param:
     """A kernel parameter. ``reads``/``writes`` record whether the body loads/stores it."""
@@ -374,6 +428,17 @@ class Param:
 
 
 @dataclass
+class GlobalDecl:
+    """A module-level array ``var`` of ``count`` elements: ``"constant"`` memory (read-only,
+    ``init`` holds every value) or ``"global"`` device memory (a ``__device__`` variable:
+    ``init`` or zeros at module load, then it keeps its contents across launches)."""
+
+    var: Var
+    count: int
+    init: tuple[Any, ...] | None = None
+
+
+@dataclass
 class Function:
     """A device function (a traced helper), emitted once before the kernel.
 
@@ -383,7 +448,7 @@ class Function:
 
     name: str
     params: list[Param]
-    result: DType | None
+    result: DType | StructType | None
     body: list[Stmt]
     loc: Loc | None = None
     mutable: set[str] = field(default_factory=set)
@@ -403,6 +468,16 @@ class KernelIR:
     loc: Loc | None = None
     mutable: set[str] = field(default_factory=set)
     functions: list[Function] = field(default_factory=list)
+    #: Module-level arrays the kernel uses (constant memory, device globals).
+    globals: list[GlobalDecl] = field(default_factory=list)
+
+    @property
+    def cooperative(self) -> bool:
+        """Whether the kernel has a grid-wide barrier: it must then be launched
+        cooperatively (every block resident at once)."""
+        return any(isinstance(s, Sync) and s.kind == "grid"
+                   for body in [self.body] + [f.body for f in self.functions]
+                   for s in walk_stmts(body))
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -449,6 +524,8 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
         return [s.mask] if s.mask is not None else []
     if isinstance(s, Eval):
         return [s.value]
+    if isinstance(s, Print):
+        return list(s.args)
     return []
 
 
@@ -472,10 +549,16 @@ def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
         yield from walk_exprs(e.index)
         for a in e.args:
             yield from walk_exprs(a)
+    elif isinstance(e, Pack):
+        for a in e.items:
+            yield from walk_exprs(a)
     elif isinstance(e, (Call, Warp, CallFunc)):
         for a in e.args:
             yield from walk_exprs(a)
     elif isinstance(e, Field):
         yield from walk_exprs(e.vector)
+    elif isinstance(e, Offset):
+        yield from walk_exprs(e.pointer)
+        yield from walk_exprs(e.offset)
     elif isinstance(e, BlockReduce):
         yield from walk_exprs(e.pred)

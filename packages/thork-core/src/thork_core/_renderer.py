@@ -28,19 +28,25 @@ from ._ir import (
     Field,
     For,
     Function,
+    GlobalDecl,
     If,
     KernelIR,
     Let,
     Load,
     Loc,
+    LocalDecl,
+    Offset,
+    Pack,
     Param,
     PointerType,
+    Print,
     Return,
     Select,
     SharedDecl,
     Special,
     Stmt,
     Store,
+    StructType,
     Sync,
     Type,
     Unary,
@@ -53,7 +59,7 @@ from ._ir import (
 )
 
 __all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC",
-           "PRELUDE_MARK"]
+           "PRELUDE_MARK", "c_string"]
 
 # Bumped whenever generated code changes meaning; part of every disk-cache key.
 CODEGEN_VERSION = "3"
@@ -186,6 +192,30 @@ THORK_FN double thork_atomic_max(double* p, double v) {
 }
 """
 
+# The grid-wide barrier of cooperative kernels. One thread per block arrives; the last one
+# resets the count and starts the next generation, which the others wait for. The fences
+# make every block's writes before the barrier visible to every block after it.
+_CUDA_GRID_BARRIER = r"""__device__ unsigned int thork_grid_arrived;
+__device__ volatile unsigned int thork_grid_generation;
+THORK_FN void thork_grid_sync() {
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    const unsigned int nblocks = gridDim.x * gridDim.y * gridDim.z;
+    const unsigned int gen = thork_grid_generation;
+    __threadfence();
+    if (atomicAdd(&thork_grid_arrived, 1u) == nblocks - 1u) {
+      atomicExch(&thork_grid_arrived, 0u);
+      __threadfence();
+      atomicAdd((unsigned int*)&thork_grid_generation, 1u);
+    } else {
+      while (thork_grid_generation == gen) { }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+"""
+
 _CUDA_HW_HALF = r"""THORK_FN float thork_h2f(thork_half h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits)); return f; }
 THORK_FN thork_half thork_f2h(float f) { thork_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f)); return h; }
 """
@@ -207,9 +237,21 @@ class Renderer:
     def render(self, kernel: KernelIR) -> str:
         """Return the complete translation unit for ``kernel``."""
         self._kernel = kernel
-        self.functions_text = "".join(self.function(f) for f in kernel.functions)
+        self.functions_text = self._definitions(kernel)
         body = self._body(kernel.body, kernel.mutable)
         return self.translation_unit(kernel, body)
+
+    def _definitions(self, kernel: KernelIR) -> str:
+        """Module-level arrays, the grid barrier (cooperative kernels), device functions."""
+        grid = self.grid_barrier() if kernel.cooperative else ""
+        return grid + "".join(self.global_decl(g) for g in kernel.globals) \
+            + "".join(self.function(f) for f in kernel.functions)
+
+    def grid_barrier(self) -> str:
+        """Definitions behind a ``grid`` :class:`Sync` (the CUDA version: a counter and a
+        generation in device memory; correct because a cooperative launch makes every
+        block resident)."""
+        return _CUDA_GRID_BARRIER
 
     def _body(self, stmts: list[Stmt], mutable: set[str]) -> str:
         self._lines = []
@@ -226,12 +268,34 @@ class Renderer:
     hidden_params: tuple[str, ...] = ()
     hidden_args: tuple[str, ...] = ()
 
+    #: Qualifiers of module-level arrays by space (the CPU target: plain statics).
+    global_qualifiers = {"constant": "__constant__", "global": "__device__"}
+
+    def global_decl(self, g: GlobalDecl) -> str:
+        """The definition of a module-level array (with its initial values)."""
+        t = g.var.type
+        assert isinstance(t, PointerType)
+        qual = self.global_qualifiers[t.space]
+        if g.init is None:
+            return f"{qual} {t.elem.ctype} {g.var.name}[{g.count}];\n"
+        if t.elem.is_half:  # raw bits (the front-end's): initializers must be constant
+            vals = [f"{{{int(v)}u}}" for v in g.init]
+        else:
+            vals = [self.const(v, t.elem) for v in g.init]
+        rows = ",\n  ".join(", ".join(vals[i:i + 8]) for i in range(0, len(vals), 8))
+        return f"{qual} {t.elem.ctype} {g.var.name}[{g.count}] = {{\n  {rows}\n}};\n"
+
     def function(self, f: Function) -> str:
         """The definition of one device function."""
         body = self._body(f.body, f.mutable)
         params = ", ".join([self._param(p) for p in f.params] + list(self.hidden_params))
         result = "void" if f.result is None else self.ctype(f.result)
-        return f"{self.function_prefix} {result} {f.name}({params})\n{{\n{body}\n}}\n\n"
+        struct = ""
+        if isinstance(f.result, StructType):  # several results: an aggregate
+            fields = " ".join(f"{self.ctype(t)} r{k};" for k, t in enumerate(f.result.fields))
+            struct = f"struct {f.result.name} {{ {fields} }};\n"
+        return (f"{struct}{self.function_prefix} {result} {f.name}({params})\n"
+                f"{{\n{body}\n}}\n\n")
 
     def translation_unit(self, kernel: KernelIR, body: str) -> str:  # pragma: no cover
         raise NotImplementedError
@@ -242,6 +306,8 @@ class Renderer:
             return f"{t.elem.ctype}*"
         if isinstance(t, VectorType):
             return f"thork_vec<{t.elem.ctype}, {t.n}>"
+        if isinstance(t, StructType):
+            return t.name
         return t.ctype
 
     def param_decl(self, kernel: KernelIR) -> list[str]:
@@ -311,6 +377,12 @@ class Renderer:
             self.shared_decl(s)
         elif isinstance(s, Sync):
             self.sync(s)
+        elif isinstance(s, LocalDecl):
+            t = s.var.type
+            assert isinstance(t, PointerType)
+            self._emit(f"{t.elem.ctype} {s.var.name}[{s.count}];", s.loc)
+        elif isinstance(s, Print):
+            self._emit(self.print_call(c_string(s.fmt), self.print_args(s.args)), s.loc)
         else:
             self.stmt_extension(s)
 
@@ -348,9 +420,33 @@ class Renderer:
         }.get(s.kind)
         if s.kind == "syncwarp":
             text = f"__syncwarp({self.expr(s.mask) if s.mask is not None else '0xffffffffu'});"
+        if s.kind == "grid":
+            text = "thork_grid_sync();"
         if text is None:
             raise TypeError(f"unknown synchronization {s.kind!r}")
         self._emit(text, s.loc)
+
+    def print_args(self, args: tuple[Expr, ...]) -> list[str]:
+        """printf arguments for ``args``, converted to what :class:`Print`'s conversions
+        read (bool as a string, floats as double, integers at their conversion's width)."""
+        out = []
+        for a in args:
+            t = a.type
+            assert isinstance(t, DType)
+            text = self.expr(a)
+            if t == dt.bool:
+                out.append(f'(({text}) ? "True" : "False")')
+            elif t.is_float:
+                out.append(f"((double)({self.to_float(text, t) if t.is_half else text}))")
+            elif t.bits == 64:
+                out.append(f"(({'unsigned ' if t.kind == 'u' else ''}long long)({text}))")
+            else:
+                out.append(f"(({'unsigned ' if t.kind == 'u' else ''}int)({text}))")
+        return out
+
+    def print_call(self, fmt: str, args: list[str]) -> str:
+        """The statement printing ``fmt`` (a C string literal) with ``args``."""
+        return f"printf({', '.join([fmt, *args])});"
 
     def stmt_extension(self, s: Stmt) -> None:
         """Hook for statements a subclass adds; the base knows none."""
@@ -391,13 +487,19 @@ class Renderer:
         if isinstance(e, Call):
             return self.call(e)
         if isinstance(e, Field):
+            if isinstance(e.vector.type, StructType):
+                return f"{self.expr(e.vector)}.r{e.lane}"
             return f"{self.expr(e.vector)}.v[{e.lane}]"
+        if isinstance(e, Pack):
+            return f"{self.ctype(e.type)}{{{', '.join(self.expr(a) for a in e.items)}}}"
         if isinstance(e, VecLoad):
             ptr = f"({self.expr(e.pointer)} + {self.expr(e.index)})"
             return f"*(const {self.ctype(e.type)}*){ptr}"
         if isinstance(e, CallFunc):
             args = [self.expr(a) for a in e.args] + list(self.hidden_args)
             return f"{e.name}({', '.join(args)})"
+        if isinstance(e, Offset):
+            return f"({self.expr(e.pointer)} + {self.expr(e.offset)})"
         if isinstance(e, Atomic):
             return self.atomic(e)
         if isinstance(e, Warp):
@@ -466,7 +568,7 @@ class Renderer:
             raise TypeError(f"atomic {op} is not defined for {t.name}")
         fn = {"add": "atomicAdd", "sub": "atomicSub", "min": "atomicMin", "max": "atomicMax",
               "exch": "atomicExch", "cas": "atomicCAS", "and": "atomicAnd", "or": "atomicOr",
-              "xor": "atomicXor"}[op]
+              "xor": "atomicXor", "inc": "atomicInc", "dec": "atomicDec"}[op]
         if t.bits == 64 and (op not in ("min", "max") or t == dt.uint64):
             # CUDA's 64-bit overloads are unsigned (min/max also have signed ones).
             if op == "sub":
@@ -475,6 +577,12 @@ class Renderer:
             call = f"{fn}(({u}*){addr}, {', '.join(f'({u})({a})' for a in args)})"
             return call if t == dt.uint64 else f"((long long){call})"
         return f"{fn}({addr}, {', '.join(args)})"
+
+    def mulhi(self, a: str, b: str, t: DType) -> str:
+        """The high half of the full product of two uint32 or uint64 values."""
+        if t.bits == 64:
+            return f"__umul64hi({a}, {b})"
+        return f"__umulhi({a}, {b})"
 
     def warp(self, e: Warp) -> str:
         """CUDA ``__shfl_*_sync``/``__ballot_sync``...; small types travel as int."""
@@ -508,6 +616,8 @@ class Renderer:
         """Render a math intrinsic. float16/bfloat16 compute in float32 and round back."""
         t = e.type
         assert isinstance(t, DType)
+        if e.func == "mulhi":
+            return self.mulhi(self.expr(e.args[0]), self.expr(e.args[1]), t)
         arg_t = e.args[0].type if e.args else t
         assert isinstance(arg_t, DType)
         args = [self.expr(a) for a in e.args]
@@ -634,7 +744,7 @@ class CudaRenderer(Renderer):
         first, then, under :data:`PRELUDE_MARK`, the prelude that compilers see before
         it. :meth:`render` is the text compilers receive."""
         self._kernel = kernel
-        self.functions_text = "".join(self.function(f) for f in kernel.functions)
+        self.functions_text = self._definitions(kernel)
         body = self._body(kernel.body, kernel.mutable)
         return f"{self._code(kernel, body)}\n{PRELUDE_MARK}\n{self._head()}"
 
@@ -642,6 +752,22 @@ class CudaRenderer(Renderer):
 #: The line separating the code from the prelude in :meth:`CudaRenderer.listing`.
 PRELUDE_MARK = ("// ---- Thork's prelude: compiled *before* the code above (the order "
                 "render() gives compilers) ----")
+
+
+def c_string(text: str) -> str:
+    """``text`` as a C string literal (UTF-8; non-printable bytes as octal escapes)."""
+    out = []
+    for byte in text.encode("utf-8"):
+        c = chr(byte)
+        if c in "\\\"":
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif 32 <= byte < 127 and c != "?":  # '?' could start a trigraph
+            out.append(c)
+        else:
+            out.append(f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
 
 
 def _escape(path: str) -> str:

@@ -12,6 +12,7 @@ from thork_core import (
     ArgumentError,
     CompileError,
     DType,
+    Graph,
     LaunchError,
     PluginError,
     ThorkError,
@@ -20,11 +21,26 @@ from thork_core import (
     pinned_empty,
 )
 
+from ._aggregate import (
+    Vec,
+    VecType,
+    dot,
+    double2,
+    float2,
+    float3,
+    float4,
+    half2,
+    int2,
+    int4,
+    struct,
+)
 from ._atomic import (
     atomic_add,
     atomic_and,
     atomic_cas,
+    atomic_dec,
     atomic_exch,
+    atomic_inc,
     atomic_max,
     atomic_min,
     atomic_or,
@@ -33,6 +49,7 @@ from ._atomic import (
 )
 from ._control import cond, elif_, else_, if_, return_
 from ._func import DeviceFunction, func
+from ._globals import GlobalArray, const_array, device_array
 from ._grid import (
     WARP_SIZE,
     block_dim,
@@ -93,16 +110,29 @@ from ._math import (
     tanh,
     trunc,
 )
+from ._print import print_ as print
+from ._random import (
+    box_muller,
+    counter_add,
+    mulhi,
+    philox4x32,
+    philox4x64,
+    uniform_double,
+    uniform_float,
+)
 from ._shaped import ShapedPointer
 from ._shaped import length as len
-from ._shared import SharedArray, dynamic_shared, shared_array
+from ._shared import LocalArray, SharedArray, dynamic_shared, local_array, shared_array
 from ._sync import (
     FULL_MASK,
+    Grid,
+    grid_sync,
     syncthreads,
     syncthreads_and,
     syncthreads_count,
     syncthreads_or,
     syncwarp,
+    this_grid,
     threadfence,
     threadfence_block,
     threadfence_system,
@@ -142,18 +172,27 @@ select = cond
 
 __all__ = [
     "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "Constexpr", "DType",
-    "DeviceFunction", "DevicePointer", "FULL_MASK", "GridDim", "Kernel", "Launch",
+    "DeviceFunction", "DevicePointer", "FULL_MASK", "Graph", "GridDim", "Kernel", "Launch",
     "LaunchError", "Local", "PluginError", "SharedArray", "ThreadIdx", "ThorkError",
     "TraceError", "Uint", "Uint3", "WARP_SIZE", "ShapedPointer", "len",
-    "Int", "Int3", "TraceWarning",
+    "Int", "Int3", "TraceWarning", "print",
+    # vector types and structs
+    "Vec", "VecType", "float2", "float3", "float4", "double2", "int2", "int4", "half2", "dot",
+    "struct",
+    # random numbers
+    "philox4x32", "philox4x64", "mulhi", "counter_add", "uniform_float", "uniform_double",
+    "box_muller",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
-    "where", "select", "cond", "cast", "jit", "func", "dt", "pinned_empty",
+    "where", "select", "cond", "cast", "jit", "func", "dt", "pinned_empty", "graph",
     # memory and synchronization
-    "shared_array", "dynamic_shared", "syncthreads", "syncthreads_count", "syncthreads_and",
+    "shared_array", "dynamic_shared", "local_array", "LocalArray", "const_array",
+    "device_array", "GlobalArray", "syncthreads",
+    "syncthreads_count", "syncthreads_and", "grid_sync", "this_grid", "Grid",
     "syncthreads_or", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",
     "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas",
-    "atomic_and", "atomic_or", "atomic_xor", "load_vec", "store_vec",
+    "atomic_and", "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "load_vec",
+    "store_vec",
     # grid and warps
     "thread_idx", "block_idx", "block_dim", "grid_dim", "linear_thread_idx", "lane_id",
     "warp_id", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor", "ballot", "warp_any",
@@ -165,4 +204,7 @@ __all__ = [
     "log10", "max", "min", "pow", "rint", "round", "rsqrt", "signbit", "sin", "sinh", "sqrt",
     "tan", "tanh", "trunc",
 ]
+#: ``with tk.graph() as g: ...`` records launches; ``g.replay()`` runs them as one
+#: (thork_core.Graph: CUDA graph capture on the GPU, record/replay on the CPU target).
+graph = Graph
 __version__ = "0.1.0"

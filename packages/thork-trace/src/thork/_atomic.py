@@ -18,7 +18,7 @@ from ._trace import Memory, Value, _to, as_value, current
 
 __all__ = [
     "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas",
-    "atomic_and", "atomic_or", "atomic_xor",
+    "atomic_and", "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec",
 ]
 
 _TYPES = (dt.int32, dt.uint32, dt.int64, dt.uint64, dt.float32, dt.float64)
@@ -29,11 +29,17 @@ def _atomic(op: str, array: Any, index: Any, *operands: Any) -> Value:
         raise TraceError(f"tk.atomic_{op}(): the first argument must be a DevicePointer "
                          f"parameter or a shared array, got {type(array).__name__}")
     t = array.dtype
+    if array.space == "local":
+        raise TraceError(f"tk.atomic_{op}() on local array '{array.label}': each thread has "
+                         "its own, so use plain loads and stores")
     if t not in _TYPES:
         raise TraceError(
             f"tk.atomic_{op}() on '{array.label}' of {t.name}: atomics need int32, uint32, "
             "int64, uint64, float32 or float64 elements (accumulate float16/bfloat16 in "
             "float32)")
+    if op in ("inc", "dec") and t != dt.uint32:
+        raise TraceError(f"tk.atomic_{op}() needs uint32 elements (CUDA's atomic{op.title()} "
+                         f"is defined for unsigned int only), '{array.label}' has {t.name}")
     if op in ("and", "or", "xor") and t.is_float:
         raise TraceError(f"tk.atomic_{op}() needs integer elements, '{array.label}' has "
                          f"{t.name}")
@@ -87,3 +93,15 @@ def atomic_or(array: Any, index: Any, value: Any) -> Value:
 def atomic_xor(array: Any, index: Any, value: Any) -> Value:
     """``array[index] ^= value`` atomically (integers); returns the old value."""
     return _atomic("xor", array, index, value)
+
+
+def atomic_inc(array: Any, index: Any, limit: Any) -> Value:
+    """CUDA's ``atomicInc`` (uint32): ``array[index] = old >= limit ? 0 : old + 1``
+    atomically — a counter that wraps to 0 after ``limit``; returns the old value."""
+    return _atomic("inc", array, index, limit)
+
+
+def atomic_dec(array: Any, index: Any, limit: Any) -> Value:
+    """CUDA's ``atomicDec`` (uint32): ``array[index] = (old == 0 or old > limit) ? limit :
+    old - 1`` atomically; returns the old value."""
+    return _atomic("dec", array, index, limit)

@@ -16,8 +16,20 @@ from collections.abc import Callable
 from typing import Any
 
 from thork_core import Loc, PointerType, TraceError
-from thork_core.ir import CallFunc, Eval, Function, Param, Return, Var
+from thork_core.ir import (
+    CallFunc,
+    Eval,
+    Expr,
+    Field,
+    Function,
+    Pack,
+    Param,
+    Return,
+    StructType,
+    Var,
+)
 
+from ._aggregate import flatten
 from ._shaped import ShapedPointer
 from ._shared import SharedArray
 from ._trace import Memory, Pointer, Trace, Value, _to, as_value, current_or_none, set_current
@@ -67,12 +79,19 @@ class DeviceFunction:
             finally:
                 root.functions_open.pop()
             root.function_cache[key] = spec
-        function, kinds = spec
+        function, kinds, rebuild = spec
         call_args = []
-        for (_, a), kind, param in zip(items, kinds, _traced_params(function, kinds)):
+        for (_, a), kind, params in zip(items, kinds, _traced_params(function, kinds)):
+            param = params[0] if params else None
             if kind == "value":
                 call_args.append(_to(a, param.type))
+            elif kind.startswith("aggregate"):
+                lanes, _ = flatten(a)
+                call_args += [_to(v, p.type) for v, p in zip(lanes, params)]
             elif kind == "memory":
+                declare = getattr(a, "_declare", None)
+                if declare is not None:
+                    declare()  # a module-level array: the kernel's module defines it
                 if param.reads:
                     a.mark_read()
                 if param.writes:
@@ -88,10 +107,14 @@ class DeviceFunction:
         if function.result is None:
             trace.emit(Eval(call))
             return None
+        if isinstance(function.result, StructType):  # several results: one struct
+            packed = trace.temp(call, "r")
+            return rebuild([Value(trace.temp(Field(t, packed, k)))
+                            for k, t in enumerate(function.result.fields)])
         return Value(trace.temp(call))
 
     def _specialize(self, caller: Trace, items: list[tuple[str, Any]]
-                    ) -> tuple[Function, list[str]]:
+                    ) -> tuple[Function, list[Any], Any]:
         root = caller.root
         cname = re.sub(r"\W", "_", self.__name__)
         # Specializations started so far (finished + open): unique even when nested.
@@ -128,6 +151,12 @@ class DeviceFunction:
                     inner.append(ShapedPointer(param, a.ndim, params))
                 else:
                     inner.append(Pointer(param))
+            elif _is_aggregate(a):
+                lanes, rebuild_arg = flatten(a)
+                lane_vars = [Var(v.dtype, f"{pn}_{k}") for k, v in enumerate(lanes)]
+                params += [Param(v.name, v.type) for v in lane_vars]
+                kinds.append(f"aggregate:{len(lanes)}")
+                inner.append(rebuild_arg([Value(v) for v in lane_vars]))
             else:
                 kinds.append("const")
                 inner.append(a)
@@ -139,11 +168,16 @@ class DeviceFunction:
             result = self.fn(*inner)
             if child.deferred:
                 raise TraceError(child.deferred[0])
-            if isinstance(result, tuple):
-                raise TraceError(f"{self.__name__}(): a tk.func returns one value or None, "
-                                 "got a tuple")
-            rexpr = None
-            if result is not None:
+            rexpr: Expr | None = None
+            rtype: Any = None
+            rebuild = None
+            if isinstance(result, (tuple, list)) or _is_aggregate(result):
+                # Several values (a tuple, a vector, a struct): returned as one C++ struct.
+                lanes, rebuild = flatten(result)
+                rtype = StructType(f"{name}_ret", tuple(v.dtype for v in lanes))
+                rexpr = Pack(rtype, tuple(v.expr for v in lanes))
+                child.emit(Return(rexpr))
+            elif result is not None:
                 rv = as_value(result)
                 rexpr = rv.expr
                 rtype = rv.dtype
@@ -153,7 +187,7 @@ class DeviceFunction:
         function = Function(name, params, rtype if rexpr is not None else None, child.body,
                             loc, child.mutable)
         root.functions.append(function)
-        return function, kinds
+        return function, kinds, rebuild
 
 
 class _Tracked(SharedArray):
@@ -172,14 +206,27 @@ class _Tracked(SharedArray):
         self._w()
 
 
-def _traced_params(function: Function, kinds: list[str]) -> list[Param | None]:
+def _traced_params(function: Function, kinds: list[str]) -> list[list[Param]]:
+    """The helper's parameters of each argument: none for a constant, one per lane of an
+    aggregate (``"aggregate:n"``), else one."""
     it = iter(function.params)
-    return [next(it) if k != "const" else None for k in kinds]
+    out = []
+    for k in kinds:
+        n = 0 if k == "const" else int(k.split(":")[1]) if k.startswith("aggregate") else 1
+        out.append([next(it) for _ in range(n)])
+    return out
+
+
+def _is_aggregate(a: Any) -> bool:
+    return hasattr(a, "_thork_flatten") and not isinstance(a, type)
 
 
 def _signature(name: str, a: Any, fname: str) -> Any:
     if isinstance(a, Value):
         return ("v", a.dtype)
+    if _is_aggregate(a):
+        lanes, _ = flatten(a)
+        return ("a", type(a), tuple(v.dtype for v in lanes))
     if isinstance(a, Memory):
         shape = a.shape if isinstance(a, SharedArray) else \
             ("ndim", a.ndim) if isinstance(a, ShapedPointer) else None

@@ -30,9 +30,19 @@ from thork_core import (
 from thork_core.ir import Cast, Expr, Let, Special, Var
 from thork_core.launch import shared_bytes, static_shared_bytes
 
+from ._aggregate import struct_fields
+from ._cooperative import check_coresident
 from ._shaped import ShapedPointer, with_derived
 from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
-from ._types import _EMPTY, BuiltinSpec, ConstexprSpec, PointerSpec, ScalarSpec, spec_of
+from ._types import (
+    _EMPTY,
+    BuiltinSpec,
+    ConstexprSpec,
+    PointerSpec,
+    ScalarSpec,
+    StructSpec,
+    spec_of,
+)
 
 __all__ = ["Kernel", "Launch", "jit"]
 
@@ -46,6 +56,10 @@ short signed sizeof static static_assert static_cast struct switch template this
 try typedef typeid typename union unsigned using virtual void volatile wchar_t while xor
 blockIdx threadIdx blockDim gridDim warpSize main args
 """.split())
+
+
+#: Keywords of ``kernel[grid, block](...)`` itself; no compile-time constant may take them.
+_LAUNCH_OPTIONS = ("stream", "target", "compiler")
 
 
 def _c_name(name: str) -> str:
@@ -95,6 +109,13 @@ class Kernel:
         #: Values of the compile-time constants this kernel is specialized for.
         self._bound: dict[str, Any] | None = None
         self._specializations: dict[tuple[Any, ...], Kernel] = {}
+        #: Launch positions of optional (``| None``) arrays; names of those that are None
+        #: in this specialization (None: not specialized on them).
+        self._opt_pos: tuple[int, ...] = ()
+        #: (launch position, class, name) of each @tk.struct parameter (set by tracing).
+        self._struct_pos: list[tuple[int, Any, str]] = []
+        self._nones: frozenset[str] | None = None
+        self._none_specs: dict[tuple[bool, ...], Kernel] = {}
         #: Held while tracing, building or specializing: threads whose first calls race
         #: trace and compile once and share the result (launches themselves take no lock).
         self._lock = threading.RLock()
@@ -126,10 +147,18 @@ class Kernel:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TraceError(f"{self.name}(): *args/**kwargs parameters are not supported")
             spec = spec_of(hints.get(pname, _EMPTY), pname, self.name)
+            if isinstance(spec, ConstexprSpec) and pname in _LAUNCH_OPTIONS:
+                # Constants go by keyword too; these names are the launch's own options.
+                raise TraceError(
+                    f"{self.name}(): compile-time constant '{pname}' has the name of a "
+                    f"launch option ({', '.join(f'{o}=' for o in _LAUNCH_OPTIONS)}); "
+                    "rename the parameter")
             default = p.default if p.default is not p.empty else _EMPTY
             out.append((pname, spec, default))
         launch = [(n, s) for n, s, _ in out if not isinstance(s, BuiltinSpec)]
         self._n_launch = len(launch)
+        if self._nones is None:
+            self._opt_pos = self._optional_positions(out)
         if self._bound is None:
             self._const_pos = tuple(
                 i for i, (_, s) in enumerate(launch) if isinstance(s, ConstexprSpec))
@@ -181,7 +210,67 @@ class Kernel:
             child._n_launch = self._n_launch - len(key)
             child._bound = {n: v for (n, _, _), v in zip(self._constexprs(), key)}
             child._parent = self
+            child._opt_pos = child._optional_positions()
             self._specializations[key] = child
+        return child
+
+    def _flatten_structs(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``args`` with each @tk.struct argument replaced by its field values."""
+        out = list(args)
+        for pos, cls, pname in reversed(self._struct_pos):
+            if pos >= len(out):
+                continue  # a wrong count: the launch reports it
+            a = out[pos]
+            fields = struct_fields(cls)
+            if isinstance(a, cls):
+                values = [getattr(a, f) for f, _ in fields]
+            elif isinstance(a, (tuple, list)) and len(a) == len(fields):
+                values = list(a)
+            else:
+                raise ArgumentError(
+                    f"{self.name}(): parameter '{pname}' expects a {cls.__name__} (or a tuple "
+                    f"of its {len(fields)} fields), got {type(a).__name__}")
+            out[pos:pos + 1] = values
+        return tuple(out)
+
+    def _optional_positions(self, sig: list[tuple[str, Any, Any]] | None = None
+                            ) -> tuple[int, ...]:
+        """Positions of the optional (``| None``) arrays among the launch arguments that
+        remain once the compile-time constants are bound."""
+        rest = [s for _, s, _ in (sig or self._analyze()) if not isinstance(s, BuiltinSpec)
+                and (self._bound is not None or not isinstance(s, ConstexprSpec))]
+        return tuple(i for i, s in enumerate(rest) if isinstance(s, PointerSpec) and s.optional)
+
+    def _without_nones(self, args: tuple[Any, ...]) -> tuple[Kernel, tuple[Any, ...]]:
+        """The specialization for which optional arrays are None, and the other args."""
+        pos = self._opt_pos
+        if len(args) <= max(pos):
+            return self, args  # a wrong count: the launch reports it
+        key = tuple(args[i] is None for i in pos)
+        if not any(key):
+            return self, args
+        child = self._none_specs.get(key)
+        if child is None:
+            with self._lock:
+                child = self._none_child(key)
+        drop = {i for i, none in zip(pos, key) if none}
+        return child, tuple(a for i, a in enumerate(args) if i not in drop)
+
+    def _none_child(self, key: tuple[bool, ...]) -> Kernel:
+        """The specialization with the optional arrays flagged in ``key`` absent (once)."""
+        pos = self._opt_pos
+        child = self._none_specs.get(key)
+        if child is None:
+            child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name)
+            child._signature = self._analyze()
+            child._const_pos = ()
+            child._bound = self._bound if self._bound is not None else {}
+            child._n_launch = self._n_launch - sum(key)
+            names = [n for n, s, _ in self._analyze() if not isinstance(s, BuiltinSpec)
+                     and (self._bound is not None or not isinstance(s, ConstexprSpec))]
+            child._nones = frozenset(names[i] for i, none in zip(pos, key) if none)
+            child._parent = self
+            self._none_specs[key] = child
         return child
 
     def _resolved(self) -> Kernel:
@@ -234,10 +323,16 @@ class Kernel:
         prologue = []
         args: list[Any] = []
         bound = self._bound or {}
+        self._struct_pos = []
         for pname, spec, _ in self._analyze():
             cname = _c_name(pname)
+            # Position of this parameter among the arguments a launch passes.
+            n_args = len(params) - sum(len(struct_fields(c)) - 1 for _, c, _ in
+                                       self._struct_pos)
             if isinstance(spec, ConstexprSpec):
                 args.append(bound[pname])
+            elif isinstance(spec, PointerSpec) and self._nones and pname in self._nones:
+                args.append(None)  # an optional array passed as None: no parameter
             elif isinstance(spec, PointerSpec):
                 param = Param(cname, PointerType(spec.dtype), ndim=spec.ndim)
                 params.append(param)
@@ -247,6 +342,15 @@ class Kernel:
                 param = Param(cname, spec.dtype)
                 params.append(param)
                 args.append(Value(Var(spec.dtype, cname)))
+            elif isinstance(spec, StructSpec):
+                # One scalar argument per field; the launch flattens the instance.
+                fields = struct_fields(spec.cls)
+                self._struct_pos.append((n_args, spec.cls, pname))
+                lanes = []
+                for fname, t in fields:
+                    params.append(Param(f"{cname}_{fname}", t))
+                    lanes.append(Value(Var(t, f"{cname}_{fname}")))
+                args.append(spec.cls(*lanes))
             else:
                 assert isinstance(spec, BuiltinSpec)
                 if spec.vector:
@@ -282,6 +386,7 @@ class Kernel:
             raise TraceError(f"{self.name}(): a kernel returns nothing; store results "
                              f"through a DevicePointer (got a {type(result).__name__})")
         return KernelIR(self.name, params, trace.body, loc, mutable=trace.mutable,
+                        globals=list(trace.globals),
                         functions=trace.functions)
 
     @property
@@ -396,13 +501,19 @@ class Launch:
         elif consts:
             raise TypeError(f"{kernel.name}() got unexpected keyword argument(s) "
                             f"{', '.join(consts)}")
+        if kernel._opt_pos:
+            kernel, args = kernel._without_nones(args)  # optional arrays given as None
         hit = kernel._exes.get((target, compiler))
         exe = hit[0] if hit is not None else kernel._executable(target, compiler)[0]
         ir = kernel._ir
         assert ir is not None
+        if kernel._struct_pos:
+            args = kernel._flatten_structs(args)
+        if ir.cooperative:
+            check_coresident(exe, ir, self.grid, self.block, self.shared_mem)
         if len(args) != len(ir.params):
             # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
-            args = with_derived(ir, args)
+            args = tuple(with_derived(ir, args))
         if self.shared_mem:  # with the kernel's own static shared memory, one block's worth
             shared_bytes(kernel.name, self.shared_mem, static_shared_bytes(ir))
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)

@@ -12,11 +12,12 @@ import math
 from typing import Any
 
 from thork_core import DType, PointerType, TraceError, dtype_of
-from thork_core.ir import Binary, Const, Expr, SharedDecl, Var
+from thork_core.ir import Binary, Const, Expr, LocalDecl, SharedDecl, Var
 
 from ._trace import Memory, _index_value, _to, current
 
-__all__ = ["SharedArray", "shared_array", "dynamic_shared", "MAX_STATIC_SHARED"]
+__all__ = ["SharedArray", "LocalArray", "shared_array", "dynamic_shared", "local_array",
+           "MAX_STATIC_SHARED", "MAX_LOCAL_BYTES"]
 
 #: Static shared memory per block that every arch (sm_75+) accepts: 48 KiB.
 MAX_STATIC_SHARED = 48 * 1024
@@ -26,6 +27,8 @@ class SharedArray(Memory):
     """A shared-memory array of ``shape`` (None for dynamic shared memory)."""
 
     __slots__ = ("expr", "shape", "name")
+    #: What error messages call it.
+    kind = "shared array"
 
     def __init__(self, expr: Expr, shape: tuple[int, ...] | None, name: str) -> None:
         self.expr = expr
@@ -50,7 +53,7 @@ class SharedArray(Memory):
                                  f"one integer, got {len(idx)} indices")
             return _index_value(idx[0], self.name).expr
         if len(idx) != len(shape):
-            raise TraceError(f"shared array '{self.name}' has shape {shape}: index it with "
+            raise TraceError(f"{self.kind} '{self.name}' has shape {shape}: index it with "
                              f"{len(shape)} integer(s), got {len(idx)}")
         flat: Expr | None = None
         trace = current()
@@ -58,7 +61,7 @@ class SharedArray(Memory):
             v = _index_value(x, self.name)
             if isinstance(v.expr, Const) and not 0 <= int(v.expr.value) < dim:
                 raise TraceError(
-                    f"index {v.expr.value} is out of bounds for axis {axis} of shared array "
+                    f"index {v.expr.value} is out of bounds for axis {axis} of {self.kind} "
                     f"'{self.name}' with shape {shape}")
             e = v.expr
             if flat is None:
@@ -77,7 +80,14 @@ class SharedArray(Memory):
 
     def __repr__(self) -> str:
         shape = "dynamic" if self.shape is None else "x".join(map(str, self.shape))
-        return f"<shared {self.dtype.name}[{shape}] {self.name}>"
+        return f"<{self.kind.split()[0]} {self.dtype.name}[{shape}] {self.name}>"
+
+
+class LocalArray(SharedArray):
+    """A per-thread array of a static ``shape`` (``tk.local_array``)."""
+
+    __slots__ = ()
+    kind = "local array"
 
 
 def _index_type(a: DType, b: DType) -> DType:
@@ -92,6 +102,41 @@ def _const_or_cast(e: Expr, t: DType) -> Expr:
     return _to(Value(e), t)
 
 
+def _dims(shape: Any, what: str, hint: str) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, int) else tuple(shape) if isinstance(
+        shape, (tuple, list)) else None
+    if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0
+                           for d in dims):
+        raise TraceError(
+            f"tk.{what}(): shape must be a positive int or a tuple of positive ints "
+            f"known at trace time, got {shape!r}{hint}")
+    return dims
+
+
+#: Bytes a per-thread array may take: the CPU target runs threads that synchronize on
+#: 64 KiB fiber stacks (the GPU allows more, but kernels should agree on both targets).
+MAX_LOCAL_BYTES = 16 * 1024
+
+
+def local_array(dtype: Any, shape: int | tuple[int, ...]) -> LocalArray:
+    """Declare a per-thread array (CUDA ``T a[n];`` in the kernel body): every thread has
+    its own, uninitialized; indices may be run-time values (the compiler then keeps it in
+    local memory; constant indices after unrolling let it live in registers). ``shape``
+    is known at trace time; at most :data:`MAX_LOCAL_BYTES` per array."""
+    t = dtype_of(dtype)
+    dims = _dims(shape, "local_array", "")
+    count = math.prod(dims)
+    if count * t.itemsize > MAX_LOCAL_BYTES:
+        raise TraceError(f"tk.local_array({t.name}, {shape}) is {count * t.itemsize} bytes per "
+                         f"thread, over the {MAX_LOCAL_BYTES}-byte limit; use shared or "
+                         "global memory")
+    trace = current()
+    name = trace.fresh("loc")
+    var = Var(PointerType(t, "local"), name)
+    trace.emit(LocalDecl(var, count))
+    return LocalArray(var, dims, name)
+
+
 def shared_array(dtype: Any, shape: int | tuple[int, ...]) -> SharedArray:
     """Declare a static shared-memory array (CUDA ``__shared__ T s[...]``).
 
@@ -99,13 +144,7 @@ def shared_array(dtype: Any, shape: int | tuple[int, ...]) -> SharedArray:
     parameters or Python values); the total must fit 48 KiB per block.
     """
     t = dtype_of(dtype)
-    dims = (shape,) if isinstance(shape, int) else tuple(shape) if isinstance(
-        shape, (tuple, list)) else None
-    if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0
-                           for d in dims):
-        raise TraceError(
-            f"tk.shared_array(): shape must be a positive int or a tuple of positive ints "
-            f"known at trace time, got {shape!r} (a traced size needs tk.dynamic_shared)")
+    dims = _dims(shape, "shared_array", " (a traced size needs tk.dynamic_shared)")
     trace = current()
     count = math.prod(dims)
     root = trace.root

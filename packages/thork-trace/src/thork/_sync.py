@@ -16,7 +16,8 @@ from ._trace import Value, _to, as_value, current
 
 __all__ = [
     "syncthreads", "syncwarp", "threadfence", "threadfence_block", "threadfence_system",
-    "syncthreads_count", "syncthreads_and", "syncthreads_or", "FULL_MASK",
+    "syncthreads_count", "syncthreads_and", "syncthreads_or", "FULL_MASK", "grid_sync",
+    "this_grid", "Grid",
 ]
 
 #: All 32 lanes of a warp.
@@ -70,3 +71,30 @@ def syncthreads_or(pred: Any) -> Value:
     return _block_reduce("or", pred)
 
 
+
+
+def grid_sync() -> None:
+    """Grid-wide barrier (cooperative groups' ``this_grid().sync()``): every thread of the
+    launch waits here until all have arrived; writes before it are visible to every
+    thread after it. A kernel using it is launched cooperatively: all its blocks must be
+    resident at once (checked at launch, with an error naming the limit), and every
+    thread of every block must reach each grid barrier (none may return before it)."""
+    current().emit(Sync("grid"))
+
+
+class Grid:
+    """The launch's grid as a cooperative group: ``tk.this_grid().sync()``."""
+
+    __slots__ = ()
+
+    def sync(self) -> None:
+        """See :func:`grid_sync`."""
+        grid_sync()
+
+    def __repr__(self) -> str:
+        return "<tk.this_grid()>"
+
+
+def this_grid() -> Grid:
+    """The grid group (CUDA's ``cooperative_groups::this_grid()``)."""
+    return Grid()

@@ -21,6 +21,7 @@ from thork_core.ir import (
     Expr,
     Let,
     Load,
+    Offset,
     Param,
     Select,
     Special,
@@ -33,7 +34,7 @@ from thork_core.ir import (
 
 __all__ = [
     "TraceWarning", "warn", "Trace", "Value", "Memory", "Pointer", "Dim3", "current",
-    "current_or_none", "where", "cast", "as_value",
+    "current_or_none", "where", "cast", "as_value", "View", "view",
 ]
 
 _PACKAGE_DIRS = tuple(
@@ -209,6 +210,8 @@ class Trace:
         #: Device functions traced so far (callees before callers); root only.
         self.functions: list[Any] = []
         self.function_cache: dict[Any, Any] = {}
+        #: Module-level arrays (tk.const_array, tk.device_array) used so far (root only).
+        self.globals: list[Any] = []
         #: Signatures of device functions being traced now, outermost first (root only).
         self.functions_open: list[Any] = []
         #: Bytes of static shared memory declared so far (kernel-wide).
@@ -386,8 +389,8 @@ def _check_unsigned_compare(op: str, va: Value, vb: Value, ct: DType) -> None:
     fix = ("for signed index math use signed built-ins (tk.Int[tk.BlockIdx], "
            "tk.thread_idx(signed=True)) or convert first: tk.cast(x, tk.dt.int32)")
     if c < 0:
-        warn(f"comparison '({ct.name} value) {_SYMBOL[op]} {c}' is done in {ct.name}, so {c} "
-             f"becomes {c % (1 << ct.bits)}: {why}; {fix}")
+        warn(f"comparison '({ct.name} value) {_SYMBOL[op]} {c}' is done in {ct.name}, so "
+             f"{c} becomes {c % (1 << ct.bits)}: {why}; {fix}")
     elif c == 0 and op in _AGAINST_ZERO:
         warn(f"comparison '({ct.name} value) {_SYMBOL[op]} 0' is always "
              f"{_AGAINST_ZERO[op]}: {why}; {fix}")
@@ -443,8 +446,8 @@ class Value:
                     "'with tk.while_(lambda: cond):' (or 'for i in tk.range(...)')")
         elif head in ("if", "elif", "else"):
             hint = ("a Python 'if' on it cannot branch on the device; use "
-                    "'with tk.if_(cond):' for a branch or tk.where(cond, a, b) / "
-                    "tk.cond(cond, lambda: a, lambda: b) for a value")
+                    "tk.where(cond, a, b) or tk.cond(cond, lambda: a, lambda: b) to select "
+                    "a value, 'with tk.if_(cond):' for a branch")
         elif head == "assert":
             hint = "an assert cannot test it at trace time"
         elif " and " in line or " or " in line or line.startswith("not ") or " not " in line:
@@ -454,6 +457,12 @@ class Value:
             hint = ("use tk.where(cond, a, b) to select a value, tk.if_(cond) for a branch, "
                     "tk.while_ for a loop")
         raise TraceError(f"{what}; {hint}")
+
+    def __str__(self) -> str:
+        # print(x) and f"{x}" run at trace time: they can only show the symbol.
+        warn(f"print()/str() of {describe(self)} runs at trace time and shows the symbol, "
+             "not what a thread computes; use tk.print(...) to print from the device")
+        return repr(self)
 
     def __index__(self) -> int:
         raise TraceError(f"{describe(self)} cannot be used as a Python int (e.g. in range() "
@@ -554,8 +563,13 @@ def cast(x: Any, dtype: Any) -> Value:
     return Value(current().temp(Cast(t, v.expr)))
 
 
-def where(cond: Any, if_true: Any, if_false: Any) -> Value:
-    """``cond ? if_true : if_false`` evaluated per thread (both sides are computed)."""
+def where(cond: Any, if_true: Any, if_false: Any) -> Any:
+    """``cond ? if_true : if_false`` evaluated per thread (both sides are computed).
+
+    With two arrays (of one dtype and memory space) the result is a view of the chosen
+    one: which array a thread reads or writes can be decided at run time."""
+    if isinstance(if_true, Memory) or isinstance(if_false, Memory):
+        return _choose_array(cond, if_true, if_false)
     c = as_value(cond)
     a = as_value(if_true, if_false.dtype if isinstance(if_false, Value) else None)
     b = as_value(if_false, a.dtype)
@@ -629,12 +643,71 @@ class Memory:
 
         store_vec(self, i, values)
 
+    def __add__(self, offset: Any) -> Memory:
+        """A view ``offset`` elements further: ``(a + k)[i]`` is ``a[k + i]``."""
+        return view(self, offset)
+
+    __radd__ = __add__
+
     def __bool__(self) -> bool:
         raise TraceError(f"array '{self.label}' has no truth value in a kernel")
 
     def __iter__(self) -> Any:
         raise TraceError(f"array '{self.label}' cannot be iterated in Python; loop over "
                          "indices with range() (unrolled) or tk.range() (a device loop)")
+
+
+class View(Memory):
+    """A pointer computed from arrays: ``a + k`` or ``tk.where(c, a, b)``. Loads and stores
+    through it count as loads and stores of every array it may point into."""
+
+    __slots__ = ("expr", "bases", "_label")
+
+    def __init__(self, expr: Expr, bases: tuple[Memory, ...], label: str) -> None:
+        self.expr = expr
+        self.bases = bases
+        self._label = label
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    def mark_read(self) -> None:
+        for b in self.bases:
+            b.mark_read()
+
+    def mark_written(self) -> None:
+        for b in self.bases:
+            b.mark_written()
+
+    def __repr__(self) -> str:
+        return f"<view {self.dtype.name}* {self._label}>"
+
+
+def view(base: Memory, offset: Any) -> View:
+    """``base + offset`` as a flat view (an n-d array's view indexes flat)."""
+    if isinstance(offset, Memory):
+        raise TraceError(f"cannot add arrays '{base.label}' and '{offset.label}'")
+    v = _index_value(offset, base.label)
+    if isinstance(v.expr, Const) and int(v.expr.value) < 0:
+        raise TraceError(f"'{base.label} + {v.expr.value}': a view must not start before "
+                         "the array")
+    return View(Offset(base.expr.type, base.expr, v.expr), (base,), f"{base.label} + k")
+
+
+def _choose_array(cond: Any, a: Any, b: Any) -> Memory:
+    if not (isinstance(a, Memory) and isinstance(b, Memory)):
+        raise TraceError("tk.where()/tk.cond() between an array and a value: both sides "
+                         "must be arrays (a choice of pointer) or both values")
+    if a.dtype != b.dtype or a.space != b.space:
+        raise TraceError(f"tk.where() between arrays '{a.label}' ({a.space} {a.dtype.name}) "
+                         f"and '{b.label}' ({b.space} {b.dtype.name}): they must have one "
+                         "element type and memory space")
+    c = as_value(cond)
+    if isinstance(c.expr, Const):
+        return a if c.expr.value else b
+    expr = Select(PointerType(a.dtype, a.space), _to(c, dt.bool), a.expr, b.expr)
+    return View(expr, (a, b), f"({a.label} or {b.label})")
 
 
 def _index_value(i: Any, label: str) -> Value:

@@ -14,8 +14,9 @@ from typing import Any
 from thork_core import DType, TraceError, dt, dtype_of
 
 __all__ = [
-    "DevicePointer", "Uint", "Uint3", "Int", "Int3", "BlockIdx", "ThreadIdx", "BlockDim", "GridDim",
-    "PointerSpec", "BuiltinSpec", "ScalarSpec", "ConstexprSpec", "Constexpr", "spec_of",
+    "DevicePointer", "Uint", "Uint3", "Int", "Int3", "BlockIdx", "ThreadIdx", "BlockDim",
+    "GridDim", "PointerSpec", "BuiltinSpec", "ScalarSpec", "StructSpec", "ConstexprSpec",
+    "Constexpr", "spec_of",
 ]
 
 
@@ -37,10 +38,20 @@ GridDim = Builtin("gridDim")
 
 @dataclass(frozen=True)
 class PointerSpec:
-    """An array parameter of element type ``dtype``; ``ndim`` None accepts any rank."""
+    """An array parameter of element type ``dtype``; ``ndim`` None accepts any rank.
+    ``optional`` (``tk.DevicePointer[...] | None``) also accepts ``None`` at launch."""
 
     dtype: DType
     ndim: int | None = None
+    optional: bool = False
+
+    def __or__(self, other: Any) -> PointerSpec:
+        if other is not None:
+            raise TraceError(f"tk.DevicePointer[...] | {other!r}: only '| None' (an optional "
+                             "array) is supported")
+        return PointerSpec(self.dtype, self.ndim, True)
+
+    __ror__ = __or__
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,13 @@ class BuiltinSpec:
 @dataclass(frozen=True)
 class ScalarSpec:
     dtype: DType
+
+
+@dataclass(frozen=True)
+class StructSpec:
+    """A ``@tk.struct`` passed by value: one scalar kernel argument per field."""
+
+    cls: Any
 
 
 @dataclass(frozen=True)
@@ -150,6 +168,10 @@ def spec_of(annotation: Any, param: str, func: str) -> PointerSpec | BuiltinSpec
         return ConstexprSpec(None)
     if isinstance(annotation, (PointerSpec, BuiltinSpec, ScalarSpec, ConstexprSpec)):
         return annotation
+    from ._aggregate import is_struct
+
+    if is_struct(annotation):
+        return StructSpec(annotation)
     if isinstance(annotation, DType):
         return ScalarSpec(annotation)
     if annotation is bool:

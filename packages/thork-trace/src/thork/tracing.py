@@ -7,11 +7,10 @@ A front-end (fkl-compose is one) records a kernel the way ``@tk.jit`` does:
 2. wrap each pointer parameter in a :class:`Pointer` and each scalar in a :class:`Value`
    over a :class:`~thork_core.ir.Var`;
 3. run Python code on those values: arithmetic, comparisons, indexing, :func:`cast`,
-   :func:`where`, the functions in :mod:`math` (``min``, ``max``, ``floor``...) and the
-   control flow context managers :func:`if_`/:func:`elif_`/:func:`else_`,
-   :func:`return_`, :func:`cond`, :func:`range`, :func:`while_` — every operation
-   appends IR to the current trace; :func:`warn` reports a :class:`TraceWarning` at the
-   user's line;
+   :func:`where`, :func:`cond`, the functions in :mod:`math` (``min``, ``max``,
+   ``floor``...) and the control flow context managers :func:`if_`/:func:`elif_`/:func:`else_`,
+   :func:`return_`, :func:`range`, :func:`while_` — every operation appends IR to the
+   current trace;
 4. build a :class:`~thork_core.ir.KernelIR` from ``trace.name``, ``trace.params`` and
    ``trace.body`` and hand it to :func:`thork_core.build.build_kernel`.
 
@@ -32,18 +31,21 @@ from ._trace import (
     Trace,
     TraceWarning,
     Value,
+    View,
     as_value,
     cast,
     current,
     current_or_none,
     set_current,
+    view,
     warn,
     where,
 )
 
 __all__ = [
-    "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "as_value",
+    "Dim3", "Local", "Memory", "Pointer", "Trace", "TraceWarning", "Value", "View",
+    "as_value",
     "block_dim", "block_idx", "break_", "cast", "cond", "continue_", "current",
     "current_or_none", "elif_", "else_", "grid_dim", "if_", "math", "range", "return_",
-    "set_current", "thread_idx", "var", "warn", "where", "while_",
+    "set_current", "thread_idx", "var", "view", "warn", "where", "while_",
 ]
