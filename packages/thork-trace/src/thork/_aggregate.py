@@ -233,7 +233,7 @@ def struct(cls: type) -> type:
     frame = sys._getframe(1)
     module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
     scope = {**module, **frame.f_globals}
-    hints = {}
+    hints: dict[str, Any] = {}
     for name, ann in cls.__dict__.get("__annotations__", {}).items():
         if isinstance(ann, str):
             try:
