@@ -220,7 +220,9 @@ from noxfile_toolchains import CLANG_VERSIONS  # noqa: E402
 ROTATION = {
     "toolchain": ["toolchain_nvrtc(cuda='12')", "toolchain_nvcc(source='system')",
                   *[f"toolchain_clang(version={v!r})" for v in CLANG_VERSIONS if v != "16"]],
-    "suite": [f"suite(name={n!r})" for n in EXTRAS if n != "base" and n not in HEAVY],
+    # The whole suite under one plugin set: subsets of plugins, then each extra.
+    "suite": [*[f"tests(plugins={c!r})" for c in COMBINATIONS],
+              *[f"suite(name={n!r})" for n in EXTRAS if n != "base" and n not in HEAVY]],
 }
 
 
@@ -251,8 +253,8 @@ def _rotation_number() -> int:
 
 @nox.session(venv_backend="none")
 def rotation(session: nox.Session) -> None:
-    """CI's rotating cells for this commit: one toolchain cell beyond toolchains_ci and
-    the whole suite under one extra (docs/development.md lists the cells)."""
+    """CI's rotating cells for this run: one toolchain cell beyond toolchains_ci and the
+    whole suite under one plugin set (docs/development.md lists the cells)."""
     n = _rotation_number()
     cells = rotation_cells(n)
     session.log(f"rotation run {n}: {', '.join(cells)} (THORK_CI_ROTATION=N picks run N)")

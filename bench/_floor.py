@@ -19,7 +19,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["KERNEL_SOURCE", "floor_kernel", "measure_launch_floor"]
+__all__ = ["KERNEL_SOURCE", "floor_kernel", "measure_graph_floor", "measure_launch_floor"]
 
 #: The floor's kernel written in Thork (seed 000's matrix_add): bench_core writes it as
 #: ``seedkernel.py`` for its child processes, bench_fkl loads it through
@@ -57,6 +57,7 @@ def floor_kernel() -> object:
     return module.matrix_add
 
 _SOURCE = Path(__file__).resolve().with_name("launch_floor.c")
+_GRAPH_SOURCE = Path(__file__).resolve().with_name("graph_floor.c")
 
 # Output keys printed by launch_floor.c, mapped to the keys returned here.
 _KEYS = {
@@ -70,7 +71,7 @@ _RUN_TIMEOUT_S = 600.0
 _COMPILE_TIMEOUT_S = 120.0
 
 _lock = threading.Lock()
-_binary: Path | None = None
+_binaries: dict[Path, Path] = {}
 
 
 def _find_compiler() -> str:
@@ -84,34 +85,35 @@ def _find_compiler() -> str:
     raise RuntimeError("no C compiler found (tried $CC, cc, gcc)")
 
 
-def _build() -> Path:
-    """Compile ``launch_floor.c`` into a per-process temp dir and return the binary.
+def _build(source: Path = _SOURCE) -> Path:
+    """Compile ``source`` (a C program next to this module) into a per-process temp dir
+    and return the binary.
 
     The result is cached for the life of the process; the temp dir is removed
     at interpreter exit.
     """
-    global _binary
     with _lock:
-        if _binary is not None and _binary.exists():
-            return _binary
-        if not _SOURCE.is_file():
-            raise RuntimeError(f"missing benchmark source {_SOURCE}")
-        tmpdir = Path(tempfile.mkdtemp(prefix="thork_launch_floor_"))
+        hit = _binaries.get(source)
+        if hit is not None and hit.exists():
+            return hit
+        if not source.is_file():
+            raise RuntimeError(f"missing benchmark source {source}")
+        tmpdir = Path(tempfile.mkdtemp(prefix="thork_floor_"))
         atexit.register(shutil.rmtree, tmpdir, ignore_errors=True)
-        exe = tmpdir / "launch_floor"
-        cmd = [_find_compiler(), "-O2", "-o", str(exe), str(_SOURCE), "-ldl"]
+        exe = tmpdir / source.stem
+        cmd = [_find_compiler(), "-O2", "-o", str(exe), str(source), "-ldl"]
         try:
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=_COMPILE_TIMEOUT_S
             )
         except subprocess.TimeoutExpired as exc:
-            raise RuntimeError(f"compiling {_SOURCE} timed out: {' '.join(cmd)}") from exc
+            raise RuntimeError(f"compiling {source} timed out: {' '.join(cmd)}") from exc
         if proc.returncode != 0:
             raise RuntimeError(
-                f"compiling {_SOURCE} failed (exit {proc.returncode}): "
+                f"compiling {source} failed (exit {proc.returncode}): "
                 f"{' '.join(cmd)}\n{proc.stderr.strip()}"
             )
-        _binary = exe
+        _binaries[source] = exe
         return exe
 
 
@@ -168,3 +170,22 @@ def measure_launch_floor(
             f"launch_floor output lacks {missing}:\n{proc.stdout}{proc.stderr}"
         )
     return result
+
+
+def measure_graph_floor(cubin_path: str, kernel_name: str, nodes: int, rounds: int = 201,
+                        launches: int = 200) -> float:
+    """Median microseconds per ``cuGraphLaunch`` from C of a graph of ``nodes`` captured
+    launches of ``kernel_name`` (``graph_floor.c``; same kernel signature as
+    :func:`measure_launch_floor`, grid 8 x block 128), in bursts of ``launches``."""
+    exe = _build(_GRAPH_SOURCE)
+    cmd = [str(exe), os.fspath(cubin_path), kernel_name, str(nodes), str(rounds),
+           str(launches)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_RUN_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise RuntimeError(f"graph_floor failed (exit {proc.returncode}): "
+                           f"{proc.stderr.strip()}")
+    for line in proc.stdout.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key == "graph_floor_us_enqueue":
+            return float(value)
+    raise RuntimeError(f"graph_floor output lacks its result:\n{proc.stdout}")

@@ -571,6 +571,27 @@ def bench_gpu(reps: int) -> None:
                                   for _ in range(5)])
         row("hot call", f"fkl pipe(x, out=y), {name} arrays", took, "us",
             f"{took / sustained:.2f}x C floor (goal <= 1.15x)" if sustained else "")
+    # A producer that offers only DLPack (no __cuda_array_interface__): the goal is the C
+    # floor plus the producer's own __dlpack__ time, measured here too.
+
+    class DLPackOnly:
+        def __init__(self, a: Any) -> None:
+            self.a = a
+
+        def __dlpack__(self, **kw: Any) -> Any:
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self) -> Any:
+            return self.a.__dlpack_device__()
+
+    dx, do = DLPackOnly(t1), DLPackOnly(t2)
+    hot(dx, out=do)
+    took = statistics.median([per_call(lambda: hot(dx, out=do), n // 10) for _ in range(5)])
+    own = statistics.median([per_call(lambda: dx.__dlpack__(), n // 10) for _ in range(5)])
+    goal = f"; goal <= C floor + 2 x __dlpack__ = {sustained + 2 * own:.2f} us" \
+        if sustained else ""
+    row("hot call", "fkl pipe(x, out=y), DLPack-only arrays", took, "us",
+        f"producer __dlpack__ {own:.2f} us per array{goal}")
 
 
 # -- horizontal fusion (issue 14) ----------------------------------------------------------

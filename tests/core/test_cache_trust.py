@@ -425,7 +425,9 @@ def test_dropped_kernels_unmap_their_libraries(tmp_path, monkeypatch, cpu):
     import gc
 
     from helpers import LAUNCHED
+    from thork_core._native import native_module
 
+    native_module()  # loaded for good from the session's cache, not counted below
     monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path / "cache"))
     lib_dir = str(tmp_path / "cache" / "lib") + "/"
 

@@ -223,6 +223,35 @@ def test_per_item_warp_matrices(target, rng):
         fkl.Warping(fkl.PerItem([ms[0], np.eye(2)]), 5, 5)
 
 
+def test_per_item_letterbox_backgrounds(target, rng):
+    xs = random_array(rng, (3, 10, 21, 2), np.float32)
+    bgs = [[1.0, 2.0], -3.0, [5.0, 6.0]]
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Resize(16, 15, aspect_ratio=fkl.PRESERVE_AR,
+                                                    background=fkl.PerItem(bgs)),
+                       fkl.TensorWrite(), target=target)
+    got = pipe(xs)
+    tw, th, x1, y1 = fkl.letterbox(21, 10, 16, 15, fkl.PRESERVE_AR)
+    assert th < 15  # there is a border to fill
+    for k in range(3):
+        ref = np.empty((15, 16, 2), F)
+        ref[...] = np.broadcast_to(np.asarray(bgs[k], F), (2,))
+        ref[y1:y1 + th, x1:x1 + tw] = ref_resize(xs[k], tw, th)
+        close(got[k], ref)
+
+
+def test_per_item_border_constants_under_a_crop_batch(target, rng):
+    x = random_array(rng, (9, 11), np.float32)
+    rects = [(-2, -3, 6, 5), (8, 7, 6, 5)]
+    consts = [7.0, -1.0]
+    pipe = fkl.compose(fkl.TensorRead(),
+                       fkl.BorderReader(fkl.BorderMode.CONSTANT, fkl.PerItem(consts)),
+                       fkl.Crop(rects), fkl.TensorWrite(), target=target)
+    got = pipe(x)
+    for k, (cx, cy, w, h) in enumerate(rects):
+        pad = np.pad(x, 8, constant_values=consts[k])
+        np.testing.assert_array_equal(got[k], pad[8 + cy:8 + cy + h, 8 + cx:8 + cx + w])
+
+
 def test_per_item_wrapper_errors():
     with pytest.raises(fkl.ArgumentError, match="one value per batch item, got none"):
         fkl.PerItem([])

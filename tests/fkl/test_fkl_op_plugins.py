@@ -129,6 +129,11 @@ def test_plugin_ops_are_found_and_clashes_and_failures_are_reported(fake_plugin,
     assert any("broken" in m and "failed to load" in m for m in messages), messages
     assert any("notop" in m and "expected an fkl.Op subclass" in m for m in messages)
     assert "Cube" in fkl.ops.available() and "Sqr" in fkl.ops.available()
+    mine = {p.name: p for p in fkl.ops.installed() if p.distribution == "fake-fkl-ops"}
+    assert mine["extra"].ops == ("fake_fkl_ops_mod.Cube", "fake_fkl_ops_mod.Sqr")
+    assert mine["extra"].version == "0.1" and not mine["extra"].error
+    assert "ModuleNotFoundError" in mine["broken"].error and not mine["broken"].ops
+    assert mine["notop"].error
     with pytest.raises(AttributeError, match="no installed fkl op plugin"):
         fkl.ops.NoSuchOp
     x = random_array(rng, (H, W), np.float32)

@@ -75,6 +75,28 @@ def test_core_private_modules_import_without_cycles() -> None:
     assert not _cycles(_graph()), _cycles(_graph())
 
 
+def test_no_cycles_even_through_imports_inside_functions() -> None:
+    """The cache and the memo: the memo uses the cache folder; the cache tells whoever
+    registered (``on_clear``) when it was cleared, without importing the memo."""
+    mods = {p.stem: p for p in CORE.glob("_*.py") if p.stem != "__init__"}
+    lazy = {m: _all_imports(p) & set(mods) for m, p in mods.items()}
+    assert "_memo" not in lazy["_cache"]
+    assert ["_cache", "_memo"] not in _cycles(lazy)
+
+
+def _all_imports(path: pathlib.Path) -> set[str]:
+    """Like :func:`_runtime_imports`, with imports inside functions too."""
+    out: set[str] = set()
+    tree = ast.parse(path.read_text())
+    skip = {id(n) for top in tree.body if isinstance(top, ast.If)
+            and "TYPE_CHECKING" in ast.unparse(top.test) for n in ast.walk(top)}
+    for node in ast.walk(tree):
+        if id(node) in skip or not isinstance(node, ast.ImportFrom) or node.level != 1:
+            continue
+        out.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
+    return out
+
+
 def test_the_registry_does_not_import_the_interfaces_it_registers() -> None:
     """Argument binding asks the registry for adapters; the registry must not import the
     target/compiler interfaces back at load time."""
@@ -122,3 +144,17 @@ def test_front_ends_build_through_build_kernel() -> None:
                 assert not (func.endswith(".compile") and "entry" in kwargs), (
                     f"{f}: compiles itself: {ast.unparse(node)}")
     assert users == set(sources)
+
+
+def test_clearing_the_cache_forgets_the_memo(tmp_path, monkeypatch):
+    """What the memo held in memory is gone after ``DiskCache.clear`` (it subscribed)."""
+    from thork_core import _memo
+    from thork_core.build import disk_cache
+
+    monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path))
+    _memo.reset()
+    _memo.remember("h-api test", [1], "value")
+    assert _memo.recall("h-api test", [1]) == "value"
+    disk_cache().clear()
+    assert _memo.recall("h-api test", [1]) is None
+    assert not (tmp_path / _memo.FILE).exists()

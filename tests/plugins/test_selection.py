@@ -147,3 +147,52 @@ def test_per_call_compiler_on_a_launch(greedy, rng):
     with pytest.raises(thork_core.PluginError, match="compiler 'nvrtc' cannot produce code "
                                                      "for the cpu target"):
         scale[1, 1](x, out, n, compiler="nvrtc")
+
+
+@pytest.mark.gpu
+def test_per_call_compiler_on_the_gpu(rng):
+    """Per call, each installed CUDA compiler builds its own executable; same results."""
+    import thork as tk
+    from helpers import has_plugin
+
+    f32 = tk.dt.float32
+
+    @tk.jit(target="gpu")
+    def fma3(x: tk.DevicePointer[f32], out: tk.DevicePointer[f32], n: tk.dt.int32):
+        i = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+        with tk.if_(i < n):
+            out[i] = x[i] * 3.0 + 1.0
+
+    n = 4097
+    x = random_array(rng, n, np.float32)
+    used = []
+    for name in ("nvrtc", "nvcc", "clang"):
+        if not has_plugin(name):
+            continue
+        reg = thork_core.plugins()
+        try:
+            reg.compiler(name, reg.target("gpu"))
+        except thork_core.PluginError:  # installed, but its toolchain is absent here
+            continue
+        out = poisoned(n, np.float32)
+        fma3[(n + 255) // 256, 256](x, out, n, compiler=name)
+        np.testing.assert_allclose(out, x * np.float32(3) + np.float32(1), rtol=1e-6)
+        info = fma3.compile_info
+        assert info.compiler.startswith(name) or info.fallback, (name, info)
+        used.append(name)
+    assert used, "no CUDA compiler usable"
+
+
+def test_a_constant_named_like_a_launch_option_is_refused():
+    """``compiler=`` (like ``stream=`` and ``target=``) is the launch's own keyword, so a
+    compile-time constant cannot take that name: a clear error, not a compiler lookup."""
+    import thork as tk
+
+    @tk.jit(target="cpu")
+    def k(out: tk.DevicePointer[tk.dt.int32], compiler: tk.Constexpr[int] = 1):
+        out[0] = compiler
+
+    out = np.zeros(1, np.int32)
+    with pytest.raises(thork_core.TraceError, match="constant 'compiler' has the name of a "
+                                                   "launch option"):
+        k[1, 1](out, compiler=2)

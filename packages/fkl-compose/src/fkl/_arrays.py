@@ -1,6 +1,6 @@
 """Array probing for pipes: core's adapters on the general path, a cached key on the hot one.
 
-The general path adapts every array with core's adapters (``plugins().array_adapters()``,
+The general path adapts every array with core's adapters (``find_view``,
 the same ones a Thork kernel launch uses) and checks what every fkl kernel needs. The hot
 path must not build an :class:`~thork_core.ArrayView` per call, so it reads a *key* from the
 array — ``(shape, dtype, device)`` for core's own arrays, ``(type, shape, typestr)`` for a
@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from thork_core import ArgumentError, ArrayView, DType, plugins
+from thork_core import ArgumentError, ArrayView, DType
+from thork_core.plugin import find_view
 
 __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
            "pointer", "stack", "stream_handle", "view", "wait"]
@@ -22,11 +23,11 @@ __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
 #: fkl kernels index with int32: arrays have fewer elements than this.
 INT32_LIMIT = 2**31
 
-_TYPES: list[type] = []
+_TYPES: list[Any] = []
 _ONE_GPU: list[bool] = []
 
 
-def array_types() -> list[type]:
+def array_types() -> list[Any]:
     """``[numpy.ndarray, DeviceArray]``, imported on first use (keeps ``import fkl`` fast)."""
     if not _TYPES:
         import numpy as np
@@ -36,17 +37,15 @@ def array_types() -> list[type]:
     return _TYPES
 
 
-def view(x: Any, what: str) -> ArrayView:
+def view(x: Any, what: str, stream: int | None = None) -> ArrayView:
     """Adapt an input/output array with core's adapters and check what every fkl kernel
-    needs (C-contiguous, int32-indexable); ``what`` names it in errors."""
-    for adapter in plugins().array_adapters():
-        try:
-            v = adapter.view(x, None)
-        except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
-            raise ArgumentError(f"fkl pipe {what}: {exc}") from None
-        if v is not None:
-            break
-    else:
+    needs (C-contiguous, int32-indexable); ``what`` names it in errors. ``stream``: the
+    launch stream, which DLPack producers are asked to order after their work."""
+    try:
+        v = find_view(x, stream)
+    except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
+        raise ArgumentError(f"fkl pipe {what}: {exc}") from None
+    if v is None:
         raise ArgumentError(
             f"fkl pipe {what}: expected an array (NumPy, __cuda_array_interface__ or DLPack), "
             f"got {type(x).__name__}")

@@ -170,7 +170,10 @@ class CallPath:
             handle = stream_handle(stream) if stream is not None else 0
             inputs = tuple(stack(x, f"input {i}", handle) if isinstance(x, (list, tuple))
                            else x for i, x in enumerate(inputs))
-        views = [view(x, f"input {i}") for i, x in enumerate(inputs)]
+        handle = stream_handle(stream) if stream is not None else 0
+        # The launch stream goes to the adapters: a DLPack producer orders it after its
+        # own work (the protocol's handshake; __cuda_array_interface__ names its stream).
+        views = [view(x, f"input {i}", handle) for i, x in enumerate(inputs)]
         t, g, lay = read.host_type(views)
         tgt = self.kernels.resolve()
         on_device = any(v.device == "cuda" for v in views)
@@ -180,7 +183,7 @@ class CallPath:
                 "device array (copy it to the host, or compose with target='gpu')")
         if on_device and not all(v.device == "cuda" for v in views):
             raise ArgumentError("fkl pipe: inputs mix host and device arrays")
-        shape_key = (t, tuple(v.shape for v in views), on_device)
+        shape_key: tuple[Any, ...] = (t, tuple(v.shape for v in views), on_device)
         if active is not None:
             shape_key = (*shape_key, active[0], repr(active[1]))
             key = None  # active calls keep to this path
@@ -196,7 +199,6 @@ class CallPath:
             plan = make_plan(self.kernels, t, g, lay, on_device, variant, self.ops, active)
             if active is None or len(self._plans) < 256:  # per (k, default): bounded
                 self._plans[shape_key] = plan
-        handle = stream_handle(stream) if stream is not None else 0
         device = views[0].device_id if views else 0
         outs = check_out(plan.outs, out, on_device) if out is not None else \
             allocate(plan, device, handle)
@@ -239,7 +241,7 @@ class CallPath:
                 or len(plan.order) != 2 or type(inputs[0]) is not da \
                 or plan.launcher is None:
             return None
-        x = inputs[0]
+        x: Any = inputs[0]
         out_shape, out_dtype = plan.outs[0]
         out_bytes = out_dtype.itemsize
         for n in out_shape:

@@ -30,9 +30,9 @@ from ._lowering import (
     write_dtypes,
 )
 from ._ops import Op
-from ._pixel import PixType, as_dtype
+from ._pixel import Geom, PixType, as_dtype
 from ._plan import Plan, fill_args
-from ._tensor import TensorPack, TensorRead, TensorSplit, TensorWrite
+from ._tensor import Layout, TensorPack, TensorRead, TensorSplit, TensorWrite
 
 __all__ = ["CircularTensor"]
 
@@ -161,7 +161,7 @@ class CircularTensor:
         with self._lock:
             plan = self._plans.get(key)
             if plan is None:
-                plan = self._plan(ops, t, values)
+                plan = self._plan(ops, t, g, lay, values)
                 if len(self._plans) < 64:  # per chain and values: bounded
                     self._plans[key] = plan
             src, dst = self._buffers[self._current], self._buffers[1 - self._current]
@@ -180,7 +180,8 @@ class CircularTensor:
             self._current = 1 - self._current
             self.updates += 1
 
-    def _plan(self, ops: tuple[Op, ...], t: PixType, values: list[Any]) -> Plan:
+    def _plan(self, ops: tuple[Op, ...], t: PixType, g: Geom, lay: Layout,
+              values: list[Any]) -> Plan:
         """The prepared update for frames of pixel type ``t`` and these op values."""
         built, _, shift = self._build(ops, t)
         sv = view(self._buffers[0], "window")
@@ -191,7 +192,7 @@ class CircularTensor:
         order = [idx if role == "in" else 2 + idx for _, role, idx in pointer_slots]
         grid = (-(-self.w // BLOCK[0]), -(-self.h // BLOCK[1]), self.batch)
         plan = Plan(args, pointer_slots, grid, BLOCK, [], self.on_device, order, built,
-                    (t, None, None))
+                    (t, g, lay))
         plan.prepare()
         return plan
 

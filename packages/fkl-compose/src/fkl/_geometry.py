@@ -179,7 +179,8 @@ class Crop(ReadBack):
         if not self.batch:
             w, h, cx, cy = p
             return Stage(lambda x, y, z: src.read(x + cx, y + cy, z), w, h, src.type)
-        step, rects = p
+        step = p[0]
+        rects: Any = p[1]  # a pointer parameter (the rect table)
         z = plane()
         base = z * 4  # this plane's (w, h, x, y), loaded once per thread
         w, h, cx, cy = (rects[base + k] for k in range(4))
@@ -269,13 +270,27 @@ class Resize(ReadBack):
         self.interpolation = interpolation
         self.aspect_ratio = aspect_ratio
         self.background = background
+        #: One background per batch item (``background=fkl.PerItem([...])``), else None.
+        self.item_backgrounds = background.items if isinstance(background, PerItem) else None
 
     def key(self) -> tuple[Any, ...]:
-        return ("Resize", self.interpolation, self.aspect_ratio != AspectRatio.IGNORE_AR)
+        return ("Resize", self.interpolation, self.aspect_ratio != AspectRatio.IGNORE_AR,
+                self.items())
+
+    def items(self) -> int:
+        # Backgrounds matter only when letterboxing.
+        if self.item_backgrounds is None or not self._letterboxed():
+            return 0
+        return len(self.item_backgrounds)
+
+    def _backgrounds(self, t: PixType) -> list[float]:
+        """Each item's background (one item without PerItem), per channel, flat."""
+        return [float(v) for item in (self.item_backgrounds or [self.background])
+                for v in per_channel(item, t.channels, "fkl.Resize background")]
 
     def out_type(self, t: PixType) -> PixType:
         super().out_type(t)
-        per_channel(self.background, t.channels, "fkl.Resize background")
+        self._backgrounds(t)
         return t.with_(dt.float32)
 
     takes_ragged = True
@@ -294,8 +309,14 @@ class Resize(ReadBack):
     def scalar_types(self, t: PixType) -> list[DType]:
         types = [dt.int32, dt.int32, dt.float32, dt.float32]
         if self._letterboxed():
-            types += [dt.int32] * 4 + [dt.float32] * t.channels
+            types += [dt.int32] * 4 + ([] if self.items() else [dt.float32] * t.channels)
         return types
+
+    def table_types(self, t: PixType) -> list[DType]:
+        return [dt.float32] if self.items() else []
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        return [(dt.float32, self._backgrounds(t))] if self.items() else []
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
         import numpy as np
@@ -307,8 +328,7 @@ class Resize(ReadBack):
         fy = float(np.float32(g.h) / np.float32(th))
         vals: list[Any] = [dw, dh, fx, fy]
         if self._letterboxed():
-            vals += [tw, th, x1, y1] + [float(v) for v in per_channel(
-                self.background, t.channels, "fkl.Resize background")]
+            vals += [tw, th, x1, y1] + ([] if self.items() else self._backgrounds(t))
         return vals
 
     def sample(self, src: Stage, p: list[Value]) -> Stage:
@@ -320,6 +340,11 @@ class Resize(ReadBack):
             # Planes of different sizes (a batch of crops): each plane's scale, in float32
             # as the host computes it (sw / dw), from its own size.
             fx, fy = _f32(src.w) / _f32(dw), _f32(src.h) / _f32(dh)
+        bg: list[Any] = list(p[8:])
+        if self.items():  # this item's background, from the table
+            table: Any = p[8]
+            base = plane() * src.type.channels
+            bg = [table[base + k] for k in range(src.type.channels)]
 
         def read(x: Value, y: Value, z: Value) -> Pixel:
             if lb:
@@ -336,7 +361,6 @@ class Resize(ReadBack):
             else:
                 vals = bilinear(src, sx, sy, z)
             if lb:
-                bg = p[8:]
                 vals = [where(inside, v, bg[k]) for k, v in enumerate(vals)]
             return vals
 
@@ -403,7 +427,8 @@ class Warping(ReadBack):
         if self.per_item:  # matrix k for plane k, loaded once per thread
             size = self.matrix.size
             base = plane() * size
-            m = [p[2][base + i] for i in range(size)]
+            table: Any = p[2]  # a pointer parameter (the matrix table)
+            m = [table[base + i] for i in range(size)]
         t = src.type.with_(dt.float32)
 
         def read(x: Value, y: Value, z: Value) -> Pixel:
@@ -464,28 +489,50 @@ class BorderReader(ReadBack):
             raise ArgumentError(f"fkl.BorderReader mode: expected one of {BorderMode.ALL}, "
                                 f"got {mode!r}")
         self.mode, self.value = mode, value
+        #: One value per batch item (``value=fkl.PerItem([...])``), else None.
+        self.item_values = value.items if isinstance(value, PerItem) else None
 
     def key(self) -> tuple[Any, ...]:
-        return ("BorderReader", self.mode)
+        return ("BorderReader", self.mode, self.items())
+
+    def items(self) -> int:
+        return 0 if self.item_values is None else len(self.item_values)
+
+    def _per_item(self, t: PixType) -> list[Any]:
+        """The constant of each item (one item without PerItem), per channel, flat."""
+        return [v for item in (self.item_values or [self.value])
+                for v in per_channel(item, t.channels, "fkl.BorderReader value")]
 
     def out_type(self, t: PixType) -> PixType:
         super().out_type(t)
-        per_channel(self.value, t.channels, "fkl.BorderReader value")
+        self._per_item(t)
         return t
 
     def out_geom(self, g: Geom, t: PixType) -> Geom:
         return Geom(g.w, g.h, g.batch, unbounded=True)
 
+    def _constant(self) -> bool:
+        return self.mode == BorderMode.CONSTANT
+
     def scalar_types(self, t: PixType) -> list[DType]:
-        return [t.dtype] * t.channels if self.mode == BorderMode.CONSTANT else []
+        return [t.dtype] * t.channels if self._constant() and not self.items() else []
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
-        if self.mode != BorderMode.CONSTANT:
-            return []
-        return per_channel(self.value, t.channels, "fkl.BorderReader value")
+        return self._per_item(t) if self._constant() and not self.items() else []
+
+    def table_types(self, t: PixType) -> list[DType]:
+        return [t.dtype] if self._constant() and self.items() else []
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        return [(t.dtype, self._per_item(t))] if self._constant() and self.items() else []
 
     def sample(self, src: Stage, p: list[Value]) -> Stage:
         mode = self.mode
+        c = src.type.channels
+        if self._constant() and self.items():  # this item's constant, from the table
+            table: Any = p[0]
+            base = plane() * c
+            p = [table[base + k] for k in range(c)]
 
         def read(x: Value, y: Value, z: Value) -> Pixel:
             xm, ym = border_index(x, src.w, mode), border_index(y, src.h, mode)

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from thork.tracing import Value, cast, where
 from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt, promote
+from thork_core.ir import int_range
 
 from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel, value_dtype
 
@@ -275,7 +276,8 @@ class _Binary(Op):
             from ._batch import plane
 
             base = plane() * c_n
-            out = [self.fn(px[c], p[0][base + c]) for c in range(c_n)]
+            table: Any = p[0]  # a pointer parameter (the op's value table)
+            out = [self.fn(px[c], table[base + c]) for c in range(c_n)]
         else:
             out = [self.fn(px[c], p[c]) for c in range(c_n)]
         rt = self.out_type(t).dtype
@@ -492,20 +494,13 @@ class Cast(Op):
         return [cast(v, self.dtype) for v in px]
 
 
-def _int_range(t: DType) -> tuple[int, int]:
-    if t == dt.bool:
-        return 0, 1
-    if t.kind == "u":
-        return 0, 2**t.bits - 1
-    return -(2 ** (t.bits - 1)), 2 ** (t.bits - 1) - 1
-
 
 def saturate_value(v: Value, to: DType) -> Value:
     """``v`` converted to ``to`` with saturation (float → int rounds half to even, NaN → 0)."""
     src = v.dtype
     if to.is_float:
         return cast(v, to)
-    lo, hi = _int_range(to)
+    lo, hi = int_range(to)
     if src.is_float:
         # Clamp in a float type that holds the bounds exactly enough: float32 for targets
         # up to 16 bits, float64 beyond (the largest double below 2**63 for 64-bit ints).
@@ -517,7 +512,7 @@ def saturate_value(v: Value, to: DType) -> Value:
             return _saturate_to_64(r, to, lo, hi)
         r = tkm.min(tkm.max(r, float(lo)), float(hi))
         return cast(r, to)
-    slo, shi = _int_range(src)
+    slo, shi = int_range(src)
     if slo < lo:
         v = where(v < lo, lo, v)
     if shi > hi:

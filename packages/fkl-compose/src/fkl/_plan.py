@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from thork_core import ArgumentError, DType, dt
+from thork_core.ir import int_range
 from thork_core.launch import float_scalar
 from thork_core.runtime import typestr
 
-from ._arrays import check_size, pointer, view
+from ._arrays import array_types, check_size, pointer, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
 from ._lowering import Lowered, final_type, host_plan, host_tables
@@ -108,7 +109,7 @@ def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[O
     """The value tables as arrays: NumPy (host calls), or uploaded once (device calls)."""
     import numpy as np
 
-    out = []
+    out: list[Any] = []
     for d, vals in tables:
         host = np.array([_scalar(v, d, ops) for v in vals], dtype=d.numpy)
         if device:
@@ -162,9 +163,8 @@ def allocate(plan: Plan, device: int, handle: int) -> list[Any]:
     """New output arrays for ``plan``: DeviceArrays on CUDA device ``device``, queued on
     stream ``handle``, for device inputs; NumPy arrays for host inputs."""
     if plan.device:
-        from thork_core.runtime import DeviceArray
-
-        return [DeviceArray(shape, d, device=device, stream=handle) for shape, d in plan.outs]
+        da = array_types()[1]  # DeviceArray, without an import statement per call
+        return [da(shape, d, device=device, stream=handle) for shape, d in plan.outs]
     import numpy as np
 
     return [np.empty(shape, dtype=d.numpy) for shape, d in plan.outs]
@@ -184,10 +184,7 @@ def _scalar(value: Any, t: DType, ops: Sequence[Op]) -> Any:
         if iv != value:
             raise ArgumentError(f"fkl pipe: value {value!r} is not an integer but the "
                                 f"parameter is {t.name}")
-        lo, hi = (0, 2**t.bits - 1) if t.kind == "u" else (-(2 ** (t.bits - 1)),
-                                                            2 ** (t.bits - 1) - 1)
-        if t == dt.bool:
-            lo, hi = 0, 1
+        lo, hi = int_range(t)
         if not lo <= iv <= hi:
             raise ArgumentError(f"fkl pipe: value {value!r} does not fit the {t.name} "
                                 "parameter it feeds (pixel dtype); cast the pixel first")

@@ -15,14 +15,32 @@ from __future__ import annotations
 
 import threading
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ENTRY_POINT_GROUP", "OpPluginWarning", "plugin_ops", "reset_plugin_ops"]
+__all__ = ["ENTRY_POINT_GROUP", "OpPlugin", "OpPluginWarning", "op_plugins", "plugin_ops",
+           "reset_plugin_ops"]
 
 ENTRY_POINT_GROUP = "fkl.ops"
 
 _lock = threading.Lock()
 _found: dict[str, type] | None = None
+_plugins: list[OpPlugin] = []
+
+
+@dataclass(frozen=True)
+class OpPlugin:
+    """One ``fkl.ops`` entry point as ``thork plugins`` would list it: its name and value,
+    the distribution and version that ship it, the ops it provides (``module.QualName``,
+    those reachable by name and those shadowed by a clash alike) and why it was skipped
+    (empty when it loaded)."""
+
+    name: str
+    value: str
+    distribution: str
+    version: str
+    ops: tuple[str, ...]
+    error: str = ""
 
 
 class OpPluginWarning(UserWarning):
@@ -39,11 +57,19 @@ def plugin_ops(builtin: set[str]) -> dict[str, type]:
         return _found
 
 
+def op_plugins(builtin: set[str]) -> list[OpPlugin]:
+    """The installed ``fkl.ops`` entry points (discovered once per process, as above)."""
+    plugin_ops(builtin)
+    with _lock:
+        return list(_plugins)
+
+
 def reset_plugin_ops() -> None:
     """Forget what was discovered (tests that install plugins at run time use this)."""
     global _found
     with _lock:
         _found = None
+        _plugins.clear()
 
 
 def _discover(builtin: set[str]) -> dict[str, type]:
@@ -56,18 +82,28 @@ def _discover(builtin: set[str]) -> dict[str, type]:
     found: dict[str, type] = {}
     for ep in eps:
         where = f"{ep.name} = {ep.value} (from {_dist(ep)})"
+
+        def record(ops: tuple[str, ...], error: str = "", ep: Any = ep) -> None:
+            dist = getattr(ep, "dist", None)
+            _plugins.append(OpPlugin(ep.name, ep.value, _dist(ep),
+                                     str(dist.version) if dist is not None else "?", ops,
+                                     error))
+
         try:
             obj = ep.load()
         except Exception as exc:
             _warn(f"fkl op plugin {where} failed to load and was skipped: "
                   f"{type(exc).__name__}: {exc}")
+            record((), f"{type(exc).__name__}: {exc}")
             continue
         classes = [obj] if isinstance(obj, type) else _sequence(obj)
         bad = [c for c in classes or [obj] if not (isinstance(c, type) and issubclass(c, Op))]
         if bad or not classes:
             _warn(f"fkl op plugin {where} was skipped: expected an fkl.Op subclass or a "
                   f"sequence of them, got {bad[0] if bad else obj!r}")
+            record((), "not an fkl.Op subclass or a sequence of them")
             continue
+        record(tuple(f"{c.__module__}.{c.__qualname__}" for c in classes))
         for cls in classes:
             name = cls.__name__
             mine = f"{cls.__module__}.{cls.__qualname__}"

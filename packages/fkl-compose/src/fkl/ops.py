@@ -11,9 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from . import _EXPORTS
-from ._registry import OpPluginWarning, plugin_ops
+from ._registry import OpPlugin, OpPluginWarning, op_plugins, plugin_ops
 
-__all__ = ["OpPluginWarning", "available"]
+__all__ = ["OpPlugin", "OpPluginWarning", "available", "installed"]
+
+
+def installed() -> list[OpPlugin]:
+    """The installed op plugins (``fkl.ops`` entry points): distribution, version, the ops
+    each provides, and why one was skipped."""
+    return op_plugins(set(_EXPORTS))
 
 
 def available() -> list[str]:

@@ -54,6 +54,7 @@ def custom_op(name: str, fn: Any, *, outputs: OutputSpecs | int | None = None,
     if not isinstance(name, str) or name.count("::") != 1:
         raise ArgumentError(f"thork_torch.custom_op: name must be 'namespace::op', got "
                             f"{name!r}")
+    specs: Callable[..., Any] | None
     if is_pipe(fn):
         n_in = fn.chain.read.inputs
         n_out, specs = _pipe_outputs(fn, n_in)
@@ -103,12 +104,12 @@ def custom_op(name: str, fn: Any, *, outputs: OutputSpecs | int | None = None,
             call(*inputs, out=outs if n_out > 1 else outs[0])
             return result(outs)
     else:
-        call = TorchCall(launch) if launch is not None else None
+        fixed = TorchCall(launch) if launch is not None else None
 
         def impl(*inputs: Any) -> Any:
             outs = allocate(inputs)
-            if call is not None:
-                call(*inputs, *outs)
+            if fixed is not None:
+                fixed(*inputs, *outs)
             else:
                 assert config is not None
                 grid, block = config(*inputs)

@@ -18,8 +18,14 @@ from thork_core import (
     Renderer,
     Target,
 )
-from thork_core.launch import CONV_HOST, make_launcher
-from thork_core.plugin import array_view, check_array, load_library, scalar_value
+from thork_core.launch import CONV_HOST, make_launcher, param_kinds
+from thork_core.plugin import (
+    RecordingLauncher,
+    array_view,
+    check_array,
+    load_library,
+    scalar_value,
+)
 
 from ._compiler import host_arch
 from ._renderer import DEADLOCK, ENTRY, GRID_FAILED, NO_MEMORY, CppRenderer
@@ -38,8 +44,11 @@ class CpuExecutable(Executable):
         self.kernel = kernel
         self._lib = load_library(artifact.data)  # unloaded when this executable is gone
         entry = ctypes.cast(getattr(self._lib, ENTRY), ctypes.c_void_p).value
-        self.launcher = make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params,
-                                      self._failed)
+        # Wrapped so that a recording CPU Graph (thork_core.runtime.Graph) takes the
+        # launches instead of running them.
+        self.launcher = RecordingLauncher(
+            make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params, self._failed),
+            param_kinds(kernel.params))
         self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
         self.attributes: dict[str, Any] = {"openmp": bool(artifact.info.get("openmp"))}
 

@@ -31,6 +31,7 @@ from ._errors import (
     TraceError,
 )
 from ._frontend import Frontend
+from ._graph import Graph, GraphNode
 from ._hookspecs import hookimpl, hookspec
 from ._ir import KernelIR, Loc, Param, PointerType
 from ._launch import PreparedLaunch, guarded_call_base
@@ -44,7 +45,8 @@ __all__ = [
     "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter",
     "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache",
-    "Executable", "Frontend", "KernelIR", "LaunchError", "Loc", "NoTargetError", "Param",
+    "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc",
+    "NoTargetError", "Param",
     "PLUGIN_API_VERSION", "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
     "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build_kernel",
     "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt", "dtype_of",

@@ -185,7 +185,9 @@ class DLPackAdapter(ArrayAdapter):
         dev_type, dev_id = obj.__dlpack_device__()
         kwargs: dict[str, Any] = {}
         if dev_type == _DL_CUDA:
-            # DLPack's stream handshake: 1 is CUDA's legacy default stream.
+            # DLPack's stream handshake: the consumer names the stream it will read on
+            # (the launch stream; 1 is CUDA's legacy default stream, which 0 means here)
+            # and the producer orders that stream after its pending writes.
             kwargs["stream"] = stream if stream else 1
         try:
             capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)

@@ -30,14 +30,12 @@ def check_arg_count(kernel: KernelIR, args: Sequence[Any]) -> None:
 
 def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
     """``obj`` through the registered array adapters (highest priority first), or None
-    when none takes it: the one adapter lookup (kernel launches, fkl pipes)."""
+    when none takes it: the one adapter lookup (kernel launches, fkl pipes). An adapter
+    raises TypeError for an array it recognizes but cannot give (dtype, byte order...)."""
     from ._plugins import plugins
 
     for adapter in plugins().array_adapters():
-        try:
-            view = adapter.view(obj, stream)
-        except TypeError as exc:  # an array the kernel cannot read (dtype, byte order...)
-            raise ArgumentError(f"{kernel.name}(): parameter '{param.name}': {exc}") from None
+        view = adapter.view(obj, stream)
         if view is not None:
             return view
     return None
@@ -46,7 +44,10 @@ def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
 def array_view(obj: Any, param: Param, kernel: KernelIR, stream: int | None) -> ArrayView:
     """Adapt ``obj`` through the registered array adapters; an error naming the kernel
     and parameter when none takes it."""
-    view = find_view(obj, stream)
+    try:
+        view = find_view(obj, stream)
+    except TypeError as exc:  # an array the kernel cannot read (dtype, byte order...)
+        raise ArgumentError(f"{kernel.name}(): parameter '{param.name}': {exc}") from None
     if view is not None:
         return view
     raise ArgumentError(

@@ -36,7 +36,7 @@ import os
 import stat
 import struct
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,7 +50,18 @@ if TYPE_CHECKING:
 # uses neither (string paths; temporary files only when writing).
 
 __all__ = ["DiskCache", "cache_dir", "cache_root", "cache_key", "disk_cache", "CacheEntry",
-           "CacheWarning", "library_path", "load_library", "max_bytes", "read_private"]
+           "CacheWarning", "library_path", "load_library", "max_bytes", "on_clear",
+           "read_private"]
+
+#: Called after :meth:`DiskCache.clear`: what keeps an in-memory copy of a file in the
+#: cache folder (the memo) registers here, so the cache needs to know nothing about it.
+_ON_CLEAR: list[Callable[[], None]] = []
+
+
+def on_clear(forget: Callable[[], None]) -> None:
+    """Call ``forget`` after every :meth:`DiskCache.clear` (once per registration)."""
+    if forget not in _ON_CLEAR:
+        _ON_CLEAR.append(forget)
 
 _MAGIC = b"THORKC2\n"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, meta length, payload length, HMAC-SHA256
@@ -470,9 +481,8 @@ class DiskCache:
                     pass
             else:
                 _remove(e.path)
-        from . import _memo
-
-        _memo.reset()
+        for forget in list(_ON_CLEAR):
+            forget()
         return n
 
 

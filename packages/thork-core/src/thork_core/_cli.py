@@ -136,7 +136,17 @@ def _is_kernel(rel: Path) -> bool:
 
 
 def _is_library(rel: Path) -> bool:
-    return len(rel.parts) == 2 and rel.suffix == ".so" and rel.parts[0].endswith("-so")
+    # lib/<sha256>.so (docs/cache.md); cpu-so/ and nvcc-so/ from before.
+    return len(rel.parts) == 2 and rel.suffix == ".so" and (
+        rel.parts[0] == "lib" or rel.parts[0].endswith("-so"))
+
+
+def _is_lock(rel: Path) -> bool:
+    return len(rel.parts) == 2 and rel.parts[0] == "lock" and rel.suffix == ".lock"
+
+
+def _is_secret(rel: Path) -> bool:
+    return len(rel.parts) == 1 and rel.name == "secret"
 
 
 def _is_native(rel: Path) -> bool:
@@ -148,7 +158,7 @@ def _is_memo(rel: Path) -> bool:
 
 
 def _is_leftover(rel: Path) -> bool:
-    return rel.name.startswith(".tmp")
+    return rel.name.startswith((".tmp", ".probe-"))
 
 
 _PARTS = (
@@ -157,6 +167,8 @@ _PARTS = (
           _is_library),
     _Part("native", "the native launch module, built once per Python", _is_native),
     _Part("memo", "memo of slow facts (plugin index, compiler versions)", _is_memo),
+    _Part("locks", "build locks (concurrent processes compile a kernel once)", _is_lock),
+    _Part("secret", "the key entries are signed with (docs/cache.md)", _is_secret),
     _Part("leftovers", "temporary files of interrupted writes", _is_leftover),
 )
 
@@ -216,6 +228,9 @@ def clear_cache(root: Path | None = None) -> dict[str, Any]:
             except OSError as exc:
                 failed.append(f"{path}: {exc.strerror or exc}")
     _memo.reset()
+    from ._cache import _reset
+
+    _reset()  # the secret may be gone: read (or make) it again
     if root.is_dir():
         for folder, _dirs, _files in sorted(os.walk(root), key=lambda w: -len(w[0])):
             if Path(folder) == root:

@@ -111,6 +111,32 @@ class DeviceArray:
         return out
 
     @classmethod
+    def from_dlpack(cls, obj: Any, *, stream: Any = None) -> DeviceArray:
+        """A zero-copy view of a CUDA array that exports DLPack (torch, CuPy, JAX...).
+
+        ``stream`` (a stream object or raw handle; None: the legacy default stream) is the
+        stream the array will be used on: the producer orders it after its own work (the
+        protocol's handshake), and it becomes the view's ``stream``. The producer's array
+        is kept alive by the view. Raises ArgumentError for host or strided arrays."""
+        from ._adapter import DLPackAdapter
+        from ._cuda import stream_handle
+
+        handle = stream_handle(stream) if stream is not None else 0
+        if not hasattr(obj, "__dlpack__"):
+            raise ArgumentError(f"DeviceArray.from_dlpack: {type(obj).__name__} has no "
+                                "__dlpack__")
+        v = DLPackAdapter().view(obj, handle)
+        assert v is not None
+        if v.device != "cuda":
+            raise ArgumentError(f"DeviceArray.from_dlpack: the array is in host memory; "
+                                f"use DeviceArray.from_host (got a {type(obj).__name__})")
+        if not v.contiguous:
+            raise ArgumentError(f"DeviceArray.from_dlpack: needs a C-contiguous array, got "
+                                f"shape {v.shape} with strides {v.strides}")
+        return cls.wrap(v.ptr, v.shape, v.dtype, device=v.device_id, stream=handle,
+                        owner=v.keepalive)
+
+    @classmethod
     def empty(cls, shape: Any, dtype: Any = "float32", *, device: int = 0,
               stream: Any = None) -> DeviceArray:
         """Uninitialized device memory (same as the constructor)."""
@@ -228,8 +254,12 @@ class DeviceArray:
             raise BufferError("DeviceArray.__dlpack__: copy=True is not supported")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"DeviceArray.__dlpack__: cannot export to device {dl_device}")
-        if stream is not None and stream != -1 and int(stream) != self.stream:
-            stream_wait(self.device, producer=self.stream, consumer=int(stream))
+        # DLPack's handshake: the consumer names the stream it will use (None or 1: the
+        # legacy default stream, 2: per-thread default, -1: no synchronization wanted);
+        # work queued on this array's stream must be done before that stream reads it.
+        consumer = 0 if stream is None or stream in (0, 1) else int(stream)
+        if consumer != -1 and consumer != self.stream:
+            stream_wait(self.device, producer=self.stream, consumer=consumer)
         versioned = max_version is not None and tuple(max_version)[0] >= 1
         ndim = self.ndim
         shape = (ctypes.c_int64 * max(ndim, 1))(*self.shape)

@@ -26,6 +26,8 @@ import ctypes
 import os
 import struct
 import threading
+import types
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +95,7 @@ def make_launcher(conv: int, fn: int, function: int, params: Sequence[Param],
     made current on the calling thread before a launch when it is not.
     """
     kinds = param_kinds(params)
+    on_error = _weakly(on_error)
     if launcher_choice() == "native" and len(kinds) <= 1024:  # (the C module's limit)
         from ._native import native_module
 
@@ -100,6 +103,26 @@ def make_launcher(conv: int, fn: int, function: int, params: Sequence[Param],
         if mod is not None:
             return mod.Launcher(conv, fn, function, kinds, on_error, ctx, ctx_get, ctx_set)
     return PyLauncher(conv, fn, function, kinds, on_error, ctx, ctx_get, ctx_set)
+
+
+def _weakly(on_error: Callable[..., None]) -> Callable[..., None]:
+    """``on_error`` without a strong reference to its object when it is a bound method:
+    an executable that owns its launcher and passes its own method would otherwise form
+    a cycle through the native launcher, which the garbage collector cannot see into, and
+    never be freed (nor its kernel library unloaded)."""
+    if not isinstance(on_error, types.MethodType):
+        return on_error
+    ref = weakref.WeakMethod(on_error)
+
+    def call(code: int, grid: Dim3, block: Dim3) -> None:
+        method = ref()
+        if method is None:  # pragma: no cover - the executable is being collected
+            from ._errors import LaunchError
+
+            raise LaunchError(f"a launch failed (code {code}) after its kernel was freed")
+        method(code, grid, block)
+
+    return call
 
 
 _PROTOTYPES: dict[int, Any] = {}

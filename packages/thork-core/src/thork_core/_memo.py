@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._cache import cache_root, read_private
+from ._cache import cache_root, on_clear, read_private
 
 __all__ = ["memo", "recall", "remember", "path_fingerprint", "installed_fingerprint", "reset",
            "FILE"]
@@ -153,3 +153,7 @@ def reset() -> None:
     global _loaded, _loaded_from
     _loaded = None
     _loaded_from = None
+
+
+# `thork cache clear` removes memo.json with everything else; the copy in memory goes too.
+on_clear(reset)

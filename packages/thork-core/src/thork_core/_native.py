@@ -8,7 +8,8 @@ compiler and source with the host C compiler (``$CC``, else ``cc``) against this
 headers, and kept in the disk cache like a kernel's library (signed entry, content checked
 before loading); the first build takes ~0.1–0.5 s. Where that cannot be done (no
 compiler, no ``Python.h``, ``THORK_NATIVE=0``) :func:`native_module` returns None and the
-Python launcher serves, with the same behaviour; :func:`native_status` says which and why (``thork info``).
+Python launcher serves, with the same behaviour; :func:`native_status` says which and
+why (``thork info``).
 A process that finds the module built imports neither the compiler tools nor sysconfig.
 """
 

@@ -90,7 +90,7 @@ def pick_target(items: Sequence[Any], name: str | None, obj: Callable[[Any], Any
         known = ", ".join(t.name for t in items) or "none"
         hint = " (install thork-target-cpu)" if name == "cpu" else ""
         raise NoTargetError(f"no target named {name!r} is installed{hint}; installed: {known}")
-    reasons = []
+    reasons: list[str] = []
     for item in rank(items):
         t = obj(item)
         ok, why = t.available()
@@ -124,7 +124,7 @@ def pick_compiler(items: Sequence[Any], name: str | None, target: Target,
             comp: Compiler = obj(c)
             if comp.available()[0]:
                 return comp
-    reasons = []
+    reasons: list[str] = []
     for c in rank(fitting):
         comp = obj(c)
         ok, why = comp.available()

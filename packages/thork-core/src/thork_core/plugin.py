@@ -50,6 +50,8 @@ from ._errors import (
     TraceError,
 )
 from ._frontend import Frontend
+from ._graph import RecordingLauncher
+from ._graph import recorder as graph_recorder
 from ._hookspecs import hookimpl, hookspec
 from ._memo import installed_fingerprint, memo, path_fingerprint
 from ._plugin_api import PLUGIN_API_VERSION
@@ -64,10 +66,11 @@ __all__ = [
     "Artifact", "CompileError", "Compiler", "CudaExecutable", "DEFAULT_ARCH", "DType", "Dim3",
     "ENTRY_POINT_GROUP", "Executable", "Frontend", "GpuExecutable", "GpuTarget",
     "LaunchError", "NoTargetError", "PLUGIN_API_VERSION", "PluginError", "PluginInfo",
-    "PluginWarning", "Plugins", "Target", "ThorkError", "TraceError", "array_view",
-    "check_arg_count", "check_array", "dt", "find_view", "gpu_arch", "hookimpl", "hookspec",
-    "hookspecs", "installed_fingerprint", "library_path", "load_library", "memo",
-    "normalize_dims", "parse_arch", "path_fingerprint", "plugins",
+    "PluginWarning", "Plugins", "RecordingLauncher", "Target", "ThorkError", "TraceError",
+    "array_view",
+    "check_arg_count", "check_array", "dt", "find_view", "gpu_arch", "graph_recorder",
+    "hookimpl", "hookspec", "hookspecs", "installed_fingerprint", "library_path",
+    "load_library", "memo", "normalize_dims", "parse_arch", "path_fingerprint", "plugins",
     "scalar_value",
 ]
 

@@ -12,6 +12,7 @@ from thork_core import (
     ArgumentError,
     CompileError,
     DType,
+    Graph,
     LaunchError,
     PluginError,
     ThorkError,
@@ -171,7 +172,7 @@ select = cond
 
 __all__ = [
     "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "Constexpr", "DType",
-    "DeviceFunction", "DevicePointer", "FULL_MASK", "GridDim", "Kernel", "Launch",
+    "DeviceFunction", "DevicePointer", "FULL_MASK", "Graph", "GridDim", "Kernel", "Launch",
     "LaunchError", "Local", "PluginError", "SharedArray", "ThreadIdx", "ThorkError",
     "TraceError", "Uint", "Uint3", "WARP_SIZE", "ShapedPointer", "len",
     "Int", "Int3", "TraceWarning", "print",
@@ -183,7 +184,7 @@ __all__ = [
     "box_muller",
     # control flow and locals
     "if_", "elif_", "else_", "return_", "range", "while_", "break_", "continue_", "var",
-    "where", "select", "cond", "cast", "jit", "func", "dt", "pinned_empty",
+    "where", "select", "cond", "cast", "jit", "func", "dt", "pinned_empty", "graph",
     # memory and synchronization
     "shared_array", "dynamic_shared", "local_array", "LocalArray", "const_array",
     "device_array", "GlobalArray", "syncthreads",
@@ -203,4 +204,7 @@ __all__ = [
     "log10", "max", "min", "pow", "rint", "round", "rsqrt", "signbit", "sin", "sinh", "sqrt",
     "tan", "tanh", "trunc",
 ]
+#: ``with tk.graph() as g: ...`` records launches; ``g.replay()`` runs them as one
+#: (thork_core.Graph: CUDA graph capture on the GPU, record/replay on the CPU target).
+graph = Graph
 __version__ = "0.1.0"

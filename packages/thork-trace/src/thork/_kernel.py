@@ -58,6 +58,10 @@ blockIdx threadIdx blockDim gridDim warpSize main args
 """.split())
 
 
+#: Keywords of ``kernel[grid, block](...)`` itself; no compile-time constant may take them.
+_LAUNCH_OPTIONS = ("stream", "target", "compiler")
+
+
 def _c_name(name: str) -> str:
     # "_t<digits>" names the tracer's temporaries (the regex _t\d+, spelled without re:
     # compiling a pattern on first use costs ~0.1 ms of a fresh process's first call).
@@ -143,6 +147,12 @@ class Kernel:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TraceError(f"{self.name}(): *args/**kwargs parameters are not supported")
             spec = spec_of(hints.get(pname, _EMPTY), pname, self.name)
+            if isinstance(spec, ConstexprSpec) and pname in _LAUNCH_OPTIONS:
+                # Constants go by keyword too; these names are the launch's own options.
+                raise TraceError(
+                    f"{self.name}(): compile-time constant '{pname}' has the name of a "
+                    f"launch option ({', '.join(f'{o}=' for o in _LAUNCH_OPTIONS)}); "
+                    "rename the parameter")
             default = p.default if p.default is not p.empty else _EMPTY
             out.append((pname, spec, default))
         launch = [(n, s) for n, s, _ in out if not isinstance(s, BuiltinSpec)]

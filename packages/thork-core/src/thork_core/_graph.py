@@ -1,0 +1,468 @@
+"""Record a sequence of launches once and replay it as one: ``Graph`` / ``thork.graph()``.
+
+On the GPU a graph is CUDA stream capture: inside ``with Graph() as g:`` every launch
+queued on ``g.stream`` (kernels, fkl pipes, other libraries' work) is recorded instead of
+run; leaving the block instantiates it, and ``g.replay()`` is one ``cuGraphLaunch``. On
+the CPU target the launches are recorded (each with a private copy of its arguments) and
+``replay()`` runs them in order. Either way the recorded arguments can be changed between
+replays: :meth:`Graph.rebind` swaps an array for another everywhere, :meth:`Graph.set_arg`
+sets one argument of one launch (``cuGraphExecKernelNodeSetParams`` on the GPU).
+
+Arrays used inside a graph must stay alive while it is replayed (as in CUDA); outputs a
+pipe would allocate should be given as ``out=``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from typing import Any
+
+from ._errors import ArgumentError, LaunchError
+
+__all__ = ["Graph", "GraphNode", "RecordingLauncher", "recorder"]
+
+_LOCAL = threading.local()
+
+
+def recorder() -> Graph | None:
+    """The CPU-target graph recording on this thread, or None. Targets that run launches on
+    the host call this first and hand the launch to :meth:`Graph.record` when it is set."""
+    return getattr(_LOCAL, "graph", None)
+
+
+#: struct code of each launcher parameter kind (``P``: a pointer).
+_STRUCT = {"P": "Q", "?": "?", "b": "b", "B": "B", "h": "h", "H": "H", "i": "i", "I": "I",
+           "q": "q", "Q": "Q", "f": "f", "d": "d"}
+
+
+class RecordingLauncher:
+    """A host target's launcher (``run``/``prepare`` as core's launchers) that hands its
+    launches to the CPU :class:`Graph` recording on the calling thread, if any; otherwise
+    the wrapped launcher runs them (one attribute lookup more per launch)."""
+
+    __slots__ = ("inner", "kinds")
+
+    def __init__(self, inner: Any, kinds: str) -> None:
+        self.inner = inner
+        self.kinds = kinds
+
+    def run(self, grid: Any, block: Any, shared: int, stream: int | None, values: Any
+            ) -> None:
+        graph = getattr(_LOCAL, "graph", None)
+        if graph is None:
+            self.inner.run(grid, block, shared, stream, values)
+        else:
+            graph.record(self.inner, self.kinds, grid, block, shared, values)
+
+    def prepare(self, grid: Any, block: Any, shared: int, values: Any) -> _RecordingPrepared:
+        return _RecordingPrepared(self, self.inner.prepare(grid, block, shared, values),
+                                  grid, block, shared, values)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    # isinstance() sees the wrapped launcher's class (native Launcher or PyLauncher): code
+    # that asks which launcher runs a kernel gets the true answer.
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self.inner)
+
+
+class _RecordingPrepared:
+    """A prepared launch of a :class:`RecordingLauncher`: ``run(pointers, stream=0)``."""
+
+    __slots__ = ("owner", "inner", "grid", "block", "shared", "values", "_pointer_index")
+
+    def __init__(self, owner: RecordingLauncher, inner: Any, grid: Any, block: Any,
+                 shared: int, values: Any) -> None:
+        self.owner, self.inner = owner, inner
+        self.grid, self.block, self.shared = tuple(grid), tuple(block), shared
+        self.values = list(values)
+        self._pointer_index = [i for i, k in enumerate(owner.kinds) if k == "P"]
+
+    def run(self, pointers: Any, stream: int | None = 0) -> None:
+        graph = getattr(_LOCAL, "graph", None)
+        if graph is None:
+            self.inner.run(pointers, stream)
+            return
+        values = list(self.values)
+        for i, p in zip(self._pointer_index, pointers):
+            values[i] = p
+        graph.record(self.owner.inner, self.owner.kinds, self.grid, self.block, self.shared,
+                     values)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # as RecordingLauncher's: the wrapped prepared's class
+        return type(self.inner)
+
+
+class GraphNode:
+    """One recorded kernel launch: ``args`` are its arguments as raw bytes, in parameter
+    order (pointers are 8-byte addresses)."""
+
+    __slots__ = ("args", "_graph", "_index", "_handle", "_sizes")
+
+    def __init__(self, graph: Graph, index: int, args: list[bytes], handle: Any = None
+                 ) -> None:
+        self._graph = graph
+        self._index = index
+        self.args = args
+        self._handle = handle
+        self._sizes = [len(a) for a in args]
+
+    def __repr__(self) -> str:
+        return f"<GraphNode {self._index}: {len(self.args)} argument(s)>"
+
+
+class Graph:
+    """``with Graph(target=None, stream=None, device=0) as g: ...`` then ``g.replay()``.
+
+    ``target``: ``"gpu"`` (stream capture), ``"cpu"`` (record and replay on the host) or
+    None: the GPU when one is usable, else the CPU. ``stream`` (GPU): the stream to
+    capture; None creates one, ``g.stream`` (its raw handle), which launches inside the
+    block must be queued on. Replays go to ``replay(stream=...)`` (default: the capture
+    stream). Thread-safe to replay from several threads; record from one.
+    """
+
+    def __init__(self, *, target: str | None = None, stream: Any = None, device: int = 0
+                 ) -> None:
+        if target not in (None, "gpu", "cpu"):
+            raise ArgumentError(f"Graph target: expected 'gpu', 'cpu' or None, got {target!r}")
+        if target is None:
+            from . import _cuda
+
+            target = "gpu" if _cuda.gpu_status()[0] else "cpu"
+        self.target = target
+        self.device = device
+        self._given_stream = stream
+        self.stream = 0
+        self._own_stream: Any = None
+        self._graph: Any = None
+        self._exec: Any = None
+        self._launch: Any = None
+        self._exec_arg: Any = None
+        # cpu: (launcher, kinds, grid, block, shared bytes, values) per recorded launch
+        self._host: list[tuple[Any, str, Any, Any, int, list[Any]]] = []
+        self._nodes: list[GraphNode] | None = None
+        self._state = "new"
+        self._lock = threading.RLock()
+
+    # -- recording -----------------------------------------------------------------------
+    def __enter__(self) -> Graph:
+        if self._state != "new":
+            raise LaunchError("a Graph records once; make a new Graph to record again")
+        self._state = "recording"
+        if self.target == "cpu":
+            if recorder() is not None:
+                raise LaunchError("a CPU Graph is already recording on this thread")
+            _LOCAL.graph = self
+            return self
+        from . import _cuda
+
+        drv = _cuda.driver()
+        _cuda.make_current(self.device)
+        if self._given_stream is None:
+            self._own_stream = _cuda.check(
+                drv.cuStreamCreate(1), "cuStreamCreate")
+            self.stream = int(self._own_stream)
+        else:
+            self.stream = _cuda.stream_handle(self._given_stream)
+        if self.stream in (0, 1, 2):
+            raise ArgumentError("Graph stream: the legacy/per-thread default stream cannot "
+                                "be captured; give a created stream or None")
+        _cuda.check(drv.cuStreamBeginCapture(
+            self.stream, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            "cuStreamBeginCapture")
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.target == "cpu":
+            _LOCAL.graph = None
+            self._state = "ready" if exc_type is None else "failed"
+            return
+        from . import _cuda
+
+        drv = _cuda.driver()
+        _cuda.make_current(self.device)
+        err, graph = drv.cuStreamEndCapture(self.stream)
+        if exc_type is not None:
+            self._state = "failed"
+            if int(err) == 0 and graph is not None:
+                drv.cuGraphDestroy(graph)
+            return
+        self._graph = _cuda.check((err, graph), "cuStreamEndCapture")
+        self._exec = _cuda.check(drv.cuGraphInstantiate(self._graph, 0), "cuGraphInstantiate")
+        self._launch, self._by_ctypes = _graph_launcher()
+        self._exec_arg = ctypes.c_void_p(int(self._exec)) if self._by_ctypes else self._exec
+        self._state = "ready"
+
+    def record(self, launcher: Any, kinds: str, grid: Any, block: Any, shared: int,
+               values: Any) -> None:
+        """Record one CPU-target launch instead of running it (called by
+        :class:`RecordingLauncher`): ``values`` (one per parameter, ``kinds`` as
+        :func:`~thork_core._launch.param_kinds`) are copied."""
+        self._host.append((launcher, kinds, tuple(grid), tuple(block), shared, list(values)))
+
+    # -- replaying -----------------------------------------------------------------------
+    def replay(self, stream: Any = None) -> None:
+        """Run the recorded launches: one ``cuGraphLaunch`` on ``stream`` (default: the
+        capture stream), asynchronous; on the CPU target, each launch in order."""
+        if self._state != "ready":
+            raise LaunchError(f"Graph.replay: the graph is {self._state} (record it in a "
+                              "'with' block that completes first)")
+        if self.target == "cpu":
+            for launcher, _, grid, block, shm, values in self._host:
+                launcher.run(grid, block, shm, 0, values)
+            return
+        handle = self.stream if stream is None else _handle(stream)
+        if self._by_ctypes:
+            err = self._launch(self._exec_arg, ctypes.c_void_p(handle) if handle else None)
+        else:
+            err = self._launch(self._exec, handle)[0]
+        if err:
+            from . import _cuda
+
+            _cuda.check((_cuda.driver().CUresult(int(err)),), "cuGraphLaunch")
+
+    __call__ = replay
+
+    # -- nodes and updates ---------------------------------------------------------------
+    @property
+    def nodes(self) -> list[GraphNode]:
+        """The recorded kernel launches in order (GPU: the graph's kernel nodes)."""
+        if self._state != "ready":
+            raise LaunchError(f"Graph.nodes: the graph is {self._state}")
+        with self._lock:
+            if self._nodes is None:
+                self._nodes = self._read_nodes()
+            return self._nodes
+
+    def _read_nodes(self) -> list[GraphNode]:
+        if self.target == "cpu":
+            return [GraphNode(self, i, [struct.pack("<" + _STRUCT[k], v)
+                                        for k, v in zip(kinds, values)])
+                    for i, (_, kinds, _, _, _, values) in enumerate(self._host)]
+        from . import _cuda
+
+        drv = _cuda.driver()
+        _, count = _cuda.check(drv.cuGraphGetNodes(self._graph, 0), "cuGraphGetNodes")
+        nodes, _ = _cuda.check(drv.cuGraphGetNodes(self._graph, count), "cuGraphGetNodes") \
+            if count else ([], 0)
+        out = []
+        for node in nodes:
+            kind = _cuda.check(drv.cuGraphNodeGetType(node), "cuGraphNodeGetType")
+            if kind != drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
+                continue
+            params = _KernelNodeParams()
+            rc = _node_fn("cuGraphKernelNodeGetParams")(ctypes.c_void_p(int(node)),
+                                                        ctypes.byref(params))
+            if rc:
+                _cuda.check((drv.CUresult(rc),), "cuGraphKernelNodeGetParams")
+            args = []
+            if params.kernelParams:
+                argv = ctypes.cast(params.kernelParams, ctypes.POINTER(ctypes.c_void_p))
+                for i, size in enumerate(_param_sizes(params.func)):
+                    args.append(ctypes.string_at(argv[i], size))
+            out.append(GraphNode(self, len(out), args, (node, params)))
+        return out
+
+    def set_arg(self, node: int, index: int, value: Any) -> None:
+        """Set argument ``index`` of kernel node ``node`` for later replays.
+
+        ``value``: an array (its address), a NumPy scalar or ctypes value of exactly the
+        parameter's size, or bytes of that size. Raises ArgumentError on a size mismatch."""
+        n = self.nodes[node] if 0 <= node < len(self.nodes) else None
+        if n is None:
+            raise ArgumentError(f"Graph.set_arg: node {node} out of range (the graph has "
+                                f"{len(self.nodes)} kernel node(s))")
+        if not 0 <= index < len(n.args):
+            raise ArgumentError(f"Graph.set_arg: node {node} has {len(n.args)} argument(s), "
+                                f"got index {index}")
+        raw = _bytes_of(value, n._sizes[index], f"Graph.set_arg(node {node}, index {index})")
+        with self._lock:
+            n.args[index] = raw
+            self._apply(n)
+
+    def rebind(self, old: Any, new: Any) -> int:
+        """Replace the address of array ``old`` with that of ``new`` in every recorded
+        launch; returns how many arguments changed (ArgumentError when none)."""
+        a, b = _address(old), _address(new)
+        old_raw, new_raw = a.to_bytes(8, "little"), b.to_bytes(8, "little")
+        changed = 0
+        with self._lock:
+            for n in self.nodes:
+                hit = False
+                for i, raw in enumerate(n.args):
+                    if raw == old_raw:
+                        n.args[i] = new_raw
+                        hit = True
+                        changed += 1
+                if hit:
+                    self._apply(n)
+        if not changed:
+            raise ArgumentError(f"Graph.rebind: no recorded launch uses the array at {a:#x}")
+        return changed
+
+    def _apply(self, n: GraphNode) -> None:
+        if self.target == "cpu":
+            _, kinds, _, _, _, values = self._host[n._index]
+            for i, (k, raw) in enumerate(zip(kinds, n.args)):
+                values[i] = struct.unpack("<" + _STRUCT[k], raw)[0]
+            return
+        node, params = n._handle
+        bufs = [ctypes.create_string_buffer(raw, len(raw)) for raw in n.args]
+        argv = (ctypes.c_void_p * max(len(bufs), 1))(*[ctypes.addressof(b) for b in bufs])
+        new = _KernelNodeParams()
+        ctypes.memmove(ctypes.byref(new), ctypes.byref(params), ctypes.sizeof(new))
+        new.kernelParams = ctypes.cast(argv, ctypes.c_void_p)
+        new.extra = None
+        rc = _node_fn("cuGraphExecKernelNodeSetParams")(
+            ctypes.c_void_p(int(self._exec)), ctypes.c_void_p(int(node)), ctypes.byref(new))
+        if rc:
+            from . import _cuda
+
+            _cuda.check((_cuda.driver().CUresult(rc),), "cuGraphExecKernelNodeSetParams")
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    # -- lifetime ------------------------------------------------------------------------
+    def close(self) -> None:
+        """Free the graph (also done when it is garbage collected)."""
+        if self._exec is None and self._graph is None and self._own_stream is None:
+            return
+        try:
+            from . import _cuda
+
+            drv = _cuda.driver()
+            if self._exec is not None:
+                drv.cuGraphExecDestroy(self._exec)
+            if self._graph is not None:
+                drv.cuGraphDestroy(self._graph)
+            if self._own_stream is not None:
+                drv.cuStreamDestroy(self._own_stream)
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to free
+            pass
+        self._exec = self._graph = self._own_stream = None
+        self._state = "closed"
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.target} {self._state}>"
+
+
+class _KernelNodeParams(ctypes.Structure):
+    """``CUDA_KERNEL_NODE_PARAMS_v2`` (CUDA 12+)."""
+
+    _fields_ = [
+        ("func", ctypes.c_void_p),
+        ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+        ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint),
+        ("blockDimZ", ctypes.c_uint),
+        ("sharedMemBytes", ctypes.c_uint),
+        ("kernelParams", ctypes.c_void_p),
+        ("extra", ctypes.c_void_p),
+        ("kern", ctypes.c_void_p),
+        ("ctx", ctypes.c_void_p),
+    ]
+
+
+_LIB: list[Any] = []
+
+
+def _libcuda() -> Any:
+    if not _LIB:
+        lib = ctypes.CDLL("libcuda.so.1")
+        lib.cuGraphLaunch.restype = ctypes.c_int
+        _LIB.append(lib)
+    return _LIB[0]
+
+
+def _node_fn(name: str) -> Any:
+    """libcuda's ``name`` taking ``CUDA_KERNEL_NODE_PARAMS_v2`` (the ``_v2`` export; the
+    unversioned one reads the same leading fields)."""
+    lib = _libcuda()
+    try:
+        fn = getattr(lib, name + "_v2")
+    except AttributeError:
+        fn = getattr(lib, name)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _graph_launcher() -> tuple[Any, bool]:
+    """``cuGraphLaunch`` through ctypes (pre-converted arguments, the least work per call),
+    or cuda-bindings where libcuda cannot be opened by name."""
+    try:
+        return _libcuda().cuGraphLaunch, True
+    except OSError:
+        from . import _cuda
+
+        return _cuda.driver().cuGraphLaunch, False
+
+
+def _param_sizes(func: int) -> list[int]:
+    """Byte size of each parameter of a ``CUfunction`` (``cuFuncGetParamInfo``)."""
+    try:
+        info = _libcuda().cuFuncGetParamInfo
+    except AttributeError:
+        raise LaunchError("Graph nodes: the driver lacks cuFuncGetParamInfo (CUDA 12.4+ "
+                          "drivers have it); replay works, arguments cannot be changed") \
+            from None
+    info.restype = ctypes.c_int
+    sizes: list[int] = []
+    off, size = ctypes.c_size_t(), ctypes.c_size_t()
+    while info(ctypes.c_void_p(func), ctypes.c_size_t(len(sizes)),
+                                 ctypes.byref(off), ctypes.byref(size)) == 0:
+        sizes.append(size.value)
+    return sizes
+
+
+def _address(a: Any) -> int:
+    if isinstance(a, int):
+        return a
+    ptr = getattr(a, "ptr", None)
+    if isinstance(ptr, int):
+        return ptr
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    ai = getattr(a, "__array_interface__", None)
+    if ai is not None:
+        return int(ai["data"][0])
+    data_ptr = getattr(a, "data_ptr", None)
+    if callable(data_ptr):
+        return int(data_ptr())
+    raise ArgumentError(f"Graph: expected an array or an address, got {type(a).__name__}")
+
+
+def _bytes_of(value: Any, size: int, where: str) -> bytes:
+    if isinstance(value, (bytes, bytearray)):
+        raw = bytes(value)
+    elif isinstance(value, ctypes._SimpleCData):
+        raw = ctypes.string_at(ctypes.addressof(value), ctypes.sizeof(value))
+    elif hasattr(value, "dtype") and getattr(value, "shape", None) == ():
+        raw = value.tobytes()  # a NumPy scalar: its exact width and bits
+    elif isinstance(value, (int, float, bool)):
+        raise ArgumentError(f"{where}: a Python {type(value).__name__} has no width; give a "
+                            f"NumPy scalar (e.g. numpy.float32(x)) or ctypes value of "
+                            f"{size} bytes")
+    else:
+        raw = _address(value).to_bytes(8, "little")
+    if len(raw) != size:
+        raise ArgumentError(f"{where}: the parameter has {size} bytes, the value {len(raw)}")
+    return raw
+
+
+def _handle(stream: Any) -> int:
+    from ._cuda import stream_handle
+
+    return stream_handle(stream)
+
