@@ -54,12 +54,12 @@ TEST_DEPS = ["pytest>=8", "hypothesis>=6", "ml_dtypes>=0.4", "opencv-python-head
 #: tests of what each extra adds. The whole suite runs per extra in the rotation.
 SMOKE = ["tests/core/test_cli.py", "tests/plugins/test_plugin_api.py", "tests/lang/test_seed.py"]
 EXTRA_TESTS = {
-    "base": ["tests/core/test_examples.py"],
+    "base": ["tests/core/test_launch.py"],
     "nvrtc": ["tests/compilers/test_compilers_errors.py"],
     "cpu": ["tests/lang/test_lang_control.py"],
     "nvcc": ["tests/compilers/test_nvcc.py"],
     "clang": ["tests/compilers/test_clang_fallback.py"],
-    "compose": ["tests/fkl/test_fkl_pipe.py"],
+    "compose": ["tests/fkl/test_fkl_pipe.py"],  # the examples need every plugin: in "all"
     "torch": ["tests/interop"],
     "all": ["tests/core/test_examples.py"],
 }

@@ -41,45 +41,74 @@ def test_docs_refer_to_no_document_a_user_lacks(page):
         assert not hits, f"{page.name} refers to a document users do not have: {hits[0]!r}"
 
 
-_INSTALL = re.compile(r"(?:uv )?pip install ((?:-{1,2}[\w-]+(?: \S+)? )*)['\"]?([\w.\-\[\],]+)")
+_INSTALL = re.compile(r"(?:uv )?pip install ([^`\n;)#]*)")
+#: Options that take a value, and whether that value is a path in this checkout.
+_OPTIONS = {"-r": True, "--requirement": True, "-e": True, "--editable": True,
+            "-f": False, "--find-links": False, "-c": True}
 
 
-def _hints() -> list[tuple[str, str, str]]:
+def _commands() -> list[tuple[str, str]]:
     out = []
     for path in [*DOCS, *SOURCES, *READMES]:
         for line in path.read_text().splitlines():
-            for m in _INSTALL.finditer(line):
-                out.append((path.name, m.group(1), m.group(2)))
+            out.extend((path.name, m.group(1).strip()) for m in _INSTALL.finditer(line))
     return out
 
 
-@pytest.mark.parametrize("where, options, target", _hints())
-def test_every_install_hint_is_a_command_that_works(where, options, target):
-    if target == "-r" or options.startswith("-r") or target.startswith("-"):
-        req = (options + target).split()[-1]
-        assert req.startswith("-") or (ROOT / req).exists(), (where, req)
-        return
-    name, _, extras = target.partition("[")
-    if name in DISTS or name == "thork":
-        assert "--find-links wheelhouse" in options or "--find-links /" in options, (
-            f"{where}: {target} is not on PyPI; the command must install it from the "
-            "wheelhouse (pip install --find-links wheelhouse ...)")
-        if name == "thork":
-            for extra in filter(None, extras.rstrip("]").split(",")):
-                assert extra in EXTRAS, f"{where}: thork has no extra {extra!r}"
-        else:
-            for extra in filter(None, extras.rstrip("]").split(",")):
-                assert extra in _project(next(
-                    p.parent for p in (ROOT / "packages").glob("*/pyproject.toml")
-                    if _project(p.parent)["name"] == name)).get("optional-dependencies", {})
-    else:
-        assert name in PYPI, f"{where}: pip install {target}: not a package this project knows"
+def check_install(args: str) -> list[str]:
+    """What is wrong with ``pip install ARGS`` (empty when it works with this checkout)."""
+    raw = args.split()
+    # The command ends at a word followed by a comma or full stop (prose goes on).
+    end = next((k + 1 for k, w in enumerate(raw) if w.rstrip("'\"").endswith((",", "."))),
+               len(raw))
+    words = [w.strip("'\",.") for w in raw[:end]]
+    problems, find_links, i = [], False, 0
+    while i < len(words):
+        w = words[i]
+        if w in _OPTIONS:
+            value = words[i + 1] if i + 1 < len(words) else ""
+            if _OPTIONS[w] and not (ROOT / value).exists():
+                problems.append(f"{w} {value}: no such file in this checkout")
+            find_links |= w in ("-f", "--find-links")
+            i += 2
+            continue
+        if w.startswith("-"):
+            i += 1
+            continue
+        if not re.fullmatch(r"[\w.\-]+(\[[\w,\-]+\])?([<>=!~]=?[\w.]+)?", w):
+            break  # prose after the command
+        name, _, extras = w.partition("[")
+        extras_list = [e for e in extras.rstrip("]").split(",") if e]
+        if name in DISTS or name == "thork":
+            if not find_links:
+                problems.append(f"{w} is not on PyPI: install it with --find-links wheelhouse")
+            known = EXTRAS if name == "thork" else set(_project(next(
+                p.parent for p in (ROOT / "packages").glob("*/pyproject.toml")
+                if _project(p.parent)["name"] == name)).get("optional-dependencies", {}))
+            problems += [f"{name} has no extra {e!r}" for e in extras_list if e not in known]
+        elif name not in PYPI:
+            problems.append(f"{name}: not a package this project knows")
+        i += 1
+    return problems
 
 
-def test_hint_reader_finds_hints():
-    assert ("x", "--find-links wheelhouse ", "thork[nvcc]") in [
-        ("x", m.group(1), m.group(2)) for m in
-        _INSTALL.finditer("pip install --find-links wheelhouse 'thork[nvcc]'")]
+@pytest.mark.parametrize("where, args", _commands())
+def test_every_install_hint_is_a_command_that_works(where, args):
+    assert check_install(args) == [], f"{where}: pip install {args}"
+
+
+@pytest.mark.parametrize("args, ok", [
+    ("--find-links wheelhouse 'thork[nvcc]'", True),
+    ("'thork[nvcc]'", False),
+    ("--find-links wheelhouse 'thork[nope]'", False),
+    ("-e examples/no-such-plugin", False),
+    ("-r requirements-dev.txt", True),
+    ("ml_dtypes", True),
+    ("left-pad", False),
+    ("--find-links wheelhouse 'thork[nvcc]', after nox -s wheels", True),
+])
+def test_install_hint_checker(args, ok):
+    assert (check_install(args) == []) is ok
 
 
 def test_every_public_package_has_an_api_reference_page():

@@ -15,6 +15,8 @@ CI without a GPU runs them all. The line right before a block's fence may say ot
 from __future__ import annotations
 
 import re
+import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +68,12 @@ PRELUDE = "import numpy as np\nimport thork as tk\nimport fkl\n"
 
 
 def _run(page_blocks: list[Block], upto: int) -> None:
-    ns: dict[str, object] = {"__name__": "__main__"}
+    # A real module, so code that looks itself up in sys.modules (tk.struct's
+    # annotations) finds the page's names.
+    name = f"docs_snippets_{page_blocks[0].page.replace('-', '_').replace('.', '_')}"
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    ns = module.__dict__
     exec(PRELUDE, ns)  # noqa: S102
     for b in page_blocks[:upto + 1]:
         if b.mode == "skip":

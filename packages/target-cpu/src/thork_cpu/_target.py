@@ -33,6 +33,19 @@ from ._renderer import DEADLOCK, ENTRY, GRID_FAILED, NO_MEMORY, CppRenderer
 __all__ = ["CpuTarget", "CpuExecutable"]
 
 
+def _weak_callback(method: Any) -> Any:
+    """``method`` (bound) called through a weak reference to its object."""
+    import weakref
+
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> Any:
+        bound = ref()
+        return None if bound is None else bound(*args)
+
+    return call
+
+
 class CpuExecutable(Executable):
     """A kernel in a host shared library; blocks run in parallel, threads in order (or as
     fibers switching at barriers); ``shared_mem`` bytes of dynamic shared memory per block.
@@ -45,9 +58,12 @@ class CpuExecutable(Executable):
         self._lib = load_library(artifact.data)  # unloaded when this executable is gone
         entry = ctypes.cast(getattr(self._lib, ENTRY), ctypes.c_void_p).value
         # Wrapped so that a recording CPU Graph (thork_core.runtime.Graph) takes the
-        # launches instead of running them.
+        # launches instead of running them. The error callback is weak: the launcher (a C
+        # object outside the cycle collector) must not keep this executable, hence its
+        # library, alive forever.
         self.launcher = RecordingLauncher(
-            make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params, self._failed),
+            make_launcher(CONV_HOST, int(entry or 0), 0, kernel.params,
+                          _weak_callback(self._failed)),
             param_kinds(kernel.params))
         self._pointer = [isinstance(p.type, PointerType) for p in kernel.params]
         self.attributes: dict[str, Any] = {"openmp": bool(artifact.info.get("openmp"))}

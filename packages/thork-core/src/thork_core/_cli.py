@@ -131,8 +131,11 @@ class _Part:
     matches: Callable[[Path], bool]
 
 
+# The cache's layout (``_cache``): ``<key[:2]>/<key>.art`` entries (the native launch
+# module's among them, named ``native-*``), ``lib/<sha256>.so`` loadable copies,
+# ``lock/*.lock`` build locks, ``secret`` (the entries' HMAC key), ``memo.json``.
 def _is_kernel(rel: Path) -> bool:
-    return len(rel.parts) == 2 and rel.suffix == ".art"
+    return len(rel.parts) == 2 and rel.suffix == ".art" and not rel.name.startswith("native")
 
 
 def _is_library(rel: Path) -> bool:
@@ -150,7 +153,8 @@ def _is_secret(rel: Path) -> bool:
 
 
 def _is_native(rel: Path) -> bool:
-    return rel.parts[0] == "native"
+    return rel.parts[0] == "native" or (len(rel.parts) == 2 and rel.suffix == ".art"
+                                        and rel.name.startswith("native"))
 
 
 def _is_memo(rel: Path) -> bool:
@@ -310,10 +314,11 @@ def info() -> dict[str, Any]:
             "name": c.name, "version": version, "identity": ident, "language": c.language,
             "produces": list(c.produces), "priority": c.priority, "usable": bool(ok),
             "why_not": None if ok else why,
-            "describe": describe() if ok and callable(describe) else None,
+            "describe": _safe(describe)[0] if ok and callable(describe) else None,
         })
     out["compilers"] = compilers
-    out["targets"] = [{"name": t.name, "describe": t.describe(), "usable": t.available()[0]}
+    out["targets"] = [{"name": t.name, "describe": _safe(t.describe)[0] or t.name,
+                       "usable": bool((_safe(t.available)[0] or (False,))[0])}
                       for t in reg.targets()]
     target, err = _safe(reg.target)
     out["default_target"] = target.name if target is not None else None

@@ -225,14 +225,24 @@ def struct(cls: type) -> type:
     hold traced values in kernels (each field converted to its dtype), pass through
     ``@tk.func`` helpers, annotate by-value kernel parameters, and whose ``var(...)``
     classmethod makes a mutable one."""
-    import inspect
+    import sys
 
-    try:
-        hints = inspect.get_annotations(cls, eval_str=True)
-    except Exception as exc:
-        raise TraceError(f"@tk.struct {cls.__name__}: cannot evaluate its annotations "
-                         f"({type(exc).__name__}: {exc}); with 'from __future__ import "
-                         "annotations' they must name module-level objects") from None
+    # String annotations (PEP 563) are evaluated where the class was decorated: its
+    # module's globals and the decorating frame's names (a class made in a function, or
+    # code run by exec with its own namespace).
+    frame = sys._getframe(1)
+    module = vars(sys.modules[cls.__module__]) if cls.__module__ in sys.modules else {}
+    scope = {**module, **frame.f_globals}
+    hints: dict[str, Any] = {}
+    for name, ann in cls.__dict__.get("__annotations__", {}).items():
+        if isinstance(ann, str):
+            try:
+                ann = eval(ann, scope, dict(frame.f_locals))  # noqa: S307 - the user's code
+            except Exception as exc:
+                raise TraceError(f"@tk.struct {cls.__name__}: cannot evaluate the annotation "
+                                 f"of '{name}' ({ann!r}): {type(exc).__name__}: {exc}"
+                                 ) from None
+        hints[name] = ann
     fields = []
     for name, ann in hints.items():
         try:

@@ -446,8 +446,8 @@ class Value:
                     "'with tk.while_(lambda: cond):' (or 'for i in tk.range(...)')")
         elif head in ("if", "elif", "else"):
             hint = ("a Python 'if' on it cannot branch on the device; use "
-                    "tk.where(cond, a, b) or tk.cond(cond, lambda: a, lambda: b) to select "
-                    "a value, 'with tk.if_(cond):' for a branch")
+                    "'with tk.if_(cond):' for a branch, or tk.where(cond, a, b) / "
+                    "tk.cond(cond, lambda: a, lambda: b) to select a value")
         elif head == "assert":
             hint = "an assert cannot test it at trace time"
         elif " and " in line or " or " in line or line.startswith("not ") or " not " in line:
