@@ -252,3 +252,19 @@ def test_window_larger_than_image(target, rng, make, ksize, fn, border):
     kernel = np.arange(49.0, dtype=np.float32).reshape(7, 7) / 49
     want = reference(fn(kernel), x, ksize, border, native=False)
     near(got, want.reshape(x.shape), np.float32)
+
+
+def test_gaussian_derived_size_limit_per_dtype(target, rng):
+    """sigma 2.4 derives 15 for uint8 (3 sigma) but 21 for float32 (4 sigma): uint8 runs,
+    float32 is refused naming the dtype."""
+    op = fkl.GaussianBlur(0, 2.4)
+    x = image(rng, np.uint8)
+    got = run(target, x, op)
+    # OpenCV's uint8 path (fixed-point coefficients) drifts by up to 2 on a 15-tap kernel;
+    # its float path, rounded, is within 1 (docs/fkl-filters.md, tolerance).
+    near(got, cv2.GaussianBlur(x, (0, 0), 2.4), np.uint8, tol_u8=2)
+    exact = np.rint(cv2.GaussianBlur(x.astype(np.float32), (15, 15), 2.4)).astype(np.uint8)
+    near(got, exact, np.uint8)
+    pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target=target)
+    with pytest.raises(fkl.ArgumentError, match="derived ksize for float32"):
+        pipe(image(rng, np.float32))

@@ -334,10 +334,12 @@ class GaussianBlur(Filter):
                                 f"sigma_x={sigma_x!r}, sigma_y={sigma_y!r}")
         self.sigma = (sx, sy)
         self._given = (kw, kh)
-        # The side OpenCV derives from a sigma depends on the depth: one size per case.
-        self.sizes: dict[bool, tuple[int, int]] = {
-            u8: _ksize(self._side(u8), "fkl.GaussianBlur derived ksize") for u8 in (True, False)}
-        super().__init__(self.sizes[False], border, value)
+        # The side OpenCV derives from a sigma depends on the depth: one size per case,
+        # checked against the limit when the pixel type is known (uint8's is smaller).
+        self.sizes = {u8: self._side(u8) for u8 in (True, False)}
+        if min(max(s) for s in self.sizes.values()) > MAX_KSIZE:
+            _ksize(self.sizes[True], "fkl.GaussianBlur derived ksize")  # raises
+        super().__init__(self.sizes[True], border, value)
 
     def _side(self, u8: bool) -> tuple[int, int]:
         kw, kh = self._given
@@ -347,7 +349,12 @@ class GaussianBlur(Filter):
         return ("GaussianBlur", self.sizes[True], self.sizes[False], self.border)
 
     def window(self, t: PixType) -> tuple[int, int]:
-        return self.sizes[t.dtype == dt.uint8]
+        return _ksize(self.sizes[t.dtype == dt.uint8],
+                      f"fkl.GaussianBlur derived ksize for {t.dtype.name}")
+
+    def out_type(self, t: PixType) -> PixType:
+        self.window(t)
+        return super().out_type(t)
 
     def coef_types(self, t: PixType) -> list[DType]:
         kw, kh = self.window(t)
