@@ -40,7 +40,7 @@ for step in "${steps[@]}"; do
       par=(-n "$THORK_TEST_WORKERS"); envs=(-u THORK_CACHE_DIR)
     fi
     env "${envs[@]}" THORK_COMPILER="${compiler}" timeout "${THORK_TEST_TIMEOUT:-300}" \
-      python3 -m pytest tests "${par[@]}" -q -p no:cacheprovider -o addopts="" -rs 2>&1 \
+      python3 -m pytest tests "${par[@]}" -q -p no:cacheprovider -o addopts="" -rfEs 2>&1 \
       | tee "$log" | tail -40
     echo "suite (compiler ${compiler:-default}): $(tail -1 "$log")" >> "$out/summary.txt"
   else
