@@ -217,8 +217,11 @@ class CallPath:
                     wait(v.stream, handle, v.device_id)
             run.launcher.launch(run.arrange(ptrs), handle)
             if key is not None:
-                self._hot[tuple(key)] = Hot(plan, launcher,
-                                            self._guard(plan, inputs, self._in_place))
+                hot = Hot(plan, launcher, self._guard(plan, inputs, self._in_place))
+                self._hot[tuple(key)] = hot
+                if hot.guard is not None and out is not None:
+                    # The next identical call is decided in C (GuardedCall) straight away.
+                    self._hot_guard = hot.guard
         else:
             args = list(run.args)
             n = len(inputs)
