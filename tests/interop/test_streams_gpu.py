@@ -35,6 +35,13 @@ def _cupy():  # type: ignore[no-untyped-def]
     return pytest.importorskip("cupy")
 
 
+def _sync(stream: int) -> None:
+    """Wait for ``stream`` (a non-blocking stream: the legacy stream does not order it)."""
+    from thork_core.runtime import check, driver
+
+    check(driver().cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+
 def _new_stream() -> int:
     from thork_core.runtime import check, driver, make_current
 
@@ -203,6 +210,7 @@ def test_dlpack_import_orders_thorks_stream_after_the_producer():
         a = DeviceArray.from_dlpack(t, stream=mine)  # producer orders `mine` after its fill
     assert a.device == t.device.index and a.stream == mine and a.shape == (N,)
     scale[GRID, 256](a, 1.0, N, out, stream=mine)
+    _sync(mine)
     np.testing.assert_array_equal(out.to_host(), np.full(N, 7.0, np.float32))
 
 
@@ -233,6 +241,7 @@ def test_fkl_pipe_asks_dlpack_producers_for_its_launch_stream():
         torch.cuda._sleep(SPIN_CYCLES)
         t.fill_(4.0)
         pipe(_DLPackOnly(t), out=out, stream=mine)
+    _sync(mine)
     np.testing.assert_array_equal(out.to_host(), np.full(N, 5.0, np.float32))
 
 
