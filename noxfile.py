@@ -59,7 +59,7 @@ EXTRA_TESTS = {
     "cpu": ["tests/lang/test_lang_control.py"],
     "nvcc": ["tests/compilers/test_nvcc.py"],
     "clang": ["tests/compilers/test_clang_fallback.py"],
-    "compose": ["tests/fkl/test_fkl_pipe.py"],  # the examples need every plugin: in "all"
+    "compose": ["tests/compose/test_fkl_pipe.py"],  # the examples need every plugin: in "all"
     "torch": ["tests/interop"],
     "all": ["tests/core/test_examples.py"],
 }

@@ -16,7 +16,7 @@ from helpers import LAUNCHED, TARGETS, has_plugin, importable
 # collected at all; the session's summary shows what ran.
 collect_ignore_glob = [
     pattern for pattern, module in (
-        ("fkl/*", "fkl"), ("compilers/test_nvcc*.py", "thork_nvcc"),
+        ("compose/*", "fkl"), ("compilers/test_nvcc*.py", "thork_nvcc"),
         ("compilers/test_clang*.py", "thork_clang"), ("lang/*", "thork"),
         ("compilers/*", "thork"),
     ) if not importable(module)

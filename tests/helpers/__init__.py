@@ -36,8 +36,10 @@ def install_dist(site: Any, dist: str, entry_points: dict[str, str],
 
 
 def importable(module: str) -> bool:
-    """True when ``module`` can be imported (nox sessions install plugin subsets)."""
-    return importlib.util.find_spec(module) is not None
+    """True when ``module`` is installed (nox sessions install plugin subsets). A folder of
+    tests on ``sys.path`` with the same name is a namespace package, not the module."""
+    spec = importlib.util.find_spec(module)
+    return spec is not None and spec.origin is not None
 
 
 def _installed_targets() -> list[str]:

@@ -3,7 +3,7 @@ vector accesses, a scalar tail, and the 2-D kernel as the fallback for misaligne
 
 Every result is checked against NumPy and, bit for bit, against the general 2-D kernel
 (``pipe.flat = False``) and the channel-folded flat kernel (``pipe.fold = True``, where the
-chain folds; tests/fkl/test_fkl_folding.py has the rest), on odd sizes (widths and pixel counts that are not multiples of
+chain folds; tests/compose/test_fkl_folding.py has the rest), on odd sizes (widths and pixel counts that are not multiples of
 the vector width), 1-4 channels, uint8/float32 (and a few other dtypes), batches and 1-D
 vectors. Outputs are poisoned, and written inside larger poisoned buffers whose guard
 elements must stay untouched.
