@@ -358,9 +358,21 @@ def plugin_list() -> list[dict[str, Any]]:
     from ._plugins import plugins
 
     reg = plugins()
-    return [{"name": p.name, "distribution": p.distribution, "version": p.version,
-             "registered": {k: list(v) for k, v in p.registered.items() if v}}
-            for p in reg.info.values()]
+    out: list[dict[str, Any]] = [
+        {"name": p.name, "distribution": p.distribution, "version": p.version,
+         "registered": {k: list(v) for k, v in p.registered.items() if v}}
+        for p in reg.info.values()]
+    # Plugins of a front-end's own (fkl's op plugins), listed under that front-end.
+    for fe in reg.frontends():
+        if fe.extensions is None:
+            continue
+        try:
+            found = fe.extensions()
+        except Exception as exc:  # a broken front-end never breaks the listing
+            found = [{"name": f"{fe.name} extensions", "distribution": "", "version": "",
+                      "registered": {}, "error": f"{type(exc).__name__}: {exc}"}]
+        out.extend(dict(e, via=fe.name) for e in found)
+    return out
 
 
 def info_text(data: dict[str, Any] | None = None) -> str:
@@ -377,8 +389,9 @@ def info_text(data: dict[str, Any] | None = None) -> str:
     ]
     for p in d["plugins"]:
         what = "; ".join(f"{k}: {', '.join(v)}" for k, v in p["registered"].items())
-        lines.append(f"  {p['name']:<10} {p['distribution']} {p['version']}  "
-                     f"({what or 'nothing'})")
+        via = f" [{p['via']} plugin]" if p.get("via") else ""
+        lines.append(f"  {p['name']:<10} {p['distribution']} {p['version']}{via}  "
+                     f"({what or p.get('error') or 'nothing'})")
     if d["blocked_plugins"]:
         lines.append(f"  blocked by THORK_DISABLE_PLUGINS: {', '.join(d['blocked_plugins'])}")
     lines.append("compilers:")
@@ -497,9 +510,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(plist, indent=2))
         else:
             for p in plist:
-                print(f"{p['name']:<10} {p['distribution']} {p['version']}")
+                via = f"  ({p['via']} plugin)" if p.get("via") else ""
+                print(f"{p['name']:<10} {p['distribution']} {p['version']}{via}")
                 for hook, names in p["registered"].items():
                     print(f"  {hook}: {', '.join(names)}")
+                if p.get("error"):
+                    print(f"  skipped: {p['error']}")
         return 0
     return _print_cache(args.action, args.json)
 
