@@ -135,6 +135,9 @@ def test_hot_path_is_the_native_guard_where_core_built_it(rng):
             guards[launcher] = pipe._hot_guard
         finally:
             del os.environ["THORK_LAUNCHER"]
+            # Kernels built under the Python launcher must not serve later tests: their
+            # prepared launches give Python guards, which the C call never tries.
+            fkl.reset_stats(clear_cache=True)
     assert isinstance(guards["ctypes"], ArrayGuard)
     if native_module() is not None:
         assert type(guards["native"]).__name__ == "Guard"
@@ -176,11 +179,13 @@ def test_the_hot_call_is_taken_in_c(rng):
     if base is None:
         pytest.skip("no native module here")
     shape = (23, 45, 3)
+    fkl.reset_stats(clear_cache=True)  # kernels built here, under the native launcher
     pipe = _pipe()
     assert isinstance(pipe, base) and isinstance(pipe, fkl.Pipe)
     x = random_array(rng, shape, np.float32)
     dx = fkl.DeviceBuffer.from_host(x)
     pipe(dx, out=fkl.DeviceBuffer(shape, "float32"))  # the first call prepares the guard
+    assert type(pipe._hot_guard).__name__ == "Guard"  # core's native guard, tried in C
 
     def general(*args, **kwargs):
         raise AssertionError(f"the general path ran: {args} {kwargs}")
