@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import thork as tk
-from test_native_launch import BIND_CASES, Cai, Recorder, Stream, _binder, _da
+from test_native_launch import BIND_CASES, Cai, Stream, _binder, _da
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX C compiler")
 

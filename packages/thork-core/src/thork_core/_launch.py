@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrayGuard", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "PreparedLaunch",
-    "PyLauncher", "guarded_call_base", "launch_call_base", "make_launcher", "out_maker", "param_kinds",
+    "PyLauncher", "guarded_call_base", "launch_call_base", "make_launcher", "out_maker",
+    "param_kinds",
 ]
 
 #: Calling conventions (``_native_launch.c`` has the same numbers).
