@@ -15,24 +15,12 @@ from typing import Any
 
 import pytest
 import thork as tk
+from test_launch_hot_call import scale_add
 from test_native_launch import BIND_CASES, Cai, Stream, _binder, _da
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX C compiler")
 
 GRID, BLOCK, SHARED = (3, 2, 1), (64, 1, 1), 16
-
-
-def _add_one(
-    out: tk.DevicePointer[tk.dt.float32],
-    x: tk.DevicePointer[tk.dt.float32],
-    n: tk.dt.int32,
-    bid: tk.Uint[tk.BlockIdx],
-    tid: tk.Uint[tk.ThreadIdx],
-    bdm: tk.Uint[tk.BlockDim],
-):
-    i = bid * bdm + tid
-    with tk.if_(i < n):
-        out[i] = x[i] + 1.0
 
 
 @pytest.fixture(scope="module")
@@ -232,12 +220,12 @@ def test_thork_launch_objects_have_the_native_base(native):
     on the CPU target (no binder) stays on the Python path and is correct."""
     import numpy as np
 
-    add_one = tk.jit(_add_one, target="cpu")
-    launch = add_one[3, 32]
+    kernel = tk.jit(scale_add.fn, target="cpu")  # out = x * s + 1
+    launch = kernel[3, 32]
     assert isinstance(launch, native.LaunchCall) and isinstance(launch, tk.Launch)
-    assert add_one[3, 32] is launch
+    assert kernel[3, 32] is launch
     x = np.random.default_rng(5).standard_normal(71).astype(np.float32)
     out = np.full(71, np.nan, np.float32)
-    launch(out, x, 71)
-    np.testing.assert_array_equal(out, x + np.float32(1))
+    launch(out, x, 2.5, 71)
+    np.testing.assert_allclose(out, x * np.float32(2.5) + np.float32(1), rtol=1e-6)
     assert launch._hot_binder is None  # the CPU target has no binder: nothing armed
