@@ -402,8 +402,10 @@ def out_maker(array_type: type, shape: tuple[int, ...], dtype: DType, device: in
     if mod is None:
         return None
     from ._cuda import function_address, make_current
+    from ._memory import device_pool
 
     ctx = int(make_current(device))
+    device_pool(device)  # the pool DeviceArrays use, set up (kept, not trimmed) before use
     nbytes = dtype.itemsize
     for s in shape:
         nbytes *= s
