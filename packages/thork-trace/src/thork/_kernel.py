@@ -536,6 +536,8 @@ class Launch:
         binder = getattr(exe, "_binder", None)
         if binder is None or self.shared_mem > getattr(exe, "_dynamic_limit", -1):
             return
+        if any(p.derived is not None for p in exe.kernel.params):
+            return  # shaped arrays' extents are added by the Python path every call
         from thork_core.runtime import stream_handle
 
         self._arm(binder, self.grid, self.block, self.shared_mem,  # type: ignore[attr-defined]
@@ -554,7 +556,7 @@ _LAUNCH_TYPE: type[Launch] | None = None
 
 def _launch_type() -> type[Launch]:
     global _LAUNCH_TYPE
-    from thork_core._launch import launch_call_base
+    from thork_core.launch import launch_call_base
 
     base = launch_call_base()
     if base is None:
