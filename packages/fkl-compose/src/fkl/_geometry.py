@@ -16,10 +16,18 @@ from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
 
 from ._batch import PerItem, plane
-from ._ops import Op
+from ._ops import Op, saturate_value
 from ._pixel import Geom, Pixel, PixType, Stage, per_channel
+from ._resampling import (
+    Interpolation,
+    cv_area,
+    cv_cubic,
+    cv_linear,
+    cv_resize_scale,
+    cv_warp_sample,
+)
 
-__all__ = ["Crop", "Resize", "Warping", "BorderReader", "Deinterlace", "AspectRatio",
+__all__ = ["Crop", "Resize", "Warping", "Interpolation", "BorderReader", "Deinterlace", "AspectRatio",
            "BorderMode", "DeinterlaceMode", "letterbox"]
 
 
@@ -252,17 +260,23 @@ def letterbox(sw: int, sh: int, dw: int, dh: int, mode: str) -> tuple[int, int, 
 
 
 class Resize(ReadBack):
-    """Resize to ``w`` x ``h`` with FKL's corner-aligned bilinear (``src_x = x * sw / dw``);
-    output float32. ``aspect_ratio`` letterboxes onto ``background``. ``interpolation`` is
-    ``"linear"`` (FKL's) or ``"nearest"`` (``src[floor(x * fx)]``)."""
+    """Resize to ``w`` x ``h``. ``interpolation`` (a :class:`Interpolation` value):
+
+    - ``"linear"`` (the default, FKL's): corner-aligned bilinear, ``src_x = x * sw / dw``;
+      output float32. ``"nearest"``: ``src[floor(x * sw / dw)]``, float32.
+    - ``"cv_linear"``, ``"cv_area"`` (downscaling only), ``"cv_cubic"``: ``cv2.resize``'s
+      INTER_LINEAR, INTER_AREA and INTER_CUBIC with OpenCV's half-pixel centres, borders and
+      uint8 fixed-point arithmetic; output in the input dtype (docs/fkl-resize.md).
+
+    ``aspect_ratio`` letterboxes onto ``background``."""
 
     def __init__(self, w: int, h: int, interpolation: str = "linear",
                  aspect_ratio: str = AspectRatio.IGNORE_AR, background: Any = 0) -> None:
         if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
             raise ArgumentError(f"fkl.Resize size: expected positive ints w, h, got {w!r}, {h!r}")
-        if interpolation not in ("linear", "nearest"):
-            raise ArgumentError(f"fkl.Resize interpolation: expected 'linear' or 'nearest', "
-                                f"got {interpolation!r}")
+        if interpolation not in Interpolation.RESIZE:
+            raise ArgumentError(f"fkl.Resize interpolation: expected one of "
+                                f"{Interpolation.RESIZE}, got {interpolation!r}")
         if aspect_ratio not in AspectRatio.ALL:
             raise ArgumentError(f"fkl.Resize aspect_ratio: expected one of {AspectRatio.ALL}, "
                                 f"got {aspect_ratio!r}")
@@ -272,6 +286,9 @@ class Resize(ReadBack):
         self.background = background
         #: One background per batch item (``background=fkl.PerItem([...])``), else None.
         self.item_backgrounds = background.items if isinstance(background, PerItem) else None
+
+    def _opencv(self) -> bool:
+        return self.interpolation in Interpolation.OPENCV
 
     def key(self) -> tuple[Any, ...]:
         return ("Resize", self.interpolation, self.aspect_ratio != AspectRatio.IGNORE_AR,
@@ -291,7 +308,8 @@ class Resize(ReadBack):
     def out_type(self, t: PixType) -> PixType:
         super().out_type(t)
         self._backgrounds(t)
-        return t.with_(dt.float32)
+        # OpenCV's modes keep the dtype, as cv2.resize does; FKL's give float32.
+        return t if self._opencv() else t.with_(dt.float32)
 
     takes_ragged = True
 
@@ -301,6 +319,16 @@ class Resize(ReadBack):
                 f"fkl.Resize aspect_ratio={self.aspect_ratio}: the planes below have "
                 "different sizes (crops of different sizes), so each would be letterboxed "
                 "differently; crop equal sizes or use IGNORE_AR")
+        if self.interpolation == Interpolation.CV_AREA:
+            if g.ragged:
+                raise ArgumentError(
+                    "fkl.Resize interpolation='cv_area': the planes below have different "
+                    "sizes (crops of different sizes); crop equal sizes, or use 'cv_linear'")
+            tw, th, _, _ = letterbox(g.w, g.h, *self.size, self.aspect_ratio)
+            if tw > g.w or th > g.h:
+                raise ArgumentError(
+                    f"fkl.Resize interpolation='cv_area' only downscales: {g.w}x{g.h} to "
+                    f"{tw}x{th} enlarges a side; use 'cv_linear' or 'cv_cubic' to upscale")
         return Geom(self.size[0], self.size[1], g.batch)
 
     def _letterboxed(self) -> bool:
@@ -308,6 +336,8 @@ class Resize(ReadBack):
 
     def scalar_types(self, t: PixType) -> list[DType]:
         types = [dt.int32, dt.int32, dt.float32, dt.float32]
+        if self.interpolation == Interpolation.CV_AREA:
+            types.append(dt.int32)  # OpenCV's exact 2 x 2 uint8 path rounds halves up
         if self._letterboxed():
             types += [dt.int32] * 4 + ([] if self.items() else [dt.float32] * t.channels)
         return types
@@ -327,6 +357,8 @@ class Resize(ReadBack):
         fx = float(np.float32(g.w) / np.float32(tw))
         fy = float(np.float32(g.h) / np.float32(th))
         vals: list[Any] = [dw, dh, fx, fy]
+        if self.interpolation == Interpolation.CV_AREA:
+            vals.append(int(g.w == 2 * tw and g.h == 2 * th))
         if self._letterboxed():
             vals += [tw, th, x1, y1] + ([] if self.items() else self._backgrounds(t))
         return vals
@@ -334,7 +366,12 @@ class Resize(ReadBack):
     def sample(self, src: Stage, p: list[Value]) -> Stage:
         dw, dh, fx, fy = p[:4]
         lb = self._letterboxed()
-        t = src.type.with_(dt.float32)
+        t = self.out_type(src.type)
+        mode = self.interpolation
+        area = mode == Interpolation.CV_AREA
+        half_up = p[4] if area else None
+        if area:
+            p = p[:4] + p[5:]
 
         if src.per_plane and not lb:
             # Planes of different sizes (a batch of crops): each plane's scale, in float32
@@ -354,6 +391,19 @@ class Resize(ReadBack):
                 xi, yi = _clamp(xi, 0, tw - 1), _clamp(yi, 0, th - 1)
             else:
                 xi, yi = x, y
+            if self._opencv():
+                tw, th = (p[4], p[5]) if lb else (dw, dh)
+                csx, csy = cv_resize_scale(src.w, tw), cv_resize_scale(src.h, th)
+                if mode == Interpolation.CV_LINEAR:
+                    vals = cv_linear(src, xi, yi, z, csx, csy)
+                elif mode == Interpolation.CV_CUBIC:
+                    vals = cv_cubic(src, xi, yi, z, csx, csy)
+                else:
+                    vals = cv_area(src, xi, yi, z, csx, csy, half_up)
+                if lb:
+                    vals = [where(inside, v, saturate_value(bg[k], t.dtype))
+                            for k, v in enumerate(vals)]
+                return vals
             sx, sy = _f32(xi) * fx, _f32(yi) * fy
             if self.interpolation == "nearest":
                 px = src.read(_clamp(_i32(sx), 0, src.w - 1), _clamp(_i32(sy), 0, src.h - 1), z)
