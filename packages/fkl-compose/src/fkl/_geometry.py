@@ -417,88 +417,7 @@ class Resize(ReadBack):
         return Stage(read, dw, dh, t)
 
 
-# -- Warping ------------------------------------------------------------------------------
-class Warping(ReadBack):
-    """Warp with ``M`` mapping destination → source (an inverse map): 2x3 affine or 3x3
-    perspective (divides by ``M20 x + M21 y + M22``). Inside the source: bilinear;
-    outside: 0. Output float32, ``w`` x ``h``."""
-
-    def __init__(self, matrix: Any, w: int, h: int) -> None:
-        import numpy as np
-
-        items = matrix.items if isinstance(matrix, PerItem) else [matrix]
-        ms = [np.asarray(m, dtype=np.float64) for m in items]
-        for i, m in enumerate(ms):
-            which = f"matrix[{i}]" if isinstance(matrix, PerItem) else "matrix"
-            if m.shape not in ((2, 3), (3, 3)) or m.shape != ms[0].shape:
-                raise ArgumentError(
-                    f"fkl.Warping {which}: expected a 2x3 affine or 3x3 perspective matrix "
-                    f"(every item the same kind), got shape {m.shape}")
-        if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
-            raise ArgumentError(f"fkl.Warping size: expected positive ints w, h, got {w!r}, "
-                                f"{h!r}")
-        self.matrices = ms
-        self.per_item = isinstance(matrix, PerItem)
-        self.matrix, self.size = ms[0], (w, h)
-        self.perspective = ms[0].shape == (3, 3)
-
-    def key(self) -> tuple[Any, ...]:
-        return ("Warping", self.perspective, len(self.matrices) if self.per_item else 0)
-
-    def items(self) -> int:
-        return len(self.matrices) if self.per_item else 0
-
-    def out_type(self, t: PixType) -> PixType:
-        return super().out_type(t).with_(dt.float32)
-
-    takes_ragged = True  # the inside test and the reads use each plane's own size
-
-    def out_geom(self, g: Geom, t: PixType) -> Geom:
-        return Geom(self.size[0], self.size[1], g.batch)
-
-    def scalar_types(self, t: PixType) -> list[DType]:
-        return [dt.int32, dt.int32] + ([] if self.per_item else [dt.float32] * self.matrix.size)
-
-    def values(self, t: PixType, g: Geom) -> list[Any]:
-        if self.per_item:
-            return [*self.size]
-        return [*self.size, *(float(v) for v in self.matrix.reshape(-1))]
-
-    def table_types(self, t: PixType) -> list[DType]:
-        return [dt.float32] if self.per_item else []
-
-    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
-        if not self.per_item:
-            return []
-        return [(dt.float32, [float(v) for m in self.matrices for v in m.reshape(-1)])]
-
-    def sample(self, src: Stage, p: list[Value]) -> Stage:
-        w, h, m = p[0], p[1], p[2:]
-        if self.per_item:  # matrix k for plane k, loaded once per thread
-            size = self.matrix.size
-            base = plane() * size
-            table: Any = p[2]  # a pointer parameter (the matrix table)
-            m = [table[base + i] for i in range(size)]
-        t = src.type.with_(dt.float32)
-
-        def read(x: Value, y: Value, z: Value) -> Pixel:
-            fx, fy = _f32(x), _f32(y)
-            xs = m[0] * fx + m[1] * fy + m[2]
-            ys = m[3] * fx + m[4] * fy + m[5]
-            if self.perspective:
-                d = m[6] * fx + m[7] * fy + m[8]
-                xs, ys = xs / d, ys / d
-            inside = (xs >= 0.0) & (xs < _f32(src.w)) & (ys >= 0.0) & (ys < _f32(src.h))
-            # Outside coordinates (also NaN/inf) are replaced before sampling.
-            sx = where(inside, xs, 0.0)
-            sy = where(inside, ys, 0.0)
-            vals = bilinear(src, sx, sy, z)
-            return [where(inside, v, 0.0) for v in vals]
-
-        return Stage(read, w, h, t)
-
-
-# -- BorderReader -------------------------------------------------------------------------
+# -- Border modes ----------------------------------------------------------------------
 class BorderMode:
     """Border modes: the ``np.pad`` mode each one equals is in the comment."""
 
@@ -530,6 +449,170 @@ def border_index(i: Value, n: Value, mode: str) -> Value:
     return tkm.min(where(m >= n, period - m, m), n - 1)
 
 
+# -- Warping ------------------------------------------------------------------------------
+class Warping(ReadBack):
+    """Warp with ``M`` mapping destination → source (an inverse map: OpenCV's matrix with
+    ``WARP_INVERSE_MAP``): 2x3 affine or 3x3 perspective (divides by ``M20 x + M21 y +
+    M22``). Output ``w`` x ``h``.
+
+    ``interpolation="linear"`` (the default, FKL's): exact bilinear inside the source, 0
+    outside, float32 out; ``border`` must stay ``CONSTANT`` with ``value=0``.
+    ``"cv_linear"`` / ``"cv_nearest"``: ``cv2.warpAffine``/``warpPerspective`` with
+    ``INTER_LINEAR``/``INTER_NEAREST | WARP_INVERSE_MAP``, ``borderMode=border``,
+    ``borderValue=value``: OpenCV's 1/32-pixel fixed-point source positions, its border
+    rules and uint8 arithmetic; output in the input dtype (docs/fkl-resize.md)."""
+
+    def __init__(self, matrix: Any, w: int, h: int, interpolation: str = "linear",
+                 border: str = BorderMode.CONSTANT, value: Any = 0) -> None:
+        import numpy as np
+
+        items = matrix.items if isinstance(matrix, PerItem) else [matrix]
+        ms = [np.asarray(m, dtype=np.float64) for m in items]
+        for i, m in enumerate(ms):
+            which = f"matrix[{i}]" if isinstance(matrix, PerItem) else "matrix"
+            if m.shape not in ((2, 3), (3, 3)) or m.shape != ms[0].shape:
+                raise ArgumentError(
+                    f"fkl.Warping {which}: expected a 2x3 affine or 3x3 perspective matrix "
+                    f"(every item the same kind), got shape {m.shape}")
+            if not np.isfinite(m).all():
+                raise ArgumentError(f"fkl.Warping {which}: every coefficient must be finite, "
+                                    f"got {m.tolist()}")
+        if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
+            raise ArgumentError(f"fkl.Warping size: expected positive ints w, h, got {w!r}, "
+                                f"{h!r}")
+        if interpolation not in Interpolation.WARP:
+            raise ArgumentError(f"fkl.Warping interpolation: expected one of "
+                                f"{Interpolation.WARP}, got {interpolation!r}")
+        if border not in BorderMode.ALL:
+            raise ArgumentError(f"fkl.Warping border: expected one of {BorderMode.ALL}, "
+                                f"got {border!r}")
+        if interpolation == Interpolation.LINEAR and (
+                border != BorderMode.CONSTANT or isinstance(value, PerItem) or
+                any(v != 0 for v in per_channel(value, 4, "fkl.Warping value"))):
+            raise ArgumentError(
+                f"fkl.Warping border={border!r}, value={value!r}: FKL's 'linear' warp "
+                "reads 0 outside the source; give interpolation='cv_linear' or "
+                "'cv_nearest' for OpenCV's border modes")
+        if isinstance(value, PerItem):
+            raise ArgumentError("fkl.Warping value: one border value for the whole batch "
+                                "(a number or one per channel), not fkl.PerItem")
+        self.matrices = ms
+        self.per_item = isinstance(matrix, PerItem)
+        self.matrix, self.size = ms[0], (w, h)
+        self.perspective = ms[0].shape == (3, 3)
+        self.interpolation, self.border, self.value = interpolation, border, value
+
+    def _opencv(self) -> bool:
+        return self.interpolation in Interpolation.OPENCV
+
+    def _mtype(self) -> DType:
+        return dt.float32  # OpenCV's warps, too, compute positions from a float32 matrix
+
+    def key(self) -> tuple[Any, ...]:
+        return ("Warping", self.perspective, len(self.matrices) if self.per_item else 0,
+                self.interpolation, self.border)
+
+    def items(self) -> int:
+        return len(self.matrices) if self.per_item else 0
+
+    def out_type(self, t: PixType) -> PixType:
+        t = super().out_type(t)
+        if not self._opencv():
+            return t.with_(dt.float32)
+        self._values(t)
+        return t
+
+    def _values(self, t: PixType) -> list[float]:
+        """The border value per channel (OpenCV modes with a CONSTANT border)."""
+        if not self._opencv() or self.border != BorderMode.CONSTANT:
+            return []
+        return [float(v) for v in per_channel(self.value, t.channels, "fkl.Warping value")]
+
+    takes_ragged = True  # the inside test and the reads use each plane's own size
+
+    def out_geom(self, g: Geom, t: PixType) -> Geom:
+        return Geom(self.size[0], self.size[1], g.batch)
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        return ([dt.int32, dt.int32] + ([] if self.per_item else
+                                        [self._mtype()] * self.matrix.size)
+                + [dt.float64] * len(self._values(t)))
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        m = [] if self.per_item else [float(v) for v in self.matrix.reshape(-1)]
+        return [*self.size, *m, *self._values(t)]
+
+    def table_types(self, t: PixType) -> list[DType]:
+        return [self._mtype()] if self.per_item else []
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        if not self.per_item:
+            return []
+        return [(self._mtype(), [float(v) for m in self.matrices for v in m.reshape(-1)])]
+
+    def sample(self, src: Stage, p: list[Value]) -> Stage:
+        # Scalars: w, h, the matrix (unless per item), the border value; then the table.
+        w, h = p[0], p[1]
+        size = self.matrix.size
+        nm = 0 if self.per_item else size
+        nv = len(self._values(src.type))
+        m = p[2:2 + nm]
+        cval = p[2 + nm:2 + nm + nv] or [0.0] * src.type.channels
+        if self.per_item:  # matrix k for plane k, loaded once per thread
+            base = plane() * size
+            table: Any = p[2 + nm + nv]  # a pointer parameter (the matrix table)
+            m = [table[base + i] for i in range(size)]
+        if self._opencv():
+            return _warp_opencv(self, src, w, h, m, cval)
+        t = src.type.with_(dt.float32)
+
+        def read(x: Value, y: Value, z: Value) -> Pixel:
+            fx, fy = _f32(x), _f32(y)
+            xs = m[0] * fx + m[1] * fy + m[2]
+            ys = m[3] * fx + m[4] * fy + m[5]
+            if self.perspective:
+                d = m[6] * fx + m[7] * fy + m[8]
+                xs, ys = xs / d, ys / d
+            inside = (xs >= 0.0) & (xs < _f32(src.w)) & (ys >= 0.0) & (ys < _f32(src.h))
+            # Outside coordinates (also NaN/inf) are replaced before sampling.
+            sx = where(inside, xs, 0.0)
+            sy = where(inside, ys, 0.0)
+            vals = bilinear(src, sx, sy, z)
+            return [where(inside, v, 0.0) for v in vals]
+
+        return Stage(read, w, h, t)
+
+
+def _f32_row(m0: Value, m1: Value, m2: Value, x: Value, y: Value) -> Value:
+    """``m0 * x + (m1 * y + m2)`` as OpenCV's vectorised warp computes it in float32: the
+    row term with two roundings, then one fused multiply-add. Spelled as double products
+    cast to float32 so that no compiler contraction can change a rounding."""
+    f64 = dt.float64
+    prod = _f32(cast(m1, f64) * cast(y, f64))            # float32 product, rounded once
+    row = _f32(cast(prod, f64) + cast(m2, f64))          # float32 sum, rounded once
+    return _f32(cast(m0, f64) * cast(x, f64) + cast(row, f64))  # exact m0*x: an fma
+
+
+def _warp_opencv(self: Warping, src: Stage, w: Value, h: Value, m: list[Value],
+                 cval: list[Value]) -> Stage:
+    """OpenCV's warp: the float32 source position of destination ``(x, y)`` (a float32
+    matrix; perspective divides by the third row), then OpenCV's remap of that position
+    (``cv_warp_sample``)."""
+    nearest = self.interpolation == Interpolation.CV_NEAREST
+    m = [_f32(v) for v in m]
+
+    def read(x: Value, y: Value, z: Value) -> Pixel:
+        xs = _f32_row(m[0], m[1], m[2], x, y)
+        ys = _f32_row(m[3], m[4], m[5], x, y)
+        if self.perspective:
+            d = _f32_row(m[6], m[7], m[8], x, y)
+            xs, ys = xs / d, ys / d
+        return cv_warp_sample(src, xs, ys, z, nearest, self.border, cval)
+
+    return Stage(read, w, h, src.type)
+
+
+# -- BorderReader -------------------------------------------------------------------------
 class BorderReader(ReadBack):
     """Let later stages read outside the image: ``CONSTANT`` (``value``), ``REPLICATE``,
     ``REFLECT``, ``REFLECT_101``, ``WRAP`` — exactly ``np.pad`` for any overshoot."""

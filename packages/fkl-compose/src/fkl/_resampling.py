@@ -208,56 +208,47 @@ def _area_axis(d: Value, scale: Value, n: Any) -> tuple[Value, Value, Any]:
     return lo, hi, weight
 
 
-def cv_warp_sample(src: Stage, xs: Value, ys: Value, z: Value, nearest: bool,
+#: Source positions are clamped to this magnitude before conversion to int (an infinite
+#: or NaN position, from a perspective divide by ~0, lands far outside: the border).
+_FAR = float(1 << 30)
+
+
+def _to_index(v: Value) -> Value:
+    """A float32 pixel position as an int32 index, NaN/inf/huge mapped far outside."""
+    v = where(tkm.isnan(v), -_FAR, v)
+    return _i32(_clamp(v, -_FAR, _FAR))
+
+
+def cv_warp_sample(src: Stage, sx: Value, sy: Value, z: Value, nearest: bool,
                    border: str, cval: list[Any]) -> Pixel:
-    """OpenCV's remap of one destination pixel, given its source position in fixed point:
-    ``xs``/``ys`` are int32 in 1/32 pixel for linear (``>> 5`` is the pixel, ``& 31`` the
-    fraction), whole pixels for nearest. Taps outside the image follow ``border``."""
+    """OpenCV's remap of one destination pixel from its float32 source position
+    (``sx``, ``sy``): nearest takes ``rint`` (half to even); linear the 2 x 2 taps at
+    ``floor`` with weights ``1 - a, a`` (``a`` the float32 fraction), rows first, in
+    float32, rounded half to even and saturated for integer pixels. A tap outside the
+    image reads through ``border`` (``CONSTANT``: the value ``cval``)."""
     from ._geometry import BorderMode, border_index
 
     to = src.type.dtype
     ch = src.type.channels
     w, h = src.w, src.h
     constant = border == BorderMode.CONSTANT
+    ft = dt.float64 if to == dt.float64 else dt.float32
 
-    def tap(ix: Value, iy: Value) -> tuple[Pixel, Value | None]:
-        inside = (ix >= 0) & (ix < w) & (iy >= 0) & (iy < h)
+    def tap(ix: Value, iy: Value) -> list[Value]:
         px = src.read(border_index(ix, w, border), border_index(iy, h, border), z)
-        return px, (inside if constant else None)
+        vals = [cast(v, ft) for v in px]
+        if not constant:
+            return vals
+        inside = (ix >= 0) & (ix < w) & (iy >= 0) & (iy < h)
+        return [where(inside, v, cast(cval[k], ft)) for k, v in enumerate(vals)]
 
     if nearest:
-        px, inside = tap(xs, ys)
-        if inside is None:
-            return list(px)
-        return [where(inside, v, cast(cval[k], to)) for k, v in enumerate(px)]
-    x0, y0 = xs >> 5, ys >> 5
-    ax, ay = xs & 31, ys & 31
-    taps = [tap(x0 + i, y0 + j) for j in range(2) for i in range(2)]
-    # Weights (1 - a/32, a/32) per axis; their products are exact in float32, and for
-    # uint8 OpenCV's 15-bit integer weights are exactly 32 * (32 - ax) * (32 - ay) etc.
-    if to == dt.uint8:
-        wx = [32 - ax, ax]
-        wy = [32 - ay, ay]
-        out = []
-        for k in range(ch):
-            s: Any = None
-            for n, (px, inside) in enumerate(taps):
-                v = _i32(px[k]) if inside is None else where(inside, _i32(px[k]),
-                                                             _i32(cval[k]))
-                term = v * (wy[n // 2] * wx[n % 2] * 32)
-                s = term if s is None else s + term
-            out.append(_store((s + (1 << 14)) >> 15, to))
-        return out
-    ft = dt.float64 if to == dt.float64 else dt.float32
-    fwx = [1.0 - _f32(ax) * (1.0 / 32), _f32(ax) * (1.0 / 32)]
-    fwy = [1.0 - _f32(ay) * (1.0 / 32), _f32(ay) * (1.0 / 32)]
-    out = []
-    for k in range(ch):
-        s = None
-        for n, (px, inside) in enumerate(taps):
-            v = cast(px[k], ft) if inside is None else where(inside, cast(px[k], ft),
-                                                              cast(cval[k], ft))
-            term = v * cast(fwy[n // 2] * fwx[n % 2], ft)
-            s = term if s is None else s + term
-        out.append(_store(s, to))
-    return out
+        return [_store(v, to) for v in tap(_to_index(tkm.rint(sx)), _to_index(tkm.rint(sy)))]
+    fx, fy = tkm.floor(sx), tkm.floor(sy)
+    ax, ay = cast(sx - fx, ft), cast(sy - fy, ft)
+    x0, y0 = _to_index(fx), _to_index(fy)
+    t00, t10 = tap(x0, y0), tap(x0 + 1, y0)
+    t01, t11 = tap(x0, y0 + 1), tap(x0 + 1, y0 + 1)
+    bx, by = 1.0 - ax, 1.0 - ay
+    return [_store((t00[k] * bx + t10[k] * ax) * by + (t01[k] * bx + t11[k] * ax) * ay, to)
+            for k in range(ch)]
