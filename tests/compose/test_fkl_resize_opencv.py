@@ -120,3 +120,119 @@ def test_resize_cv_errors():
                        fkl.TensorWrite(), target="cpu")
     with pytest.raises(fkl.ArgumentError, match="only downscales: 9x9 to 12x5"):
         pipe(x)
+
+
+# -- Warping with OpenCV's conventions ------------------------------------------------------
+B = fkl.BorderMode
+CV_BORDER = {B.CONSTANT: cv2.BORDER_CONSTANT, B.REPLICATE: cv2.BORDER_REPLICATE,
+             B.REFLECT: cv2.BORDER_REFLECT, B.REFLECT_101: cv2.BORDER_REFLECT_101,
+             B.WRAP: cv2.BORDER_WRAP}
+
+
+def random_matrix(rng: np.random.Generator, perspective: bool) -> np.ndarray:
+    """A dst → src map that rotates, scales and shifts enough to sample well outside."""
+    ang, s = rng.uniform(-0.6, 0.6), rng.uniform(0.7, 1.4)
+    m = np.array([[s * np.cos(ang), -s * np.sin(ang), rng.uniform(-6, 6)],
+                  [s * np.sin(ang), s * np.cos(ang), rng.uniform(-6, 6)]])
+    if perspective:
+        m = np.vstack([m, [rng.uniform(-3e-3, 3e-3), rng.uniform(-3e-3, 3e-3), 1.0]])
+    return m
+
+
+def warp_near(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if got.dtype == np.uint8:
+        diff = np.abs(got.astype(np.int32) - want.astype(np.int32))
+        assert diff.max() <= 1 and (diff == 0).mean() >= 0.99, (diff.max(), (diff == 0).mean())
+    else:  # float32 interpolation on a 0..255 range: a few ulps apart
+        np.testing.assert_allclose(got, want, rtol=0, atol=4e-3)
+
+
+# Every border with both interpolations, both matrix kinds and both dtypes, paired up so
+# that each border compiles a few kernels per target rather than eight.
+@pytest.mark.parametrize("border", B.ALL)
+@pytest.mark.parametrize("interp,perspective,dtype", [
+    (I.CV_LINEAR, False, np.uint8), (I.CV_LINEAR, True, np.float32),
+    (I.CV_NEAREST, True, np.uint8), (I.CV_NEAREST, False, np.float32)])
+def test_warp_border_modes_vs_opencv(target, rng, border, interp, perspective, dtype):
+    h, w = odd(rng, 10, 20), odd(rng, 10, 20)
+    x = rng.uniform(0, 256, (h, w, 3)).astype(dtype)
+    m = random_matrix(rng, perspective)
+    dw, dh = odd(rng, 10, 25), odd(rng, 10, 25)
+    value = [float(v) for v in rng.integers(0, 256, 3)]
+    op = fkl.Warping(m, dw, dh, interpolation=interp, border=border, value=value)
+    got = run(target, x, op, (dh, dw, 3))
+    fn = cv2.warpPerspective if perspective else cv2.warpAffine
+    flag = (cv2.INTER_LINEAR if interp == I.CV_LINEAR else cv2.INTER_NEAREST)
+    want = fn(x, m, (dw, dh), flags=flag | cv2.WARP_INVERSE_MAP, borderMode=CV_BORDER[border],
+              borderValue=value + [0.0])
+    warp_near(got, want)
+
+
+def test_warp_forward_matrix_is_inverted_first(target, rng):
+    """cv2 without WARP_INVERSE_MAP takes src → dst; fkl takes dst → src: invert it."""
+    x = rng.uniform(0, 256, (19, 23, 1)).astype(np.float32)
+    fwd = np.array([[1.1, 0.2, 2.0], [-0.1, 0.9, 1.5]])
+    inv = cv2.invertAffineTransform(fwd)
+    got = run(target, x, fkl.Warping(inv, 21, 17, interpolation=I.CV_LINEAR,
+                                     border=B.REPLICATE), (17, 21))
+    want = cv2.warpAffine(x, fwd, (21, 17), flags=cv2.INTER_LINEAR,
+                          borderMode=cv2.BORDER_REPLICATE)
+    np.testing.assert_allclose(got, want, atol=4e-3)
+
+
+def test_warp_cv_batch_per_item_matrices(target, rng):
+    x = rng.uniform(0, 256, (2, 15, 17, 3)).astype(np.uint8)
+    ms = [random_matrix(rng, False) for _ in range(2)]
+    op = fkl.Warping(fkl.PerItem(ms), 13, 11, interpolation=I.CV_LINEAR, border=B.CONSTANT,
+                     value=(1, 2, 3))
+    got = run(target, x, op, (2, 11, 13, 3))
+    for k in range(2):
+        warp_near(got[k], cv2.warpAffine(x[k], ms[k], (13, 11),
+                                         flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                                         borderValue=(1, 2, 3)))
+
+
+def test_warp_degenerate_perspective_reads_the_border(target):
+    """A third row of zeros divides by 0 everywhere: every pixel is the border value."""
+    x = np.full((9, 11, 3), 50, np.uint8)
+    m = np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 0]])
+    got = run(target, x, fkl.Warping(m, 7, 5, interpolation=I.CV_LINEAR, value=(9, 8, 7)),
+              (5, 7, 3))
+    np.testing.assert_array_equal(got, np.broadcast_to(np.uint8([9, 8, 7]), (5, 7, 3)))
+    np.testing.assert_array_equal(got, cv2.warpPerspective(
+        x, m, (7, 5), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderValue=(9, 8, 7)))
+
+
+def test_warp_cv_errors():
+    m = np.eye(2, 3)
+    with pytest.raises(fkl.ArgumentError, match="border='REFLECT'.*cv_linear"):
+        fkl.Warping(m, 4, 4, border=B.REFLECT)
+    with pytest.raises(fkl.ArgumentError, match="interpolation: expected one of"):
+        fkl.Warping(m, 4, 4, interpolation="cv_cubic")
+    with pytest.raises(fkl.ArgumentError, match="border: expected one of"):
+        fkl.Warping(m, 4, 4, interpolation=I.CV_LINEAR, border="ISOLATED")
+    with pytest.raises(fkl.ArgumentError, match="must be finite"):
+        fkl.Warping([[1, 0, np.nan], [0, 1, 0]], 4, 4)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Warping(m, 4, 4, interpolation=I.CV_NEAREST,
+                                                     value=(1, 2)), fkl.TensorWrite(),
+                       target="cpu")
+    with pytest.raises(fkl.ArgumentError, match="got 2 values but the pixel has 3"):
+        pipe(np.zeros((5, 5, 3), np.uint8))
+
+
+@pytest.mark.plugin("nvrtc")
+def test_opencv_modes_compile_for_sm90():
+    """The GPU code of every OpenCV mode builds to cubin without a GPU."""
+    m = np.array([[0.9, 0.1, 1.0], [-0.1, 1.1, 2.0], [1e-3, 0, 1.0]])
+    ops = [fkl.Resize(9, 7, interpolation=I.CV_LINEAR),
+           fkl.Resize(31, 27, interpolation=I.CV_CUBIC),
+           fkl.Resize(9, 7, interpolation=I.CV_AREA, aspect_ratio=fkl.PRESERVE_AR),
+           fkl.Warping(m, 9, 7, interpolation=I.CV_LINEAR, border=B.WRAP, value=3),
+           fkl.Warping(m[:2], 9, 7, interpolation=I.CV_NEAREST, border=B.CONSTANT, value=3)]
+    for op in ops:
+        for dtype in (np.uint8, np.float32):
+            x = np.zeros((21, 19, 3), dtype)
+            pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
+            art = pipe.artifact(x, arch="sm_90", compiler="nvrtc")
+            assert art.kind == "cubin" and art.data[:4] == b"\x7fELF", (op, dtype)

@@ -213,10 +213,9 @@ def _area_axis(d: Value, scale: Value, n: Any) -> tuple[Value, Value, Any]:
 _FAR = float(1 << 30)
 
 
-def _to_index(v: Value) -> Value:
-    """A float32 pixel position as an int32 index, NaN/inf/huge mapped far outside."""
-    v = where(tkm.isnan(v), -_FAR, v)
-    return _i32(_clamp(v, -_FAR, _FAR))
+def _finite(v: Value) -> Value:
+    """A float32 position with NaN, inf and huge values moved to ``±2^30`` (outside)."""
+    return _clamp(where(tkm.isnan(v), -_FAR, v), -_FAR, _FAR)
 
 
 def cv_warp_sample(src: Stage, sx: Value, sy: Value, z: Value, nearest: bool,
@@ -242,11 +241,12 @@ def cv_warp_sample(src: Stage, sx: Value, sy: Value, z: Value, nearest: bool,
         inside = (ix >= 0) & (ix < w) & (iy >= 0) & (iy < h)
         return [where(inside, v, cast(cval[k], ft)) for k, v in enumerate(vals)]
 
+    sx, sy = _finite(sx), _finite(sy)
     if nearest:
-        return [_store(v, to) for v in tap(_to_index(tkm.rint(sx)), _to_index(tkm.rint(sy)))]
+        return [_store(v, to) for v in tap(_i32(tkm.rint(sx)), _i32(tkm.rint(sy)))]
     fx, fy = tkm.floor(sx), tkm.floor(sy)
     ax, ay = cast(sx - fx, ft), cast(sy - fy, ft)
-    x0, y0 = _to_index(fx), _to_index(fy)
+    x0, y0 = _i32(fx), _i32(fy)
     t00, t10 = tap(x0, y0), tap(x0 + 1, y0)
     t01, t11 = tap(x0, y0 + 1), tap(x0 + 1, y0 + 1)
     bx, by = 1.0 - ax, 1.0 - ay
