@@ -17,8 +17,8 @@ cv2 = pytest.importorskip("cv2")
 
 pytestmark = pytest.mark.plugin("compose")
 
-I = fkl.Interpolation
-CV = {I.CV_LINEAR: cv2.INTER_LINEAR, I.CV_AREA: cv2.INTER_AREA, I.CV_CUBIC: cv2.INTER_CUBIC}
+IM = fkl.Interpolation
+CV = {IM.CV_LINEAR: cv2.INTER_LINEAR, IM.CV_AREA: cv2.INTER_AREA, IM.CV_CUBIC: cv2.INTER_CUBIC}
 
 
 def run(target: str, x: np.ndarray, op: fkl.Op, shape: tuple[int, ...], *more: fkl.Op,
@@ -45,7 +45,7 @@ def odd(rng: np.random.Generator, lo: int, hi: int) -> int:
     return int(rng.integers(lo, hi)) * 2 + 1
 
 
-@pytest.mark.parametrize("mode", [I.CV_LINEAR, I.CV_CUBIC])
+@pytest.mark.parametrize("mode", [IM.CV_LINEAR, IM.CV_CUBIC])
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_resize_up_and_down_vs_opencv(target, rng, mode, dtype):
     h, w = odd(rng, 12, 25), odd(rng, 12, 25)
@@ -67,7 +67,7 @@ def test_resize_area_fractional_and_integer_vs_opencv(target, rng, dtype, channe
     x = random_array(rng, shape, dtype)
     # Fractional factors, and an integer factor in each axis (OpenCV's fast path).
     for dw, dh in [(odd(rng, 3, 9), odd(rng, 3, 9)), (w, (h + 1) // 2), (w // 3, h // 3)]:
-        got = run(target, x, fkl.Resize(dw, dh, interpolation=I.CV_AREA),
+        got = run(target, x, fkl.Resize(dw, dh, interpolation=IM.CV_AREA),
                   (dh, dw, *shape[2:]))
         near(got, cv2.resize(x, (dw, dh), interpolation=cv2.INTER_AREA))
 
@@ -76,7 +76,7 @@ def test_resize_area_half_rounds_as_opencv(target, rng):
     """Exactly half the size: OpenCV's 2 x 2 uint8 path rounds .5 up; fkl too."""
     h, w = odd(rng, 10, 20) * 2, odd(rng, 10, 20) * 2
     x = random_array(rng, (h, w, 3), np.uint8)
-    for mode in (I.CV_AREA, I.CV_LINEAR):  # OpenCV runs INTER_LINEAR at 1/2 as INTER_AREA
+    for mode in (IM.CV_AREA, IM.CV_LINEAR):  # OpenCV runs INTER_LINEAR at 1/2 as INTER_AREA
         got = run(target, x, fkl.Resize(w // 2, h // 2, interpolation=mode),
                   (h // 2, w // 2, 3))
         np.testing.assert_array_equal(
@@ -87,7 +87,7 @@ def test_resize_cv_modes_keep_dtype_and_fuse(target, rng):
     """Crop → cv_linear Resize → Mul in one kernel: the resize reads through the crop."""
     x = random_array(rng, (41, 37, 3), np.uint8)
     got = run(target, x, fkl.Crop((3, 5, 29, 31)), (19, 23, 3),
-              fkl.Resize(23, 19, interpolation=I.CV_LINEAR), fkl.Cast("float32"),
+              fkl.Resize(23, 19, interpolation=IM.CV_LINEAR), fkl.Cast("float32"),
               fkl.Mul(0.5), dtype=np.float32)
     want = cv2.resize(x[5:36, 3:32], (23, 19), interpolation=cv2.INTER_LINEAR)
     np.testing.assert_allclose(got, want.astype(np.float32) * 0.5, atol=0.5)
@@ -96,7 +96,7 @@ def test_resize_cv_modes_keep_dtype_and_fuse(target, rng):
 def test_resize_cv_letterbox(target, rng):
     """PRESERVE_AR with an OpenCV mode: the image is cv2.resize'd into the letterbox."""
     x = random_array(rng, (21, 45, 3), np.uint8)
-    got = run(target, x, fkl.Resize(31, 31, interpolation=I.CV_CUBIC,
+    got = run(target, x, fkl.Resize(31, 31, interpolation=IM.CV_CUBIC,
                                     aspect_ratio=fkl.PRESERVE_AR, background=114),
               (31, 31, 3))
     tw, th, x1, y1 = fkl.letterbox(45, 21, 31, 31, fkl.PRESERVE_AR)
@@ -107,7 +107,7 @@ def test_resize_cv_letterbox(target, rng):
 
 def test_resize_cv_batch(target, rng):
     x = random_array(rng, (3, 17, 23, 3), np.float32)
-    got = run(target, x, fkl.Resize(11, 9, interpolation=I.CV_AREA), (3, 9, 11, 3))
+    got = run(target, x, fkl.Resize(11, 9, interpolation=IM.CV_AREA), (3, 9, 11, 3))
     for k in range(3):
         near(got[k], cv2.resize(x[k], (11, 9), interpolation=cv2.INTER_AREA))
 
@@ -116,7 +116,7 @@ def test_resize_cv_errors():
     with pytest.raises(fkl.ArgumentError, match="interpolation: expected one of"):
         fkl.Resize(4, 4, interpolation="INTER_LINEAR")
     x = np.zeros((9, 9, 3), np.uint8)
-    pipe = fkl.compose(fkl.TensorRead(), fkl.Resize(12, 5, interpolation=I.CV_AREA),
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Resize(12, 5, interpolation=IM.CV_AREA),
                        fkl.TensorWrite(), target="cpu")
     with pytest.raises(fkl.ArgumentError, match="only downscales: 9x9 to 12x5"):
         pipe(x)
@@ -152,8 +152,8 @@ def warp_near(got: np.ndarray, want: np.ndarray) -> None:
 # that each border compiles a few kernels per target rather than eight.
 @pytest.mark.parametrize("border", B.ALL)
 @pytest.mark.parametrize("interp,perspective,dtype", [
-    (I.CV_LINEAR, False, np.uint8), (I.CV_LINEAR, True, np.float32),
-    (I.CV_NEAREST, True, np.uint8), (I.CV_NEAREST, False, np.float32)])
+    (IM.CV_LINEAR, False, np.uint8), (IM.CV_LINEAR, True, np.float32),
+    (IM.CV_NEAREST, True, np.uint8), (IM.CV_NEAREST, False, np.float32)])
 def test_warp_border_modes_vs_opencv(target, rng, border, interp, perspective, dtype):
     h, w = odd(rng, 10, 20), odd(rng, 10, 20)
     x = rng.uniform(0, 256, (h, w, 3)).astype(dtype)
@@ -163,7 +163,7 @@ def test_warp_border_modes_vs_opencv(target, rng, border, interp, perspective, d
     op = fkl.Warping(m, dw, dh, interpolation=interp, border=border, value=value)
     got = run(target, x, op, (dh, dw, 3))
     fn = cv2.warpPerspective if perspective else cv2.warpAffine
-    flag = (cv2.INTER_LINEAR if interp == I.CV_LINEAR else cv2.INTER_NEAREST)
+    flag = (cv2.INTER_LINEAR if interp == IM.CV_LINEAR else cv2.INTER_NEAREST)
     want = fn(x, m, (dw, dh), flags=flag | cv2.WARP_INVERSE_MAP, borderMode=CV_BORDER[border],
               borderValue=value + [0.0])
     warp_near(got, want)
@@ -174,7 +174,7 @@ def test_warp_forward_matrix_is_inverted_first(target, rng):
     x = rng.uniform(0, 256, (19, 23, 1)).astype(np.float32)
     fwd = np.array([[1.1, 0.2, 2.0], [-0.1, 0.9, 1.5]])
     inv = cv2.invertAffineTransform(fwd)
-    got = run(target, x, fkl.Warping(inv, 21, 17, interpolation=I.CV_LINEAR,
+    got = run(target, x, fkl.Warping(inv, 21, 17, interpolation=IM.CV_LINEAR,
                                      border=B.REPLICATE), (17, 21))
     want = cv2.warpAffine(x, fwd, (21, 17), flags=cv2.INTER_LINEAR,
                           borderMode=cv2.BORDER_REPLICATE)
@@ -184,7 +184,7 @@ def test_warp_forward_matrix_is_inverted_first(target, rng):
 def test_warp_cv_batch_per_item_matrices(target, rng):
     x = rng.uniform(0, 256, (2, 15, 17, 3)).astype(np.uint8)
     ms = [random_matrix(rng, False) for _ in range(2)]
-    op = fkl.Warping(fkl.PerItem(ms), 13, 11, interpolation=I.CV_LINEAR, border=B.CONSTANT,
+    op = fkl.Warping(fkl.PerItem(ms), 13, 11, interpolation=IM.CV_LINEAR, border=B.CONSTANT,
                      value=(1, 2, 3))
     got = run(target, x, op, (2, 11, 13, 3))
     for k in range(2):
@@ -197,7 +197,7 @@ def test_warp_degenerate_perspective_reads_the_border(target):
     """A third row of zeros divides by 0 everywhere: every pixel is the border value."""
     x = np.full((9, 11, 3), 50, np.uint8)
     m = np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 0]])
-    got = run(target, x, fkl.Warping(m, 7, 5, interpolation=I.CV_LINEAR, value=(9, 8, 7)),
+    got = run(target, x, fkl.Warping(m, 7, 5, interpolation=IM.CV_LINEAR, value=(9, 8, 7)),
               (5, 7, 3))
     np.testing.assert_array_equal(got, np.broadcast_to(np.uint8([9, 8, 7]), (5, 7, 3)))
     np.testing.assert_array_equal(got, cv2.warpPerspective(
@@ -211,10 +211,10 @@ def test_warp_cv_errors():
     with pytest.raises(fkl.ArgumentError, match="interpolation: expected one of"):
         fkl.Warping(m, 4, 4, interpolation="cv_cubic")
     with pytest.raises(fkl.ArgumentError, match="border: expected one of"):
-        fkl.Warping(m, 4, 4, interpolation=I.CV_LINEAR, border="ISOLATED")
+        fkl.Warping(m, 4, 4, interpolation=IM.CV_LINEAR, border="ISOLATED")
     with pytest.raises(fkl.ArgumentError, match="must be finite"):
         fkl.Warping([[1, 0, np.nan], [0, 1, 0]], 4, 4)
-    pipe = fkl.compose(fkl.TensorRead(), fkl.Warping(m, 4, 4, interpolation=I.CV_NEAREST,
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Warping(m, 4, 4, interpolation=IM.CV_NEAREST,
                                                      value=(1, 2)), fkl.TensorWrite(),
                        target="cpu")
     with pytest.raises(fkl.ArgumentError, match="got 2 values but the pixel has 3"):
@@ -225,11 +225,11 @@ def test_warp_cv_errors():
 def test_opencv_modes_compile_for_sm90():
     """The GPU code of every OpenCV mode builds to cubin without a GPU."""
     m = np.array([[0.9, 0.1, 1.0], [-0.1, 1.1, 2.0], [1e-3, 0, 1.0]])
-    ops = [fkl.Resize(9, 7, interpolation=I.CV_LINEAR),
-           fkl.Resize(31, 27, interpolation=I.CV_CUBIC),
-           fkl.Resize(9, 7, interpolation=I.CV_AREA, aspect_ratio=fkl.PRESERVE_AR),
-           fkl.Warping(m, 9, 7, interpolation=I.CV_LINEAR, border=B.WRAP, value=3),
-           fkl.Warping(m[:2], 9, 7, interpolation=I.CV_NEAREST, border=B.CONSTANT, value=3)]
+    ops = [fkl.Resize(9, 7, interpolation=IM.CV_LINEAR),
+           fkl.Resize(31, 27, interpolation=IM.CV_CUBIC),
+           fkl.Resize(9, 7, interpolation=IM.CV_AREA, aspect_ratio=fkl.PRESERVE_AR),
+           fkl.Warping(m, 9, 7, interpolation=IM.CV_LINEAR, border=B.WRAP, value=3),
+           fkl.Warping(m[:2], 9, 7, interpolation=IM.CV_NEAREST, border=B.CONSTANT, value=3)]
     for op in ops:
         for dtype in (np.uint8, np.float32):
             x = np.zeros((21, 19, 3), dtype)

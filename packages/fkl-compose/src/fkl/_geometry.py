@@ -27,8 +27,8 @@ from ._resampling import (
     cv_warp_sample,
 )
 
-__all__ = ["Crop", "Resize", "Warping", "Interpolation", "BorderReader", "Deinterlace", "AspectRatio",
-           "BorderMode", "DeinterlaceMode", "letterbox"]
+__all__ = ["Crop", "Resize", "Warping", "Interpolation", "BorderReader", "Deinterlace",
+           "AspectRatio", "BorderMode", "DeinterlaceMode", "letterbox"]
 
 
 class ReadBack(Op):
