@@ -76,3 +76,27 @@ def test_extra_ops_compile_for_sm90():
         pipe = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target="gpu")
         art = pipe.artifact(np.zeros((9, 7, 3), dtype), arch="sm_90", compiler="nvrtc")
         assert art.kind == "cubin" and art.data[:4] == b"\x7fELF", ops
+
+
+# -- FKL's 1-D and 3-D per-thread reads and writes ------------------------------------------
+def test_per_thread_1d_read_write(target, rng):
+    """FKL's PerThreadRead/Write<_1D>: a vector (N,) is one row of N pixels."""
+    x = random_array(rng, (int(rng.integers(50, 99)) * 2 + 1,), np.int16)
+    got = run(target, x, fkl.Cast("int32"), fkl.Mul(3), fkl.Sub(7), shape=x.shape,
+              dtype=np.int32)
+    np.testing.assert_array_equal(got, x.astype(np.int32) * 3 - 7)
+
+
+def test_per_thread_3d_read_write(target, rng):
+    """FKL's PerThreadRead/Write<_3D>: (planes, H, W) with ``batch=True``; thread (x, y, z)
+    reads element [z, y, x] and writes it in the same place."""
+    x = random_array(rng, (3, 11, 13), np.float32)
+    pipe = fkl.compose(fkl.TensorRead(batch=True), fkl.Mul(2.0), fkl.Add(1.0),
+                       fkl.TensorWrite(), target=target)
+    out = poisoned(x.shape, np.float32)
+    assert pipe(x, out=out) is out
+    np.testing.assert_allclose(out, x * 2 + 1, rtol=1e-6)
+    # The planes stay apart: a Crop after a 3-D read crops every plane.
+    got = fkl.compose(fkl.TensorRead(batch=True), fkl.Crop((2, 3, 5, 4)), fkl.TensorWrite(),
+                      target=target)(x)
+    np.testing.assert_array_equal(got, x[:, 3:7, 2:7])
