@@ -776,13 +776,23 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
                                                   border=cvcuda.Border.REFLECT101),
         "median 5x5": lambda s: cvcuda.median_blur(s, ksize=(5, 5)),
     }
+    cvcuda_rows(ev, "filters", src, anchors, times, batch_reps)
+
+
+def cvcuda_rows(ev: Events, group: str, src: Any, anchors: dict[str, Any],
+                times: dict[str, float], batch_reps: int) -> None:
+    """One row per CV-CUDA anchor ``call(tensor)`` on the 1080p u8 frame ``src``, with
+    fkl's time for the same name against it; a failing anchor prints and is skipped."""
+    import cvcuda
+    from thork_core._device_array import DeviceArray
+
+    one = DeviceArray.wrap(src.ptr, (1, H, W, C), "uint8", owner=src)
     for name, call in anchors.items():
         try:
-            one = DeviceArray.wrap(src.ptr, (1, H, W, C), "uint8", owner=src)
             t_src = cvcuda.as_tensor(one, "NHWC")
             call(t_src)
             t_cv = ev.stream_us(lambda call=call, t_src=t_src: call(t_src), batch_reps)
-            row("filters", f"  CV-CUDA {name}", t_cv, "us",
+            row(group, f"  CV-CUDA {name}", t_cv, "us",
                 f"fkl / CV-CUDA = {times[name] / t_cv:.2f} (goal <= 1.0)")
         except Exception as exc:  # an anchor failing must not stop the run
             print(f"  CV-CUDA {name} anchor failed: {type(exc).__name__}: {str(exc)[:200]}")
@@ -826,16 +836,7 @@ def bench_resize(ev: Events, rng: Any, reps: int) -> None:
             s, m.astype(np.float32), cvcuda.Interp.LINEAR | cvcuda.Interp.WARP_INVERSE_MAP,
             border_mode=cvcuda.Border.REPLICATE, border_value=[0.0]),
     }
-    one = DeviceArray.wrap(src.ptr, (1, H, W, C), "uint8", owner=src)
-    for name, call in anchors.items():
-        try:
-            t_src = cvcuda.as_tensor(one, "NHWC")
-            call(t_src)
-            t_cv = ev.stream_us(lambda call=call, t_src=t_src: call(t_src), batch_reps)
-            row("resize", f"  CV-CUDA {name}", t_cv, "us",
-                f"fkl / CV-CUDA = {times[name] / t_cv:.2f} (goal <= 1.0)")
-        except Exception as exc:  # an anchor failing must not stop the run
-            print(f"  CV-CUDA {name} anchor failed: {type(exc).__name__}: {str(exc)[:200]}")
+    cvcuda_rows(ev, "resize", src, anchors, times, batch_reps)
 
 
 def bench_batch_cpu(reps: int) -> None:

@@ -20,6 +20,9 @@ from ._ops import Op, saturate_value
 from ._pixel import Geom, Pixel, PixType, Stage, per_channel
 from ._resampling import (
     Interpolation,
+    _clamp,
+    _f32,
+    _i32,
     cv_area,
     cv_cubic,
     cv_linear,
@@ -48,18 +51,6 @@ class ReadBack(Op):
             raise ArgumentError(f"{self.name}: cannot sample a pair of pixels from a "
                                 "dual-source read; combine it first (e.g. fkl.Sub())")
         return t
-
-
-def _clamp(v: Value, lo: Any, hi: Any) -> Value:
-    return tkm.min(tkm.max(v, lo), hi)
-
-
-def _f32(v: Value) -> Value:
-    return cast(v, dt.float32)
-
-
-def _i32(v: Value) -> Value:
-    return cast(v, dt.int32)
 
 
 def bilinear(src: Stage, sx: Value, sy: Value, z: Value) -> Pixel:
