@@ -18,7 +18,8 @@ cv2 = pytest.importorskip("cv2")
 pytestmark = pytest.mark.plugin("compose")
 
 IM = fkl.Interpolation
-CV = {IM.CV_LINEAR: cv2.INTER_LINEAR, IM.CV_AREA: cv2.INTER_AREA, IM.CV_CUBIC: cv2.INTER_CUBIC}
+CV = {IM.CV_LINEAR: cv2.INTER_LINEAR, IM.CV_AREA: cv2.INTER_AREA, IM.CV_CUBIC: cv2.INTER_CUBIC,
+      IM.CV_NEAREST: cv2.INTER_NEAREST}
 
 
 def run(target: str, x: np.ndarray, op: fkl.Op, shape: tuple[int, ...], *more: fkl.Op,
@@ -70,6 +71,18 @@ def test_resize_area_fractional_and_integer_vs_opencv(target, rng, dtype, channe
         got = run(target, x, fkl.Resize(dw, dh, interpolation=IM.CV_AREA),
                   (dh, dw, *shape[2:]))
         near(got, cv2.resize(x, (dw, dh), interpolation=cv2.INTER_AREA))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_resize_nearest_vs_opencv(target, rng, dtype):
+    """INTER_NEAREST picks, so it is exact: up, down and mixed, one kernel."""
+    h, w = odd(rng, 12, 25), odd(rng, 12, 25)
+    x = random_array(rng, (h, w, 3), dtype)
+    for dw, dh in [(odd(rng, 4, 10), odd(rng, 4, 10)), (odd(rng, 30, 45), odd(rng, 30, 45)),
+                   (odd(rng, 4, 10), odd(rng, 30, 45))]:
+        got = run(target, x, fkl.Resize(dw, dh, interpolation=IM.CV_NEAREST), (dh, dw, 3))
+        np.testing.assert_array_equal(got, cv2.resize(x, (dw, dh),
+                                                      interpolation=cv2.INTER_NEAREST))
 
 
 def test_resize_area_half_rounds_as_opencv(target, rng):
@@ -227,6 +240,7 @@ def test_opencv_modes_compile_for_sm90():
     m = np.array([[0.9, 0.1, 1.0], [-0.1, 1.1, 2.0], [1e-3, 0, 1.0]])
     ops = [fkl.Resize(9, 7, interpolation=IM.CV_LINEAR),
            fkl.Resize(31, 27, interpolation=IM.CV_CUBIC),
+           fkl.Resize(31, 5, interpolation=IM.CV_NEAREST),
            fkl.Resize(9, 7, interpolation=IM.CV_AREA, aspect_ratio=fkl.PRESERVE_AR),
            fkl.Warping(m, 9, 7, interpolation=IM.CV_LINEAR, border=B.WRAP, value=3),
            fkl.Warping(m[:2], 9, 7, interpolation=IM.CV_NEAREST, border=B.CONSTANT, value=3)]

@@ -26,6 +26,7 @@ from ._resampling import (
     cv_area,
     cv_cubic,
     cv_linear,
+    cv_nearest,
     cv_resize_scale,
     cv_warp_sample,
 )
@@ -255,9 +256,10 @@ class Resize(ReadBack):
 
     - ``"linear"`` (the default, FKL's): corner-aligned bilinear, ``src_x = x * sw / dw``;
       output float32. ``"nearest"``: ``src[floor(x * sw / dw)]``, float32.
-    - ``"cv_linear"``, ``"cv_area"`` (downscaling only), ``"cv_cubic"``: ``cv2.resize``'s
-      INTER_LINEAR, INTER_AREA and INTER_CUBIC with OpenCV's half-pixel centres, borders and
-      uint8 fixed-point arithmetic; output in the input dtype (docs/fkl-resize.md).
+    - ``"cv_linear"``, ``"cv_area"`` (downscaling only), ``"cv_cubic"``, ``"cv_nearest"``:
+      ``cv2.resize``'s INTER_LINEAR, INTER_AREA, INTER_CUBIC and INTER_NEAREST with
+      OpenCV's pixel centres, borders and uint8 fixed-point arithmetic; output in the
+      input dtype (docs/fkl-resize.md).
 
     ``aspect_ratio`` letterboxes onto ``background``."""
 
@@ -389,6 +391,8 @@ class Resize(ReadBack):
                     vals = cv_linear(src, xi, yi, z, csx, csy)
                 elif mode == Interpolation.CV_CUBIC:
                     vals = cv_cubic(src, xi, yi, z, csx, csy)
+                elif mode == Interpolation.CV_NEAREST:
+                    vals = cv_nearest(src, xi, yi, z, csx, csy)
                 else:
                     vals = cv_area(src, xi, yi, z, csx, csy, half_up)
                 if lb:

@@ -21,7 +21,7 @@ from thork_core import DType, dt
 from ._ops import saturate_value
 from ._pixel import Pixel, Stage
 
-__all__ = ["Interpolation", "cv_resize_scale", "cv_linear", "cv_cubic", "cv_area",
+__all__ = ["Interpolation", "cv_resize_scale", "cv_nearest", "cv_linear", "cv_cubic", "cv_area",
            "cv_warp_sample"]
 
 
@@ -33,8 +33,8 @@ class Interpolation:
     CV_LINEAR = "cv_linear"  # cv2.INTER_LINEAR (half-pixel centres), input dtype out
     CV_AREA = "cv_area"      # cv2.INTER_AREA (downscaling only), input dtype out
     CV_CUBIC = "cv_cubic"    # cv2.INTER_CUBIC (a = -0.75), input dtype out
-    CV_NEAREST = "cv_nearest"  # cv2.INTER_NEAREST as cv2.warpAffine applies it (Warping)
-    RESIZE = (LINEAR, NEAREST, CV_LINEAR, CV_AREA, CV_CUBIC)
+    CV_NEAREST = "cv_nearest"  # cv2.INTER_NEAREST (Resize and Warping), input dtype out
+    RESIZE = (LINEAR, NEAREST, CV_LINEAR, CV_AREA, CV_CUBIC, CV_NEAREST)
     WARP = (LINEAR, CV_LINEAR, CV_NEAREST)
     OPENCV = (CV_LINEAR, CV_AREA, CV_CUBIC, CV_NEAREST)
 
@@ -73,6 +73,14 @@ def _half_pixel(d: Value, scale: Value) -> tuple[Value, Value]:
 
 def _store(v: Value, to: DType) -> Value:
     return saturate_value(v, to)
+
+
+def cv_nearest(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value) -> Pixel:
+    """``cv2.resize(..., INTER_NEAREST)``: ``src[min(floor(x * scale), sw - 1)]`` with the
+    double scale (no half-pixel shift; OpenCV's INTER_NEAREST_EXACT would add one)."""
+    ix = tkm.min(_i32(tkm.floor(_f64(x) * sx)), src.w - 1)
+    iy = tkm.min(_i32(tkm.floor(_f64(y) * sy)), src.h - 1)
+    return list(src.read(ix, iy, z))
 
 
 def cv_linear(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value) -> Pixel:
