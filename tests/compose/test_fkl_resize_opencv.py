@@ -250,3 +250,14 @@ def test_opencv_modes_compile_for_sm90():
             pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
             art = pipe.artifact(x, arch="sm_90", compiler="nvrtc")
             assert art.kind == "cubin" and art.data[:4] == b"\x7fELF", (op, dtype)
+
+
+def test_resize_cv_linear_batch_of_crops_of_different_sizes(target, rng):
+    """Each crop is resized with its own scale (computed in the kernel from its size)."""
+    x = random_array(rng, (41, 47, 3), np.uint8)
+    rects = [(1, 2, 17, 13), (5, 3, 31, 29), (0, 0, 9, 21)]
+    got = run(target, x, fkl.Crop(rects), (3, 15, 19, 3),
+              fkl.Resize(19, 15, interpolation=IM.CV_LINEAR))
+    for k, (cx, cy, cw, ch) in enumerate(rects):
+        near(got[k], cv2.resize(x[cy:cy + ch, cx:cx + cw], (19, 15),
+                                interpolation=cv2.INTER_LINEAR))
