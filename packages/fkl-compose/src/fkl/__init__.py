@@ -76,6 +76,15 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         Xor,
     )
     from ._pipe import Pipe, compose, reset_stats, stats
+    from ._depth import (
+        AddOpaqueAlpha,
+        ColorDepth,
+        DenormalizePixel,
+        NormalizePixel,
+        SaturateDepth,
+    )
+    from ._yuv import YUV_FORMATS, ReadYUV, WriteYUV
+    from ._yuvcolor import RGB2YUV, YUV2RGB, rgb_to_yuv_matrix, yuv_to_rgb_matrix
     from ._tensor import (
         DualRead,
         MidWrite,
@@ -159,6 +168,18 @@ _EXPORTS = {
     "VectorReorderRT": "._ops",
     "Warping": "._geometry",
     "Xor": "._ops",
+    "ReadYUV": "._yuv",
+    "WriteYUV": "._yuv",
+    "YUV_FORMATS": "._yuv",
+    "YUV2RGB": "._yuvcolor",
+    "RGB2YUV": "._yuvcolor",
+    "yuv_to_rgb_matrix": "._yuvcolor",
+    "rgb_to_yuv_matrix": "._yuvcolor",
+    "ColorDepth": "._depth",
+    "NormalizePixel": "._depth",
+    "DenormalizePixel": "._depth",
+    "SaturateDepth": "._depth",
+    "AddOpaqueAlpha": "._depth",
     "compose": "._pipe",
     "letterbox": "._geometry",
     "reset_stats": "._pipe",
@@ -207,6 +228,8 @@ __all__ = [
     "SaturateFloat", "ShiftLeft", "ShiftRight", "Sobel", "SplitWrite", "Sqr", "Sqrt",
     "StaticLoop", "stats", "Sub", "TensorPack", "TensorRead", "TensorSplit", "TensorTPack",
     "TensorTSplit", "TensorWrite", "VectorReduce", "VectorReorder", "VectorReorderRT",
-    "Warping", "Xor",
+    "Warping", "Xor", "ReadYUV", "WriteYUV", "YUV_FORMATS", "YUV2RGB", "RGB2YUV",
+    "yuv_to_rgb_matrix", "rgb_to_yuv_matrix", "ColorDepth", "NormalizePixel",
+    "DenormalizePixel", "SaturateDepth", "AddOpaqueAlpha",
 ]
 __version__ = "0.1.0"

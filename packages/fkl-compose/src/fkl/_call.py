@@ -23,6 +23,7 @@ from ._arrays import (
     fast_info,
     fast_out,
     pointer,
+    row_span,
     stack,
     stream_handle,
     view,
@@ -173,7 +174,10 @@ class CallPath:
         handle = stream_handle(stream) if stream is not None else 0
         # The launch stream goes to the adapters: a DLPack producer orders it after its
         # own work (the protocol's handshake; __cuda_array_interface__ names its stream).
-        views = [view(x, f"input {i}", handle) for i, x in enumerate(inputs)]
+        # h-video (issue 18): a pitched read (fkl.ReadYUV) takes views with a row stride;
+        # the strides key the plan (the pitch is a runtime value of the same kernel).
+        pitched = getattr(read, "pitched", False)
+        views = [view(x, f"input {i}", handle, pitched) for i, x in enumerate(inputs)]
         t, g, lay = read.host_type(views)
         tgt = self.kernels.resolve()
         on_device = any(v.device == "cuda" for v in views)
@@ -184,6 +188,8 @@ class CallPath:
         if on_device and not all(v.device == "cuda" for v in views):
             raise ArgumentError("fkl pipe: inputs mix host and device arrays")
         shape_key: tuple[Any, ...] = (t, tuple(v.shape for v in views), on_device)
+        if pitched:
+            shape_key = (*shape_key, tuple(v.strides for v in views))
         if active is not None:
             shape_key = (*shape_key, active[0], repr(active[1]))
             key = None  # active calls keep to this path
@@ -225,6 +231,8 @@ class CallPath:
         else:
             args = list(run.args)
             n = len(inputs)
+            if pitched:  # h-video: a pitched host frame travels as its row span
+                inputs = tuple(row_span(x, v) for x, v in zip(inputs, views, strict=True))
             for pos, role, idx in run.pointer_slots:
                 if role == "in":
                     args[pos] = inputs[idx] if idx < n else run.tables[idx - n]

@@ -47,13 +47,17 @@ class Geom:
     whether reads outside ``[0, w) x [0, h)`` are defined (a BorderReader sits below).
 
     ``ragged``: the planes differ in size (a batch of crops of different sizes); ``w`` and
-    ``h`` are then the largest, and only a Resize may follow (it gives one size again)."""
+    ``h`` are then the largest, and only a Resize may follow (it gives one size again).
+
+    ``pitch``: elements between the rows of a pitched input a read accepts (0: rows are
+    ``w`` pixels apart); only the read uses it."""
 
     w: int
     h: int
     batch: int = 1
     unbounded: bool = False
     ragged: bool = False
+    pitch: int = 0
 
 
 @dataclass

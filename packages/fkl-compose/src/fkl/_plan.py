@@ -15,7 +15,7 @@ from thork_core.runtime import typestr
 from ._arrays import array_types, check_size, pointer, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
-from ._lowering import Lowered, final_type, host_plan, host_tables
+from ._lowering import Lowered, final_type, host_plan, host_tables, write_block
 from ._ops import Op
 from ._pixel import PixType, per_channel
 from ._tensor import Layout
@@ -96,7 +96,8 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
     if spec is not None:
         grid = spec.grid(og)
     else:
-        grid = (-(-og.w // block[0]), -(-og.h // block[1]), og.batch)
+        bw, bh = write_block(chain.write)  # a block write: one thread per block
+        grid = (-(-og.w // (block[0] * bw)), -(-og.h // (block[1] * bh)), og.batch)
     n_in = sum(1 for _, role, _ in pointer_slots if role == "in")
     order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
     return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
