@@ -18,6 +18,13 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     from ._batch import PerItem
     from ._circular import CircularTensor
     from ._color import COLOR_CODES, ColorCode, ColorConversion
+    from ._depth import (
+        AddOpaqueAlpha,
+        ColorDepth,
+        DenormalizePixel,
+        NormalizePixel,
+        SaturateDepth,
+    )
     from ._divergent import Divergent, compose_divergent
     from ._filter import (
         MAX_KSIZE,
@@ -76,15 +83,6 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         Xor,
     )
     from ._pipe import Pipe, compose, reset_stats, stats
-    from ._depth import (
-        AddOpaqueAlpha,
-        ColorDepth,
-        DenormalizePixel,
-        NormalizePixel,
-        SaturateDepth,
-    )
-    from ._yuv import YUV_FORMATS, ReadYUV, WriteYUV
-    from ._yuvcolor import RGB2YUV, YUV2RGB, rgb_to_yuv_matrix, yuv_to_rgb_matrix
     from ._tensor import (
         DualRead,
         MidWrite,
@@ -97,6 +95,8 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         TensorTSplit,
         TensorWrite,
     )
+    from ._yuv import YUV_FORMATS, ReadYUV, WriteYUV
+    from ._yuvcolor import RGB2YUV, YUV2RGB, rgb_to_yuv_matrix, yuv_to_rgb_matrix
 
 # Lazy public names (PEP 562): `import fkl` (and its plugin entry point, loaded by
 # every Thork process) stays cheap; a name's module loads on first use.
