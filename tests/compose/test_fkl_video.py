@@ -365,3 +365,78 @@ def test_gpu_kernels_compile(fmt: str) -> None:
     write = fkl.compose(fkl.TensorRead(), fkl.RGB2YUV(), fkl.WriteYUV(fmt), target="gpu")
     art = write.artifact(np.zeros((4, 8, 3), np.uint8), arch="sm_90", compiler="nvrtc")
     assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
+
+
+# -- strided (pitched) inputs of TensorRead -----------------------------------------------
+def _views(rng: np.random.Generator) -> list[np.ndarray]:
+    big = random_array_f32(rng, (3, 21, 33, 4))
+    return [big[0, 2:15, 3:20, :3],      # a crop view of RGB out of RGBA
+            big[0, :, :, :3],             # RGB of RGBA (pixel stride 4)
+            big[:, 1:9, 2:25],            # a batch of crops (plane and row strides)
+            big[0, ::2, :, 1],            # every other row of one channel
+            big[1, 3:10, 5:21, 0],        # a 2-D crop
+            big[0, :, ::3, :2],           # every third column, 2 channels
+            big[0].transpose(1, 0, 2)]    # a transposed image, read in place
+
+
+def random_array_f32(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def test_strided_tensor_read(target: str, rng: np.random.Generator) -> None:
+    """NumPy views (crops, slices, channel subsets, a transpose) read in place, element
+    for element what the contiguous copy gives, through compute and geometry ops."""
+    for x in _views(rng):
+        assert not x.flags.c_contiguous
+        pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(1.0), fkl.TensorWrite(),
+                           target=target)
+        out = pipe(x, out=poisoned(x.shape, np.float32))
+        np.testing.assert_allclose(out, x * np.float32(2) + np.float32(1), rtol=1e-6)
+        geo = fkl.compose(fkl.TensorRead(), fkl.Crop((1, 0, 5, 1)), fkl.Resize(7, 5),
+                          fkl.TensorSplit(), target=target)
+        np.testing.assert_allclose(geo(x), geo(np.ascontiguousarray(x)), rtol=1e-6)
+
+
+def test_strided_read_one_kernel_per_form(target: str, rng: np.random.Generator) -> None:
+    """The strides are runtime values: views of different pitches share one kernel."""
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(3.0), fkl.TensorWrite(), target=target)
+    base = rng.integers(0, 255, (40, 64, 3)).astype(np.uint8)
+    pipe(base[:10, :20])
+    fkl.reset_stats()
+    for x in (base[5:15, 7:27], base[::2, :20][:10], base[:10, ::3][:, :20]):
+        np.testing.assert_array_equal(pipe(x), x.astype(np.uint8) * np.int32(3))
+    assert fkl.stats()["builds"] == 0
+
+
+def test_strided_read_errors() -> None:
+    pipe = fkl.compose(fkl.TensorRead(), fkl.TensorWrite(), target="cpu")
+    x = np.zeros((6, 8, 3), np.float32)
+    with pytest.raises(ArgumentError, match="channels are adjacent"):
+        pipe(x[..., ::-1])
+    with pytest.raises(ArgumentError, match="channels are adjacent"):
+        pipe(x[:, ::-1])
+    with pytest.raises(ArgumentError, match="contiguous"):
+        fkl.compose(fkl.DualRead(), fkl.Add(), fkl.TensorWrite(), target="cpu")(x[:, :4],
+                                                                             x[:, :4])
+
+
+@pytest.mark.gpu
+def test_strided_device_views(rng: np.random.Generator) -> None:
+    """CuPy and torch views on the device (a crop, a padded pitch) read in place."""
+    cupy = pytest.importorskip("cupy")
+    host = rng.integers(0, 256, (30, 48, 4)).astype(np.uint8)
+    dev = cupy.asarray(host)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Cast("float32"), fkl.Mul(0.5),
+                       fkl.TensorSplit(), target="gpu")
+    for sl in ((slice(3, 20), slice(5, 40), slice(0, 3)), (slice(None), slice(None, 31),
+                                                            slice(1, 2))):
+        out = pipe(dev[sl])
+        ref = host[sl].astype(np.float32).transpose(2, 0, 1) * 0.5
+        np.testing.assert_allclose(cupy.asnumpy(cupy.asarray(out)), ref)
+    frame = cupy.zeros((12 * 3 // 2, 64), cupy.uint8)
+    frame[:, :20] = cupy.asarray(rng.integers(0, 256, (18, 20)).astype(np.uint8))
+    yuv = fkl.compose(fkl.ReadYUV("NV12"), fkl.TensorWrite(), target="gpu")
+    np.testing.assert_array_equal(
+        cupy.asnumpy(cupy.asarray(yuv(frame[:, :20]))),
+        fkl.compose(fkl.ReadYUV("NV12"), fkl.TensorWrite(), target="cpu")(
+            cupy.asnumpy(frame[:, :20])))

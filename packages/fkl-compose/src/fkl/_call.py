@@ -194,8 +194,14 @@ class CallPath:
             shape_key = (*shape_key, active[0], repr(active[1]))
             key = None  # active calls keep to this path
         plan = self._plans.get(shape_key)
+        strided = read.pitch_variant and g.pitch != 0  # h-video: a strided input
         if plan is None:
-            if active is not None:
+            if strided:
+                if active is not None:
+                    raise ArgumentError("fkl pipe active_batch: needs a contiguous input, "
+                                        "got a strided view")
+                variant = "pitched"
+            elif active is not None:
                 variant = "active"
             else:
                 variant = self.variants.choose(t)

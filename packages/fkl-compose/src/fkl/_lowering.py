@@ -223,8 +223,12 @@ def final_type(chain: Chain, t: PixType) -> PixType:
     return t
 
 
-def lower(chain: Chain, t: PixType, name: str, active: bool = False) -> Lowered:
+def lower(chain: Chain, t: PixType, name: str, active: bool = False,
+          pitched: bool = False) -> Lowered:
     """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
+
+    ``pitched``: the read takes its input's row, plane and pixel strides
+    (:attr:`fkl._tensor.ReadOp.pitch_variant`).
 
     ``active``: the kernel takes two more scalar groups after the ops' — the active batch
     ``k`` (int32) and a default pixel (the written type, one value per channel) — and
@@ -235,7 +239,10 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False) -> Lowered:
     try:
         # Parameters in a fixed order: inputs, read scalars, then each op's scalars.
         in_ptrs = b.inputs(chain.read.input_dtypes(t))
-        stage: Stage = chain.read.stage(in_ptrs, b.scalars(chain.read.scalar_types(t)), t)
+        # ``pitched``: the read's input has strides (row, plane, pixel: 3 int32 scalars).
+        pitch = [dt.int32] * 3 if pitched else []
+        stage: Stage = chain.read.stage(
+            in_ptrs, b.scalars([*chain.read.scalar_types(t), *pitch]), t)
         op_params = b.op_scalars(chain, t)
         if active:
             if any(op.kind == "midwrite" for op in chain.middle):

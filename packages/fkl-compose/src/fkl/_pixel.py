@@ -49,8 +49,8 @@ class Geom:
     ``ragged``: the planes differ in size (a batch of crops of different sizes); ``w`` and
     ``h`` are then the largest, and only a Resize may follow (it gives one size again).
 
-    ``pitch``: elements between the rows of a pitched input a read accepts (0: rows are
-    ``w`` pixels apart); only the read uses it."""
+    ``pitch``, ``plane``, ``step``: elements between the rows, the planes and the pixels
+    of a strided input a read accepts (0: contiguous); only the read uses them."""
 
     w: int
     h: int
@@ -58,6 +58,8 @@ class Geom:
     unbounded: bool = False
     ragged: bool = False
     pitch: int = 0
+    plane: int = 0
+    step: int = 0
 
 
 @dataclass

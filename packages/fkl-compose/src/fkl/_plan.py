@@ -71,6 +71,9 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
     ``active`` is ``(k, default)`` for the ``"active"`` variant."""
     chain = kernels.chain
     values, og, outs = host_plan(chain, t, g, lay)
+    if variant == "pitched":  # the read's strides follow its own scalars
+        n = len(chain.read.values(t, g))
+        values = [*values[:n], g.pitch, g.plane, g.step, *values[n:]]
     if active is not None:
         k, default = active
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= og.batch:

@@ -109,10 +109,11 @@ class Variants:
 
     def form(self, t: PixType, variant: str, target: str | None = None) -> Any:
         """The kernel's shape within (chain, pixel type): ``"grid"``, ``"active"`` (the
-        2-D kernel with an active batch, :func:`fkl._lowering.lower`), or ``("flat",
+        2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"pitched"`` (the
+        2-D kernel reading a strided input), or ``("flat",
         fold, vectors)`` (see :class:`~fkl._flat.FlatSpec`)."""
-        if variant == "active":
-            return "active"
+        if variant in ("active", "pitched"):
+            return variant
         if variant == "flat":
             spec = self.flat_spec(t, target)
             assert spec is not None
