@@ -440,3 +440,56 @@ def test_strided_device_views(rng: np.random.Generator) -> None:
         cupy.asnumpy(cupy.asarray(yuv(frame[:, :20]))),
         fkl.compose(fkl.ReadYUV("NV12"), fkl.TensorWrite(), target="cpu")(
             cupy.asnumpy(frame[:, :20])))
+
+
+def test_strided_out(target: str, rng: np.random.Generator) -> None:
+    """``out=`` a view of a larger array (a crop, RGB of RGBA, a batch of crops) is written
+    in place; everything around it keeps its poison; contiguous and strided calls mix."""
+    x = rng.standard_normal((7, 9, 3)).astype(np.float32)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(0.5), fkl.TensorWrite(),
+                       target=target)
+    want = x * np.float32(2) + np.float32(0.5)
+    for _ in range(2):  # the second round takes the hot path first
+        big = poisoned((12, 15, 4), np.float32)
+        canvas = big.copy()
+        got = pipe(x, out=big[2:9, 3:12, :3])
+        np.testing.assert_allclose(big[2:9, 3:12, :3], want, rtol=1e-6)
+        assert got.base is not None
+        canvas[2:9, 3:12, :3] = big[2:9, 3:12, :3]
+        np.testing.assert_array_equal(big.view(np.uint32), canvas.view(np.uint32))
+        np.testing.assert_allclose(pipe(x, out=poisoned((7, 9, 3), np.float32)), want,
+                                   rtol=1e-6)
+    # strided in and out, a batch; u8 with a 1-channel output
+    xb = rng.standard_normal((3, 8, 10, 4)).astype(np.float32)[:, 1:7, 2:9]
+    ob = poisoned((3, 9, 12, 4), np.float32)
+    pipe(xb, out=ob[:, 2:8, 1:8])
+    np.testing.assert_allclose(ob[:, 2:8, 1:8], xb * np.float32(2) + np.float32(0.5),
+                               rtol=1e-6)
+    gray = fkl.compose(fkl.TensorRead(), fkl.ColorConversion("RGB2GRAY"), fkl.TensorWrite(),
+                       target=target)
+    img = rng.integers(0, 256, (5, 11, 3)).astype(np.uint8)
+    canvas = np.full((9, 20), 7, np.uint8)
+    gray(img, out=canvas[2:7, 4:15])
+    np.testing.assert_array_equal(canvas[2:7, 4:15], gray(img))
+    assert (canvas[:2] == 7).all() and (canvas[:, :4] == 7).all() and (canvas[:, 15:] == 7).all()
+
+
+def test_strided_out_errors() -> None:
+    x = np.zeros((7, 9, 3), np.float32)
+    split = fkl.compose(fkl.TensorRead(), fkl.TensorSplit(), target="cpu")
+    with pytest.raises(ArgumentError, match="C-contiguous"):
+        split(x, out=np.zeros((3, 7, 12), np.float32)[:, :, :9])
+    write = fkl.compose(fkl.TensorRead(), fkl.TensorWrite(), target="cpu")
+    with pytest.raises(ArgumentError, match="channels are adjacent"):
+        write(x, out=np.zeros((7, 9, 6), np.float32)[..., ::2])
+
+
+def test_strided_kernels_compile_for_gpu() -> None:
+    """The strided forms (input, output, both) compile to sm_90 cubin without a GPU."""
+    pytest.importorskip("thork_nvrtc")
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target="gpu")
+    x = np.zeros((6, 8, 3), np.uint8)
+    for variant in ("pitched", "pitched-out", "pitched-both"):
+        art = pipe.artifact(x, arch="sm_90", compiler="nvrtc", variant=variant)
+        assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
+        assert pipe.lowered(pipe._pixtype(x, None, 1), variant).ir.params

@@ -95,11 +95,13 @@ def stack(items: Any, what: str, handle: int) -> Any:
     return batch
 
 
-def row_span(x: Any, v: ArrayView) -> Any:
+def row_span(x: Any, v: ArrayView, writeable: bool = False) -> Any:
     """A host array with a row stride (``v`` its view) as the contiguous 1-D run of its
     dtype from its first to its last element, the padding between rows included (memory
     of the same allocation), for launches that copy host arrays whole: the kernel then
-    indexes it with the pitch (h-video, issue 18). Contiguous arrays come back as they are."""
+    indexes it with the pitch (h-video, issue 18). Contiguous arrays come back as they are.
+    ``writeable``: for an output (the launch copies the whole span back: the padding
+    between rows is written with what it held)."""
     if v.contiguous or v.device == "cuda":
         return x
     import numpy as np
@@ -110,7 +112,7 @@ def row_span(x: Any, v: ArrayView) -> Any:
     if min(arr.strides) < 0:
         raise ArgumentError("fkl pipe input: negative strides are not supported")
     return np.lib.stride_tricks.as_strided(arr, shape=(last // isz + 1,), strides=(isz,),
-                                          writeable=False)
+                                          writeable=writeable)
 
 
 def check_size(shape: tuple[int, ...], what: str) -> None:

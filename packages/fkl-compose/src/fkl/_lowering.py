@@ -224,11 +224,12 @@ def final_type(chain: Chain, t: PixType) -> PixType:
 
 
 def lower(chain: Chain, t: PixType, name: str, active: bool = False,
-          pitched: bool = False) -> Lowered:
+          pitched: bool = False, pitched_out: bool = False) -> Lowered:
     """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
 
     ``pitched``: the read takes its input's row, plane and pixel strides
-    (:attr:`fkl._tensor.ReadOp.pitch_variant`).
+    (:attr:`fkl._tensor.ReadOp.pitch_variant`); ``pitched_out``: the final write takes
+    its output's (three more int32 scalars after the ops', :meth:`WriteOp.store_strided`).
 
     ``active``: the kernel takes two more scalar groups after the ops' — the active batch
     ``k`` (int32) and a default pixel (the written type, one value per channel) — and
@@ -244,6 +245,7 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
         stage: Stage = chain.read.stage(
             in_ptrs, b.scalars([*chain.read.scalar_types(t), *pitch]), t)
         op_params = b.op_scalars(chain, t)
+        out_strides = b.scalars([dt.int32] * 3) if pitched_out else None
         if active:
             if any(op.kind == "midwrite" for op in chain.middle):
                 raise ArgumentError("fkl pipe active_batch: a chain with a MidWrite has no "
@@ -296,8 +298,11 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
                 px = op.apply(px, p, ty)
             ty = op.out_type(ty)
         w = chain.write
-        w.store(out_ptrs if active else b.outputs(write_dtypes(w, ty)), px, x, y, z, stage.w,
-                stage.h, nb, ty)
+        if out_strides is not None:
+            w.store_strided(b.outputs(write_dtypes(w, ty)), px, x, y, z, out_strides, ty)
+        else:
+            w.store(out_ptrs if active else b.outputs(write_dtypes(w, ty)), px, x, y, z,
+                    stage.w, stage.h, nb, ty)
     finally:
         set_current(prev)
     return b.finish(name, trace, BLOCK)

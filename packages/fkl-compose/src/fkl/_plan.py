@@ -66,14 +66,19 @@ class Plan:
 
 
 def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
-              variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None) -> Plan:
+              variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None,
+              out_strides: tuple[int, int, int] | None = None) -> Plan:
     """The plan of ``variant`` for inputs of pixel type ``t``, geometry ``g``;
-    ``active`` is ``(k, default)`` for the ``"active"`` variant."""
+    ``active`` is ``(k, default)`` for the ``"active"`` variant, ``out_strides`` the
+    output's (row, plane, pixel) strides in elements for ``"pitched-out"``/``"-both"``."""
     chain = kernels.chain
     values, og, outs = host_plan(chain, t, g, lay)
-    if variant == "pitched":  # the read's strides follow its own scalars
+    if variant in ("pitched", "pitched-both"):  # the read's strides follow its scalars
         n = len(chain.read.values(t, g))
         values = [*values[:n], g.pitch, g.plane, g.step, *values[n:]]
+    if variant in ("pitched-out", "pitched-both"):  # the write's, after the ops'
+        assert out_strides is not None
+        values = [*values, *out_strides]
     if active is not None:
         k, default = active
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= og.batch:
@@ -140,16 +145,16 @@ def fill_args(lowered: Lowered, values: list[Any], ops: Sequence[Op]) -> tuple[
 
 
 def check_out(specs: list[tuple[tuple[int, ...], DType]], out: Any,
-              on_device: bool) -> list[Any]:
+              on_device: bool, strided: bool = False) -> list[Any]:
     """``out`` (an array or a list of them) checked against the outputs' ``specs``
-    (shape and dtype of each)."""
+    (shape and dtype of each); ``strided``: the plan writes a strided ``out``."""
     given = list(out) if isinstance(out, (list, tuple)) else [out]
     if len(given) != len(specs):
         raise ArgumentError(f"fkl pipe out: the chain writes {len(specs)} array(s), "
                             f"got {len(given)}")
     for i, (o, (shape, d)) in enumerate(zip(given, specs, strict=False)):
         what = f"out[{i}]" if len(given) > 1 else "out"
-        v = view(o, what)
+        v = view(o, what, None, strided)
         if v.dtype != d or not _same_shape(v.shape, shape):
             raise ArgumentError(
                 f"fkl pipe {what}: expected shape {shape} and dtype {d.name}, got "

@@ -398,6 +398,16 @@ class WriteOp(Op):
         self._no_pair(t)
         return t
 
+    #: The final write can store into a strided ``out=`` in place
+    #: (:meth:`store_strided`).
+    pitched: ClassVar[bool] = False
+
+    def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
+                      strides: list[Value], t: PixType) -> None:
+        """Store into an output whose (row, plane, pixel) strides in elements are the
+        traced ``strides`` (channels adjacent)."""
+        raise NotImplementedError
+
     #: Whether the flat kernel must see each plane as its own segment (planar outputs).
     flat_planar: ClassVar[bool] = False
 
@@ -424,9 +434,19 @@ def _packed_shape(t: PixType, g: Geom, lay: Layout) -> tuple[int, ...]:
 
 
 class TensorWrite(WriteOp):
-    """Write packed pixels: (B,) H, W (, C) — the channel axis is dropped for one channel."""
+    """Write packed pixels: (B,) H, W (, C) — the channel axis is dropped for one channel.
+    ``out=`` may be a strided view (a crop of a larger image, a padded pitch): written in
+    place."""
 
     elementwise = True
+    pitched = True
+
+    def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
+                      strides: list[Value], t: PixType) -> None:
+        row, plane, step = strides
+        base = z * plane + y * row + x * step
+        for k in range(t.channels):
+            ptrs[0][base + k if k else base] = px[k]
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
@@ -456,6 +476,7 @@ class MidWrite(TensorWrite):
     outputs. It must come after the chain's last geometry op."""
 
     kind = "midwrite"
+    pitched = False
 
 
 class _Planar(WriteOp):
