@@ -493,3 +493,39 @@ def test_strided_kernels_compile_for_gpu() -> None:
         art = pipe.artifact(x, arch="sm_90", compiler="nvrtc", variant=variant)
         assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
         assert pipe.lowered(pipe._pixtype(x, None, 1), variant).ir.params
+
+
+def test_pitched_buffer_checks() -> None:
+    """Bad shapes and pitches are errors before any allocation (no GPU needed)."""
+    with pytest.raises(ArgumentError, match="at least the row's 60 bytes"):
+        fkl.PitchedBuffer((4, 20, 3), "uint8", pitch=48)
+    with pytest.raises(ArgumentError, match="whole number of uint16"):
+        fkl.PitchedBuffer((4, 20), "uint16", pitch=81)
+    with pytest.raises(ArgumentError, match="shape"):
+        fkl.PitchedBuffer((4,), "uint8")
+
+
+@pytest.mark.gpu
+def test_pitched_buffer_in_and_out(rng: np.random.Generator) -> None:
+    """A PitchedBuffer (rows 512 bytes apart) is read and written in place: HWC u8 in,
+    float out, an NV12 frame in, and a batch; values against NumPy."""
+    img = rng.integers(0, 256, (37, 45, 3)).astype(np.uint8)
+    src = fkl.PitchedBuffer.from_host(img)
+    assert src.pitch == 512 and src.strides == (512, 3, 1)
+    np.testing.assert_array_equal(src.to_host(), img)
+    dst = fkl.PitchedBuffer((37, 45, 3), "float32", pitch=45 * 12 + 64)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Cast("float32"), fkl.Mul(0.5),
+                       fkl.TensorWrite(), target="gpu")
+    pipe(src, out=dst)
+    np.testing.assert_array_equal(dst.to_host(), img.astype(np.float32) * 0.5)
+    frame = rng.integers(0, 256, (24, 30)).astype(np.uint8)
+    nv12 = fkl.PitchedBuffer.from_host(frame)
+    yuv = fkl.compose(fkl.ReadYUV("NV12", to_rgb="bt601"), fkl.TensorWrite(), target="gpu")
+    ref = fkl.compose(fkl.ReadYUV("NV12", to_rgb="bt601"), fkl.TensorWrite(),
+                      target="cpu")(frame)
+    np.testing.assert_allclose(yuv(nv12).to_host(), ref, rtol=1e-5, atol=1e-3)
+    batch = rng.integers(0, 256, (3, 9, 20)).astype(np.uint8)
+    pb = fkl.PitchedBuffer.from_host(batch, pitch=64)
+    out = fkl.compose(fkl.TensorRead(batch=True), fkl.Add(1), fkl.TensorWrite(),
+                      target="gpu")(pb)
+    np.testing.assert_array_equal(out.to_host(), batch.astype(np.int32) + 1)

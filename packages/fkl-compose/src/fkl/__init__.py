@@ -83,6 +83,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         Xor,
     )
     from ._pipe import Pipe, compose, reset_stats, stats
+    from ._pitched import PitchedBuffer
     from ._tensor import (
         DualRead,
         MidWrite,
@@ -176,6 +177,7 @@ _EXPORTS = {
     "yuv_to_rgb_matrix": "._yuvcolor",
     "rgb_to_yuv_matrix": "._yuvcolor",
     "ColorDepth": "._depth",
+    "PitchedBuffer": "._pitched",
     "NormalizePixel": "._depth",
     "DenormalizePixel": "._depth",
     "SaturateDepth": "._depth",
@@ -230,6 +232,6 @@ __all__ = [
     "TensorTSplit", "TensorWrite", "VectorReduce", "VectorReorder", "VectorReorderRT",
     "Warping", "Xor", "ReadYUV", "WriteYUV", "YUV_FORMATS", "YUV2RGB", "RGB2YUV",
     "yuv_to_rgb_matrix", "rgb_to_yuv_matrix", "ColorDepth", "NormalizePixel",
-    "DenormalizePixel", "SaturateDepth", "AddOpaqueAlpha",
+    "DenormalizePixel", "SaturateDepth", "AddOpaqueAlpha", "PitchedBuffer",
 ]
 __version__ = "0.1.0"
