@@ -403,8 +403,10 @@ def test_strided_read_one_kernel_per_form(target: str, rng: np.random.Generator)
     base = rng.integers(0, 255, (40, 64, 3)).astype(np.uint8)
     pipe(base[:10, :20])
     fkl.reset_stats()
-    for x in (base[5:15, 7:27], base[::2, :20][:10], base[:10, ::3][:, :20]):
-        np.testing.assert_array_equal(pipe(x), x.astype(np.uint8) * np.int32(3))
+    for _ in range(2):  # the second round takes the hot path (keyed by the strides)
+        for x in (base[5:15, 7:27], base[::2, :20][:10], base[:10, ::3][:, :20]):
+            np.testing.assert_array_equal(pipe(x), x.astype(np.uint8) * np.int32(3))
+        base[...] = rng.integers(0, 255, base.shape)  # new data in the same views
     assert fkl.stats()["builds"] == 0
 
 

@@ -132,19 +132,22 @@ def fast_info(x: Any) -> tuple[int, Any, int, int] | None:
     if tx is da:
         return x.ptr, (x.shape, x.dtype, x.device), x.stream, x.device
     if tx is nd:
-        if not x.flags.c_contiguous:
-            return None
-        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1), 0, -1
-    # CuPy, torch, Numba...: __cuda_array_interface__, C-contiguous (no strides), on the
-    # one GPU (with several, the owning device needs the adapter's pointer query).
+        # h-video (issue 18): a strided view keys by its strides too (its plan holds them)
+        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1 if x.flags.c_contiguous
+                                                  else x.strides), 0, -1
+    # CuPy, torch, Numba...: __cuda_array_interface__ on the one GPU (with several, the
+    # owning device needs the adapter's pointer query). h-video (issue 18): strides (a
+    # strided view) are part of the key, as the plan holds them.
     try:
         cai = x.__cuda_array_interface__
     except Exception:  # noqa: BLE001 - e.g. torch raises for a CPU tensor
         return None
-    if cai.get("strides") is not None or cai.get("mask") is not None or not _one_gpu():
+    if cai.get("mask") is not None or not _one_gpu():
         return None
     stream = cai.get("stream")
-    return (cai["data"][0], (tx, tuple(cai["shape"]), cai["typestr"]),
+    strides = cai.get("strides")
+    key = (tx, tuple(cai["shape"]), cai["typestr"])
+    return (cai["data"][0], key if strides is None else (*key, tuple(strides)),
             0 if stream in (None, 1, 2) else stream, 0)
 
 
