@@ -248,6 +248,8 @@ def test_bad_write_sizes_and_names() -> None:
             np.zeros((5, 6, 3), np.float32))
     with pytest.raises(ArgumentError, match="YUV format"):
         fkl.ReadYUV("NV16")
+    with pytest.raises(ArgumentError, match="give to_rgb"):
+        fkl.ReadYUV("NV12", full_range=True)
     with pytest.raises(ArgumentError, match="bt601"):
         fkl.YUV2RGB("bt999")
     with pytest.raises(ArgumentError, match="8, 10, 12 or 16"):
@@ -531,3 +533,15 @@ def test_pitched_buffer_in_and_out(rng: np.random.Generator) -> None:
     out = fkl.compose(fkl.TensorRead(batch=True), fkl.Add(1), fkl.TensorWrite(),
                       target="gpu")(pb)
     np.testing.assert_array_equal(out.to_host(), batch.astype(np.int32) + 1)
+
+
+def test_depth_kernels_compile_for_gpu() -> None:
+    """The colour-depth ops on uint16 and float32 pixels compile to sm_90 cubin."""
+    pytest.importorskip("thork_nvrtc")
+    for dtype, ops in ((np.uint16, [fkl.SaturateDepth(10), fkl.AddOpaqueAlpha(10),
+                                    fkl.NormalizePixel(10)]),
+                       (np.float32, [fkl.SaturateDepth(12), fkl.DenormalizePixel(12),
+                                     fkl.AddOpaqueAlpha(12)])):
+        pipe = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target="gpu")
+        art = pipe.artifact(np.zeros((4, 8, 3), dtype), arch="sm_90", compiler="nvrtc")
+        assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"

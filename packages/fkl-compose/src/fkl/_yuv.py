@@ -179,6 +179,9 @@ class ReadYUV(ReadOp):
     def __init__(self, format: str, to_rgb: str | None = None,  # noqa: A002
                  full_range: bool = False) -> None:
         self.format = yuv_format(format, "fkl.ReadYUV format")
+        if full_range and to_rgb is None:
+            raise ArgumentError("fkl.ReadYUV full_range: applies to the RGB conversion; give "
+                                "to_rgb='bt601', 'bt709' or 'bt2020' with it")
         self.to_rgb = None
         if to_rgb is not None:
             from ._yuvcolor import YUV2RGB
