@@ -545,3 +545,13 @@ def test_depth_kernels_compile_for_gpu() -> None:
         pipe = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target="gpu")
         art = pipe.artifact(np.zeros((4, 8, 3), dtype), arch="sm_90", compiler="nvrtc")
         assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
+
+
+def test_strided_span_beyond_int32_is_an_error() -> None:
+    base = np.zeros(16, np.uint8)
+    huge = np.lib.stride_tricks.as_strided(base, shape=(3, 4), strides=(2**30, 1))
+    with pytest.raises(ArgumentError, match="fewer than 2\\*\\*31"):
+        fkl.compose(fkl.TensorRead(), fkl.TensorWrite(), target="cpu")(huge)
+    frame = np.lib.stride_tricks.as_strided(base, shape=(6, 4), strides=(2**29, 1))
+    with pytest.raises(ArgumentError, match="fewer than 2\\*\\*31"):
+        fkl.compose(fkl.ReadYUV("NV12"), fkl.TensorWrite(), target="cpu")(frame)

@@ -273,14 +273,14 @@ class CallPath:
         if v.contiguous:
             return None
         from ._lowering import final_type, host_plan
-        from ._tensor import Layout, _strides
+        from ._tensor import Layout, packed_strides
 
         shape, _ = host_plan(self.chain, t, g, lay)[2][-1]
         c = final_type(self.chain, t).channels
         if v.shape != shape or len(shape) == 1:
             return None
         olay = Layout(len(shape) - (c > 1) == 3, c > 1)
-        return _strides(v, "fkl pipe out", c, olay)
+        return packed_strides(v, "fkl pipe out", c, olay)
 
     @staticmethod
     def _guard(plan: Plan, inputs: tuple[Any, ...], in_place: bool) -> Any:

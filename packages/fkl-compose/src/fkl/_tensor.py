@@ -16,7 +16,8 @@ from ._ops import Op
 from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel
 
 __all__ = [
-    "ReadOp", "WriteOp", "Layout", "Run", "Stream", "vector_width", "TensorRead", "TensorPack",
+    "ReadOp", "WriteOp", "Layout", "Run", "Stream", "vector_width", "packed_strides",
+    "check_span", "TensorRead", "TensorPack",
     "TensorTPack", "DualRead",
     "ReadSet", "TensorWrite", "TensorSplit", "TensorTSplit", "SplitWrite", "MidWrite",
 ]
@@ -104,11 +105,11 @@ def _packed(views: list[ArrayView], name: str, batch: bool | None) -> tuple[PixT
                             f"({c} channels)")
     if h < 1 or w < 1 or b < 1:
         raise ArgumentError(f"{name}: empty input of shape {shape}")
-    pitch, plane, step = _strides(v, name, c, lay) if not v.contiguous else (0, 0, 0)
+    pitch, plane, step = packed_strides(v, name, c, lay) if not v.contiguous else (0, 0, 0)
     return PixType(v.dtype, c), Geom(w, h, b, pitch=pitch, plane=plane, step=step), lay
 
 
-def _strides(v: ArrayView, name: str, c: int, lay: Layout) -> tuple[int, int, int]:
+def packed_strides(v: ArrayView, name: str, c: int, lay: Layout) -> tuple[int, int, int]:
     """The row, plane and pixel strides (in elements) of a strided packed input: its
     channels must be adjacent; pixels, rows and planes may be further apart (a crop view,
     a slice, every other column, RGB of an RGBA array, a padded allocation)."""
@@ -128,7 +129,16 @@ def _strides(v: ArrayView, name: str, c: int, lay: Layout) -> tuple[int, int, in
             f"its pixels, rows and planes are whole, positive numbers of elements apart; "
             f"got shape {shape} with strides {strides} (use numpy.ascontiguousarray / "
             ".contiguous())")
-    return row // isz, plane // isz, step // isz
+    row, plane, step = row // isz, plane // isz, step // isz
+    check_span((n.get("B", 1) - 1) * plane + (n["H"] - 1) * row + n["W"] * step, name)
+    return row, plane, step
+
+
+def check_span(elements: int, name: str) -> None:
+    """Raise when a strided array spans too many elements for int32 indexing."""
+    if elements >= 2**31:
+        raise ArgumentError(f"{name}: the strided array spans {elements} elements; fkl "
+                            "kernels index with int32, so it must span fewer than 2**31")
 
 
 def _index(*terms: tuple[Any, Any]) -> Value:

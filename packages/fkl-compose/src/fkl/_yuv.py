@@ -27,7 +27,7 @@ from thork.tracing import math as tkm
 from thork_core import ArgumentError, ArrayView, DType, dt
 
 from ._pixel import Geom, Pixel, PixType, Stage
-from ._tensor import Layout, ReadOp, WriteOp
+from ._tensor import Layout, ReadOp, WriteOp, check_span
 
 __all__ = ["YUVFormat", "YUV_FORMATS", "ReadYUV", "WriteYUV", "yuv_format"]
 
@@ -52,11 +52,6 @@ class YUVFormat:
     @property
     def channels(self) -> int:
         return 4 if len(self.pos) == 4 else 3
-
-    @property
-    def words(self) -> int:
-        """Words per pixel group of a packed format (4 for 2 pixels, 4 for 1)."""
-        return 4
 
     @property
     def max_value(self) -> int:
@@ -126,6 +121,7 @@ def _frame_geometry(f: YUVFormat, v: ArrayView, what: str) -> tuple[int, int, in
         raise ArgumentError(f"{what}: the row stride {strides[0]} bytes is not a whole "
                             f"number of samples at least a row long (shape {shape})")
     pitch = strides[0] // isz
+    check_span(rows * pitch, what)
     if f.layout == "packed":
         per = 2 if f.sub == (2, 1) else 1  # pixels per group of 4 samples
         if cols % 4:
@@ -305,8 +301,8 @@ class WriteYUV(WriteOp):
 
     def _sample(self, v: Value, t: PixType) -> Value:
         if t.dtype == self.format.dtype and not self.format.shift:
-            # Already a sample of the right type (a read's pixel): clamp only when the
-            # type can exceed the depth.
+            # Already a sample of the format's dtype using all its bits (a read's pixel):
+            # every value is a valid sample, stored as it is.
             return v
         return self._quantize(v)
 
