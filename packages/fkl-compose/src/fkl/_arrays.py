@@ -170,13 +170,14 @@ def fast_out(out: Any, shape: tuple[int, ...], d: DType, code: str | None) -> in
 
 
 def pointer(o: Any, what: str = "out") -> int:
-    """The address of an array (core's adapters for anything but NumPy and DeviceArray)."""
+    """The address of an array (core's adapters for anything but NumPy and DeviceArray);
+    its layout was checked before (a strided ``out=`` passes: h-video, issue 18)."""
     nd, da = _TYPES or array_types()
     if type(o) is da:
         return o.ptr  # type: ignore[no-any-return]
     if type(o) is nd:
         return o.__array_interface__["data"][0]  # type: ignore[no-any-return]
-    return view(o, what).ptr
+    return view(o, what, None, True).ptr
 
 
 def stream_handle(stream: Any) -> int:
