@@ -303,6 +303,11 @@ def test_crop_resize_after_yuv(target: str, rng: np.random.Generator) -> None:
     out = fkl.compose(fkl.ReadYUV("NV12", to_rgb="bt601"), fkl.Crop((3, 2, 9, 7)),
                       fkl.TensorWrite(), target=target)(frame)
     np.testing.assert_array_equal(out, rgb[2:9, 3:12])
+    rects = [(1, 2, 5, 4), (14, 7, 5, 4), (0, 0, 5, 4)]  # a batch of crops: z per crop
+    crops = fkl.compose(fkl.ReadYUV("NV12", to_rgb="bt601"), fkl.Crop(rects),
+                        fkl.TensorWrite(), target=target)(frame)
+    for i, (x, y, w_, h_) in enumerate(rects):
+        np.testing.assert_array_equal(crops[i], rgb[y:y + h_, x:x + w_])
 
 
 # -- colour depth -------------------------------------------------------------------------
