@@ -18,6 +18,7 @@ from ._adapter import ArrayView
 from ._arch import gpu_arch
 from ._artifact import Artifact
 from ._binding import array_view, check_array, scalar_value
+from ._current_stream import implied_stream
 from ._device_array import DeviceArray
 from ._dtype import input_typestr
 from ._errors import ArgumentError, LaunchError
@@ -76,7 +77,7 @@ class CudaExecutable(Executable):
         self, grid: Dim3, block: Dim3, args: Sequence[Any], *, stream: Any = None,
         shared_mem: int = 0,
     ) -> None:
-        handle = 0 if stream is None else stream if type(stream) is int \
+        handle = implied_stream(args) if stream is None else stream if type(stream) is int \
             else _cuda.stream_handle(stream)
         binder = self._binder
         if binder is not None and shared_mem <= self._dynamic_limit \
