@@ -103,3 +103,18 @@ def test_gpu_direct_call_follows_torchs_side_stream(rng):
         assert torch.cuda.current_stream().cuda_stream == side.cuda_stream
     side.synchronize()
     np.testing.assert_allclose(out.cpu().numpy(), host * 2, rtol=1e-6)
+
+
+def test_a_pipe_given_no_stream_runs_on_torchs_stream(torch_fake):
+    """fkl pipes called directly with CUDA tensors follow torch's current stream too (the
+    call's stream before any path is chosen); a given stream wins; host arrays keep None."""
+    fkl = pytest.importorskip("fkl")
+    torch, current = torch_fake
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target="cpu")
+    seen: list[object] = []
+    pipe._call_slow = lambda inputs, out, stream, key, active=None: seen.append(stream)
+    t = torch.Tensor("cuda", 1)
+    pipe(t, active_batch=0)
+    pipe(t, active_batch=0, stream=5)
+    pipe(np.zeros((2, 3), np.float32), active_batch=0)
+    assert seen == [0x77, 5, None]
