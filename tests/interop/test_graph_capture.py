@@ -28,7 +28,9 @@ class FakeDriver:
     """Records calls; tracks which streams capture and where each event was recorded."""
 
     class CUstreamCaptureMode:
+        CU_STREAM_CAPTURE_MODE_GLOBAL = 0
         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+        CU_STREAM_CAPTURE_MODE_RELAXED = 2
 
     class CUevent_flags:
         CU_EVENT_DISABLE_TIMING = 2
@@ -41,6 +43,7 @@ class FakeDriver:
         self.capturing: dict[int, int] = {}  # stream -> capture id
         self.event_stream: dict[int, int] = {}
         self._next = 1000
+        self.mode = 0  # this thread's capture mode (cuThreadExchangeStreamCaptureMode)
 
     def _new(self) -> int:
         self._next += 1
@@ -57,8 +60,14 @@ class FakeDriver:
 
     def _note(self, name: str, args: tuple) -> None:
         self.calls.append((name, *args))
-        if self.capturing and name in ILLEGAL_WHILE_CAPTURING:
+        if self.capturing and name in ILLEGAL_WHILE_CAPTURING and not (
+                self.mode == 2 and name in ("cuModuleLoadData", "cuLibraryLoadData")):
             self.violations.append(f"{name}{args} during capture")
+
+    def cuThreadExchangeStreamCaptureMode(self, mode):
+        self._note("cuThreadExchangeStreamCaptureMode", (mode,))
+        prev, self.mode = self.mode, mode
+        return 0, prev
 
     def cuStreamCreate(self, flags):
         self._note("cuStreamCreate", (flags,))
@@ -152,6 +161,23 @@ def test_close_outside_a_capture_destroys_at_once(fake):
     assert ("cuGraphExecDestroy", exec_) in fake.calls
     with pytest.raises(LaunchError, match="closed"):
         g.replay()
+
+
+def test_a_module_loaded_during_a_capture_is_loaded_in_relaxed_mode(fake):
+    """A kernel's first call inside a capture loads its module: GpuExecutable does that
+    inside capture_relaxed(), which switches this thread to relaxed mode and back;
+    outside a capture it makes no driver call."""
+    from thork_core._graph import capture_relaxed
+
+    with capture_relaxed():
+        pass
+    assert not fake.calls
+    with Graph(target="gpu"):
+        with capture_relaxed():
+            fake.cuModuleLoadData(b"cubin")
+        assert fake.mode == 0  # restored
+        fake.cuModuleLoadData(b"cubin")  # the same load without it: flagged
+    assert len(fake.violations) == 1 and "cuModuleLoadData" in fake.violations[0]
 
 
 def test_stream_wait_inside_a_capture_is_capture_legal(fake):
@@ -277,3 +303,28 @@ def test_gpu_capture_with_an_array_produced_on_another_stream(rng):
     finally:
         driver().cuStreamSynchronize(producer)
         driver().cuStreamDestroy(producer)
+
+
+@pytest.mark.gpu
+def test_gpu_first_call_of_a_kernel_inside_a_capture(rng):
+    """A kernel never called before is compiled and its module loaded inside the capture
+    (in relaxed mode); the capture stays valid and the replay computes."""
+    from thork_core.runtime import DeviceArray, driver
+
+    @tk.jit
+    def scale3(out: tk.DevicePointer[tk.dt.float32], a: tk.DevicePointer[tk.dt.float32],
+               n: tk.dt.int32, bid: tk.Uint[tk.BlockIdx], tid: tk.Uint[tk.ThreadIdx],
+               bdm: tk.Uint[tk.BlockDim]):
+        i = bid * bdm + tid
+        with tk.if_(i < n):
+            out[i] = a[i] * 3.0
+
+    n = 515
+    a_np = rng.standard_normal(n, dtype=np.float32)
+    a = DeviceArray.from_host(a_np)
+    out = DeviceArray.from_host(np.full(n, np.nan, np.float32))
+    with tk.graph() as g:
+        scale3[(n + 127) // 128, 128](out, a, n, stream=g.stream)
+    g.replay()
+    driver().cuStreamSynchronize(g.stream)
+    np.testing.assert_allclose(out.to_host(), a_np * 3, rtol=1e-6)

@@ -14,15 +14,18 @@ pipe would allocate should be given as ``out=``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from ._errors import ArgumentError, LaunchError
 
-__all__ = ["Graph", "GraphNode", "RecordingLauncher", "capturing", "recorder"]
+__all__ = ["Graph", "GraphNode", "RecordingLauncher", "capture_relaxed", "capturing",
+           "recorder"]
 
 _LOCAL = threading.local()
 
@@ -412,6 +415,28 @@ def capturing() -> bool:
     calls that may synchronize (allocation, destruction, stream/event waits on work
     outside the capture), and Thork defers or skips them."""
     return bool(getattr(_LOCAL, "capturing", 0))
+
+
+@contextlib.contextmanager
+def capture_relaxed() -> Iterator[None]:
+    """While a GPU :class:`Graph` captures on this thread, run the block in CUDA's relaxed
+    capture mode (``cuThreadExchangeStreamCaptureMode``), restoring the mode after: a
+    kernel's first call inside a capture loads its module, which the thread-local mode
+    refuses. Outside a capture: nothing (no driver call)."""
+    if not capturing():
+        yield
+        return
+    from . import _cuda
+
+    drv = _cuda.driver()
+    relaxed = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    prev = _cuda.check(drv.cuThreadExchangeStreamCaptureMode(relaxed),
+                       "cuThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        _cuda.check(drv.cuThreadExchangeStreamCaptureMode(prev),
+                    "cuThreadExchangeStreamCaptureMode")
 
 
 def _destroy(handles: tuple[Any, Any, Any]) -> None:
