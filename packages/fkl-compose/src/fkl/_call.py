@@ -13,6 +13,7 @@ picks that class), the most recent guard is tried in C before any Python runs.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError
@@ -89,6 +90,11 @@ class CallPath:
         filled with ``default`` (a number or one per output channel) and read nothing.
         Both are runtime values (the first such call builds one more kernel).
         """
+        if stream is None and "torch" in sys.modules:
+            # CUDA tensors given no stream run on torch's current stream (h-interop)
+            from thork_core.runtime import implied_stream
+
+            stream = implied_stream(inputs) or None
         if active_batch is not None:
             return self._call_slow(inputs, out, stream, None, (active_batch, default))
         # The hottest case first: one DeviceBuffer in, one of exactly the output's kind as
