@@ -24,6 +24,10 @@ from thork_core import CODEGEN_VERSION, KernelIR, Renderer
 from thork_core.ir import (
     HALF_CONVERSIONS,
     INT_ARITHMETIC,
+    LDMATRIX_OPS,
+    MMA_OPS,
+    AsyncCopy,
+    AsyncGroup,
     Atomic,
     BlockReduce,
     DType,
@@ -33,6 +37,7 @@ from thork_core.ir import (
     Sync,
     Warp,
     stmt_exprs,
+    uses_mma,
     walk_exprs,
     walk_stmts,
 )
@@ -161,6 +166,11 @@ THORK_FN void thork_syncthreads(thork_block* b) {
 
 THORK_FN int thork_popc(unsigned int x) { return __builtin_popcount(x); }
 
+// Per-thread scratch after the one-word exchange slots (tensor-core exchanges, the
+// cp.async queue): THORK_LANE_WORDS 64-bit words per thread.
+#define THORK_LANE_WORDS 4
+#define THORK_LANE(b, t) ((b)->xchg + (b)->nthreads + (size_t)(t) * THORK_LANE_WORDS)
+
 THORK_FN void thork_warp_sync(thork_block* b, unsigned int mask) {
   if (!b->fibers) return;
   int me = b->cur, w = me >> 5; unsigned int g = b->warp_gen[w];
@@ -260,6 +270,104 @@ THORK_FN unsigned int thork_atomic_dec(unsigned int* p, unsigned int v) {
 }
 """
 
+# The tensor-core model (docs/language-mma.md). Warp-collective operations publish each
+# lane's registers in its THORK_LANE scratch, meet at a warp barrier, compute from the
+# published values, and meet again before the scratch is reused.
+_MMA = r"""
+THORK_FN float thork_mma_in(unsigned int reg, int hi, int bf) {
+  unsigned short bits = (unsigned short)(hi ? reg >> 16 : reg & 0xffffu);
+  if (bf) { thork_bfloat16 v; v.bits = bits; return thork_b2f(v); }
+  thork_half v; v.bits = bits; return thork_h2f(v);
+}
+// D = A B + C, m16n8k16: each element is C plus the 16 exact products (a 16-bit float
+// times a 16-bit float is exact in float32) added in k order with float32 rounding.
+template <int BF>
+THORK_FN thork_vec<float, 4> thork_mma(thork_block* b, unsigned int a0, unsigned int a1,
+    unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1,
+    float c0, float c1, float c2, float c3) {
+  const int me = b->cur, base = me & ~31, lane = me & 31;
+  unsigned int* mine = (unsigned int*)THORK_LANE(b, me);
+  mine[0] = a0; mine[1] = a1; mine[2] = a2; mine[3] = a3; mine[4] = b0; mine[5] = b1;
+  thork_warp_sync(b, 0xffffffffu);
+  const float c[4] = {c0, c1, c2, c3};
+  const int g = lane >> 2, t = lane & 3;
+  thork_vec<float, 4> d;
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float acc = c[i];
+    for (int k = 0; k < 16; ++k) {
+      // A(row, k): lane (row % 8) * 4 + (k % 8) / 2, register (row / 8) + 2 (k / 8).
+      const unsigned int* la = (const unsigned int*)THORK_LANE(b, base + (row & 7) * 4 + ((k & 7) >> 1));
+      // B(k, col): lane col * 4 + (k % 8) / 2, register k / 8.
+      const unsigned int* lb = (const unsigned int*)THORK_LANE(b, base + col * 4 + ((k & 7) >> 1));
+      const float x = thork_mma_in(la[(row >> 3) + 2 * (k >> 3)], k & 1, BF);
+      const float y = thork_mma_in(lb[4 + (k >> 3)], k & 1, BF);
+      const float p = x * y;  // exact
+      acc = acc + p;
+    }
+    d.v[i] = acc;
+  }
+  thork_warp_sync(b, 0xffffffffu);
+  return d;
+}
+// ldmatrix: lane 8m + r gives the address of row r of matrix m; lane l receives, per
+// matrix, elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) (TRANS: of the transpose).
+template <int N, int TRANS>
+THORK_FN thork_vec<unsigned int, N> thork_ldmatrix(thork_block* b, const void* p) {
+  const int me = b->cur, base = me & ~31, lane = me & 31;
+  THORK_LANE(b, me)[0] = (unsigned long long)p;
+  thork_warp_sync(b, 0xffffffffu);
+  thork_vec<unsigned int, N> r;
+  for (int m = 0; m < N; ++m) {
+    unsigned int lo, hi;
+    if (!TRANS) {
+      const unsigned short* row = (const unsigned short*)THORK_LANE(b, base + 8 * m + (lane >> 2))[0];
+      lo = row[2 * (lane & 3)]; hi = row[2 * (lane & 3) + 1];
+    } else {
+      const unsigned short* r0 = (const unsigned short*)THORK_LANE(b, base + 8 * m + 2 * (lane & 3))[0];
+      const unsigned short* r1 = (const unsigned short*)THORK_LANE(b, base + 8 * m + 2 * (lane & 3) + 1)[0];
+      lo = r0[lane >> 2]; hi = r1[lane >> 2];
+    }
+    r.v[m] = lo | (hi << 16);
+  }
+  thork_warp_sync(b, 0xffffffffu);
+  return r;
+}
+// cp.async: a per-thread queue of started copies. A copy is carried out at the latest
+// moment PTX allows — the wait_group that covers its group (or when the queue is full,
+// or the thread ends) — so a kernel that reads a tile before waiting for it sees stale
+// data here too.
+#define THORK_CPQ 64
+struct thork_cpq_op { unsigned char* dst; const unsigned char* src; unsigned int bytes, src_bytes, group; };
+struct thork_cpq { int n; unsigned int groups; thork_cpq_op op[THORK_CPQ]; };
+THORK_FN void thork_cpq_run(const thork_cpq_op* o) {
+  unsigned int k = o->src_bytes < o->bytes ? o->src_bytes : o->bytes;
+  memcpy(o->dst, o->src, k);
+  memset(o->dst + k, 0, o->bytes - k);
+}
+THORK_FN thork_cpq* thork_cpq_of(thork_block* b) { return (thork_cpq*)THORK_LANE(b, b->cur)[3]; }
+// Complete every queued copy whose group is older than 'groups - n' (all, when all).
+THORK_FN void thork_cp_async_wait(thork_block* b, unsigned int n, int all) {
+  thork_cpq* q = thork_cpq_of(b);
+  int kept = 0;
+  for (int i = 0; i < q->n; ++i) {
+    if (all || q->op[i].group + n < q->groups) thork_cpq_run(&q->op[i]);
+    else q->op[kept++] = q->op[i];
+  }
+  q->n = kept;
+}
+THORK_FN void thork_cp_async(thork_block* b, void* dst, const void* src, unsigned int bytes,
+                             unsigned int src_bytes) {
+  thork_cpq* q = thork_cpq_of(b);
+  if (q->n == THORK_CPQ) {  // full: finish the oldest now (completing early is allowed)
+    thork_cpq_run(&q->op[0]);
+    memmove(&q->op[0], &q->op[1], sizeof(thork_cpq_op) * (THORK_CPQ - 1));
+    q->n--;
+  }
+  q->op[q->n++] = {(unsigned char*)dst, (const unsigned char*)src, bytes, src_bytes, q->groups};
+}
+"""
+
 _RUNTIME = r"""
 static void thork_thread(thork_block* b, unsigned int lin);
 
@@ -328,7 +436,7 @@ static void* thork_coop_block(void* p) {
   size_t smem = (size_t)%(static_smem)d + (size_t)c->dyn;
   blk.smem = (unsigned char*)aligned_alloc(64, ((smem + 63) / 64 + 1) * 64);
   blk.dyn = blk.smem + %(static_smem)d;
-  blk.xchg = (unsigned long long*)calloc((size_t)nthreads, sizeof(unsigned long long));
+  blk.xchg = (unsigned long long*)calloc((size_t)nthreads * (1 + THORK_LANE_WORDS), sizeof(unsigned long long));
   blk.done = (unsigned char*)calloc((size_t)nthreads, 1);
   blk.grid_seen = (unsigned int*)calloc((size_t)nthreads, sizeof(unsigned int));
   blk.fibers = (ucontext_t*)calloc((size_t)nthreads, sizeof(ucontext_t));
@@ -397,7 +505,7 @@ extern "C" int %(entry)s(void** args, const unsigned int* g, const unsigned int*
     size_t smem = (size_t)%(static_smem)d + (size_t)dyn_bytes;
     blk.smem = (unsigned char*)aligned_alloc(64, ((smem + 63) / 64 + 1) * 64);
     blk.dyn = blk.smem + %(static_smem)d;
-    blk.xchg = (unsigned long long*)calloc((size_t)nthreads, sizeof(unsigned long long));
+    blk.xchg = (unsigned long long*)calloc((size_t)nthreads * (1 + THORK_LANE_WORDS), sizeof(unsigned long long));
     blk.done = (unsigned char*)calloc((size_t)nthreads, 1);
     if (%(fibers)d) {
       blk.fibers = (ucontext_t*)calloc((size_t)nthreads, sizeof(ucontext_t));
@@ -429,6 +537,14 @@ extern "C" int %(entry)s(void** args, const unsigned int* g, const unsigned int*
 _HIDDEN = ("const thork_dim3 blockIdx", "const thork_dim3 threadIdx",
            "const thork_dim3 blockDim", "const thork_dim3 gridDim", "thork_block* thork_blk")
 _WARP_MODE = {"shfl_idx": 0, "shfl_up": 1, "shfl_down": 2, "shfl_xor": 3}
+
+
+def uses_async_copy(kernel: KernelIR) -> bool:
+    """Whether the kernel (or a device function it calls) uses ``cp.async``: its threads
+    then get a queue of started copies."""
+    return any(isinstance(s, (AsyncCopy, AsyncGroup))
+               for body in [kernel.body] + [f.body for f in kernel.functions]
+               for s in walk_stmts(body))
 
 
 def has_print(kernel: KernelIR) -> bool:
@@ -516,6 +632,12 @@ class CppRenderer(Renderer):
         if e.op == "activemask":
             return "thork_activemask(thork_blk)"
         args = [self.expr(a) for a in e.args]
+        if e.op in MMA_OPS:
+            bf = int(e.op.endswith("bf16"))
+            return f"thork_mma<{bf}>({', '.join(['thork_blk', *args])})"
+        if e.op in LDMATRIX_OPS:
+            n = int(e.op.split(".")[1][1:])
+            return f"thork_ldmatrix<{n}, {int(e.op.endswith('trans'))}>(thork_blk, {args[0]})"
         if e.op == "ballot":
             return f"thork_ballot(thork_blk, {args[0]}, {args[1]})"
         if e.op == "any":
@@ -527,6 +649,17 @@ class CppRenderer(Renderer):
         assert isinstance(t, DType)
         return (f"thork_shfl<{t.ctype}>(thork_blk, {_WARP_MODE[e.op]}, {mask}, {value}, "
                 f"{lane}, {width})")
+
+    def async_copy(self, s: AsyncCopy) -> str:
+        dst = f"({self.expr(s.dst)} + {self.expr(s.dst_index)})"
+        src = f"({self.expr(s.src)} + {self.expr(s.src_index)})"
+        return (f"thork_cp_async(thork_blk, {dst}, {src}, {s.nbytes}u, "
+                f"{self.expr(s.src_bytes)});")
+
+    def async_group(self, s: AsyncGroup) -> str:
+        if s.op == "commit":
+            return "thork_cpq_of(thork_blk)->groups++;"
+        return f"thork_cp_async_wait(thork_blk, {int(s.n)}u, 0);"
 
     # Module-level arrays are statics of the loaded library: they persist across launches.
     global_qualifiers = {"constant": "static const", "global": "static"}
@@ -564,16 +697,23 @@ class CppRenderer(Renderer):
             "cooperative": int(kernel.cooperative), "nomem": NO_MEMORY,
             "grid_failed": GRID_FAILED,
         }
+        queue = uses_async_copy(kernel)
+        setup = ("  thork_cpq q; q.n = 0; q.groups = 0;\n"
+                 "  THORK_LANE(b, lin)[3] = (unsigned long long)&q;\n") if queue else ""
+        finish = "  thork_cp_async_wait(b, 0u, 1);\n" if queue else ""
         return (
             _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + INT_ARITHMETIC + "\n"
+            + (_MMA if uses_mma(kernel) else "")
             + self.functions_text
             + f"static inline void {kernel.name}({sig})\n{{\n{body}\n}}\n\n"
             "static void thork_thread(thork_block* b, unsigned int lin)\n{\n"
             + "\n".join(unpack) + "\n"
             "  const unsigned int bx = b->bdim.x, by = b->bdim.y;\n"
             "  const thork_dim3 tid = {lin % bx, (lin / bx) % by, lin / (bx * by)};\n"
-            f"  {kernel.name}({call});\n"
-            "}\n"
+            + setup
+            + f"  {kernel.name}({call});\n"
+            + finish
+            + "}\n"
             + runtime
         )
 
