@@ -61,7 +61,7 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
                 else:
                     for e in range(8):
                         inb = (m0 + r < M) & (k0 + col + e < K)
-                        sa[stage, r, col + e] = tk.cond(inb, lambda: a[src + e], 0.0)
+                        sa[stage, r, col + e] = tk.cond(inb, lambda s=src, e=e: a[s + e], 0.0)
             for i in range(BK * BN // 8 // nthreads):
                 chunk = tid + i * nthreads
                 r, col = chunk // (BN // 8), (chunk % (BN // 8)) * 8
@@ -72,7 +72,7 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
                 else:
                     for e in range(8):
                         inb = (k0 + r < K) & (n0 + col + e < N)
-                        sb[stage, r, col + e] = tk.cond(inb, lambda: b[src + e], 0.0)
+                        sb[stage, r, col + e] = tk.cond(inb, lambda s=src, e=e: b[s + e], 0.0)
 
         MT, NT = WM // 16, WN // 8             # mma tiles per warp
         acc = [[[tk.var(0.0) for _ in range(4)] for _ in range(NT)] for _ in range(MT)]

@@ -52,9 +52,9 @@ def pack(values):
 
 def fragments(a, b, c):
     """Per-lane registers (32 x 4, 32 x 2, 32 x 4) of A (16x16), B (16x8), C (16x8)."""
-    ar = pack(np.array([[a[a_coord(l, i)] for i in range(8)] for l in range(32)]))
-    br = pack(np.array([[b[b_coord(l, i)] for i in range(4)] for l in range(32)]))
-    cr = np.array([[c[c_coord(l, i)] for i in range(4)] for l in range(32)], np.float32)
+    ar = pack(np.array([[a[a_coord(ln, i)] for i in range(8)] for ln in range(32)]))
+    br = pack(np.array([[b[b_coord(ln, i)] for i in range(4)] for ln in range(32)]))
+    cr = np.array([[c[c_coord(ln, i)] for i in range(4)] for ln in range(32)], np.float32)
     return ar, br, cr
 
 
