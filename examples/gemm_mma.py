@@ -1,7 +1,7 @@
 """A tiled GEMM on the tensor cores in plain Thork: ``c = a @ b`` with float16 or bfloat16
 inputs and float32 accumulation (``tk.mma``), shared-memory tiles filled by ``tk.cp_async``
-(double-buffered: the next tile loads while the current one is multiplied) and read into
-fragments by ``tk.ldmatrix``. Checks itself against NumPy at sizes that are not multiples of
+(a multi-stage pipeline: the next tiles load while the current one is multiplied) and read
+into fragments by ``tk.ldmatrix``. Checks itself against NumPy at sizes that are not multiples of
 the tile (edge tiles), on the CPU target when there is no GPU.
 
     python examples/gemm_mma.py
@@ -34,12 +34,14 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
                  M: i32, N: i32, K: i32, BM: tk.Constexpr[int] = 128,
                  BN: tk.Constexpr[int] = 128, BK: tk.Constexpr[int] = 32,
                  WM: tk.Constexpr[int] = 64, WN: tk.Constexpr[int] = 64,
-                 ALIGNED: tk.Constexpr[bool] = True):
+                 STAGES: tk.Constexpr[int] = 3, ALIGNED: tk.Constexpr[bool] = True):
         """``c[M, N] = a[M, K] @ b[K, N]``: a BM x BN tile per block of
-        (BM / WM) * (BN / WN) warps, each warp a WM x WN tile of 16 x 8 mma tiles."""
+        (BM / WM) * (BN / WN) warps, each warp a WM x WN tile of 16 x 8 mma tiles; STAGES
+        tiles of a and b in flight (dynamic shared memory, :func:`shared_bytes`)."""
         LA, LB = BK + PAD, BN + PAD
-        sa = tk.shared_array(T, (2, BM, LA))   # two stages (double buffering)
-        sb = tk.shared_array(T, (2, BK, LB))
+        # STAGES x BM x LA elements of a, then STAGES x BK x LB of b (flat, row-major).
+        sa = tk.dynamic_shared(T)
+        sb = tk.dynamic_shared(T, STAGES * BM * LA * 2)
         nthreads = (BM // WM) * (BN // WN) * 32
         tid = tk.thread_idx().x
         lane, warp = tid % 32, tid // 32
@@ -54,57 +56,61 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
             for i in range(BM * BK // 8 // nthreads):
                 chunk = tid + i * nthreads
                 r, col = chunk // (BK // 8), (chunk % (BK // 8)) * 8
-                ok = (m0 + r < M) & (k0 + col < K)
-                src = tk.where(ok, (m0 + r) * K + k0 + col, 0)
+                dst = (stage * BM + r) * LA + col
+                src = (m0 + r) * K + k0 + col
                 if ALIGNED:
-                    tk.cp_async(sa, (stage, r, col), a, src, 16, tk.where(ok, 16, 0))
+                    ok = (m0 + r < M) & (k0 + col < K)
+                    tk.cp_async(sa, dst, a, tk.where(ok, src, 0), 16, tk.where(ok, 16, 0))
                 else:
                     for e in range(8):
                         inb = (m0 + r < M) & (k0 + col + e < K)
-                        sa[stage, r, col + e] = tk.cond(inb, lambda s=src, e=e: a[s + e], 0.0)
+                        sa[dst + e] = tk.cond(inb, lambda s=src, e=e: a[s + e], 0.0)
             for i in range(BK * BN // 8 // nthreads):
                 chunk = tid + i * nthreads
                 r, col = chunk // (BN // 8), (chunk % (BN // 8)) * 8
-                ok = (k0 + r < K) & (n0 + col < N)
-                src = tk.where(ok, (k0 + r) * N + n0 + col, 0)
+                dst = (stage * BK + r) * LB + col
+                src = (k0 + r) * N + n0 + col
                 if ALIGNED:
-                    tk.cp_async(sb, (stage, r, col), b, src, 16, tk.where(ok, 16, 0))
+                    ok = (k0 + r < K) & (n0 + col < N)
+                    tk.cp_async(sb, dst, b, tk.where(ok, src, 0), 16, tk.where(ok, 16, 0))
                 else:
                     for e in range(8):
                         inb = (k0 + r < K) & (n0 + col + e < N)
-                        sb[stage, r, col + e] = tk.cond(inb, lambda s=src, e=e: b[s + e], 0.0)
+                        sb[dst + e] = tk.cond(inb, lambda s=src, e=e: b[s + e], 0.0)
 
         MT, NT = WM // 16, WN // 8             # mma tiles per warp
         acc = [[[tk.var(0.0) for _ in range(4)] for _ in range(NT)] for _ in range(MT)]
         nk = (K + BK - 1) // BK
-        load_tile(0, 0)
-        tk.cp_async_commit()
+        for s in range(STAGES - 1):            # prologue: tiles 0 .. STAGES-2 in flight
+            with tk.if_(s < nk):
+                load_tile(s, s * BK)
+            tk.cp_async_commit()
         # ldmatrix row addresses: lane l gives row l % 8 of matrix l // 8.
         mat, row = lane // 8, lane % 8
         for kt in tk.range(nk):
-            stage = kt % 2
-            with tk.if_(kt + 1 < nk):
-                load_tile(1 - stage, (kt + 1) * BK)
+            tk.cp_async_wait(STAGES - 2)       # this thread's copies of tile kt are done
+            tk.syncthreads()                   # ... every thread's; and all are done with
+            nxt = kt + STAGES - 1              # tile kt-1, whose stage is refilled now
+            with tk.if_(nxt < nk):
+                load_tile(nxt % STAGES, nxt * BK)
             tk.cp_async_commit()
-            tk.cp_async_wait(1)                # this thread's copies of tile kt are done
-            tk.syncthreads()                   # ... and every other thread's
+            stage = kt % STAGES
             for kk in range(0, BK, 16):
                 afrag = []
                 for mt in range(MT):           # x4: rows 0-7/8-15 x cols 0-7/8-15
                     r = wm0 + mt * 16 + row + 8 * (mat % 2)
-                    afrag.append(tk.ldmatrix(sa, (stage, r, kk + 8 * (mat // 2)), 4))
+                    afrag.append(tk.ldmatrix(sa, (stage * BM + r) * LA + kk + 8 * (mat // 2)))
                 bfrag = []
                 for nt in range(0, NT, 2):     # x4.trans: two 8-column tiles, k 0-7/8-15
                     kr = kk + row + 8 * (mat % 2)
-                    regs = tk.ldmatrix(sb, (stage, kr, wn0 + nt * 8 + 8 * (mat // 2)), 4,
-                                       trans=True)
+                    regs = tk.ldmatrix(sb, (stage * BK + kr) * LB + wn0 + nt * 8
+                                       + 8 * (mat // 2), 4, trans=True)
                     bfrag += [(regs[0], regs[1]), (regs[2], regs[3])]
                 for mt in range(MT):
                     for nt in range(NT):
                         d = tk.mma(afrag[mt], bfrag[nt], acc[mt][nt], dtype=T)
                         for v, x in zip(acc[mt][nt], d):
                             v.set(x)
-            tk.syncthreads()                   # the stage is overwritten next iteration
         g, t4 = lane // 4, lane % 4
         for mt in range(MT):
             for nt in range(NT):
@@ -117,13 +123,25 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
     return gemm_mma
 
 
+def shared_bytes(BM: int, BN: int, BK: int, STAGES: int) -> int:
+    """Dynamic shared memory of one block: STAGES tiles of a and b, rows skewed by PAD."""
+    return STAGES * (BM * (BK + PAD) + BK * (BN + PAD)) * 2
+
+
 def gemm(c: object, a: object, b: object, M: int, N: int, K: int, dtype: str = "float16",
-         BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64) -> None:
-    """Launch the kernel for ``c[M, N] = a[M, K] @ b[K, N]`` (NumPy or device arrays)."""
+         BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64,
+         STAGES: int = 3, **launch: object) -> None:
+    """Launch the kernel for ``c[M, N] = a[M, K] @ b[K, N]`` (NumPy or device arrays);
+    ``launch`` goes to the launch (``target=``...)."""
+    threads = (BM // WM) * (BN // WN) * 32
+    if BM * BK % (8 * threads) or BK * BN % (8 * threads) or BK % 16 or WM % 16 \
+            or WN % 16 or STAGES < 2:
+        raise ValueError(f"tile {BM}x{BN}x{BK} / warp {WM}x{WN} / {STAGES} stages: the "
+                         "16-byte chunks of a tile must spread evenly over the threads")
     aligned = K % 8 == 0 and N % 8 == 0
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
-    threads = (BM // WM) * (BN // WN) * 32
-    gemm_kernel(dtype)[grid, threads](c, a, b, M, N, K, BM, BN, BK, WM, WN, aligned)
+    gemm_kernel(dtype)[grid, threads, shared_bytes(BM, BN, BK, STAGES)](
+        c, a, b, M, N, K, BM, BN, BK, WM, WN, STAGES, aligned, **launch)
 
 
 def check(M: int, N: int, K: int, dtype: str, rng: np.random.Generator, **tile: int) -> float:
@@ -143,7 +161,7 @@ def check(M: int, N: int, K: int, dtype: str, rng: np.random.Generator, **tile: 
 
 def main() -> None:
     rng = np.random.default_rng()
-    small = dict(BM=32, BN=32, BK=32, WM=16, WN=16)   # 4 warps; keeps the CPU run quick
+    small = dict(BM=32, BN=32, BK=32, WM=16, WN=16, STAGES=3)  # 4 warps: a quick CPU run
     for M, N, K in ((45, 40, 72), (37, 29, 45)):         # aligned / unaligned rows
         for dtype in ("float16", "bfloat16"):
             worst = check(M, N, K, dtype, rng, **small)
@@ -151,7 +169,7 @@ def main() -> None:
             print(f"{dtype} {M}x{N}x{K}: error / bound = {worst:.3f} {status}")
             assert worst <= 1.0
     try:
-        cubin = gemm_kernel("float16").specialize(ALIGNED=True).artifact("sm_90")
+        cubin = gemm_kernel("float16").specialize(STAGES=3, ALIGNED=True).artifact("sm_90")
     except tk.PluginError as exc:  # no CUDA compiler plugin installed
         print(f"sm_90 cubin: not built ({exc})")
     else:

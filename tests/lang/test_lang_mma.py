@@ -269,26 +269,30 @@ def _example():
     return mod
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("size", [(77, 131, 48), (65, 37, 29)], ids=["aligned", "unaligned"])
-def test_gemm_example_default_tiles(target, rng, dtype, size):
-    """The example's GEMM with the tiles the bench uses (128 x 128 x 32, 4 warps): edge
-    tiles in M, N (and K when unaligned)."""
+@pytest.mark.parametrize("dtype,stages", [("float16", 2), ("bfloat16", 4)])
+@pytest.mark.parametrize("size", [(77, 131, 112), (65, 37, 29)], ids=["aligned", "unaligned"])
+def test_gemm_example_default_tiles(target, rng, dtype, stages, size):
+    """The example's GEMM with the tiles the bench uses (128 x 128 x 32, 4 warps of 64 x 64)
+    and 2 or 4 pipeline stages: edge tiles in M, N (and K when unaligned)."""
     mod = _example()
     M, N, K = size
     a = rng.standard_normal((M, K)).astype(NP[dtype])
     b = rng.standard_normal((K, N)).astype(NP[dtype])
     c = poisoned((M, N), np.float32)
-    tk_target = {"target": target}
-    aligned = K % 8 == 0 and N % 8 == 0
-    kern = mod.gemm_kernel(dtype)
-    kern[((N + 127) // 128, (M + 127) // 128), 128](c, a, b, M, N, K, 128, 128, 32, 64, 64,
-                                                   aligned, **tk_target)
+    mod.gemm(c, a, b, M, N, K, dtype, STAGES=stages, target=target)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     bound = K * 2.0**-22 * (np.abs(a64) @ np.abs(b64))
     assert (np.abs(c - a64 @ b64) <= bound).all()
-    compiles_for_gpu(kern.specialize(BM=128, BN=128, BK=32, WM=64, WN=64, ALIGNED=aligned),
-                     ("sm_80", "sm_90"))
+    aligned = K % 8 == 0 and N % 8 == 0
+    kern = mod.gemm_kernel(dtype).specialize(BM=128, BN=128, BK=32, WM=64, WN=64,
+                                             STAGES=stages, ALIGNED=aligned)
+    compiles_for_gpu(kern, ("sm_80", "sm_90"))
+
+
+def test_gemm_example_rejects_uneven_tiles():
+    mod = _example()
+    with pytest.raises(ValueError, match="spread evenly"):
+        mod.gemm(None, None, None, 8, 8, 8, BM=16, BN=16, BK=16, WM=16, WN=16)
 
 
 def test_mma_compile_nvcc_and_arch_floor():
