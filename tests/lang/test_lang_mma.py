@@ -292,7 +292,7 @@ def test_gemm_example_default_tiles(target, rng, dtype, stages, size):
 def test_gemm_example_rejects_uneven_tiles():
     mod = _example()
     with pytest.raises(ValueError, match="spread evenly"):
-        mod.gemm(None, None, None, 8, 8, 8, BM=16, BN=16, BK=16, WM=16, WN=16)
+        mod.gemm(None, None, None, 8, 8, 8, BM=32, BN=32, BK=16, WM=16, WN=16)
 
 
 def test_mma_compile_nvcc_and_arch_floor():
