@@ -353,3 +353,16 @@ def test_mma_errors():
     def bad_wait(x: tk.DevicePointer[f16]):
         tk.cp_async_wait(-1)
     assert "from 0 to 7" in trace(bad_wait)
+
+
+def test_cpu_mma_in_partial_warp_is_an_error():
+    """48 threads: the second warp has 16 lanes; mma there is undefined on the GPU and a
+    named LaunchError on the CPU target (not garbage from lanes that do not exist)."""
+    a = np.zeros((2, 32, 4), np.uint32)
+    b = np.zeros((2, 32, 2), np.uint32)
+    c = np.zeros((2, 32, 4), np.float32)
+    d = poisoned((2, 32, 4), np.float32)
+    with pytest.raises(tk.LaunchError, match="warp missing lanes"):
+        MMA["float16"][1, 48](a, b, c, d, target="cpu")
+    MMA["float16"][2, 32](a, b, c, d, target="cpu")   # whole warps: fine
+    assert (d == 0).all()
