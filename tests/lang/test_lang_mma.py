@@ -269,11 +269,12 @@ def _example():
     return mod
 
 
-@pytest.mark.parametrize("dtype,stages", [("float16", 2), ("bfloat16", 4)])
-@pytest.mark.parametrize("size", [(77, 131, 112), (65, 37, 29)], ids=["aligned", "unaligned"])
+@pytest.mark.parametrize("dtype,stages,size", [
+    ("bfloat16", 4, (77, 131, 112)), ("float16", 2, (65, 37, 29))], ids=["aligned", "unaligned"])
 def test_gemm_example_default_tiles(target, rng, dtype, stages, size):
     """The example's GEMM with the tiles the bench uses (128 x 128 x 32, 4 warps of 64 x 64)
-    and 2 or 4 pipeline stages: edge tiles in M, N (and K when unaligned)."""
+    and 4 or 2 pipeline stages: edge tiles in M, N (and K when unaligned). (Compiling these
+    fully unrolled kernels dominates; the example itself covers both dtypes and paths.)"""
     mod = _example()
     M, N, K = size
     a = rng.standard_normal((M, K)).astype(NP[dtype])
@@ -286,7 +287,7 @@ def test_gemm_example_default_tiles(target, rng, dtype, stages, size):
     aligned = K % 8 == 0 and N % 8 == 0
     kern = mod.gemm_kernel(dtype).specialize(BM=128, BN=128, BK=32, WM=64, WN=64,
                                              STAGES=stages, ALIGNED=aligned)
-    compiles_for_gpu(kern, ("sm_80", "sm_90"))
+    compiles_for_gpu(kern, ("sm_90",))
 
 
 def test_gemm_example_rejects_uneven_tiles():
