@@ -296,19 +296,20 @@ def test_gemm_example_rejects_uneven_tiles():
         mod.gemm(None, None, None, 8, 8, 8, BM=32, BN=32, BK=16, WM=16, WN=16)
 
 
-def test_mma_compile_nvcc_and_arch_floor():
+def test_mma_compile_nvcc_clang_and_arch_floor():
     if not has_plugin("nvrtc"):
         pytest.skip("no NVRTC")
     with pytest.raises(tk.CompileError, match="sm_80 or newer.*sm_75"):
         MMA["float16"].artifact("sm_75", compiler="nvrtc")
     src = MMA["bfloat16"].cuda_source
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in src
-    if has_plugin("nvcc"):
+    for compiler in ("nvcc", "clang"):
+        if not has_plugin(compiler):
+            continue
         for arch in ("sm_80", "sm_90"):
-            art = copies.artifact(arch, compiler="nvcc")
-            assert art.data[:4] == b"\x7fELF"
-            art = ldmatrix_mma.artifact(arch, compiler="nvcc")
-            assert art.data[:4] == b"\x7fELF"
+            for kern in (copies, ldmatrix_mma, MMA["bfloat16"]):
+                art = kern.artifact(arch, compiler=compiler)
+                assert art.kind == "cubin" and art.data[:4] == b"\x7fELF", (compiler, arch)
 
 
 def test_mma_errors():
