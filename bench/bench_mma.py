@@ -56,7 +56,9 @@ def ceiling_kernel(dtype: Any) -> tk.Kernel:
         seed = tk.cast(tid & 7, u32)  # small: the pairs stay finite numbers near 1
         a = [tk.cast(seed ^ (0x3C003C00 + k), u32) for k in range(4)]
         b = [tk.cast(seed ^ (0x3C003800 + k), u32) for k in range(2)]
-        acc = [[tk.var(0.0) for _ in range(4)] for _ in range(CHAINS)]
+        # Distinct starting values: identical chains could be merged by the compiler
+        # (mma is a pure asm statement), which would overstate the ceiling.
+        acc = [[tk.var(float(ch * 4 + i)) for i in range(4)] for ch in range(CHAINS)]
         for _ in tk.range(iters):
             for ch in range(CHAINS):
                 d = tk.mma(a, b, acc[ch], dtype=dtype)
