@@ -50,33 +50,27 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         m0 = tk.block_idx().y * BM
         n0 = tk.block_idx().x * BN
 
+        def load_part(dst, src, rows, cols, ld, stage, r0, c0, R, C):
+            """Start copying src[r0:r0+rows, c0:c0+cols] (src is R x C, row-major) into
+            ``stage`` of dst (rows of ``ld`` elements): chunks of 8 elements (16 bytes),
+            zeros past the matrix's edges."""
+            for i in range(rows * cols // 8 // nthreads):
+                chunk = tid + i * nthreads
+                r, col = chunk // (cols // 8), (chunk % (cols // 8)) * 8
+                at = (stage * rows + r) * ld + col
+                src_at = (r0 + r) * C + c0 + col
+                if ALIGNED:
+                    ok = (r0 + r < R) & (c0 + col < C)
+                    tk.cp_async(dst, at, src, tk.where(ok, src_at, 0), 16, tk.where(ok, 16, 0))
+                else:
+                    for e in range(8):
+                        inb = (r0 + r < R) & (c0 + col + e < C)
+                        dst[at + e] = tk.cond(inb, lambda s=src_at, e=e: src[s + e], 0.0)
+
         def load_tile(stage, k0):
-            """Start copying a[m0:m0+BM, k0:k0+BK] and b[k0:k0+BK, n0:n0+BN] into ``stage``;
-            chunks of 8 elements (16 bytes), zeros past the matrices' edges."""
-            for i in range(BM * BK // 8 // nthreads):
-                chunk = tid + i * nthreads
-                r, col = chunk // (BK // 8), (chunk % (BK // 8)) * 8
-                dst = (stage * BM + r) * LA + col
-                src = (m0 + r) * K + k0 + col
-                if ALIGNED:
-                    ok = (m0 + r < M) & (k0 + col < K)
-                    tk.cp_async(sa, dst, a, tk.where(ok, src, 0), 16, tk.where(ok, 16, 0))
-                else:
-                    for e in range(8):
-                        inb = (m0 + r < M) & (k0 + col + e < K)
-                        sa[dst + e] = tk.cond(inb, lambda s=src, e=e: a[s + e], 0.0)
-            for i in range(BK * BN // 8 // nthreads):
-                chunk = tid + i * nthreads
-                r, col = chunk // (BN // 8), (chunk % (BN // 8)) * 8
-                dst = (stage * BK + r) * LB + col
-                src = (k0 + r) * N + n0 + col
-                if ALIGNED:
-                    ok = (k0 + r < K) & (n0 + col < N)
-                    tk.cp_async(sb, dst, b, tk.where(ok, src, 0), 16, tk.where(ok, 16, 0))
-                else:
-                    for e in range(8):
-                        inb = (k0 + r < K) & (n0 + col + e < N)
-                        sb[dst + e] = tk.cond(inb, lambda s=src, e=e: b[s + e], 0.0)
+            """Tile k0 of a (BM x BK at row m0) and of b (BK x BN at column n0)."""
+            load_part(sa, a, BM, BK, LA, stage, m0, k0, M, K)
+            load_part(sb, b, BK, BN, LB, stage, k0, n0, K, N)
 
         MT, NT = WM // 16, WN // 8             # mma tiles per warp
         acc = [[[tk.var(0.0) for _ in range(4)] for _ in range(NT)] for _ in range(MT)]
