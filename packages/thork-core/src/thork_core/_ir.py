@@ -517,10 +517,11 @@ class KernelIR:
                    for body in [self.body] + [f.body for f in self.functions]
                    for s in walk_stmts(body))
 
-    @property
+    @cached_property
     def min_sm(self) -> int:
         """The oldest GPU architecture (``sm_XY`` as XY) whose instructions the kernel uses:
-        80 for ``mma`` and ``cp.async``, 75 otherwise (Thork's floor; ``ldmatrix`` is 75)."""
+        80 for ``mma`` and ``cp.async``, 75 otherwise (Thork's floor; ``ldmatrix`` is 75).
+        Cached, as :attr:`cooperative`."""
         for body in [self.body] + [f.body for f in self.functions]:
             for s in walk_stmts(body):
                 if isinstance(s, (AsyncCopy, AsyncGroup)):
