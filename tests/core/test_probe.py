@@ -57,8 +57,11 @@ def test_numpy_arrays_read_like_the_adapter(rng):
     ptr, key, stream, device = probe(x)
     assert (ptr, (x.shape, 0)) == (_adapted(x)[0], (_adapted(x)[1], _adapted(x)[2]))
     assert key == (x.shape, x.dtype, -1) and (stream, device) == (0, -1)
-    assert probe(x[:, ::2]) is None  # strided: the adapter's path (copy or error)
-    assert probe(x.T) is None
+    # A strided view keys by its strides (a plan made for it holds them).
+    v = x[:, ::2]
+    ptr, key, _, _ = probe(v)
+    assert ptr == _adapted(v)[0] and key == (v.shape, v.dtype, v.strides)
+    assert probe(x.T)[1] == (x.T.shape, x.dtype, x.T.strides) != probe(x)[1]
 
 
 CAI_TAKEN = [  # (name, array, producer stream the probe reports)
@@ -67,6 +70,7 @@ CAI_TAKEN = [  # (name, array, producer stream the probe reports)
     ("legacy stream", Cai(0x1000, stream=1), 0),
     ("per-thread stream", Cai(0x1000, stream=2), 0),
     ("a producer stream", Cai(0x1000, stream=0x5000), 0x5000),
+    ("strides", Cai(0x1000, strides=(56, 4)), 0),
 ]
 
 
@@ -76,11 +80,11 @@ def test_cai_arrays_read_like_the_adapter(one_gpu, case):
     ptr, key, got_stream, device = probe(arr)
     aptr, ashape, astream = _adapted(arr)
     assert (ptr, key[1], got_stream) == (aptr, ashape, astream) == (0x1000, (5, 7), stream)
-    assert key == (Cai, (5, 7), "<f4") and device == 0
+    strides = arr.__cuda_array_interface__.get("strides")
+    assert key == (Cai, (5, 7), "<f4", *([strides] if strides else [])) and device == 0
 
 
 CAI_DECLINED = [
-    ("strides", Cai(0x1000, strides=(28, 4))),
     ("a mask", Cai(0x1000, mask=object())),
     ("no interface", object()),
     ("a refusing getter", Refuses()),

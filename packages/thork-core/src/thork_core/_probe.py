@@ -4,9 +4,8 @@ Core's adapters (:mod:`thork_core._adapter`) give the full :class:`ArrayView` of
 kind; that costs a dataclass and several lookups per argument. A hot call needs less: the
 address, and whether the array is exactly the kind it checked before. This module is that
 reading, for the kinds that can skip the adapters: Thork's own :class:`DeviceArray`,
-C-contiguous NumPy arrays, and ``__cuda_array_interface__`` producers (CuPy, torch,
-Numba) that are C-contiguous, unmasked, produced on a default stream, on the one visible
-GPU. Everything else returns None: the caller takes the adapters. Kernel launches
+NumPy arrays, and unmasked ``__cuda_array_interface__`` producers (CuPy, torch, Numba) on
+the one visible GPU. Everything else returns None: the caller takes the adapters. Kernel launches
 (``CudaExecutable.launch``'s Python path) and fkl pipes read arrays through it; the
 native module's ``Binder`` makes the same decisions in C.
 """
@@ -54,25 +53,28 @@ def probe(x: Any) -> tuple[int, Any, int, int] | None:
     """``(address, key, producer stream, device)`` for an array that can skip the
     adapters, else None. ``key`` is what must match for the rest of a previous check of
     an array of this kind to hold: ``(shape, dtype, device)`` for a DeviceArray,
-    ``(shape, numpy dtype, -1)`` for NumPy, ``(type, shape, typestr)`` for a CAI
-    producer. The producer stream is 0 when no wait can be needed (host arrays and the
-    default streams); device is -1 for host arrays."""
+    ``(shape, numpy dtype, -1)`` for a C-contiguous NumPy array (``(shape, numpy dtype,
+    strides)`` for a strided view), ``(type, shape, typestr)`` for a CAI producer (with
+    its strides appended when it has some): a strided array keys by its strides, which a
+    caller's plan for it holds. The producer stream is 0 when no wait can be needed (host
+    arrays and the default streams); device is -1 for host arrays."""
     nd, da = _TYPES or _types()
     tx = type(x)
     if tx is da:
         return x.ptr, (x.shape, x.dtype, x.device), x.stream, x.device
     if tx is nd:
-        if not x.flags.c_contiguous:
-            return None
-        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1), 0, -1
+        return x.__array_interface__["data"][0], (
+            x.shape, x.dtype, -1 if x.flags.c_contiguous else x.strides), 0, -1
     try:
         cai = x.__cuda_array_interface__
     except Exception:  # noqa: BLE001 - e.g. torch raises for a CPU tensor
         return None
-    if cai.get("strides") is not None or cai.get("mask") is not None or not one_gpu():
+    if cai.get("mask") is not None or not one_gpu():
         return None
     stream = cai.get("stream")
-    return (cai["data"][0], (tx, tuple(cai["shape"]), cai["typestr"]),
+    strides = cai.get("strides")
+    key = (tx, tuple(cai["shape"]), cai["typestr"])
+    return (cai["data"][0], key if strides is None else (*key, tuple(strides)),
             0 if stream in DEFAULT_STREAMS else stream, 0)
 
 
