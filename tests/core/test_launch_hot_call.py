@@ -152,3 +152,27 @@ def test_cupy_arrays_hot_call(rng):
 
     with pytest.raises(ArgumentError, match="C-contiguous"):
         launch(cp.zeros(2 * n, cp.float32)[::2], cx, 2.0, n)
+
+
+@tk.jit(target="gpu")
+def scale_rows(a: tk.DevicePointer[tk.dt.float32, 2], out: tk.DevicePointer[tk.dt.float32, 2]):
+    x = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+    y = tk.block_idx().y
+    h, w = a.shape
+    with tk.if_((y < h) & (x < w)):
+        out[y, x] = a[y, x] * 2.0 + 1.0
+
+
+def test_shaped_arrays_stay_on_the_python_path(rng):
+    """A kernel whose array extents are hidden parameters (added from the arrays' shapes
+    per call) is not armed: every call, of any size, takes the Python path, correctly."""
+    from thork_core import DeviceArray
+
+    for h, w in [(7, 45), (3, 130)]:
+        a = random_array(rng, (h, w), np.float32)
+        out = DeviceArray.from_host(poisoned((h, w), np.float32))
+        launch = scale_rows[((w + 63) // 64, h), (64, 1)]
+        launch(DeviceArray.from_host(a), out)
+        launch(DeviceArray.from_host(a), out)
+        assert getattr(launch, "_hot_binder", None) is None
+        np.testing.assert_allclose(out.to_host(), a * np.float32(2) + np.float32(1), rtol=1e-6)
