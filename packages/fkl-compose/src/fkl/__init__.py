@@ -18,6 +18,13 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     from ._batch import PerItem
     from ._circular import CircularTensor
     from ._color import COLOR_CODES, ColorCode, ColorConversion
+    from ._depth import (
+        AddOpaqueAlpha,
+        ColorDepth,
+        DenormalizePixel,
+        NormalizePixel,
+        SaturateDepth,
+    )
     from ._divergent import Divergent, compose_divergent
     from ._filter import (
         MAX_KSIZE,
@@ -37,6 +44,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         Crop,
         Deinterlace,
         DeinterlaceMode,
+        Interpolation,
         Resize,
         Warping,
         letterbox,
@@ -53,6 +61,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         Div,
         Equal,
         Exp,
+        IsEven,
         Ln,
         Max,
         Min,
@@ -70,12 +79,15 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         Sqr,
         Sqrt,
         Sub,
+        VectorAnd,
+        VectorOr,
         VectorReduce,
         VectorReorder,
         VectorReorderRT,
         Xor,
     )
     from ._pipe import Pipe, compose, reset_stats, stats
+    from ._pitched import PitchedBuffer
     from ._tensor import (
         DualRead,
         MidWrite,
@@ -88,6 +100,8 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         TensorTSplit,
         TensorWrite,
     )
+    from ._yuv import YUV_FORMATS, ReadYUV, WriteYUV
+    from ._yuvcolor import RGB2YUV, YUV2RGB, rgb_to_yuv_matrix, yuv_to_rgb_matrix
 
 # Lazy public names (PEP 562): `import fkl` (and its plugin entry point, loaded by
 # every Thork process) stays cheap; a name's module loads on first use.
@@ -155,10 +169,27 @@ _EXPORTS = {
     "TensorTSplit": "._tensor",
     "TensorWrite": "._tensor",
     "VectorReduce": "._ops",
+    "VectorAnd": "._ops",
+    "VectorOr": "._ops",
+    "IsEven": "._ops",
     "VectorReorder": "._ops",
     "VectorReorderRT": "._ops",
     "Warping": "._geometry",
+    "Interpolation": "._resampling",
     "Xor": "._ops",
+    "ReadYUV": "._yuv",
+    "WriteYUV": "._yuv",
+    "YUV_FORMATS": "._yuv",
+    "YUV2RGB": "._yuvcolor",
+    "RGB2YUV": "._yuvcolor",
+    "yuv_to_rgb_matrix": "._yuvcolor",
+    "rgb_to_yuv_matrix": "._yuvcolor",
+    "ColorDepth": "._depth",
+    "PitchedBuffer": "._pitched",
+    "NormalizePixel": "._depth",
+    "DenormalizePixel": "._depth",
+    "SaturateDepth": "._depth",
+    "AddOpaqueAlpha": "._depth",
     "compose": "._pipe",
     "letterbox": "._geometry",
     "reset_stats": "._pipe",
@@ -200,13 +231,17 @@ __all__ = [
     "BorderReader", "BoxFilter", "Cast", "CircularTensor", "COLOR_CODES", "ColorCode",
     "ColorConversion", "compose", "compose_divergent", "Crop", "Deinterlace", "DeinterlaceMode",
     "DeviceBuffer", "Dilate", "Discard", "Div", "Divergent", "DualRead", "Equal", "Erode",
-    "Exp", "gaussian_kernel", "GaussianBlur", "IGNORE_AR", "letterbox", "LinearFilter", "Ln",
+    "Exp", "gaussian_kernel", "GaussianBlur", "IGNORE_AR", "Interpolation", "IsEven",
+    "letterbox", "LinearFilter", "Ln",
     "Max", "MAX_KSIZE", "MedianBlur", "MidWrite", "Min", "Mul", "MxVFloat3", "Normalize", "Not",
     "Op", "ops", "Or", "PerItem", "Pipe", "PRESERVE_AR", "PRESERVE_AR_LEFT",
     "PRESERVE_AR_RN_EVEN", "ReadSet", "reset_stats", "Resize", "Saturate", "SaturateCast",
     "SaturateFloat", "ShiftLeft", "ShiftRight", "Sobel", "SplitWrite", "Sqr", "Sqrt",
     "StaticLoop", "stats", "Sub", "TensorPack", "TensorRead", "TensorSplit", "TensorTPack",
-    "TensorTSplit", "TensorWrite", "VectorReduce", "VectorReorder", "VectorReorderRT",
-    "Warping", "Xor",
+    "TensorTSplit", "TensorWrite", "VectorAnd", "VectorOr", "VectorReduce", "VectorReorder",
+    "VectorReorderRT",
+    "Warping", "Xor", "ReadYUV", "WriteYUV", "YUV_FORMATS", "YUV2RGB", "RGB2YUV",
+    "yuv_to_rgb_matrix", "rgb_to_yuv_matrix", "ColorDepth", "NormalizePixel",
+    "DenormalizePixel", "SaturateDepth", "AddOpaqueAlpha", "PitchedBuffer",
 ]
 __version__ = "0.1.0"
