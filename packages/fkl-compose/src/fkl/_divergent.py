@@ -158,7 +158,7 @@ class Divergent:
             plan.built.exe.launch(plan.grid, plan.block, args, stream=stream)
         return tuple(outs)
 
-    def _hot(self, x: Any, out: Any, handle: int, da: type) -> tuple[Any, ...] | None:
+    def _hot(self, x: Any, out: Any, handle: int, da: Any) -> tuple[Any, ...] | None:
         """The steady-state call: a DeviceArray batch whose plan exists and ``out`` a
         tuple/list of DeviceArrays of exactly the outputs' shapes and dtypes on the same
         device: a few attribute checks and the prepared launch, no adapter lookups (the

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import _plugins
+
 __all__ = ["implied_stream"]
 
 #: (the adapter list it was computed from, the adapters that follow a stream)
@@ -20,15 +22,16 @@ _FOLLOWERS: list[Any] = [None, ()]
 
 def implied_stream(args: Sequence[Any]) -> int:
     """The raw stream handle for a launch of ``args`` given no stream: the first argument
-    whose adapter names a current stream, else 0. Costs one dict lookup per following
-    adapter while its library is not imported."""
-    from ._plugins import plugins
-
-    adapters = plugins().array_adapters()
-    if _FOLLOWERS[0] is not adapters:
+    whose adapter names a current stream, else 0. On the launch path: the following
+    adapters are cached against the registry's adapter list (two attribute reads per
+    call), and each costs one dict lookup while its library is not imported."""
+    reg = _plugins._INSTANCE
+    if reg is None or _FOLLOWERS[0] is not reg._adapters or _FOLLOWERS[0] is None:
+        adapters = _plugins.plugins().array_adapters()
         _FOLLOWERS[:] = [adapters, tuple(a for a in adapters if a.follows)]
+    modules = sys.modules
     for adapter in _FOLLOWERS[1]:
-        if adapter.follows not in sys.modules:
+        if adapter.follows not in modules:
             continue
         for arg in args:
             handle = adapter.launch_stream(arg)
