@@ -394,6 +394,7 @@ class Resize(ReadBack):
                 elif mode == Interpolation.CV_NEAREST:
                     vals = cv_nearest(src, xi, yi, z, csx, csy)
                 else:
+                    assert half_up is not None  # set for the area mode above
                     vals = cv_area(src, xi, yi, z, csx, csy, half_up)
                 if lb:
                     vals = [where(inside, v, saturate_value(bg[k], t.dtype))
@@ -552,7 +553,7 @@ class Warping(ReadBack):
         nm = 0 if self.per_item else size
         nv = len(self._values(src.type))
         m = p[2:2 + nm]
-        cval = p[2 + nm:2 + nm + nv] or [0.0] * src.type.channels
+        cval: list[Any] = p[2 + nm:2 + nm + nv] or [0.0] * src.type.channels
         if self.per_item:  # matrix k for plane k, loaded once per thread
             base = plane() * size
             table: Any = p[2 + nm + nv]  # a pointer parameter (the matrix table)
