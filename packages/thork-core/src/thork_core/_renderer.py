@@ -731,6 +731,12 @@ class CudaRenderer(Renderer):
     def _head(self) -> str:
         dyn = ("extern __shared__ __attribute__((aligned(16))) unsigned char "
                "thork_dynamic_smem[];\n")
+        # -- debug mode (h-debug): the error record and thork_at, for instrumented IR only
+        if getattr(self, "_kernel", None) is not None and self._kernel.debug_sites is not None:
+            from ._debug import CUDA_DEBUG_PRELUDE  # here: _debug imports the targets
+
+            dyn += CUDA_DEBUG_PRELUDE
+        # -- end debug mode
         return f"{self.prelude()}{dyn}\n"
 
     def _code(self, kernel: KernelIR, body: str) -> str:
