@@ -19,6 +19,7 @@ from ._artifact import ARTIFACT_KINDS, Artifact
 from ._build import CompileInfo, build_kernel, choose, compile_artifact
 from ._cache import DiskCache, cache_dir, cache_key, disk_cache
 from ._compiler import Compiler
+from ._debug import debug_default, instrument
 from ._device_array import DeviceArray
 from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
 from ._errors import (
@@ -34,7 +35,6 @@ from ._errors import (
 from ._frontend import Frontend
 from ._graph import Graph, GraphNode
 from ._hookspecs import hookimpl, hookspec
-from ._debug import debug_default, instrument
 from ._ir import KernelIR, Loc, Param, PointerType
 from ._launch import PreparedLaunch, guarded_call_base
 from ._memory import pinned_empty
@@ -51,7 +51,8 @@ __all__ = [
     "NoTargetError", "Param",
     "PLUGIN_API_VERSION", "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
     "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build_kernel",
-    "cache_dir", "cache_key", "choose", "debug_default", "instrument", "compile_artifact", "disk_cache", "dt", "dtype_of",
+    "cache_dir", "cache_key", "choose", "debug_default", "instrument",
+    "compile_artifact", "disk_cache", "dt", "dtype_of",
     "gpu_arch", "guarded_call_base", "hookimpl", "hookspec", "literal_dtype",
     "normalize_dims", "parse_arch", "pinned_empty", "plugins", "promote", "reset_plugins",
 ]

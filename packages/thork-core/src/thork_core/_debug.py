@@ -36,6 +36,7 @@ from ._errors import BoundsError
 from ._ir import (
     Assign,
     Atomic,
+    Binary,
     CallFunc,
     Cast,
     Const,
@@ -46,8 +47,8 @@ from ._ir import (
     KernelIR,
     Let,
     Load,
-    LocalDecl,
     Loc,
+    LocalDecl,
     Offset,
     Param,
     PointerType,
@@ -60,7 +61,6 @@ from ._ir import (
     VecStore,
     VectorType,
     While,
-    Binary,
 )
 from ._target import Executable
 
@@ -316,7 +316,8 @@ _RECORD_STRUCT = r"""struct thork_dbg_rec {
 
 #: CUDA debug prelude: the record (found by name with cuModuleGetGlobal), the scratch cell
 #: failed accesses use, ``thork_at`` and the dynamic shared memory bound.
-CUDA_DEBUG_PRELUDE = _RECORD_STRUCT + r"""__device__ thork_dbg_rec thork_dbg_record;  // global scope: not mangled
+CUDA_DEBUG_PRELUDE = _RECORD_STRUCT + r"""// At global scope: the symbol is not mangled.
+__device__ thork_dbg_rec thork_dbg_record;
 __device__ __attribute__((aligned(16))) unsigned long long thork_dbg_scratch[8];
 THORK_FN long long thork_dyn_count(long long offset, long long size) {
   unsigned int n; asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));

@@ -64,7 +64,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "ArrayView",
-    "Artifact", "CompileError", "Compiler", "CudaExecutable", "DEFAULT_ARCH", "DebugRecord", "DType", "Dim3",
+    "Artifact", "CompileError", "Compiler", "CudaExecutable", "DEFAULT_ARCH",
+    "DebugRecord", "DType", "Dim3",
     "ENTRY_POINT_GROUP", "Executable", "Frontend", "GpuExecutable", "GpuTarget",
     "LaunchError", "NoTargetError", "PLUGIN_API_VERSION", "PluginError", "PluginInfo",
     "PluginWarning", "Plugins", "RecordingLauncher", "Target", "ThorkError", "TraceError",
