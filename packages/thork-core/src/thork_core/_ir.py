@@ -10,6 +10,7 @@ Python line that produced it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Union
 
 from ._dtype import DType
@@ -474,10 +475,11 @@ class KernelIR:
     #: None for a kernel built without checks.
     debug_sites: list[Any] | None = None
 
-    @property
+    @cached_property
     def cooperative(self) -> bool:
         """Whether the kernel has a grid-wide barrier: it must then be launched
-        cooperatively (every block resident at once)."""
+        cooperatively (every block resident at once). Cached: every launch asks, and a
+        walk of an unrolled kernel's statements costs tens of microseconds."""
         return any(isinstance(s, Sync) and s.kind == "grid"
                    for body in [self.body] + [f.body for f in self.functions]
                    for s in walk_stmts(body))
