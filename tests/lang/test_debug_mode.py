@@ -234,3 +234,26 @@ def test_thork_debug_environment_variable() -> None:
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == expect, value
     assert _shift_read(False).debug is False  # an explicit argument wins over the variable
+
+
+def test_prepared_launch_of_a_debug_build_is_checked() -> None:
+    """Front-ends' check-free path (Executable.prepare) still reads the record."""
+    from helpers import TARGETS
+    from thork_core import build_kernel
+
+    if "cpu" not in TARGETS:
+        pytest.skip("host pointers need the CPU target")
+    k = _shift_read(True)
+    exe, _ = build_kernel(k.ir, "cpu")
+    assert exe.launcher is None  # no unchecked launcher for fast paths to take
+    a = np.arange(10, dtype=np.float32)
+    out = poisoned(10, np.float32)
+    # Values per parameter: a, out (pointers, given per call), n, k, span_a, span_out.
+    bad = exe.prepare((1, 1, 1), (32, 1, 1), [0, 0, 10, 1, 10, 10])
+    with pytest.raises(BoundsError) as info:
+        bad.call([a.ctypes.data, out.ctypes.data], 0)
+    assert (info.value.array, info.value.index, info.value.hi) == ("a", 10, 10)
+    good = exe.prepare((1, 1, 1), (32, 1, 1), [0, 0, 9, 1, 10, 10])
+    out = poisoned(10, np.float32)
+    good.call([a.ctypes.data, out.ctypes.data], 0)
+    np.testing.assert_array_equal(out[:9], a[1:] * 2)

@@ -387,7 +387,10 @@ class DebugExecutable(Executable):
         self._sites = list(sites)
         self._lock = threading.Lock()
         self.kernel = inner.kernel
-        self.launcher = inner.launcher
+        # No launcher of its own: a front-end's fast path that would call the launcher
+        # directly (skipping the record) finds none and takes launch()/prepare() instead.
+        self.launcher = None
+        self._binder = None
 
     def __getattr__(self, name: str) -> Any:
         if name == "_inner":  # not yet set (copy, pickle): no recursion
