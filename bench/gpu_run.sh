@@ -2,8 +2,8 @@
 # One full run on a lent GPU machine (no package index there): install the wheels built
 # here (carried in .wheels/), then the GPU test suite and the benchmarks, logs in $OUT.
 #   usage: bash bench/gpu_run.sh [tests] [tests:COMPILER] [examples] [bench_core] [bench_lang]
-#          [bench_fkl] [bench_compilers] [bench_interop]
-#          [cvcuda] [sanitizer]
+#          [bench_fkl] [bench_video] [bench_compilers] [bench_interop]
+#          [cvcuda] [sanitizer] [bench_debug]
 #   (no argument: all of them)
 #   cvcuda: a wheel too big to carry in one call travels in parts, one per call, in the
 #   ignored folder .cv/ (part00, part01, ...); each call stashes its part in /tmp/cv (which
@@ -11,7 +11,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench_core bench_lang bench_fkl bench_compilers bench_interop)
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench_core bench_lang bench_fkl bench_video bench_compilers bench_interop)
 dest="${OUT:-/tmp/thork-gpu-run}"
 out=/tmp/thork-gpu-logs          # everything lands here; $OUT gets one archive + summaries
 rm -rf "$out"; mkdir -p "$out" "$dest"

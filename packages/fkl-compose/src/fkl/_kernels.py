@@ -130,7 +130,9 @@ class Kernels:
             assert spec is not None
             lowered = lower_flat(self.chain, t, name, spec)
         else:
-            lowered = lower(self.chain, t, name, active=variant == "active")
+            lowered = lower(self.chain, t, name, active=variant == "active",
+                            pitched=variant in ("pitched", "pitched-both"),
+                            pitched_out=variant in ("pitched-out", "pitched-both"))
         if self.debug:  # spans follow the parameters: fkl._plan.add_spans fills them
             lowered = dataclasses.replace(lowered, ir=instrument(lowered.ir))
         return lowered
