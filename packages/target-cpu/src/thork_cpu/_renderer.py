@@ -24,6 +24,7 @@ from thork_core import CODEGEN_VERSION, KernelIR, Renderer
 from thork_core.ir import (
     HALF_CONVERSIONS,
     INT_ARITHMETIC,
+    RECORD_STRUCT,
     Atomic,
     BlockReduce,
     DType,
@@ -430,11 +431,7 @@ extern "C" int %(entry)s(void** args, const unsigned int* g, const unsigned int*
 # The error record (read by CpuExecutable.debug_read through its symbol), thork_at and the
 # dynamic shared memory bound; launches of a debug kernel are serialized by the Python
 # side, so the entry may keep the launch's dynamic shared bytes in a global.
-_DEBUG_PRELUDE = r"""struct thork_dbg_rec {
-  unsigned int flag; int site; long long index, lo, hi;
-  unsigned int block[3], thread[3];
-};
-extern "C" {
+_DEBUG_PRELUDE = RECORD_STRUCT + r"""extern "C" {
 __attribute__((visibility("default"))) thork_dbg_rec thork_dbg_record;
 __attribute__((visibility("default"))) unsigned long long thork_dbg_dyn_bytes;
 }

@@ -65,7 +65,7 @@ from ._ir import (
 from ._target import Executable
 
 __all__ = ["Site", "instrument", "debug_default", "DebugExecutable", "DebugRecord",
-           "CUDA_DEBUG_PRELUDE", "RECORD_SYMBOL"]
+           "CUDA_DEBUG_PRELUDE", "RECORD_STRUCT", "RECORD_SYMBOL"]
 
 #: Name of the error record every debug build exports (a C symbol, unmangled).
 RECORD_SYMBOL = "thork_dbg_record"
@@ -307,8 +307,9 @@ def instrument(ir: KernelIR) -> KernelIR:
 
 
 # -- the device side ----------------------------------------------------------------------
-# The record both targets write: the first violation of a launch (flag set atomically).
-_RECORD_STRUCT = r"""struct thork_dbg_rec {
+#: The record both targets write: the first violation of a launch (flag set atomically);
+#: :class:`DebugRecord` mirrors it.
+RECORD_STRUCT = r"""struct thork_dbg_rec {
   unsigned int flag; int site; long long index, lo, hi;
   unsigned int block[3], thread[3];
 };
@@ -316,7 +317,7 @@ _RECORD_STRUCT = r"""struct thork_dbg_rec {
 
 #: CUDA debug prelude: the record (found by name with cuModuleGetGlobal), the scratch cell
 #: failed accesses use, ``thork_at`` and the dynamic shared memory bound.
-CUDA_DEBUG_PRELUDE = _RECORD_STRUCT + r"""// At global scope: the symbol is not mangled.
+CUDA_DEBUG_PRELUDE = RECORD_STRUCT + r"""// At global scope: the symbol is not mangled.
 __device__ thork_dbg_rec thork_dbg_record;
 __device__ __attribute__((aligned(16))) unsigned long long thork_dbg_scratch[8];
 THORK_FN long long thork_dyn_count(long long offset, long long size) {
