@@ -230,7 +230,7 @@ class _Instrumenter:
             return [dataclasses.replace(s, head=head, cond=x(s.cond),
                                         body=self.block(s.body, env, mutable))]
         # Everything else: rewrite the expressions it holds.
-        changes = {}
+        changes: dict[str, Any] = {}
         for f in dataclasses.fields(s):
             v = getattr(s, f.name)
             if isinstance(v, Expr):
@@ -281,12 +281,12 @@ class _Instrumenter:
                 args = tuple(self.expr(a, env, loc) for a in e.args)
                 return dataclasses.replace(e, pointer=ptr, index=Const(dt.int32, 0), args=args)
         elif isinstance(e, CallFunc) and e.name in self.fn_pointers:
-            args = [self.expr(a, env, loc) for a in e.args]
+            call_args: list[Expr] = [self.expr(a, env, loc) for a in e.args]
             for i in self.fn_pointers[e.name]:
                 r = self.range_of(e.args[i], env)
-                args += [_NO_LO, _NO_HI] if r is None else [r.lo, r.hi]
-            return dataclasses.replace(e, args=tuple(args))
-        changes = {}
+                call_args += [_NO_LO, _NO_HI] if r is None else [r.lo, r.hi]
+            return dataclasses.replace(e, args=tuple(call_args))
+        changes: dict[str, Any] = {}
         for f in dataclasses.fields(e):
             v = getattr(e, f.name)
             if isinstance(v, Expr):
