@@ -1,7 +1,8 @@
-"""What the Python side of a hot call costs, without a GPU: core's native Launch, Guard and
-GuardedCall entry over a launch function that does nothing (a C no-op compiled here with
-``cc``), against the same guard called from a Python ``__call__`` (what a pipe's call
-cost before the C entry, and still costs where the native module is unavailable).
+"""What the Python side of a hot call costs, without a GPU: core's native Prepared, Guard,
+GuardedCall entry, Binder and LaunchCall entry over a launch function that does nothing (a
+C no-op compiled here with ``cc``), against the same guard or binder called from a Python
+``__call__`` (what a pipe's or a kernel[grid, block] call cost before the C entries, and
+still costs where the native module is unavailable).
 
     python bench/bench_call_entry.py [--calls N] [--out DIR]
 
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from thork_core import DeviceArray, dt, guarded_call_base
+from thork_core._launch import CONV_CU
 from thork_core._native import native_module, native_status
 
 
@@ -58,10 +60,8 @@ def main() -> int:
         return 1
     with tempfile.TemporaryDirectory() as folder:
         fn, lib = noop_launch_address(folder)
-        slots = [ctypes.c_void_p(), ctypes.c_void_p()]
-        argv = (ctypes.c_void_p * 2)(*[ctypes.addressof(s) for s in slots])
-        launch = native.Launch(fn, 1, (1, 1, 1), (1, 1, 1), 0, ctypes.addressof(argv), 2,
-                               [ctypes.addressof(s) for s in slots], print)
+        launcher = native.Launcher(CONV_CU, fn, 1, "PP", print)
+        launch = launcher.prepare((1, 1, 1), (1, 1, 1), 0, [0, 0])
         shape = (7, 33, 3)
         guard = launch.guard(DeviceArray, [(shape, dt.float32, 0), (shape, dt.float32, 0)],
                              [0, 1], 15, int)
@@ -85,6 +85,24 @@ def main() -> int:
         entry, pycall = Entry(), PythonCall()
         entry._hot_guard = pycall._hot_guard = guard  # type: ignore[attr-defined]
         ptrs = [0x1000, 0x2000]
+        # kernel[grid, block](y, x): the Binder, armed in a LaunchCall, against the
+        # Python call that hands the same binder its arguments (Launch.__call__ ->
+        # CudaExecutable.launch's first lines).
+        binder = native.Binder(launcher, DeviceArray, 0,
+                               [(dt.float32, "<f4", -1, True), (dt.float32, "<f4", -1, False)],
+                               True)
+
+        class KernelLaunch(native.LaunchCall):  # type: ignore[misc, name-defined]
+            def _miss(self, *args: Any, **kwargs: Any) -> Any:
+                raise AssertionError("the binder should have launched")
+
+        class PythonLaunch:
+            def __call__(self, *args: Any, stream: Any = None) -> None:
+                if not binder((1, 1, 1), (1, 1, 1), 0, stream, args):
+                    raise AssertionError("the binder should have launched")
+
+        klaunch, pylaunch = KernelLaunch(), PythonLaunch()
+        klaunch._arm(binder, (1, 1, 1), (1, 1, 1), 0, None)
 
         def run_launch() -> None:
             for _ in range(n):
@@ -102,10 +120,20 @@ def main() -> int:
             for _ in range(n):
                 pycall(x, out=y)
 
-        rows = [("Launch.run (addresses only)", best_us(run_launch, n)),
+        def run_kernel_entry() -> None:
+            for _ in range(n):
+                klaunch(y, x)
+
+        def run_kernel_python() -> None:
+            for _ in range(n):
+                pylaunch(y, x)
+
+        rows = [("Prepared.run (addresses only)", best_us(run_launch, n)),
                 ("Guard (checks + launch)", best_us(run_guard, n)),
                 ("GuardedCall entry: obj(x, out=y)", best_us(run_entry, n)),
-                ("Python __call__ -> same guard", best_us(run_python, n))]
+                ("Python __call__ -> same guard", best_us(run_python, n)),
+                ("LaunchCall entry: launch(y, x)", best_us(run_kernel_entry, n)),
+                ("Python __call__ -> same binder", best_us(run_kernel_python, n))]
         del lib
     print(f"Python {sys.version.split()[0]}, no-op launch function, best of 5 x {n} calls")
     for name, us in rows:

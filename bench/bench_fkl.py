@@ -19,6 +19,8 @@ Rows (GPU rows run when a GPU is visible; anchors when torch / CuPy / torchvisio
   * neighbourhood filters (issue 21), 1920x1080x3 u8 in and out: 3x3 box and Gaussian vs a
     same-bytes cuMemcpyDtoD (goal >= 80%), median 5x5 and a 15x15 LinearFilter reported;
     CV-CUDA gaussian / median_blur anchors when `import cvcuda` works
+  * OpenCV resize modes (issue 21), 1080p x 3 u8 -> 1280x720 u8: cv_linear, cv_area,
+    cv_cubic and a cv_linear replicate warp; CV-CUDA resize / warp_affine anchors
 
 GPU times are CUDA events (medians of fresh-input repetitions after a warm-up), three
 ways: around one call from an idle GPU (host launch latency included), around 20 calls
@@ -774,16 +776,67 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
                                                   border=cvcuda.Border.REFLECT101),
         "median 5x5": lambda s: cvcuda.median_blur(s, ksize=(5, 5)),
     }
+    cvcuda_rows(ev, "filters", src, anchors, times, batch_reps)
+
+
+def cvcuda_rows(ev: Events, group: str, src: Any, anchors: dict[str, Any],
+                times: dict[str, float], batch_reps: int) -> None:
+    """One row per CV-CUDA anchor ``call(tensor)`` on the 1080p u8 frame ``src``, with
+    fkl's time for the same name against it; a failing anchor prints and is skipped."""
+    import cvcuda
+    from thork_core._device_array import DeviceArray
+
+    one = DeviceArray.wrap(src.ptr, (1, H, W, C), "uint8", owner=src)
     for name, call in anchors.items():
         try:
-            one = DeviceArray.wrap(src.ptr, (1, H, W, C), "uint8", owner=src)
             t_src = cvcuda.as_tensor(one, "NHWC")
             call(t_src)
             t_cv = ev.stream_us(lambda call=call, t_src=t_src: call(t_src), batch_reps)
-            row("filters", f"  CV-CUDA {name}", t_cv, "us",
+            row(group, f"  CV-CUDA {name}", t_cv, "us",
                 f"fkl / CV-CUDA = {times[name] / t_cv:.2f} (goal <= 1.0)")
         except Exception as exc:  # an anchor failing must not stop the run
             print(f"  CV-CUDA {name} anchor failed: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def bench_resize(ev: Events, rng: Any, reps: int) -> None:
+    """OpenCV-compatible resize modes (1080p x 3 u8 -> 1280x720 u8) and a cv_linear warp
+    with a replicated border, steady-state device time, against CV-CUDA's resize (each
+    interpolation) and warp_affine."""
+    from thork_core._device_array import DeviceArray
+
+    batch_reps = max(reps // 4, 5)
+    dw, dh = 1280, 720
+    print(f"resize: {W}x{H}x3 u8 -> {dw}x{dh} u8 (OpenCV modes)", flush=True)
+    src = DeviceArray.from_host(rng.integers(0, 256, (H, W, C)).astype(np.uint8))
+    dst = DeviceArray((dh, dw, C), "uint8")
+    m = np.array([[W / dw * 0.98, 0.02, 3.0], [-0.02, H / dh * 0.98, 5.0]])
+    cases = {
+        "cv_linear": fkl.Resize(dw, dh, interpolation="cv_linear"),
+        "cv_area": fkl.Resize(dw, dh, interpolation="cv_area"),
+        "cv_cubic": fkl.Resize(dw, dh, interpolation="cv_cubic"),
+        "warp cv_linear replicate": fkl.Warping(m, dw, dh, interpolation="cv_linear",
+                                                border="REPLICATE"),
+    }
+    times: dict[str, float] = {}
+    for name, op in cases.items():
+        pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
+        pipe(src, out=dst)
+        times[name] = ev.stream_us(lambda pipe=pipe: pipe(src, out=dst), batch_reps)
+        row("resize", f"fkl {name}", times[name], "us")
+    cvcuda = try_import("cvcuda")
+    if cvcuda is None:
+        print("  anchor missing: CV-CUDA (`import cvcuda` failed; pip install cvcuda-cu13)",
+              flush=True)
+        return
+    anchors = {
+        "cv_linear": lambda s: cvcuda.resize(s, (1, dh, dw, C), cvcuda.Interp.LINEAR),
+        "cv_area": lambda s: cvcuda.resize(s, (1, dh, dw, C), cvcuda.Interp.AREA),
+        "cv_cubic": lambda s: cvcuda.resize(s, (1, dh, dw, C), cvcuda.Interp.CUBIC),
+        "warp cv_linear replicate": lambda s: cvcuda.warp_affine(
+            s, m.astype(np.float32), cvcuda.Interp.LINEAR | cvcuda.Interp.WARP_INVERSE_MAP,
+            border_mode=cvcuda.Border.REPLICATE, border_value=[0.0]),
+    }
+    cvcuda_rows(ev, "resize", src, anchors, times, batch_reps)
 
 
 def bench_batch_cpu(reps: int) -> None:
@@ -910,6 +963,7 @@ def main() -> int:
         bench_gpu(reps)
         bench_batch(Events(), np.random.default_rng(), reps)
         bench_filters(Events(), np.random.default_rng(), reps)
+        bench_resize(Events(), np.random.default_rng(), reps)
     else:
         print(f"no GPU ({why}): GPU rows skipped", flush=True)
     bench_compile()

@@ -2,7 +2,7 @@
 # One full run on a lent GPU machine (no package index there): install the wheels built
 # here (carried in .wheels/), then the GPU test suite and the benchmarks, logs in $OUT.
 #   usage: bash bench/gpu_run.sh [tests] [tests:COMPILER] [examples] [bench_core] [bench_lang]
-#          [bench_fkl] [bench_video] [bench_compilers] [bench_interop]
+#          [bench_fkl] [bench_video] [bench_compilers] [bench_interop] [bench_mma]
 #          [cvcuda] [sanitizer] [bench_debug]
 #   (no argument: all of them)
 #   cvcuda: a wheel too big to carry in one call travels in parts, one per call, in the
@@ -11,7 +11,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench_core bench_lang bench_fkl bench_video bench_compilers bench_interop)
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench_core bench_lang bench_fkl bench_video bench_compilers bench_interop bench_mma)
 dest="${OUT:-/tmp/thork-gpu-run}"
 out=/tmp/thork-gpu-logs          # everything lands here; $OUT gets one archive + summaries
 rm -rf "$out"; mkdir -p "$out" "$dest"

@@ -14,6 +14,8 @@ def test_every_launched_kernel_compiles_to_cubin(arch):
     failures = []
     for name, kernel in sorted(LAUNCHED.items()):
         try:
+            if kernel.ir.min_sm > int(arch[3:]):
+                continue  # tensor-core kernels (sm_80+): their own tests compile them
             art = kernel.artifact(arch, compiler="nvrtc")
         except Exception as exc:  # collect all, report together
             failures.append(f"{name}: {type(exc).__name__}: {str(exc)[:500]}")

@@ -138,6 +138,9 @@ def test_hot_path_is_the_native_guard_where_core_built_it(rng):
             guards[launcher] = pipe._hot_guard
         finally:
             del os.environ["THORK_LAUNCHER"]
+            # Kernels built under the Python launcher must not serve later tests: their
+            # prepared launches give Python guards, which the C call never tries.
+            fkl.reset_stats(clear_cache=True)
     assert isinstance(guards["ctypes"], ArrayGuard)
     if native_module() is not None:
         assert type(guards["native"]).__name__ == "Guard"
@@ -179,11 +182,13 @@ def test_the_hot_call_is_taken_in_c(rng):
     if base is None:
         pytest.skip("no native module here")
     shape = (23, 45, 3)
+    fkl.reset_stats(clear_cache=True)  # kernels built here, under the native launcher
     pipe = _pipe()
     assert isinstance(pipe, base) and isinstance(pipe, fkl.Pipe)
     x = random_array(rng, shape, np.float32)
     dx = fkl.DeviceBuffer.from_host(x)
     pipe(dx, out=fkl.DeviceBuffer(shape, "float32"))  # the first call prepares the guard
+    assert type(pipe._hot_guard).__name__ == "Guard"  # core's native guard, tried in C
 
     def general(*args, **kwargs):
         raise AssertionError(f"the general path ran: {args} {kwargs}")
@@ -208,3 +213,49 @@ def test_the_hot_call_is_taken_in_c(rng):
     del pipe._miss
     with pytest.raises(fkl.ArgumentError, match="out: expected shape"):
         pipe(dx, out=fkl.DeviceBuffer((23, 44, 3), "float32"))
+
+
+def test_the_allocating_call_is_taken_in_c(rng):
+    """Once hot, pipe(x) and pipe(x, stream=s) make their output from the pool and launch
+    in C (GuardedCall's _hot_out and _hot_guard); the outputs are fresh arrays with the
+    right values, each recording the stream it was made on; a new input shape still goes
+    to the general path."""
+    from thork_core import _cuda, guarded_call_base
+
+    if guarded_call_base() is None:
+        pytest.skip("no native module here")
+    shape = (19, 37, 3)
+    fkl.reset_stats(clear_cache=True)
+    pipe = _pipe()
+    x = random_array(rng, shape, np.float32)
+    dx = fkl.DeviceBuffer.from_host(x)
+    first = pipe(dx)  # the general path: plans, launches, makes the maker
+    np.testing.assert_allclose(first.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+    assert type(pipe._hot_out).__name__ == "OutMaker"
+
+    def general(*args, **kwargs):
+        raise AssertionError(f"the general path ran: {args} {kwargs}")
+
+    pipe._miss = general
+    outs = [pipe(dx) for _ in range(3)]
+    assert len({o.ptr for o in outs} | {first.ptr}) == 4  # each call its own array
+    for o in outs:
+        assert type(o) is fkl.DeviceBuffer and o.shape == shape and o.stream == 0
+        np.testing.assert_allclose(o.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+    drv = _cuda.driver()
+    handle = int(_cuda.check(drv.cuStreamCreate(0), "cuStreamCreate"))
+    try:
+        o = pipe(dx, stream=handle)
+        assert o.stream == handle
+        _cuda.check(drv.cuStreamSynchronize(handle), "sync")
+        np.testing.assert_allclose(o.to_host(), _ref(x), rtol=1e-6, atol=1e-6)
+        del o
+        _cuda.check(drv.cuCtxSynchronize(), "sync")
+    finally:
+        _cuda.check(drv.cuStreamDestroy(handle), "cuStreamDestroy")
+    with pytest.raises(AssertionError, match="the general path ran"):
+        pipe(fkl.DeviceBuffer.from_host(random_array(rng, (19, 36, 3), np.float32)))
+    del pipe._miss
+    y = random_array(rng, (19, 36, 3), np.float32)
+    np.testing.assert_allclose(pipe(fkl.DeviceBuffer.from_host(y)).to_host(), _ref(y),
+                               rtol=1e-6, atol=1e-6)

@@ -1,9 +1,10 @@
-"""Array probing for pipes: core's adapters on the general path, a cached key on the hot one.
+"""Array probing for pipes: core's adapters on the general path, core's probe on the hot one.
 
 The general path adapts every array with core's adapters (``find_view``,
 the same ones a Thork kernel launch uses) and checks what every fkl kernel needs. The hot
 path must not build an :class:`~thork_core.ArrayView` per call, so it reads a *key* from the
-array — ``(shape, dtype, device)`` for core's own arrays, ``(type, shape, typestr)`` for a
+array with core's probe (:func:`thork_core.launch.probe`, here ``fast_info``) —
+``(shape, dtype, device)`` for core's own arrays, ``(type, shape, typestr)`` for a
 ``__cuda_array_interface__`` producer — and a pipe keys its prepared launches by it: the key
 was checked by the general path once, only the address and the producer stream are
 re-read per call.
@@ -15,6 +16,8 @@ import math
 from typing import Any
 
 from thork_core import ArgumentError, ArrayView, DType
+from thork_core.launch import cai_pointer
+from thork_core.launch import probe as fast_info
 from thork_core.plugin import find_view
 
 __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
@@ -24,7 +27,6 @@ __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
 INT32_LIMIT = 2**31
 
 _TYPES: list[Any] = []
-_ONE_GPU: list[bool] = []
 
 
 def array_types() -> list[Any]:
@@ -123,50 +125,13 @@ def check_size(shape: tuple[int, ...], what: str) -> None:
                             f"so arrays must have fewer than 2**31 elements")
 
 
-def fast_info(x: Any) -> tuple[int, Any, int, int] | None:
-    """``(address, hot-path key, producer stream, device)`` for arrays that can skip the
-    adapters, else None. The producer stream is 0 when no wait can be needed: host
-    arrays, and CAI v3's absent/legacy/per-thread default streams (as core's adapter)."""
-    nd, da = _TYPES or array_types()
-    tx = type(x)
-    if tx is da:
-        return x.ptr, (x.shape, x.dtype, x.device), x.stream, x.device
-    if tx is nd:
-        # h-video (issue 18): a strided view keys by its strides too (its plan holds them)
-        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1 if x.flags.c_contiguous
-                                                  else x.strides), 0, -1
-    # CuPy, torch, Numba...: __cuda_array_interface__ on the one GPU (with several, the
-    # owning device needs the adapter's pointer query). h-video (issue 18): strides (a
-    # strided view) are part of the key, as the plan holds them.
-    try:
-        cai = x.__cuda_array_interface__
-    except Exception:  # noqa: BLE001 - e.g. torch raises for a CPU tensor
-        return None
-    if cai.get("mask") is not None or not _one_gpu():
-        return None
-    stream = cai.get("stream")
-    strides = cai.get("strides")
-    key = (tx, tuple(cai["shape"]), cai["typestr"])
-    return (cai["data"][0], key if strides is None else (*key, tuple(strides)),
-            0 if stream in (None, 1, 2) else stream, 0)
-
-
 def fast_out(out: Any, shape: tuple[int, ...], d: DType, code: str | None) -> int | None:
     """The address of ``out`` when it is a device array of exactly ``shape`` and dtype
     ``d`` (typestr ``code``), writable, C-contiguous and ready on any stream, else None
-    (the full check runs)."""
+    (the full check runs). The CAI reading is core's (:func:`thork_core.launch.cai_pointer`)."""
     if type(out) is (_TYPES or array_types())[1]:
         return out.ptr if out.shape == shape and out.dtype is d else None
-    try:
-        cai = out.__cuda_array_interface__
-    except Exception:  # noqa: BLE001
-        return None
-    ptr, readonly = cai["data"]
-    if readonly or cai.get("strides") is not None or cai.get("mask") is not None or \
-            cai["typestr"] != code or tuple(cai["shape"]) != shape or \
-            cai.get("stream") not in (None, 1, 2) or not _one_gpu():
-        return None
-    return ptr  # type: ignore[no-any-return]
+    return cai_pointer(out, code, shape=shape, writable=True)
 
 
 def pointer(o: Any, what: str = "out") -> int:
@@ -192,15 +157,3 @@ def wait(producer: int, consumer: int, device: int) -> None:
     from thork_core.runtime import stream_wait
 
     stream_wait(device, producer, consumer)
-
-
-def _one_gpu() -> bool:
-    """Whether exactly one GPU is visible (asked once)."""
-    if not _ONE_GPU:
-        from thork_core.runtime import device_count
-
-        try:
-            _ONE_GPU.append(device_count() == 1)
-        except Exception:  # noqa: BLE001 - no driver: no device arrays either
-            _ONE_GPU.append(False)
-    return _ONE_GPU[0]

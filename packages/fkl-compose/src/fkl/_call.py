@@ -42,17 +42,23 @@ if TYPE_CHECKING:
 
 __all__ = ["CallPath", "Hot"]
 
+#: Per pipe class: whether it has core's GuardedCall base (its ``_hot_out`` member makes
+#: the allocating call in C).
+_C_OUT: dict[type, bool] = {}
+
 
 class Hot:
-    """One entry of the hot table: the plan of an input shape, its launcher, and core's
-    guard for the one-device-array-in, one-out call (None where that does not apply)."""
+    """One entry of the hot table: the plan of an input shape, its launcher, core's guard
+    for the one-device-array-in, one-out call (None where that does not apply) and, once
+    such a call allocated its output, core's maker of that output (``out_maker``)."""
 
-    __slots__ = ("plan", "launcher", "guard")
+    __slots__ = ("plan", "launcher", "guard", "maker")
 
     def __init__(self, plan: Plan, launcher: Launcher, guard: Any) -> None:
         self.plan = plan
         self.launcher = launcher
         self.guard = guard
+        self.maker: Any = None
 
 
 class CallPath:
@@ -69,6 +75,9 @@ class CallPath:
     _in_place: bool
 
     def _init_calls(self) -> None:
+        cls = type(self)
+        if cls not in _C_OUT:
+            _C_OUT[cls] = hasattr(cls, "_hot_out")
         self._plans = {}
         self._hot = {}
         #: The guard that last launched (tried first, in C where the pipe's class has
@@ -127,8 +136,13 @@ class CallPath:
             return self._call_slow(inputs, out, stream, key)
         if hot.guard is not None and out is not None and hot.guard is not guard and \
                 hot.guard(inputs[0], out, stream):
-            self._hot_guard = hot.guard
+            self._use(hot)
             return out
+        if out is None and hot.guard is not None and _C_OUT.get(type(self)) and \
+                (hot.guard is not guard or hot.maker is None):
+            if hot.maker is None:
+                hot.maker = self._maker(hot.plan, device)
+            self._use(hot)  # the next allocating call of this shape runs in C
         plan, launcher = hot.plan, hot.launcher
         if plan.table_ptrs:
             ptrs += plan.table_ptrs
@@ -258,9 +272,13 @@ class CallPath:
             if key is not None:
                 hot = Hot(plan, launcher, self._guard(plan, inputs, self._in_place))
                 self._hot[tuple(key)] = hot
-                if hot.guard is not None and out is not None:
-                    # The next identical call is decided in C (GuardedCall) straight away.
-                    self._hot_guard = hot.guard
+                if hot.guard is not None:
+                    # The next identical call is decided in C (GuardedCall) straight away;
+                    # an allocating one makes its output there too (GuardedCall's
+                    # _hot_out, kept paired with the guard it was made for).
+                    if out is None and _C_OUT.get(type(self)):
+                        hot.maker = self._maker(plan, device)
+                    self._use(hot)
         else:
             args = list(run.args)
             n = len(inputs)
@@ -275,6 +293,20 @@ class CallPath:
                     args[pos] = targets[idx]
             run.built.exe.launch(run.grid, run.block, args, stream=stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _use(self, hot: Hot) -> None:
+        """Make ``hot``'s guard (and its output maker) the ones tried first."""
+        self._hot_guard = hot.guard
+        if _C_OUT.get(type(self)):
+            self._hot_out = hot.maker
+
+    @staticmethod
+    def _maker(plan: Plan, device: int) -> Any:
+        """Core's maker of ``plan``'s one device output (None: not available)."""
+        from thork_core.launch import out_maker
+
+        shape, dtype = plan.outs[0]
+        return out_maker(array_types()[1], tuple(shape), dtype, device)
 
     def _out_strides(self, out: Any, t: Any, g: Any, lay: Any,
                      handle: int) -> tuple[int, int, int] | None:

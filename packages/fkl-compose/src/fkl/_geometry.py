@@ -16,11 +16,23 @@ from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
 
 from ._batch import PerItem, plane
-from ._ops import Op
+from ._ops import Op, saturate_value
 from ._pixel import Geom, Pixel, PixType, Stage, per_channel
+from ._resampling import (
+    Interpolation,
+    _clamp,
+    _f32,
+    _i32,
+    cv_area,
+    cv_cubic,
+    cv_linear,
+    cv_nearest,
+    cv_resize_scale,
+    cv_warp_sample,
+)
 
-__all__ = ["Crop", "Resize", "Warping", "BorderReader", "Deinterlace", "AspectRatio",
-           "BorderMode", "DeinterlaceMode", "letterbox"]
+__all__ = ["Crop", "Resize", "Warping", "Interpolation", "BorderReader", "Deinterlace",
+           "AspectRatio", "BorderMode", "DeinterlaceMode", "letterbox"]
 
 
 class ReadBack(Op):
@@ -40,18 +52,6 @@ class ReadBack(Op):
             raise ArgumentError(f"{self.name}: cannot sample a pair of pixels from a "
                                 "dual-source read; combine it first (e.g. fkl.Sub())")
         return t
-
-
-def _clamp(v: Value, lo: Any, hi: Any) -> Value:
-    return tkm.min(tkm.max(v, lo), hi)
-
-
-def _f32(v: Value) -> Value:
-    return cast(v, dt.float32)
-
-
-def _i32(v: Value) -> Value:
-    return cast(v, dt.int32)
 
 
 def bilinear(src: Stage, sx: Value, sy: Value, z: Value) -> Pixel:
@@ -252,17 +252,24 @@ def letterbox(sw: int, sh: int, dw: int, dh: int, mode: str) -> tuple[int, int, 
 
 
 class Resize(ReadBack):
-    """Resize to ``w`` x ``h`` with FKL's corner-aligned bilinear (``src_x = x * sw / dw``);
-    output float32. ``aspect_ratio`` letterboxes onto ``background``. ``interpolation`` is
-    ``"linear"`` (FKL's) or ``"nearest"`` (``src[floor(x * fx)]``)."""
+    """Resize to ``w`` x ``h``. ``interpolation`` (a :class:`Interpolation` value):
+
+    - ``"linear"`` (the default, FKL's): corner-aligned bilinear, ``src_x = x * sw / dw``;
+      output float32. ``"nearest"``: ``src[floor(x * sw / dw)]``, float32.
+    - ``"cv_linear"``, ``"cv_area"`` (downscaling only), ``"cv_cubic"``, ``"cv_nearest"``:
+      ``cv2.resize``'s INTER_LINEAR, INTER_AREA, INTER_CUBIC and INTER_NEAREST with
+      OpenCV's pixel centres, borders and uint8 fixed-point arithmetic; output in the
+      input dtype (docs/fkl-resize.md).
+
+    ``aspect_ratio`` letterboxes onto ``background``."""
 
     def __init__(self, w: int, h: int, interpolation: str = "linear",
                  aspect_ratio: str = AspectRatio.IGNORE_AR, background: Any = 0) -> None:
         if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
             raise ArgumentError(f"fkl.Resize size: expected positive ints w, h, got {w!r}, {h!r}")
-        if interpolation not in ("linear", "nearest"):
-            raise ArgumentError(f"fkl.Resize interpolation: expected 'linear' or 'nearest', "
-                                f"got {interpolation!r}")
+        if interpolation not in Interpolation.RESIZE:
+            raise ArgumentError(f"fkl.Resize interpolation: expected one of "
+                                f"{Interpolation.RESIZE}, got {interpolation!r}")
         if aspect_ratio not in AspectRatio.ALL:
             raise ArgumentError(f"fkl.Resize aspect_ratio: expected one of {AspectRatio.ALL}, "
                                 f"got {aspect_ratio!r}")
@@ -272,6 +279,9 @@ class Resize(ReadBack):
         self.background = background
         #: One background per batch item (``background=fkl.PerItem([...])``), else None.
         self.item_backgrounds = background.items if isinstance(background, PerItem) else None
+
+    def _opencv(self) -> bool:
+        return self.interpolation in Interpolation.OPENCV
 
     def key(self) -> tuple[Any, ...]:
         return ("Resize", self.interpolation, self.aspect_ratio != AspectRatio.IGNORE_AR,
@@ -291,7 +301,8 @@ class Resize(ReadBack):
     def out_type(self, t: PixType) -> PixType:
         super().out_type(t)
         self._backgrounds(t)
-        return t.with_(dt.float32)
+        # OpenCV's modes keep the dtype, as cv2.resize does; FKL's give float32.
+        return t if self._opencv() else t.with_(dt.float32)
 
     takes_ragged = True
 
@@ -301,6 +312,16 @@ class Resize(ReadBack):
                 f"fkl.Resize aspect_ratio={self.aspect_ratio}: the planes below have "
                 "different sizes (crops of different sizes), so each would be letterboxed "
                 "differently; crop equal sizes or use IGNORE_AR")
+        if self.interpolation == Interpolation.CV_AREA:
+            if g.ragged:
+                raise ArgumentError(
+                    "fkl.Resize interpolation='cv_area': the planes below have different "
+                    "sizes (crops of different sizes); crop equal sizes, or use 'cv_linear'")
+            tw, th, _, _ = letterbox(g.w, g.h, *self.size, self.aspect_ratio)
+            if tw > g.w or th > g.h:
+                raise ArgumentError(
+                    f"fkl.Resize interpolation='cv_area' only downscales: {g.w}x{g.h} to "
+                    f"{tw}x{th} enlarges a side; use 'cv_linear' or 'cv_cubic' to upscale")
         return Geom(self.size[0], self.size[1], g.batch)
 
     def _letterboxed(self) -> bool:
@@ -308,6 +329,8 @@ class Resize(ReadBack):
 
     def scalar_types(self, t: PixType) -> list[DType]:
         types = [dt.int32, dt.int32, dt.float32, dt.float32]
+        if self.interpolation == Interpolation.CV_AREA:
+            types.append(dt.int32)  # OpenCV's exact 2 x 2 uint8 path rounds halves up
         if self._letterboxed():
             types += [dt.int32] * 4 + ([] if self.items() else [dt.float32] * t.channels)
         return types
@@ -327,6 +350,8 @@ class Resize(ReadBack):
         fx = float(np.float32(g.w) / np.float32(tw))
         fy = float(np.float32(g.h) / np.float32(th))
         vals: list[Any] = [dw, dh, fx, fy]
+        if self.interpolation == Interpolation.CV_AREA:
+            vals.append(int(g.w == 2 * tw and g.h == 2 * th))
         if self._letterboxed():
             vals += [tw, th, x1, y1] + ([] if self.items() else self._backgrounds(t))
         return vals
@@ -334,7 +359,12 @@ class Resize(ReadBack):
     def sample(self, src: Stage, p: list[Value]) -> Stage:
         dw, dh, fx, fy = p[:4]
         lb = self._letterboxed()
-        t = src.type.with_(dt.float32)
+        t = self.out_type(src.type)
+        mode = self.interpolation
+        area = mode == Interpolation.CV_AREA
+        half_up = p[4] if area else None
+        if area:
+            p = p[:4] + p[5:]
 
         if src.per_plane and not lb:
             # Planes of different sizes (a batch of crops): each plane's scale, in float32
@@ -354,6 +384,21 @@ class Resize(ReadBack):
                 xi, yi = _clamp(xi, 0, tw - 1), _clamp(yi, 0, th - 1)
             else:
                 xi, yi = x, y
+            if self._opencv():
+                tw, th = (p[4], p[5]) if lb else (dw, dh)
+                csx, csy = cv_resize_scale(src.w, tw), cv_resize_scale(src.h, th)
+                if mode == Interpolation.CV_LINEAR:
+                    vals = cv_linear(src, xi, yi, z, csx, csy)
+                elif mode == Interpolation.CV_CUBIC:
+                    vals = cv_cubic(src, xi, yi, z, csx, csy)
+                elif mode == Interpolation.CV_NEAREST:
+                    vals = cv_nearest(src, xi, yi, z, csx, csy)
+                else:
+                    vals = cv_area(src, xi, yi, z, csx, csy, half_up)
+                if lb:
+                    vals = [where(inside, v, saturate_value(bg[k], t.dtype))
+                            for k, v in enumerate(vals)]
+                return vals
             sx, sy = _f32(xi) * fx, _f32(yi) * fy
             if self.interpolation == "nearest":
                 px = src.read(_clamp(_i32(sx), 0, src.w - 1), _clamp(_i32(sy), 0, src.h - 1), z)
@@ -367,88 +412,7 @@ class Resize(ReadBack):
         return Stage(read, dw, dh, t)
 
 
-# -- Warping ------------------------------------------------------------------------------
-class Warping(ReadBack):
-    """Warp with ``M`` mapping destination → source (an inverse map): 2x3 affine or 3x3
-    perspective (divides by ``M20 x + M21 y + M22``). Inside the source: bilinear;
-    outside: 0. Output float32, ``w`` x ``h``."""
-
-    def __init__(self, matrix: Any, w: int, h: int) -> None:
-        import numpy as np
-
-        items = matrix.items if isinstance(matrix, PerItem) else [matrix]
-        ms = [np.asarray(m, dtype=np.float64) for m in items]
-        for i, m in enumerate(ms):
-            which = f"matrix[{i}]" if isinstance(matrix, PerItem) else "matrix"
-            if m.shape not in ((2, 3), (3, 3)) or m.shape != ms[0].shape:
-                raise ArgumentError(
-                    f"fkl.Warping {which}: expected a 2x3 affine or 3x3 perspective matrix "
-                    f"(every item the same kind), got shape {m.shape}")
-        if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
-            raise ArgumentError(f"fkl.Warping size: expected positive ints w, h, got {w!r}, "
-                                f"{h!r}")
-        self.matrices = ms
-        self.per_item = isinstance(matrix, PerItem)
-        self.matrix, self.size = ms[0], (w, h)
-        self.perspective = ms[0].shape == (3, 3)
-
-    def key(self) -> tuple[Any, ...]:
-        return ("Warping", self.perspective, len(self.matrices) if self.per_item else 0)
-
-    def items(self) -> int:
-        return len(self.matrices) if self.per_item else 0
-
-    def out_type(self, t: PixType) -> PixType:
-        return super().out_type(t).with_(dt.float32)
-
-    takes_ragged = True  # the inside test and the reads use each plane's own size
-
-    def out_geom(self, g: Geom, t: PixType) -> Geom:
-        return Geom(self.size[0], self.size[1], g.batch)
-
-    def scalar_types(self, t: PixType) -> list[DType]:
-        return [dt.int32, dt.int32] + ([] if self.per_item else [dt.float32] * self.matrix.size)
-
-    def values(self, t: PixType, g: Geom) -> list[Any]:
-        if self.per_item:
-            return [*self.size]
-        return [*self.size, *(float(v) for v in self.matrix.reshape(-1))]
-
-    def table_types(self, t: PixType) -> list[DType]:
-        return [dt.float32] if self.per_item else []
-
-    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
-        if not self.per_item:
-            return []
-        return [(dt.float32, [float(v) for m in self.matrices for v in m.reshape(-1)])]
-
-    def sample(self, src: Stage, p: list[Value]) -> Stage:
-        w, h, m = p[0], p[1], p[2:]
-        if self.per_item:  # matrix k for plane k, loaded once per thread
-            size = self.matrix.size
-            base = plane() * size
-            table: Any = p[2]  # a pointer parameter (the matrix table)
-            m = [table[base + i] for i in range(size)]
-        t = src.type.with_(dt.float32)
-
-        def read(x: Value, y: Value, z: Value) -> Pixel:
-            fx, fy = _f32(x), _f32(y)
-            xs = m[0] * fx + m[1] * fy + m[2]
-            ys = m[3] * fx + m[4] * fy + m[5]
-            if self.perspective:
-                d = m[6] * fx + m[7] * fy + m[8]
-                xs, ys = xs / d, ys / d
-            inside = (xs >= 0.0) & (xs < _f32(src.w)) & (ys >= 0.0) & (ys < _f32(src.h))
-            # Outside coordinates (also NaN/inf) are replaced before sampling.
-            sx = where(inside, xs, 0.0)
-            sy = where(inside, ys, 0.0)
-            vals = bilinear(src, sx, sy, z)
-            return [where(inside, v, 0.0) for v in vals]
-
-        return Stage(read, w, h, t)
-
-
-# -- BorderReader -------------------------------------------------------------------------
+# -- Border modes ----------------------------------------------------------------------
 class BorderMode:
     """Border modes: the ``np.pad`` mode each one equals is in the comment."""
 
@@ -480,6 +444,170 @@ def border_index(i: Value, n: Value, mode: str) -> Value:
     return tkm.min(where(m >= n, period - m, m), n - 1)
 
 
+# -- Warping ------------------------------------------------------------------------------
+class Warping(ReadBack):
+    """Warp with ``M`` mapping destination → source (an inverse map: OpenCV's matrix with
+    ``WARP_INVERSE_MAP``): 2x3 affine or 3x3 perspective (divides by ``M20 x + M21 y +
+    M22``). Output ``w`` x ``h``.
+
+    ``interpolation="linear"`` (the default, FKL's): exact bilinear inside the source, 0
+    outside, float32 out; ``border`` must stay ``CONSTANT`` with ``value=0``.
+    ``"cv_linear"`` / ``"cv_nearest"``: ``cv2.warpAffine``/``warpPerspective`` with
+    ``INTER_LINEAR``/``INTER_NEAREST | WARP_INVERSE_MAP``, ``borderMode=border``,
+    ``borderValue=value``: OpenCV's 1/32-pixel fixed-point source positions, its border
+    rules and uint8 arithmetic; output in the input dtype (docs/fkl-resize.md)."""
+
+    def __init__(self, matrix: Any, w: int, h: int, interpolation: str = "linear",
+                 border: str = BorderMode.CONSTANT, value: Any = 0) -> None:
+        import numpy as np
+
+        items = matrix.items if isinstance(matrix, PerItem) else [matrix]
+        ms = [np.asarray(m, dtype=np.float64) for m in items]
+        for i, m in enumerate(ms):
+            which = f"matrix[{i}]" if isinstance(matrix, PerItem) else "matrix"
+            if m.shape not in ((2, 3), (3, 3)) or m.shape != ms[0].shape:
+                raise ArgumentError(
+                    f"fkl.Warping {which}: expected a 2x3 affine or 3x3 perspective matrix "
+                    f"(every item the same kind), got shape {m.shape}")
+            if not np.isfinite(m).all():
+                raise ArgumentError(f"fkl.Warping {which}: every coefficient must be finite, "
+                                    f"got {m.tolist()}")
+        if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
+            raise ArgumentError(f"fkl.Warping size: expected positive ints w, h, got {w!r}, "
+                                f"{h!r}")
+        if interpolation not in Interpolation.WARP:
+            raise ArgumentError(f"fkl.Warping interpolation: expected one of "
+                                f"{Interpolation.WARP}, got {interpolation!r}")
+        if border not in BorderMode.ALL:
+            raise ArgumentError(f"fkl.Warping border: expected one of {BorderMode.ALL}, "
+                                f"got {border!r}")
+        if interpolation == Interpolation.LINEAR and (
+                border != BorderMode.CONSTANT or isinstance(value, PerItem) or
+                any(v != 0 for v in per_channel(value, 4, "fkl.Warping value"))):
+            raise ArgumentError(
+                f"fkl.Warping border={border!r}, value={value!r}: FKL's 'linear' warp "
+                "reads 0 outside the source; give interpolation='cv_linear' or "
+                "'cv_nearest' for OpenCV's border modes")
+        if isinstance(value, PerItem):
+            raise ArgumentError("fkl.Warping value: one border value for the whole batch "
+                                "(a number or one per channel), not fkl.PerItem")
+        self.matrices = ms
+        self.per_item = isinstance(matrix, PerItem)
+        self.matrix, self.size = ms[0], (w, h)
+        self.perspective = ms[0].shape == (3, 3)
+        self.interpolation, self.border, self.value = interpolation, border, value
+
+    def _opencv(self) -> bool:
+        return self.interpolation in Interpolation.OPENCV
+
+    def _mtype(self) -> DType:
+        return dt.float32  # OpenCV's warps, too, compute positions from a float32 matrix
+
+    def key(self) -> tuple[Any, ...]:
+        return ("Warping", self.perspective, len(self.matrices) if self.per_item else 0,
+                self.interpolation, self.border)
+
+    def items(self) -> int:
+        return len(self.matrices) if self.per_item else 0
+
+    def out_type(self, t: PixType) -> PixType:
+        t = super().out_type(t)
+        if not self._opencv():
+            return t.with_(dt.float32)
+        self._values(t)
+        return t
+
+    def _values(self, t: PixType) -> list[float]:
+        """The border value per channel (OpenCV modes with a CONSTANT border)."""
+        if not self._opencv() or self.border != BorderMode.CONSTANT:
+            return []
+        return [float(v) for v in per_channel(self.value, t.channels, "fkl.Warping value")]
+
+    takes_ragged = True  # the inside test and the reads use each plane's own size
+
+    def out_geom(self, g: Geom, t: PixType) -> Geom:
+        return Geom(self.size[0], self.size[1], g.batch)
+
+    def scalar_types(self, t: PixType) -> list[DType]:
+        return ([dt.int32, dt.int32] + ([] if self.per_item else
+                                        [self._mtype()] * self.matrix.size)
+                + [dt.float64] * len(self._values(t)))
+
+    def values(self, t: PixType, g: Geom) -> list[Any]:
+        m = [] if self.per_item else [float(v) for v in self.matrix.reshape(-1)]
+        return [*self.size, *m, *self._values(t)]
+
+    def table_types(self, t: PixType) -> list[DType]:
+        return [self._mtype()] if self.per_item else []
+
+    def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
+        if not self.per_item:
+            return []
+        return [(self._mtype(), [float(v) for m in self.matrices for v in m.reshape(-1)])]
+
+    def sample(self, src: Stage, p: list[Value]) -> Stage:
+        # Scalars: w, h, the matrix (unless per item), the border value; then the table.
+        w, h = p[0], p[1]
+        size = self.matrix.size
+        nm = 0 if self.per_item else size
+        nv = len(self._values(src.type))
+        m = p[2:2 + nm]
+        cval = p[2 + nm:2 + nm + nv] or [0.0] * src.type.channels
+        if self.per_item:  # matrix k for plane k, loaded once per thread
+            base = plane() * size
+            table: Any = p[2 + nm + nv]  # a pointer parameter (the matrix table)
+            m = [table[base + i] for i in range(size)]
+        if self._opencv():
+            return _warp_opencv(self, src, w, h, m, cval)
+        t = src.type.with_(dt.float32)
+
+        def read(x: Value, y: Value, z: Value) -> Pixel:
+            fx, fy = _f32(x), _f32(y)
+            xs = m[0] * fx + m[1] * fy + m[2]
+            ys = m[3] * fx + m[4] * fy + m[5]
+            if self.perspective:
+                d = m[6] * fx + m[7] * fy + m[8]
+                xs, ys = xs / d, ys / d
+            inside = (xs >= 0.0) & (xs < _f32(src.w)) & (ys >= 0.0) & (ys < _f32(src.h))
+            # Outside coordinates (also NaN/inf) are replaced before sampling.
+            sx = where(inside, xs, 0.0)
+            sy = where(inside, ys, 0.0)
+            vals = bilinear(src, sx, sy, z)
+            return [where(inside, v, 0.0) for v in vals]
+
+        return Stage(read, w, h, t)
+
+
+def _f32_row(m0: Value, m1: Value, m2: Value, x: Value, y: Value) -> Value:
+    """``m0 * x + (m1 * y + m2)`` as OpenCV's vectorised warp computes it in float32: the
+    row term with two roundings, then one fused multiply-add. Spelled as double products
+    cast to float32 so that no compiler contraction can change a rounding."""
+    f64 = dt.float64
+    prod = _f32(cast(m1, f64) * cast(y, f64))            # float32 product, rounded once
+    row = _f32(cast(prod, f64) + cast(m2, f64))          # float32 sum, rounded once
+    return _f32(cast(m0, f64) * cast(x, f64) + cast(row, f64))  # exact m0*x: an fma
+
+
+def _warp_opencv(self: Warping, src: Stage, w: Value, h: Value, m: list[Value],
+                 cval: list[Value]) -> Stage:
+    """OpenCV's warp: the float32 source position of destination ``(x, y)`` (a float32
+    matrix; perspective divides by the third row), then OpenCV's remap of that position
+    (``cv_warp_sample``)."""
+    nearest = self.interpolation == Interpolation.CV_NEAREST
+    m = [_f32(v) for v in m]
+
+    def read(x: Value, y: Value, z: Value) -> Pixel:
+        xs = _f32_row(m[0], m[1], m[2], x, y)
+        ys = _f32_row(m[3], m[4], m[5], x, y)
+        if self.perspective:
+            d = _f32_row(m[6], m[7], m[8], x, y)
+            xs, ys = xs / d, ys / d
+        return cv_warp_sample(src, xs, ys, z, nearest, self.border, cval)
+
+    return Stage(read, w, h, src.type)
+
+
+# -- BorderReader -------------------------------------------------------------------------
 class BorderReader(ReadBack):
     """Let later stages read outside the image: ``CONSTANT`` (``value``), ``REPLICATE``,
     ``REFLECT``, ``REFLECT_101``, ``WRAP`` — exactly ``np.pad`` for any overshoot."""

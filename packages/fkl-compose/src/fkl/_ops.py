@@ -23,7 +23,8 @@ __all__ = [
     "Op", "Add", "Sub", "Mul", "Div", "Max", "Min", "AbsDiff", "Equal", "And", "Or", "Xor",
     "ShiftLeft", "ShiftRight", "Not", "Abs", "Sqr", "Sqrt", "Ln", "Exp", "Cast",
     "SaturateCast", "Saturate", "SaturateFloat", "Discard", "AddLast", "VectorReorder",
-    "VectorReorderRT", "VectorReduce", "MxVFloat3", "Normalize",
+    "VectorReorderRT", "VectorReduce", "VectorAnd", "VectorOr", "IsEven", "MxVFloat3",
+    "Normalize",
 ]
 
 
@@ -741,10 +742,11 @@ class VectorReorderRT(Op):
 
 
 class VectorReduce(Op):
-    """Reduce the channels to one: ``op`` is ``sum``, ``prod``, ``min`` or ``max``
-    (sum and prod follow C++ promotion)."""
+    """Reduce the channels to one: ``op`` is ``sum``, ``prod``, ``min``, ``max`` (sum and
+    prod follow C++ promotion), ``and`` or ``or`` (each channel true when non-zero; one
+    bool channel out)."""
 
-    _OPS = ("sum", "prod", "min", "max")
+    _OPS = ("sum", "prod", "min", "max", "and", "or")
 
     def __init__(self, op: str = "sum") -> None:
         if op not in self._OPS:
@@ -757,11 +759,20 @@ class VectorReduce(Op):
     def out_type(self, t: PixType) -> PixType:
         self._no_pair(t)
         d = t.dtype
+        if self.op in ("and", "or"):
+            return PixType(dt.bool, 1)
         if self.op in ("sum", "prod") and t.channels > 1:
             d = promote(d, d)
         return PixType(d, 1)
 
     def apply(self, px: Pixel, p: list[Value], t: PixType) -> Pixel:
+        if self.op in ("and", "or"):
+            # C++ bool(x): non-zero (and NaN) is true; a bool channel is itself.
+            truth = [v if t.dtype == dt.bool else v != 0 for v in px]
+            acc = truth[0]
+            for v in truth[1:]:
+                acc = (acc & v) if self.op == "and" else (acc | v)
+            return [cast(acc, dt.bool)]
         acc = px[0]
         for v in px[1:]:
             if self.op == "sum":
@@ -773,6 +784,39 @@ class VectorReduce(Op):
             else:
                 acc = tkm.max(acc, v)
         return [acc]
+
+
+class VectorAnd(VectorReduce):
+    """FKL's ``VectorAnd``: true when every channel is non-zero; one bool channel."""
+
+    def __init__(self) -> None:
+        super().__init__("and")
+
+
+class VectorOr(VectorReduce):
+    """True when any channel is non-zero; one bool channel."""
+
+    def __init__(self) -> None:
+        super().__init__("or")
+
+
+class IsEven(Op):
+    """FKL's ``IsEven``: ``(x & 1) == 0`` per channel, bool out; integer pixels only."""
+
+    elementwise = True
+
+    def key(self) -> tuple[Any, ...]:
+        return ("IsEven",)
+
+    def out_type(self, t: PixType) -> PixType:
+        self._no_pair(t)
+        if t.dtype.is_float or t.dtype == dt.bool:
+            raise ArgumentError(f"fkl.IsEven: expected an integer pixel, got {t}; "
+                                "add a fkl.Cast to an integer dtype first")
+        return t.with_(dt.bool)
+
+    def apply(self, px: Pixel, p: list[Value], t: PixType) -> Pixel:
+        return [cast((v & 1) == 0, dt.bool) for v in px]
 
 
 class MxVFloat3(Op):

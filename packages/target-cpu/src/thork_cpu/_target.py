@@ -28,7 +28,7 @@ from thork_core.plugin import (
 )
 
 from ._compiler import host_arch
-from ._renderer import DEADLOCK, ENTRY, GRID_FAILED, NO_MEMORY, CppRenderer
+from ._renderer import DEADLOCK, ENTRY, GRID_FAILED, NO_MEMORY, PARTIAL_WARP, CppRenderer
 
 __all__ = ["CpuTarget", "CpuExecutable"]
 
@@ -121,6 +121,11 @@ class CpuExecutable(Executable):
         if rc == NO_MEMORY:
             raise LaunchError(f"{kernel.name}: the CPU target could not start a thread or "
                               "allocate memory for every block of the cooperative launch")
+        if rc == PARTIAL_WARP:
+            raise LaunchError(
+                f"{kernel.name}: tk.mma / tk.ldmatrix ran in a warp missing lanes; every lane "
+                "of the warp takes part (PTX .sync.aligned): launch whole warps (a block "
+                "size that is a multiple of 32) and keep every lane running up to the call")
         raise LaunchError(f"{kernel.name} failed on the CPU target (code {rc})")
 
 

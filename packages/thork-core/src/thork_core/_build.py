@@ -14,6 +14,7 @@ from typing import Any
 from ._artifact import Artifact
 from ._cache import cache_key, disk_cache
 from ._compiler import Compiler
+from ._errors import CompileError
 from ._ir import KernelIR
 from ._plugins import plugins
 from ._target import Executable, Target
@@ -95,10 +96,23 @@ def compile_artifact(
     return _fetch(kernel, source, compiler, kind, arch, ident, flags)
 
 
+def _check_arch(kernel: KernelIR, arch: str) -> None:
+    """A clear error where the kernel uses instructions ``arch`` (``sm_XY``) lacks."""
+    if not arch.startswith(("sm_", "compute_")):
+        return  # not a GPU architecture (the CPU target)
+    digits = "".join(ch for ch in arch.split("_", 1)[1] if ch.isdigit())
+    need = kernel.min_sm
+    if digits and int(digits) < need:
+        raise CompileError(
+            f"kernel '{kernel.name}' uses tensor-core mma or cp.async, which need sm_{need} "
+            f"or newer; cannot compile it for {arch}")
+
+
 def _fetch(
     kernel: KernelIR, source: str, compiler: Compiler, kind: str, arch: str, ident: str,
     flags: list[str],
 ) -> tuple[Artifact, str, bool]:
+    _check_arch(kernel, arch)
     key = cache_key(source, ident, flags, kind, arch)
     cache = disk_cache()
     artifact = cache.get(key)

@@ -25,6 +25,7 @@ from ._errors import ArgumentError, LaunchError
 from ._graph import capture_relaxed
 from ._ir import KernelIR, PointerType
 from ._launch import CONV_CU, PreparedLaunch, PyLauncher, make_launcher, param_kinds
+from ._probe import cai_pointer
 from ._renderer import CudaRenderer, Renderer
 from ._target import Dim3, Executable, Target
 
@@ -101,12 +102,10 @@ class CudaExecutable(Executable):
                     and (param.ndim is None or len(arg.shape) == param.ndim):
                 values[i] = arg.ptr
                 continue
-            cai = getattr(arg, "__cuda_array_interface__", None) if fast else None
-            if cai is not None and cai["typestr"] == fast[i] and not cai.get("strides") \
-                    and cai.get("stream") in _DEFAULT_STREAMS:
-                ptr, readonly = cai["data"]
-                if not (readonly and param.writes) and (
-                        param.ndim is None or len(cai["shape"]) == param.ndim):
+            if fast is not None:
+                ptr = cai_pointer(arg, fast[i], ndim=-1 if param.ndim is None else param.ndim,
+                                  writable=param.writes)
+                if ptr is not None:
                     values[i] = ptr
                     continue
             view = array_view(arg, param, kernel, handle)
@@ -328,7 +327,6 @@ def _cooperative_launcher(conv: int, fn: int, function: int, params: Any, on_err
 
 
 # CAI v3 'stream' values needing no synchronization (absent, legacy, per-thread default).
-_DEFAULT_STREAMS = (None, 0, 1, 2)
 
 
 class GpuTarget(Target):

@@ -22,7 +22,7 @@ __all__ = [
     "BlockReduce", "CallFunc", "For", "While", "Break", "Continue", "SharedDecl", "Sync",
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
     "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
-    "GlobalDecl",
+    "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS",
 ]
 
 
@@ -225,11 +225,21 @@ class Atomic(Expr):
     args: tuple[Expr, ...]
 
 
+#: Tensor-core matrix multiply-accumulate, PTX ``mma.sync.aligned.m16n8k16.row.col``
+#: with float32 accumulators and float16 or bfloat16 inputs. Args: the A fragment (4 uint32
+#: registers, two 16-bit elements each), B (2 uint32), C (4 float32); the value is D, a
+#: ``VectorType(float32, 4)``. Fragment layouts: docs/language-mma.md.
+MMA_OPS = frozenset({"mma.m16n8k16.f16", "mma.m16n8k16.bf16"})
+#: PTX ``ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16``. Args: (address,), an
+#: :class:`Offset` into shared memory: this lane's row of 8 16-bit elements; the value is a
+#: ``VectorType(uint32, n)``, one register per 8x8 matrix.
+LDMATRIX_OPS = frozenset(f"ldmatrix.x{n}{t}" for n in (1, 2, 4) for t in ("", ".trans"))
 #: Warp-level operations. ``shfl_*`` args: (mask, value, lane/delta/lanemask, width);
-#: ``ballot any all``: (mask, predicate); ``activemask``: ().
+#: ``ballot any all``: (mask, predicate); ``activemask``: (); :data:`MMA_OPS`,
+#: :data:`LDMATRIX_OPS` as documented there (every lane of the warp takes part).
 WARP_OPS = frozenset({
     "shfl_idx", "shfl_up", "shfl_down", "shfl_xor", "ballot", "any", "all", "activemask",
-})
+}) | MMA_OPS | LDMATRIX_OPS
 
 
 @dataclass(frozen=True, eq=False)
@@ -391,6 +401,32 @@ class VecStore(Stmt):
 
 
 @dataclass(eq=False)
+class AsyncCopy(Stmt):
+    """PTX ``cp.async``: start copying ``nbytes`` (4, 8 or 16) from global ``src[src_index]``
+    to shared ``dst[dst_index]`` without waiting; only ``src_bytes`` (uint32, at most
+    ``nbytes``) are read, the rest of the destination is zero-filled. Both addresses are
+    aligned to ``nbytes``. The copy is complete after the :class:`AsyncGroup` ``wait``
+    that covers the group it was committed in."""
+
+    dst: Expr
+    dst_index: Expr
+    src: Expr
+    src_index: Expr
+    nbytes: int
+    src_bytes: Expr
+
+
+@dataclass(eq=False)
+class AsyncGroup(Stmt):
+    """``op`` ``"commit"``: close this thread's pending :class:`AsyncCopy` operations into
+    a group (``cp.async.commit_group``); ``"wait"``: wait until at most ``n`` of the most
+    recent committed groups are pending (``cp.async.wait_group n``)."""
+
+    op: str
+    n: int = 0
+
+
+@dataclass(eq=False)
 class Eval(Stmt):
     """Evaluate an expression for its side effect (a void device-function call)."""
 
@@ -484,6 +520,20 @@ class KernelIR:
                    for body in [self.body] + [f.body for f in self.functions]
                    for s in walk_stmts(body))
 
+    @cached_property
+    def min_sm(self) -> int:
+        """The oldest GPU architecture (``sm_XY`` as XY) whose instructions the kernel uses:
+        80 for ``mma`` and ``cp.async``, 75 otherwise (Thork's floor; ``ldmatrix`` is 75).
+        Cached, as :attr:`cooperative`."""
+        for body in [self.body] + [f.body for f in self.functions]:
+            for s in walk_stmts(body):
+                if isinstance(s, (AsyncCopy, AsyncGroup)):
+                    return 80
+                for top in stmt_exprs(s):
+                    if any(isinstance(e, Warp) and e.op in MMA_OPS for e in walk_exprs(top)):
+                        return 80
+        return 75
+
     def param(self, name: str) -> Param:
         for p in self.params:
             if p.name == name:
@@ -531,6 +581,8 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
         return [s.value]
     if isinstance(s, Print):
         return list(s.args)
+    if isinstance(s, AsyncCopy):
+        return [s.dst, s.dst_index, s.src, s.src_index, s.src_bytes]
     return []
 
 

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrayGuard", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "PreparedLaunch",
-    "PyLauncher", "guarded_call_base", "make_launcher", "out_maker", "param_kinds",
+    "PyLauncher", "guarded_call_base", "launch_call_base", "make_launcher", "out_maker",
+    "param_kinds",
 ]
 
 #: Calling conventions (``_native_launch.c`` has the same numbers).
@@ -401,8 +402,10 @@ def out_maker(array_type: type, shape: tuple[int, ...], dtype: DType, device: in
     if mod is None:
         return None
     from ._cuda import function_address, make_current
+    from ._memory import device_pool
 
     ctx = int(make_current(device))
+    device_pool(device)  # the pool DeviceArrays use, set up (kept, not trimmed) before use
     nbytes = dtype.itemsize
     for s in shape:
         nbytes *= s
@@ -410,6 +413,18 @@ def out_maker(array_type: type, shape: tuple[int, ...], dtype: DType, device: in
                         function_address("cuMemAllocAsync"), function_address("cuMemFreeAsync"),
                         ctx, function_address("cuCtxGetCurrent"),
                         function_address("cuCtxSetCurrent"))
+
+
+def launch_call_base() -> type | None:
+    """The native module's ``LaunchCall`` base type (``kernel[grid, block]`` objects); None
+    where that module is not available or ``THORK_LAUNCHER=python`` (the Python call path
+    then serves every call)."""
+    if launcher_choice() != "native":
+        return None
+    from ._native import native_module
+
+    mod = native_module()
+    return None if mod is None else getattr(mod, "LaunchCall", None)
 
 
 def guarded_call_base() -> type | None:

@@ -968,34 +968,17 @@ static int bind_array(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_
     return 1;
 }
 
-static PyObject *binder_call(BinderObject *self, PyObject *const *args, size_t nargsf,
-                             PyObject *kwnames) {
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+/* The binder's decision and launch for args[0..n): 1 launched, 0 the caller's path (nothing
+ * launched), -1 error. Shared by Binder.__call__ and LaunchCall's hot call. */
+static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigned block[3],
+                       unsigned shared, uint64_t handle, PyObject *const *items,
+                       Py_ssize_t n) {
     if (!self->launcher) {
         PyErr_SetString(PyExc_RuntimeError, "Binder was not initialized");
-        return NULL;
+        return -1;
     }
-    if (kwnames || nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "binder(grid, block, shared, stream, args)");
-        return NULL;
-    }
+    if (n != self->n) return 0; /* the caller's path names the count */
     LauncherObject *l = self->launcher;
-    unsigned grid[3], block[3];
-    if (read_dims(args[0], grid, "grid") || read_dims(args[1], block, "block")) return NULL;
-    unsigned long shared = PyLong_AsUnsignedLong(args[2]);
-    if (PyErr_Occurred()) return NULL;
-    uint64_t handle = 0;
-    if (args[3] != Py_None) {
-        handle = PyLong_AsUnsignedLongLong(args[3]);
-        if (PyErr_Occurred()) return NULL;
-    }
-    PyObject *fast = PySequence_Fast(args[4], "args must be a sequence");
-    if (!fast) return NULL;
-    if (PySequence_Fast_GET_SIZE(fast) != self->n) {
-        Py_DECREF(fast);
-        Py_RETURN_FALSE; /* the caller's path names the count */
-    }
-    PyObject **items = PySequence_Fast_ITEMS(fast);
     uint64_t vals[MAX_PARAMS];
     void *params[MAX_PARAMS];
     int r = 1;
@@ -1013,14 +996,40 @@ static PyObject *binder_call(BinderObject *self, PyObject *const *args, size_t n
         else
             r = 0;
     }
+    if (r <= 0) return r;
+    PyObject *res = call_fn(l, grid, block, shared, (void *)(uintptr_t)handle, params);
+    if (!res) return -1;
+    Py_DECREF(res);
+    return 1;
+}
+
+static PyObject *binder_call(BinderObject *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!self->launcher) {
+        PyErr_SetString(PyExc_RuntimeError, "Binder was not initialized");
+        return NULL;
+    }
+    if (kwnames || nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "binder(grid, block, shared, stream, args)");
+        return NULL;
+    }
+    unsigned grid[3], block[3];
+    if (read_dims(args[0], grid, "grid") || read_dims(args[1], block, "block")) return NULL;
+    unsigned long shared = PyLong_AsUnsignedLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    uint64_t handle = 0;
+    if (args[3] != Py_None) {
+        handle = PyLong_AsUnsignedLongLong(args[3]);
+        if (PyErr_Occurred()) return NULL;
+    }
+    PyObject *fast = PySequence_Fast(args[4], "args must be a sequence");
+    if (!fast) return NULL;
+    int r = binder_bind(self, grid, block, (unsigned)shared, handle,
+                        PySequence_Fast_ITEMS(fast), PySequence_Fast_GET_SIZE(fast));
     Py_DECREF(fast);
     if (r < 0) return NULL;
-    if (r == 0) Py_RETURN_FALSE;
-    PyObject *res = call_fn(l, grid, block, (unsigned)shared, (void *)(uintptr_t)handle,
-                            params);
-    if (!res) return NULL;
-    Py_DECREF(res);
-    Py_RETURN_TRUE;
+    return Py_NewRef(r ? Py_True : Py_False);
 }
 
 static PyObject *binder_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
@@ -1373,6 +1382,193 @@ static PyTypeObject GuardedCallType = {
     .tp_members = guarded_members,
 };
 
+/* ---- LaunchCall -------------------------------------------------------------------
+ * A base type for kernel[grid, block] objects: obj(*args) / obj(*args, stream=s) is
+ * decided here once obj._arm(binder, grid, block, shared, to_handle) has been called: the
+ * Binder checks the arguments and launches with the armed geometry (stream: None, an int
+ * handle, or what to_handle turns into one). Any other call (other keywords, a stream the
+ * C code cannot read, a binder miss) goes to obj._miss(*args, **kwargs), the Python
+ * implementation, which also arms the object when the kernel's calls can be decided
+ * here. _arm(None, ...) disarms. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *binder; /* NULL/None: not armed */
+    vectorcallfunc vectorcall;
+    PyObject *to_handle;
+    unsigned grid[3], block[3], shared;
+} LaunchCallObject;
+
+static PyTypeObject LaunchCallType;
+static PyObject *s_stream_names; /* ("stream",) */
+
+static PyObject *launchcall_miss(PyObject *self, PyObject *const *args, size_t nargsf,
+                                 PyObject *kwnames) {
+    PyObject *miss = PyObject_GetAttr(self, s_miss);
+    if (!miss) return NULL;
+    PyObject *r = PyObject_Vectorcall(miss, args, nargsf & ~PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                      kwnames);
+    Py_DECREF(miss);
+    return r;
+}
+
+static PyObject *launchcall_vectorcall(PyObject *self_, PyObject *const *args, size_t nargsf,
+                                       PyObject *kwnames) {
+    LaunchCallObject *self = (LaunchCallObject *)self_;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *b = self->binder;
+    if (b && Py_TYPE(b) == &BinderType &&
+        (nkw == 0 || (nkw == 1 && is_name(PyTuple_GET_ITEM(kwnames, 0), s_stream)))) {
+        PyObject *s = nkw ? args[nargs] : Py_None;
+        uint64_t handle = 0;
+        int ok = 1;
+        if (s != Py_None) {
+            if (PyLong_CheckExact(s)) {
+                handle = PyLong_AsUnsignedLongLong(s);
+                if (PyErr_Occurred()) { /* negative or too large: Python names it */
+                    PyErr_Clear();
+                    ok = 0;
+                }
+            } else if (self->to_handle) {
+                PyObject *h = PyObject_CallOneArg(self->to_handle, s);
+                if (!h) return NULL; /* the same error the Python path raises */
+                if (PyLong_CheckExact(h)) handle = PyLong_AsUnsignedLongLong(h);
+                else ok = 0;
+                Py_DECREF(h);
+                if (PyErr_Occurred()) {
+                    PyErr_Clear();
+                    ok = 0;
+                }
+            } else {
+                ok = 0;
+            }
+        }
+        if (ok) {
+            /* copies: another thread may re-arm while the launch runs without the GIL */
+            unsigned grid[3] = {self->grid[0], self->grid[1], self->grid[2]};
+            unsigned block[3] = {self->block[0], self->block[1], self->block[2]};
+            unsigned shared = self->shared;
+            Py_INCREF(b);
+            int r = binder_bind((BinderObject *)b, grid, block, shared, handle, args, nargs);
+            Py_DECREF(b);
+            if (r < 0) return NULL;
+            if (r) Py_RETURN_NONE;
+        }
+    }
+    return launchcall_miss(self_, args, nargsf, kwnames);
+}
+
+/* Python 3.11 does not give heap subclasses the vectorcall entry: the same call from a
+ * tuple and a dict (no keywords, or stream= alone, takes the hot try). */
+static PyObject *launchcall_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    Py_ssize_t nkw = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
+    if (nkw == 0) return launchcall_vectorcall(self, &PyTuple_GET_ITEM(args, 0), nargs, NULL);
+    PyObject *stream = nkw == 1 ? PyDict_GetItemWithError(kwargs, s_stream) : NULL;
+    if (PyErr_Occurred()) return NULL;
+    if (stream && nargs < MAX_PARAMS) {
+        PyObject *argv[MAX_PARAMS + 1];
+        for (Py_ssize_t i = 0; i < nargs; i++) argv[i] = PyTuple_GET_ITEM(args, i);
+        argv[nargs] = stream;
+        return launchcall_vectorcall(self, argv, nargs, s_stream_names);
+    }
+    PyObject *miss = PyObject_GetAttr(self, s_miss);
+    if (!miss) return NULL;
+    PyObject *r = PyObject_Call(miss, args, kwargs);
+    Py_DECREF(miss);
+    return r;
+}
+
+static PyObject *launchcall_arm(LaunchCallObject *self, PyObject *const *args,
+                                Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "_arm(binder, grid, block, shared, to_handle)");
+        return NULL;
+    }
+    if (args[0] == Py_None) {
+        Py_CLEAR(self->binder);
+        Py_RETURN_NONE;
+    }
+    if (Py_TYPE(args[0]) != &BinderType) {
+        PyErr_SetString(PyExc_TypeError, "_arm: binder must be a Binder or None");
+        return NULL;
+    }
+    unsigned grid[3], block[3];
+    if (read_dims(args[1], grid, "grid") || read_dims(args[2], block, "block")) return NULL;
+    unsigned long shared = PyLong_AsUnsignedLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    if (shared > 0xFFFFFFFFUL) {
+        PyErr_SetString(PyExc_OverflowError, "_arm: shared beyond 32 bits");
+        return NULL;
+    }
+    if (args[4] != Py_None && !PyCallable_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "_arm: to_handle must be callable or None");
+        return NULL;
+    }
+    memcpy(self->grid, grid, sizeof grid);
+    memcpy(self->block, block, sizeof block);
+    self->shared = (unsigned)shared;
+    Py_XSETREF(self->to_handle, args[4] == Py_None ? NULL : Py_NewRef(args[4]));
+    Py_XSETREF(self->binder, Py_NewRef(args[0]));
+    Py_RETURN_NONE;
+}
+
+static PyObject *launchcall_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    LaunchCallObject *self = (LaunchCallObject *)type->tp_alloc(type, 0);
+    if (self) self->vectorcall = launchcall_vectorcall;
+    return (PyObject *)self;
+}
+
+static int launchcall_traverse(LaunchCallObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->binder);
+    Py_VISIT(self->to_handle);
+    return 0;
+}
+
+static int launchcall_clear(LaunchCallObject *self) {
+    Py_CLEAR(self->binder);
+    Py_CLEAR(self->to_handle);
+    return 0;
+}
+
+static void launchcall_dealloc(LaunchCallObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->binder);
+    Py_CLEAR(self->to_handle);
+    tp->tp_free((PyObject *)self);
+}
+
+static PyMethodDef launchcall_methods[] = {
+    {"_arm", (PyCFunction)(void (*)(void))launchcall_arm, METH_FASTCALL,
+     "_arm(binder, grid, block, shared, to_handle): calls are decided by binder in C "
+     "(binder None: every call goes to _miss)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyMemberDef launchcall_members[] = {
+    {"_hot_binder", T_OBJECT, offsetof(LaunchCallObject, binder), READONLY,
+     "The armed Binder (None: not armed)."},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject LaunchCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.LaunchCall",
+    .tp_basicsize = sizeof(LaunchCallObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
+                Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Base of kernel[grid, block]: once _arm()ed, obj(*args[, stream=s]) is bound "
+              "and launched in C; anything else goes to obj._miss(*args, **kw).",
+    .tp_new = launchcall_new,
+    .tp_dealloc = (destructor)launchcall_dealloc,
+    .tp_traverse = (traverseproc)launchcall_traverse,
+    .tp_clear = (inquiry)launchcall_clear,
+    .tp_call = launchcall_tp_call,
+    .tp_vectorcall_offset = offsetof(LaunchCallObject, vectorcall),
+    .tp_methods = launchcall_methods,
+    .tp_members = launchcall_members,
+};
+
 /* ---- GraphLaunch (h-interop; separate from the launchers above) ---------------------
  * GraphLaunch(fn, exec, stream, slow, on_error)
  *   Graph.replay in one C call: fn is cuGraphLaunch's address, exec the CUgraphExec,
@@ -1486,6 +1682,7 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&PreparedType) < 0 ||
         PyType_Ready(&GuardType) < 0 || PyType_Ready(&GuardedCallType) < 0 ||
         PyType_Ready(&BinderType) < 0 || PyType_Ready(&OutMakerType) < 0 ||
+        PyType_Ready(&LaunchCallType) < 0 ||
         PyType_Ready(&GraphLaunchType) < 0)
         return NULL;
     s_cai = PyUnicode_InternFromString("__cuda_array_interface__");
@@ -1503,6 +1700,8 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     s_miss = PyUnicode_InternFromString("_miss");
     if (!s_shape || !s_dtype || !s_device || !s_ptr || !s_stream || !s_out || !s_miss)
         return NULL;
+    s_stream_names = PyTuple_Pack(1, s_stream);
+    if (!s_stream_names) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&LauncherType);
@@ -1517,6 +1716,8 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyModule_AddObject(m, "Guard", (PyObject *)&GuardType) < 0) return NULL;
     Py_INCREF(&GuardedCallType);
     if (PyModule_AddObject(m, "GuardedCall", (PyObject *)&GuardedCallType) < 0) return NULL;
+    Py_INCREF(&LaunchCallType);
+    if (PyModule_AddObject(m, "LaunchCall", (PyObject *)&LaunchCallType) < 0) return NULL;
     Py_INCREF(&GraphLaunchType);
     if (PyModule_AddObject(m, "GraphLaunch", (PyObject *)&GraphLaunchType) < 0) return NULL;
     return m;

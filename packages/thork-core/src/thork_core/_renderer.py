@@ -13,7 +13,11 @@ import struct
 
 from ._dtype import DType, dt
 from ._ir import (
+    LDMATRIX_OPS,
+    MMA_OPS,
     Assign,
+    AsyncCopy,
+    AsyncGroup,
     Atomic,
     Binary,
     BlockReduce,
@@ -56,10 +60,13 @@ from ._ir import (
     VectorType,
     Warp,
     While,
+    stmt_exprs,
+    walk_exprs,
+    walk_stmts,
 )
 
 __all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC",
-           "PRELUDE_MARK", "c_string"]
+           "PRELUDE_MARK", "c_string", "uses_mma"]
 
 # Bumped whenever generated code changes meaning; part of every disk-cache key.
 CODEGEN_VERSION = "3"
@@ -226,6 +233,71 @@ THORK_FN void thork_grid_sync() {
   __syncthreads();
 }
 """
+
+# Tensor-core and asynchronous-copy helpers (PTX through inline asm, so that NVRTC, nvcc
+# and clang need no header), added to kernels that use them. sm_80+ (ldmatrix: sm_75+).
+_CUDA_MMA_HEAD = r"""
+THORK_FN unsigned int thork_smem_addr(const void* p) {
+  unsigned int a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+THORK_FN unsigned long long thork_gmem_addr(const void* p) {
+  unsigned long long a; asm("cvta.to.global.u64 %0, %1;" : "=l"(a) : "l"(p)); return a;
+}
+"""
+
+
+def _cuda_mma_helpers() -> str:
+    out = [_CUDA_MMA_HEAD]
+    for name in ("f16", "bf16"):
+        out.append(
+            f"THORK_FN thork_vec<float, 4> thork_mma_{name}(unsigned int a0, unsigned int a1, "
+            "unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1, float c0, "
+            "float c1, float c2, float c3) {\n"
+            "  thork_vec<float, 4> d;\n"
+            f'  asm("mma.sync.aligned.m16n8k16.row.col.f32.{name}.{name}.f32 '
+            '{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"\n'
+            '      : "=f"(d.v[0]), "=f"(d.v[1]), "=f"(d.v[2]), "=f"(d.v[3])\n'
+            '      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1),\n'
+            '        "f"(c0), "f"(c1), "f"(c2), "f"(c3));\n'
+            "  return d;\n}\n")
+    for n in (1, 2, 4):
+        for trans in ("", ".trans"):
+            regs = ", ".join(f"%{i}" for i in range(n))
+            outs = ", ".join(f'"=r"(r.v[{i}])' for i in range(n))
+            out.append(
+                f"THORK_FN thork_vec<unsigned int, {n}> thork_ldmatrix_x{n}"
+                f"{trans.replace('.', '_')}(const void* p) {{\n"
+                f"  thork_vec<unsigned int, {n}> r;\n"
+                f'  asm volatile("ldmatrix.sync.aligned.m8n8.x{n}{trans}.shared.b16 '
+                f'{{{regs}}}, [%{n}];"\n'
+                f'      : {outs} : "r"(thork_smem_addr(p)) : "memory");\n'
+                "  return r;\n}\n")
+    for nbytes in (4, 8, 16):
+        cache = "cg" if nbytes == 16 else "ca"  # .cg (L2 only) exists for 16 bytes only
+        out.append(
+            f"THORK_FN void thork_cp_async_{nbytes}(void* dst, const void* src, "
+            "unsigned int src_bytes) {\n"
+            f'  asm volatile("cp.async.{cache}.shared.global [%0], [%1], {nbytes}, %2;"\n'
+            '      :: "r"(thork_smem_addr(dst)), "l"(thork_gmem_addr(src)), "r"(src_bytes)\n'
+            '      : "memory");\n}\n')
+    return "".join(out)
+
+
+def uses_mma(kernel: KernelIR) -> bool:
+    """Whether the kernel (or a device function it calls) uses ``mma``, ``ldmatrix`` or
+    ``cp.async`` (its source then carries their helpers)."""
+    for body in [kernel.body] + [f.body for f in kernel.functions]:
+        for s in walk_stmts(body):
+            if isinstance(s, (AsyncCopy, AsyncGroup)):
+                return True
+            for top in stmt_exprs(s):
+                for e in walk_exprs(top):
+                    if isinstance(e, Warp) and (e.op in MMA_OPS or e.op in LDMATRIX_OPS):
+                        return True
+    return False
+
 
 _CUDA_HW_HALF = r"""THORK_FN float thork_h2f(thork_half h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits)); return f; }
 THORK_FN thork_half thork_f2h(float f) { thork_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f)); return h; }
@@ -397,6 +469,10 @@ class Renderer:
             self._emit(f"{t.elem.ctype} {s.var.name}[{s.count}];", s.loc)
         elif isinstance(s, Print):
             self._emit(self.print_call(c_string(s.fmt), self.print_args(s.args)), s.loc)
+        elif isinstance(s, AsyncCopy):
+            self._emit(self.async_copy(s), s.loc)
+        elif isinstance(s, AsyncGroup):
+            self._emit(self.async_group(s), s.loc)
         else:
             self.stmt_extension(s)
 
@@ -461,6 +537,18 @@ class Renderer:
     def print_call(self, fmt: str, args: list[str]) -> str:
         """The statement printing ``fmt`` (a C string literal) with ``args``."""
         return f"printf({', '.join([fmt, *args])});"
+
+    def async_copy(self, s: AsyncCopy) -> str:
+        """The statement starting one ``cp.async`` copy (PTX; the CPU target overrides)."""
+        dst = f"({self.expr(s.dst)} + {self.expr(s.dst_index)})"
+        src = f"({self.expr(s.src)} + {self.expr(s.src_index)})"
+        return f"thork_cp_async_{s.nbytes}({dst}, {src}, {self.expr(s.src_bytes)});"
+
+    def async_group(self, s: AsyncGroup) -> str:
+        """``cp.async.commit_group`` / ``cp.async.wait_group n``."""
+        if s.op == "commit":
+            return 'asm volatile("cp.async.commit_group;" ::: "memory");'
+        return f'asm volatile("cp.async.wait_group {int(s.n)};" ::: "memory");'
 
     def stmt_extension(self, s: Stmt) -> None:
         """Hook for statements a subclass adds; the base knows none."""
@@ -608,6 +696,10 @@ class Renderer:
         if e.op == "activemask":
             return "__activemask()"
         args = [self.expr(a) for a in e.args]
+        if e.op in MMA_OPS:
+            return f"thork_mma_{e.op.rsplit('.', 1)[1]}({', '.join(args)})"
+        if e.op in LDMATRIX_OPS:
+            return f"thork_{e.op.replace('.', '_')}({args[0]})"
         if e.op in ("ballot", "any", "all"):
             call = f"__{e.op}_sync({args[0]}, {args[1]})"
             return call if e.op == "ballot" else f"({call} != 0)"
@@ -756,7 +848,8 @@ class CudaRenderer(Renderer):
 
             dyn += CUDA_DEBUG_PRELUDE
         # -- end debug mode
-        return f"{self.prelude()}{dyn}\n"
+        mma = _cuda_mma_helpers() if uses_mma(self._kernel) else ""
+        return f"{self.prelude()}{mma}{dyn}\n"
 
     def _code(self, kernel: KernelIR, body: str) -> str:
         params = ", ".join(self.param_decl(kernel))

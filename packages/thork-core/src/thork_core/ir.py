@@ -28,10 +28,14 @@ from ._dtype import (
 )
 from ._ir import (
     ATOMIC_OPS,
+    LDMATRIX_OPS,
+    MMA_OPS,
     SPECIALS,
     SYNC_KINDS,
     WARP_OPS,
     Assign,
+    AsyncCopy,
+    AsyncGroup,
     Atomic,
     Binary,
     BlockReduce,
@@ -86,15 +90,17 @@ from ._renderer import (
     CudaRenderer,
     Renderer,
     c_string,
+    uses_mma,
 )
 
 __all__ = [
+    "AsyncCopy", "AsyncGroup", "LDMATRIX_OPS", "MMA_OPS",
     "ALL_DTYPES", "ATOMIC_OPS", "Assign", "Atomic", "Binary", "BlockReduce", "Break",
     "CODEGEN_VERSION", "Call", "CallFunc", "Cast", "Const", "Continue", "CudaRenderer",
     "DType", "Eval", "Expr", "Field", "For", "Function", "GlobalDecl", "HALF_CONVERSIONS",
     "INT_ARITHMETIC", "If",
     "KernelIR", "Let", "Load", "Loc", "LocalDecl", "Offset", "PRELUDE_MARK", "Pack", "Param",
-    "PointerType", "Print", "RECORD_STRUCT", "Renderer", "Return", "c_string",
+    "PointerType", "Print", "RECORD_STRUCT", "Renderer", "Return", "c_string", "uses_mma",
     "SPECIALS", "SYNC_KINDS", "Select", "SharedDecl", "Special", "Stmt", "Store",
     "StructType", "Sync",
     "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",

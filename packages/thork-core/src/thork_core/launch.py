@@ -7,7 +7,9 @@ be built, :class:`PyLauncher` otherwise; the ``CONV_*`` constants name the entry
 convention). :meth:`Executable.launch <thork_core.plugin.Executable.launch>` is the checked
 path; :meth:`Executable.prepare <thork_core.plugin.Executable.prepare>` returns a
 :class:`PreparedLaunch`; :func:`guarded_call_base` is the native hot path's base class
-where the C extension is available. All of it is safe to call from many threads.
+where the C extension is available; :func:`probe` and :func:`cai_pointer` read an
+array's address and kind on a hot path without the adapters. All of it is safe to call
+from many threads.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ._launch import (
     PreparedLaunch,
     PyLauncher,
     guarded_call_base,
+    launch_call_base,
     make_launcher,
     out_maker,
     param_kinds,
@@ -32,9 +35,11 @@ from ._limits import (
     shared_bytes,
     static_shared_bytes,
 )
+from ._probe import cai_pointer, probe
 from ._target import Dim3, normalize_dims
 
 __all__ = ["CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "Dim3", "MAX_SHARED_PER_BLOCK",
-           "PreparedLaunch", "PyLauncher", "check_arg_count", "float_scalar",
-           "guarded_call_base", "make_launcher", "memory_range", "normalize_dims",
-           "out_maker", "overlapping", "param_kinds", "shared_bytes", "static_shared_bytes"]
+           "PreparedLaunch", "PyLauncher", "cai_pointer", "check_arg_count", "float_scalar",
+           "guarded_call_base", "launch_call_base", "make_launcher", "memory_range",
+           "normalize_dims", "out_maker", "overlapping", "param_kinds", "probe", "shared_bytes",
+           "static_shared_bytes"]

@@ -110,6 +110,7 @@ from ._math import (
     tanh,
     trunc,
 )
+from ._mma import cp_async, cp_async_commit, cp_async_wait, ldmatrix, mma
 from ._print import print_ as print
 from ._random import (
     box_muller,
@@ -197,6 +198,8 @@ __all__ = [
     "thread_idx", "block_idx", "block_dim", "grid_dim", "linear_thread_idx", "lane_id",
     "warp_id", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor", "ballot", "warp_any",
     "warp_all", "activemask", "warp_reduce", "warp_sum", "warp_max", "warp_min",
+    # tensor cores and asynchronous copies
+    "mma", "ldmatrix", "cp_async", "cp_async_commit", "cp_async_wait",
     # math
     "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
     "copysign", "cos", "cosh", "erf", "erfc", "exp", "exp2", "exp10", "expm1", "floor", "fma",

@@ -465,7 +465,7 @@ class Kernel:
     def __getitem__(self, config: Any) -> Launch:
         launch = self._launches.get(config)
         if launch is None:
-            launch = Launch(self, config)
+            launch = (_LAUNCH_TYPE or _launch_type())(self, config)
             self._launches[config] = launch
         return launch
 
@@ -476,9 +476,16 @@ class Kernel:
 
 
 class Launch:
-    """A kernel bound to a grid, a block and dynamic shared memory bytes."""
+    """A kernel bound to a grid, a block and dynamic shared memory bytes.
 
-    __slots__ = ("kernel", "grid", "block", "shared_mem")
+    Where core's native module is available, ``kernel[grid, block]`` is a
+    :class:`Launch` whose base is the module's ``LaunchCall``: after a first call that
+    shows this kernel's calls can be decided by core's ``Binder`` (no compile-time
+    constants, optional arrays, structs or cooperative launch, the default target and
+    compiler), later calls ``launch(*arrays_and_scalars[, stream=s])`` are checked and
+    launched in C; every other call, and every argument the binder does not take, runs
+    :meth:`__call__` below (the one Python implementation, also the fallback).
+    """
 
     def __init__(self, kernel: Kernel, config: Any) -> None:
         if not isinstance(config, tuple) or not 2 <= len(config) <= 3:
@@ -524,9 +531,49 @@ class Launch:
         if self.shared_mem:  # with the kernel's own static shared memory, one block's worth
             shared_bytes(kernel.name, self.shared_mem, static_shared_bytes(ir))
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
+        if kernel is self.kernel and target is None and compiler is None \
+                and not consts and not kernel._opt_pos and not kernel._struct_pos \
+                and not ir.cooperative and getattr(self, "_hot_binder", 0) is None:
+            self._arm_from(exe)
+
+    def _arm_from(self, exe: Any) -> None:
+        """Let ``exe``'s native binder decide later calls in C (a ``LaunchCall`` base
+        only): the checks above are fixed for this kernel and configuration from now on
+        (the executable of the default target and compiler is built once and kept)."""
+        binder = getattr(exe, "_binder", None)
+        if binder is None or self.shared_mem > getattr(exe, "_dynamic_limit", -1):
+            return
+        if any(p.derived is not None for p in exe.kernel.params):
+            return  # shaped arrays' extents are added by the Python path every call
+        from thork_core.runtime import stream_handle
+
+        self._arm(binder, self.grid, self.block, self.shared_mem,  # type: ignore[attr-defined]
+                  stream_handle)
 
     def __repr__(self) -> str:
         return f"<launch {self.kernel.name} grid={self.grid} block={self.block}>"
+
+
+
+#: The class ``kernel[grid, block]`` makes: :class:`Launch` over core's native
+#: ``LaunchCall`` where that module is available, else :class:`Launch` (chosen on the
+#: first subscript: the native module is built or loaded then, not at ``import thork``).
+_LAUNCH_TYPE: type[Launch] | None = None
+
+
+def _launch_type() -> type[Launch]:
+    global _LAUNCH_TYPE
+    from thork_core.launch import launch_call_base
+
+    base = launch_call_base()
+    if base is None:
+        _LAUNCH_TYPE = Launch
+    else:
+        _LAUNCH_TYPE = type("Launch", (base, Launch), {
+            "__module__": __name__, "__doc__": Launch.__doc__,
+            "_miss": Launch.__call__,  # what LaunchCall runs for every call it did not launch
+        })
+    return _LAUNCH_TYPE
 
 
 def _annotations(fn: Callable[..., Any], kernel: Any = None) -> dict[str, Any]:

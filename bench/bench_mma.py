@@ -1,0 +1,248 @@
+"""Tensor cores on the GPU: the ``mma.sync`` ceiling and the Thork GEMM (examples/gemm_mma.py).
+
+1. A register-only microbenchmark: every warp issues ``tk.mma`` (m16n8k16, fp32 accumulate)
+   on 8 independent accumulator chains in a loop, nothing else; TFLOP/s of the whole GPU is
+   the ceiling of that instruction here.
+2. The Thork GEMM (examples/gemm_mma.py: 128 x 128 or 128 x 256 block tiles of warps of
+   64 x 64, a 3- or 4-stage cp.async pipeline, ldmatrix, mma; float32 output; the best of
+   the configurations in CONFIGS is reported, each listed) at 4096^3 and 8192^3, fp16
+   and bf16, in TFLOP/s, as a fraction of the ceiling, of ``torch.matmul`` (cuBLAS,
+   fp16/bf16 output) and of Triton's matmul tutorial kernel (re-typed below, one fixed
+   configuration of the tutorial's autotune list, fp16/bf16 output). Each result is
+   checked against torch first.
+
+Medians of ``triton.testing.do_bench`` (CUDA events, warm-up; torch events without
+Triton). torch and Triton are optional: their columns are left empty without them.
+
+    python bench/bench_mma.py --out DIR [--quick]
+    python bench/bench_mma.py --check     # no GPU: build the kernels for sm_90 only
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import thork as tk
+
+ROOT = Path(__file__).resolve().parents[1]
+f32, u32, i32 = tk.dt.float32, tk.dt.uint32, tk.dt.int32
+CHAINS = 8  # independent accumulators per warp: enough to cover the mma latency
+#: Dense fp16/bf16 tensor-core peak of an H200 SXM, TFLOP/s: NVIDIA's H200 datasheet gives
+#: 1,979 TFLOPS "with sparsity"; dense is half. Only for the H200 (the device name says).
+H200_DENSE_PEAK = 989.5
+#: GEMM tilings tried (BM, BN, BK, WM, WN, STAGES).
+CONFIGS = ((128, 128, 32, 64, 64, 4), (128, 256, 32, 64, 64, 3), (256, 128, 32, 64, 64, 3))
+
+
+def _example() -> Any:
+    spec = importlib.util.spec_from_file_location("gemm_mma_example",
+                                                  ROOT / "examples" / "gemm_mma.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["gemm_mma_example"] = mod
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def ceiling_kernel(dtype: Any) -> tk.Kernel:
+    @tk.jit
+    def mma_peak(out: tk.DevicePointer[f32], iters: i32):
+        """Register-only mma.sync: CHAINS independent D += A B chains per warp."""
+        tid = tk.thread_idx().x
+        seed = tk.cast(tid & 7, u32)  # small: the pairs stay finite numbers near 1
+        a = [tk.cast(seed ^ (0x3C003C00 + k), u32) for k in range(4)]
+        b = [tk.cast(seed ^ (0x3C003800 + k), u32) for k in range(2)]
+        # Distinct starting values: identical chains could be merged by the compiler
+        # (mma is a pure asm statement), which would overstate the ceiling.
+        acc = [[tk.var(float(ch * 4 + i)) for i in range(4)] for ch in range(CHAINS)]
+        for _ in tk.range(iters):
+            for ch in range(CHAINS):
+                d = tk.mma(a, b, acc[ch], dtype=dtype)
+                for v, x in zip(acc[ch], d):
+                    v.set(x)
+        total = tk.var(0.0)
+        for ch in range(CHAINS):
+            for v in acc[ch]:
+                total += v
+        out[tk.block_idx().x * tk.block_dim().x + tid] = total
+    return mma_peak
+
+
+# -- Triton's matmul tutorial kernel (re-typed; grouped tile order, fixed configuration) --
+def _triton_matmul() -> Any:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                      stride_bn, stride_cm, stride_cn, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+        pid = tl.program_id(axis=0)
+        num_pid_m = tl.cdiv(M, BLOCK_M)
+        num_pid_n = tl.cdiv(N, BLOCK_N)
+        num_pid_in_group = GROUP_M * num_pid_n
+        group_id = pid // num_pid_in_group
+        first_pid_m = group_id * GROUP_M
+        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+        pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+        pid_n = (pid % num_pid_in_group) // group_size_m
+        offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+        offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+        offs_k = tl.arange(0, BLOCK_K)
+        a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+        b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_K, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_K, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        c = acc.to(c_ptr.dtype.element_ty)
+        offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+        tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+    def run(a: Any, b: Any, c: Any) -> None:
+        M, K = a.shape
+        N = b.shape[1]
+        grid = (triton.cdiv(M, 128) * triton.cdiv(N, 256),)
+        matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                            b.stride(1), c.stride(0), c.stride(1), BLOCK_M=128, BLOCK_N=256,
+                            BLOCK_K=64, GROUP_M=8, num_stages=3, num_warps=8)
+    return run
+
+
+def check_build() -> int:
+    """No GPU: the kernels build for sm_90."""
+    mod = _example()
+    for name, dt in (("float16", tk.dt.float16), ("bfloat16", tk.dt.bfloat16)):
+        art = ceiling_kernel(dt).artifact("sm_90")
+        print(f"mma ceiling {name}: sm_90 cubin {len(art.data)} bytes")
+        for bm, bn, bk, wm, wn, st in CONFIGS:
+            k = mod.gemm_kernel(name).specialize(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn,
+                                                 STAGES=st, ALIGNED=True)
+            print(f"gemm {name} {bm}x{bn}x{bk}/{st}: sm_90 cubin "
+                  f"{len(k.artifact('sm_90').data)} bytes")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None, help="write bench_mma.json here")
+    ap.add_argument("--quick", action="store_true", help="4096^3 only")
+    ap.add_argument("--check", action="store_true", help="no GPU: build for sm_90 only")
+    opts = ap.parse_args()
+    if opts.check:
+        return check_build()
+    try:
+        import torch
+    except ImportError:
+        print("torch is needed for device arrays and timing here; skipped")
+        return 0
+    try:
+        from triton.testing import do_bench
+        tri = _triton_matmul()
+    except Exception as exc:  # noqa: BLE001 - Triton missing or broken: its column is empty
+        print(f"triton: not available ({type(exc).__name__}: {exc})")
+        tri = None
+
+        def do_bench(fn: Any, return_mode: str = "median") -> float:
+            for _ in range(3):
+                fn()
+            times = []
+            for _ in range(20):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn()
+                e.record()
+                e.synchronize()
+                times.append(s.elapsed_time(e))
+            return sorted(times)[len(times) // 2]
+
+    mod = _example()
+    info: dict[str, Any] = {"ceiling": {}, "gemm": []}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    dev = torch.cuda.get_device_name(0)
+    print(f"device: {dev}, {sms} SMs")
+    for name, dt in (("float16", tk.dt.float16), ("bfloat16", tk.dt.bfloat16)):
+        blocks, threads, iters = sms * 8, 128, 4096
+        out = torch.empty(blocks * threads, device="cuda", dtype=torch.float32)
+        kern = ceiling_kernel(dt)[blocks, threads]
+        ms = do_bench(lambda kern=kern, out=out, it=iters: kern(out, it, target="gpu"),
+                      return_mode="median")
+        flops = 2.0 * 16 * 8 * 16 * CHAINS * iters * blocks * (threads // 32)
+        info["ceiling"][name] = flops / ms / 1e9
+        print(f"mma.sync m16n8k16 {name} ceiling: {info['ceiling'][name]:8.1f} TFLOP/s")
+
+    sizes = (4096,) if opts.quick else (4096, 8192)
+    peak = H200_DENSE_PEAK if "H200" in dev else None
+    info["dense_peak"] = peak
+    print(f"\n{'GEMM':<18} {'thork TF/s':>10} {'/ceiling':>9} {'/peak':>6} {'torch':>8} "
+          f"{'/torch':>7} {'triton':>8} {'/triton':>8}  check")
+    for n in sizes:
+        for name, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+            torch.manual_seed(0)
+            a = torch.randn(n, n, device="cuda", dtype=tdt)
+            b = torch.randn(n, n, device="cuda", dtype=tdt)
+            c = torch.empty(n, n, device="cuda", dtype=torch.float32)
+            ref = torch.matmul(a.float(), b.float())
+            flops = 2.0 * n ** 3
+            row: dict[str, Any] = {"n": n, "dtype": name, "configs": {}}
+            ok = True
+            for cfg in CONFIGS:
+                bm, bn, bk, wm, wn, st = cfg
+                kern = mod.gemm_kernel(name)[(n // bn, n // bm), (bm // wm) * (bn // wn) * 32,
+                                             mod.shared_bytes(bm, bn, bk, st)]
+
+                def thork_fn(kern: Any = kern, c: Any = c, a: Any = a, b: Any = b,
+                             n: int = n, cfg: Any = cfg) -> None:
+                    kern(c, a, b, n, n, n, *cfg, True, target="gpu")
+                c.fill_(float("nan"))
+                thork_fn()
+                good = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))
+                ok = ok and good
+                tf = flops / do_bench(thork_fn, return_mode="median") / 1e9
+                label = f"{bm}x{bn}x{bk}/{st}"
+                row["configs"][label] = tf
+                print(f"  {n}^3 {name} thork {label}: {tf:8.1f} TFLOP/s "
+                      f"{'ok' if good else 'MISMATCH'}")
+            row["check"] = ok
+            row["thork"] = max(row["configs"].values())
+            row["torch"] = flops / do_bench(lambda a=a, b=b: torch.matmul(a, b),
+                                            return_mode="median") / 1e9
+            if tri is not None:
+                ct = torch.empty(n, n, device="cuda", dtype=tdt)
+                try:
+                    tri(a, b, ct)
+                except Exception as exc:  # noqa: BLE001 - report, keep the other columns
+                    print(f"triton {n}^3 {name}: failed ({type(exc).__name__}: {exc})"[:400])
+                else:
+                    row["triton_check"] = bool(torch.allclose(ct.float(), ref, rtol=2e-2,
+                                                              atol=2e-2 * n ** 0.5))
+                    row["triton"] = flops / do_bench(lambda a=a, b=b, ct=ct: tri(a, b, ct),
+                                                     return_mode="median") / 1e9
+            ceil = info["ceiling"][name]
+            trit = row.get("triton")
+            print(f"{n}^3 {name:<12} {row['thork']:>10.1f} {row['thork'] / ceil:>9.2f} "
+                  f"{row['thork'] / peak if peak else float('nan'):>6.2f} "
+                  f"{row['torch']:>8.1f} {row['thork'] / row['torch']:>7.2f} "
+                  f"{trit if trit else float('nan'):>8.1f} "
+                  f"{row['thork'] / trit if trit else float('nan'):>8.2f}  "
+                  f"{'ok' if ok else 'MISMATCH'}")
+            info["gemm"].append(row)
+            del a, b, c
+            torch.cuda.empty_cache()
+    if opts.out is not None:
+        opts.out.mkdir(parents=True, exist_ok=True)
+        (opts.out / "bench_mma.json").write_text(json.dumps(info, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""OpenCV's resampling conventions, traced: ``cv2.resize`` (INTER_LINEAR, INTER_AREA,
+INTER_CUBIC) and ``cv2.warpAffine``/``warpPerspective`` (INTER_LINEAR, INTER_NEAREST with a
+border mode). The exact rules, and where uint8 results may differ from OpenCV by one grey
+level, are in ``docs/fkl-resize.md``.
+
+Every sampler reads the stage below through ``src.read`` (backward fusion) and returns the
+pixel in the source dtype, as OpenCV does: uint8 uses OpenCV's fixed-point arithmetic,
+other integers round half to even and saturate, floats stay floats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from thork import range as tk_range
+from thork import var as tk_var
+from thork.tracing import Value, cast, where
+from thork.tracing import math as tkm
+from thork_core import DType, dt
+
+from ._ops import saturate_value
+from ._pixel import Pixel, Stage
+
+__all__ = ["Interpolation", "cv_resize_scale", "cv_nearest", "cv_linear", "cv_cubic", "cv_area",
+           "cv_warp_sample"]
+
+
+class Interpolation:
+    """Interpolation modes of ``Resize`` and ``Warping``: FKL's own, and OpenCV's."""
+
+    LINEAR = "linear"        # FKL: corner-aligned bilinear, float32 out
+    NEAREST = "nearest"      # FKL: src[floor(x * sw / dw)], float32 out
+    CV_LINEAR = "cv_linear"  # cv2.INTER_LINEAR (half-pixel centres), input dtype out
+    CV_AREA = "cv_area"      # cv2.INTER_AREA (downscaling only), input dtype out
+    CV_CUBIC = "cv_cubic"    # cv2.INTER_CUBIC (a = -0.75), input dtype out
+    CV_NEAREST = "cv_nearest"  # cv2.INTER_NEAREST (Resize and Warping), input dtype out
+    RESIZE = (LINEAR, NEAREST, CV_LINEAR, CV_AREA, CV_CUBIC, CV_NEAREST)
+    WARP = (LINEAR, CV_LINEAR, CV_NEAREST)
+    OPENCV = (CV_LINEAR, CV_AREA, CV_CUBIC, CV_NEAREST)
+
+
+#: OpenCV's INTER_RESIZE_COEF_SCALE: uint8 resize weights are 11-bit fixed point.
+_COEF = 2048.0
+
+
+def _f32(v: Any) -> Value:
+    return cast(v, dt.float32)
+
+
+def _f64(v: Any) -> Value:
+    return cast(v, dt.float64)
+
+
+def _i32(v: Any) -> Value:
+    return cast(v, dt.int32)
+
+
+def _clamp(v: Value, lo: Any, hi: Any) -> Value:
+    return tkm.min(tkm.max(v, lo), hi)
+
+
+def cv_resize_scale(sw: Any, dw: Any) -> Value:
+    """OpenCV's source step per destination pixel: ``1 / (dw / sw)`` in double."""
+    return 1.0 / (_f64(dw) / _f64(sw))
+
+
+def _half_pixel(d: Value, scale: Value) -> tuple[Value, Value]:
+    """``fx = float((d + 0.5) * scale - 0.5)``, split into ``floor`` (int32) and fraction."""
+    f = _f32((_f64(d) + 0.5) * scale - 0.5)
+    fl = tkm.floor(f)
+    return _i32(fl), f - fl
+
+
+def _store(v: Value, to: DType) -> Value:
+    return saturate_value(v, to)
+
+
+def cv_nearest(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value) -> Pixel:
+    """``cv2.resize(..., INTER_NEAREST)``: ``src[min(floor(x * scale), sw - 1)]`` with the
+    double scale (no half-pixel shift; OpenCV's INTER_NEAREST_EXACT would add one)."""
+    ix = tkm.min(_i32(tkm.floor(_f64(x) * sx)), src.w - 1)
+    iy = tkm.min(_i32(tkm.floor(_f64(y) * sy)), src.h - 1)
+    return list(src.read(ix, iy, z))
+
+
+def cv_linear(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value) -> Pixel:
+    """``cv2.resize(..., INTER_LINEAR)`` at destination ``(x, y)``; ``sx``/``sy`` are the
+    double scales. uint8: 11-bit weights, horizontal sums in int, the vertical pass as
+    OpenCV's vectorised uint8 path (``((b0 * (r0 >> 4)) >> 16 + (b1 * (r1 >> 4)) >> 16 + 2)
+    >> 2``)."""
+    def axis(d: Value, scale: Value, n: Any) -> tuple[Value, Value, Value]:
+        i0, f = _half_pixel(d, scale)
+        # OpenCV: a coordinate left of the first centre or right of the last one takes
+        # that edge pixel with weight 1.
+        edge = (i0 < 0) | (i0 >= n - 1)
+        f = where(edge, 0.0, f)
+        i0 = _clamp(i0, 0, n - 1)
+        return i0, tkm.min(i0 + 1, n - 1), f
+
+    x0, x1, fx = axis(x, sx, src.w)
+    y0, y1, fy = axis(y, sy, src.h)
+    a, b = src.read(x0, y0, z), src.read(x1, y0, z)
+    c, d = src.read(x0, y1, z), src.read(x1, y1, z)
+    to = src.type.dtype
+    out = []
+    if to == dt.uint8:
+        a0, a1 = _i32(tkm.rint((1.0 - fx) * _COEF)), _i32(tkm.rint(fx * _COEF))
+        b0, b1 = _i32(tkm.rint((1.0 - fy) * _COEF)), _i32(tkm.rint(fy * _COEF))
+        for k in range(src.type.channels):
+            r0 = _i32(a[k]) * a0 + _i32(b[k]) * a1
+            r1 = _i32(c[k]) * a0 + _i32(d[k]) * a1
+            v = (((b0 * (r0 >> 4)) >> 16) + ((b1 * (r1 >> 4)) >> 16) + 2) >> 2
+            out.append(_store(v, to))
+        return out
+    ft = dt.float64 if to == dt.float64 else dt.float32
+    wx0, wy0 = 1.0 - fx, 1.0 - fy
+    for k in range(src.type.channels):
+        r0 = cast(a[k], ft) * wx0 + cast(b[k], ft) * fx
+        r1 = cast(c[k], ft) * wx0 + cast(d[k], ft) * fx
+        out.append(_store(r0 * wy0 + r1 * fy, to))
+    return out
+
+
+_A = -0.75  # OpenCV's cubic coefficient
+
+
+def _cubic_weights(t: Value) -> list[Value]:
+    """OpenCV's ``interpolateCubic`` at fraction ``t`` (float32), the last weight taking
+    the remainder so that the four sum to 1."""
+    a = _A
+    t1 = t + 1.0
+    u = 1.0 - t
+    c0 = ((t1 * a - 5.0 * a) * t1 + 8.0 * a) * t1 - 4.0 * a
+    c1 = ((a + 2.0) * t - (a + 3.0)) * t * t + 1.0
+    c2 = ((a + 2.0) * u - (a + 3.0)) * u * u + 1.0
+    return [c0, c1, c2, 1.0 - c0 - c1 - c2]
+
+
+def cv_cubic(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value) -> Pixel:
+    """``cv2.resize(..., INTER_CUBIC)``: 4 x 4 taps at ``floor(f) - 1 .. floor(f) + 2``,
+    each index clamped into the image (OpenCV's replicated border); rows weighted first,
+    then columns, in float32 (float64 for float64 pixels) for every dtype — OpenCV 5's
+    uint8 cubic path is float too — then rounded half to even and saturated."""
+    ix, fx = _half_pixel(x, sx)
+    iy, fy = _half_pixel(y, sy)
+    wx, wy = _cubic_weights(fx), _cubic_weights(fy)
+    xs = [_clamp(ix + (i - 1), 0, src.w - 1) for i in range(4)]
+    ys = [_clamp(iy + (j - 1), 0, src.h - 1) for j in range(4)]
+    to = src.type.dtype
+    ch = src.type.channels
+    ft = dt.float64 if to == dt.float64 else dt.float32
+    acc: list[Any] = [None] * ch
+    for j in range(4):
+        row: list[Any] = [None] * ch
+        for i in range(4):
+            px = src.read(xs[i], ys[j], z)
+            for k in range(ch):
+                term = cast(px[k], ft) * wx[i]
+                row[k] = term if row[k] is None else row[k] + term
+        for k in range(ch):
+            term = row[k] * wy[j]
+            acc[k] = term if acc[k] is None else acc[k] + term
+    return [_store(v, to) for v in acc]
+
+
+def cv_area(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value,
+            half_up: Value) -> Pixel:
+    """``cv2.resize(..., INTER_AREA)`` when downscaling (``sx``, ``sy`` ≥ 1): the weighted
+    mean over the source cell ``[d * scale, (d + 1) * scale)``, each partly covered pixel
+    weighted by its covered length (OpenCV's ``computeResizeAreaTab``, weights computed in
+    double and stored as float32), rows summed first then columns, in float32.
+    ``half_up`` (a runtime flag) rounds uint8 halves up, as OpenCV's exact 2 x 2 path."""
+    ch = src.type.channels
+    to = src.type.dtype
+    ft = dt.float64 if to == dt.float64 else dt.float32
+    xlo, xhi, xw = _area_axis(x, sx, src.w)
+    ylo, yhi, yw = _area_axis(y, sy, src.h)
+    acc = [tk_var(cast(0.0, ft), ft) for _ in range(ch)]
+    for j in tk_range(ylo, yhi):
+        wyj = cast(yw(j), ft)
+        row = [tk_var(cast(0.0, ft), ft) for _ in range(ch)]
+        for i in tk_range(xlo, xhi):
+            wxi = cast(xw(i), ft)
+            px = src.read(i, j, z)
+            for k in range(ch):
+                row[k].set(row[k].get() + cast(px[k], ft) * wxi)
+        for k in range(ch):
+            acc[k].set(acc[k].get() + row[k].get() * wyj)
+    out = []
+    for k in range(ch):
+        v = acc[k].get()
+        if not to.is_float:
+            v = where(half_up != 0, tkm.floor(v + 0.5), v)
+        out.append(_store(v, to))
+    return out
+
+
+def _area_axis(d: Value, scale: Value, n: Any) -> tuple[Value, Value, Any]:
+    """The source range ``[lo, hi)`` of destination index ``d`` and its weight function."""
+    f1 = _f64(d) * scale
+    f2 = f1 + scale
+    cell = tkm.min(scale, _f64(n) - f1)
+    s2 = tkm.min(_i32(tkm.floor(f2)), n - 1)
+    s1 = tkm.min(_i32(tkm.ceil(f1)), s2)
+    left = _f64(s1) - f1
+    right = f2 - _f64(s2)
+    lo = tkm.max(s1 - 1, 0)
+    hi = s2 + 1
+
+    def weight(s: Value) -> Value:
+        w_left = where(left > 1e-3, left / cell, 0.0)
+        w_right = where(right > 1e-3, tkm.min(tkm.min(right, 1.0), cell) / cell, 0.0)
+        w = where(s == s1 - 1, w_left, where(s < s2, 1.0 / cell, w_right))
+        return _f32(w)
+
+    return lo, hi, weight
+
+
+#: Source positions are clamped to this magnitude before conversion to int (an infinite
+#: or NaN position, from a perspective divide by ~0, lands far outside: the border).
+_FAR = float(1 << 30)
+
+
+def _finite(v: Value) -> Value:
+    """A float32 position with NaN, inf and huge values moved to ``±2^30`` (outside)."""
+    return _clamp(where(tkm.isnan(v), -_FAR, v), -_FAR, _FAR)
+
+
+def cv_warp_sample(src: Stage, sx: Value, sy: Value, z: Value, nearest: bool,
+                   border: str, cval: list[Any]) -> Pixel:
+    """OpenCV's remap of one destination pixel from its float32 source position
+    (``sx``, ``sy``): nearest takes ``rint`` (half to even); linear the 2 x 2 taps at
+    ``floor`` with weights ``1 - a, a`` (``a`` the float32 fraction), rows first, in
+    float32, rounded half to even and saturated for integer pixels. A tap outside the
+    image reads through ``border`` (``CONSTANT``: the value ``cval``)."""
+    from ._geometry import BorderMode, border_index
+
+    to = src.type.dtype
+    ch = src.type.channels
+    w, h = src.w, src.h
+    constant = border == BorderMode.CONSTANT
+    ft = dt.float64 if to == dt.float64 else dt.float32
+
+    def tap(ix: Value, iy: Value) -> list[Value]:
+        px = src.read(border_index(ix, w, border), border_index(iy, h, border), z)
+        vals = [cast(v, ft) for v in px]
+        if not constant:
+            return vals
+        inside = (ix >= 0) & (ix < w) & (iy >= 0) & (iy < h)
+        return [where(inside, v, cast(cval[k], ft)) for k, v in enumerate(vals)]
+
+    sx, sy = _finite(sx), _finite(sy)
+    if nearest:
+        return [_store(v, to) for v in tap(_i32(tkm.rint(sx)), _i32(tkm.rint(sy)))]
+    fx, fy = tkm.floor(sx), tkm.floor(sy)
+    ax, ay = cast(sx - fx, ft), cast(sy - fy, ft)
+    x0, y0 = _i32(fx), _i32(fy)
+    t00, t10 = tap(x0, y0), tap(x0 + 1, y0)
+    t01, t11 = tap(x0, y0 + 1), tap(x0 + 1, y0 + 1)
+    bx, by = 1.0 - ax, 1.0 - ay
+    return [_store((t00[k] * bx + t10[k] * ax) * by + (t01[k] * bx + t11[k] * ax) * ay, to)
+            for k in range(ch)]
