@@ -3,7 +3,7 @@
 # here (carried in .wheels/), then the GPU test suite and the benchmarks, logs in $OUT.
 #   usage: bash bench/gpu_run.sh [tests] [tests:COMPILER] [examples] [bench_core] [bench_lang]
 #          [bench_fkl] [bench_video] [bench_compilers] [bench_interop] [bench_mma]
-#          [cvcuda]
+#          [cvcuda] [sanitizer] [bench_debug]
 #   (no argument: all of them)
 #   cvcuda: a wheel too big to carry in one call travels in parts, one per call, in the
 #   ignored folder .cv/ (part00, part01, ...); each call stashes its part in /tmp/cv (which
@@ -25,7 +25,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 python3 -m thork_core._cli info | tee "$out/info.txt"
 mkdir -p /tmp/cv && cp .cv/part* /tmp/cv/ 2>/dev/null
 for step in "${steps[@]}"; do
-  if [[ "$step" == cvcuda ]]; then
+  if [[ "$step" == sanitizer ]]; then
+    # The GPU subset under compute-sanitizer (memcheck, racecheck, synccheck): its own
+    # summary lines go to $OUT/sanitizer.txt (bench/gpu_sanitizer.sh).
+    OUT="$out" bash bench/gpu_sanitizer.sh; cat "$out/sanitizer.txt" >> "$out/summary.txt"
+  elif [[ "$step" == cvcuda ]]; then
     cat /tmp/cv/part* > /tmp/cv/cvcuda_cu13-0.19.0-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
     python3 -m pip install -q --no-deps --no-index --target /tmp/site \
       /tmp/cv/cvcuda_cu13-*.whl && python3 -c "import cvcuda; print('cvcuda', cvcuda.__version__)" \

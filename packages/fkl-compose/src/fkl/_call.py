@@ -13,6 +13,7 @@ picks that class), the most recent guard is tried in C before any Python runs.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from ._arrays import (
     wait,
 )
 from ._launcher import Launcher
-from ._plan import Plan, allocate, check_out, make_plan
+from ._plan import Plan, add_spans, allocate, check_out, extent_bytes, make_plan
 
 if TYPE_CHECKING:
     from ._kernels import Kernels
@@ -241,6 +242,13 @@ class CallPath:
                     variant = "grid"  # planes whose starts are not vector-aligned
             plan = make_plan(self.kernels, t, g, lay, on_device, variant, self.ops, active,
                              out_strides)
+            if self.kernels.debug:  # (h-debug) the arrays' extents fill the span params
+                add_spans(plan, [extent_bytes(v) for v in views]
+                          + [extent_bytes(view(a, "table")) for a in plan.tables]
+                          + ([d.itemsize * math.prod(s) for s, d in plan.outs]
+                             if out_strides is None else  # a strided out=: its extent
+                             [extent_bytes(view(o, "out")) for o in
+                              (out if isinstance(out, (list, tuple)) else [out])]))
             if active is None or len(self._plans) < 256:  # per (k, default): bounded
                 self._plans[shape_key] = plan
         device = views[0].device_id if views else 0
@@ -347,6 +355,8 @@ class CallPath:
         arrays (made, with its launcher where ``plan`` has one, on first need)."""
         if plan.fallback is None:
             fb = make_plan(self.kernels, *plan.source, plan.device, "grid", self.ops)
+            if plan.span_bytes is not None:  # (h-debug) the same arrays: the same spans
+                add_spans(fb, plan.span_bytes)
             if plan.launcher is not None:
                 fb.prepare()
             plan.fallback = fb

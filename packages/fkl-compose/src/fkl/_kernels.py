@@ -8,6 +8,7 @@ values (factors, rects, sizes, matrices...) reuses the first one's kernel.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from thork_core import (
     build_kernel,
     choose,
     compile_artifact,
+    instrument,
     parse_arch,
     plugins,
 )
@@ -91,8 +93,10 @@ class Kernels:
     identity, trace and build."""
 
     def __init__(self, chain: Chain, variants: Variants, target: str | None,
-                 compiler: str | None) -> None:
+                 compiler: str | None, debug: bool = False) -> None:
         self.chain = chain
+        #: Debug mode: the kernels are bounds-checked (thork_core.instrument).
+        self.debug = debug
         self.variants = variants
         self.target = target
         self.compiler = compiler
@@ -110,7 +114,8 @@ class Kernels:
     def signature(self, t: PixType, variant: str) -> tuple[Any, ...]:
         """The kernel identity for pixels ``t`` and a checked ``variant``: types only."""
         return (self.chain.key(), t, self.variants.form(t, variant),
-                *target_key(self.resolve(), self.compiler)[1])
+                *target_key(self.resolve(), self.compiler)[1]) + (("debug",) if self.debug
+                                                                   else ())
 
     def lowered(self, t: PixType, variant: str, target: str | None = None) -> Lowered:
         """The traced kernel (no compilation); ``target`` as in :class:`Variants`."""
@@ -123,10 +128,14 @@ class Kernels:
         if variant == "flat":
             spec = self.variants.flat_spec(t, target)
             assert spec is not None
-            return lower_flat(self.chain, t, name, spec)
-        return lower(self.chain, t, name, active=variant == "active",
-                     pitched=variant in ("pitched", "pitched-both"),
-                     pitched_out=variant in ("pitched-out", "pitched-both"))
+            lowered = lower_flat(self.chain, t, name, spec)
+        else:
+            lowered = lower(self.chain, t, name, active=variant == "active",
+                            pitched=variant in ("pitched", "pitched-both"),
+                            pitched_out=variant in ("pitched-out", "pitched-both"))
+        if self.debug:  # spans follow the parameters: fkl._plan.add_spans fills them
+            lowered = dataclasses.replace(lowered, ir=instrument(lowered.ir))
+        return lowered
 
     def get(self, t: PixType, variant: str) -> Built:
         """The built kernel for ``t`` and ``variant``: this pipe's, the process's, or a

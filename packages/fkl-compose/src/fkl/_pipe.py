@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from thork_core import ArgumentError, CompileInfo, Target
+from thork_core import ArgumentError, CompileInfo, Target, debug_default
 
 from ._call import CallPath
 from ._flat import FlatSpec
@@ -29,12 +29,17 @@ __all__ = ["compose", "Pipe", "stats", "reset_stats"]
 
 
 def compose(*ops: Op, target: str | None = None, compiler: str | None = None,
-            thread_fusion: bool = False) -> Pipe:
+            thread_fusion: bool = False, debug: bool | None = None) -> Pipe:
     """Chain ``ops`` (a read, then compute/geometry ops, then a write) into a lazy
     :class:`Pipe`. Nothing is compiled until the first call, when the input's type is
-    known. ``target`` is ``"gpu"``, ``"cpu"`` or None (the best available)."""
-    return pipe_class(target)(ops, target=target, compiler=compiler,
-                              thread_fusion=thread_fusion)
+    known. ``target`` is ``"gpu"``, ``"cpu"`` or None (the best available). ``debug=True``
+    (or ``THORK_DEBUG=1`` when ``debug`` is not given) bounds-checks every array access of
+    the pipe's kernel and raises :class:`~thork_core.BoundsError` (docs/debug-mode.md)."""
+    if debug is None:
+        debug = debug_default()
+    cls = Pipe if debug else pipe_class(target)  # debug: every call on the checked path
+    return cls(ops, target=target, compiler=compiler, thread_fusion=thread_fusion,
+               debug=debug)
 
 
 class Pipe(CallPath):
@@ -46,7 +51,8 @@ class Pipe(CallPath):
     """
 
     def __init__(self, ops: Sequence[Op], *, target: str | None = None,
-                 compiler: str | None = None, thread_fusion: bool = False) -> None:
+                 compiler: str | None = None, thread_fusion: bool = False,
+                 debug: bool = False) -> None:
         ops = tuple(ops)
         _check_chain(ops, target, thread_fusion)
         self.ops = ops
@@ -55,7 +61,7 @@ class Pipe(CallPath):
         self.compiler = compiler
         self.thread_fusion = thread_fusion
         self.variants = Variants(self.chain, thread_fusion, self._target_name)
-        self.kernels = Kernels(self.chain, self.variants, target, compiler)
+        self.kernels = Kernels(self.chain, self.variants, target, compiler, debug=debug)
         self._init_calls()
 
     def __repr__(self) -> str:

@@ -20,7 +20,8 @@ from ._ops import Op
 from ._pixel import PixType, per_channel
 from ._tensor import Layout
 
-__all__ = ["Plan", "allocate", "check_out", "fill_args", "make_plan"]
+__all__ = ["Plan", "add_spans", "allocate", "check_out", "extent_bytes", "fill_args",
+           "make_plan"]
 
 
 @dataclass
@@ -52,6 +53,9 @@ class Plan:
     #: passed after the inputs; ``table_ptrs`` their addresses.
     tables: list[Any] = field(default_factory=list)
     table_ptrs: list[int] = field(default_factory=list)
+    #: Debug mode: the byte extent of each array (inputs, tables, outputs), whose element
+    #: counts fill the kernel's hidden span parameters (:func:`add_spans`).
+    span_bytes: list[int] | None = None
 
     def prepare(self) -> Launcher | None:
         """This plan's launcher, made on first need."""
@@ -112,6 +116,34 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
                 align_mask=spec.align - 1 if spec is not None else 0,
                 out_codes=[typestr(d) for _, d in outs], tables=tables,
                 table_ptrs=[pointer(a, "table") for a in tables])
+
+
+def extent_bytes(v: Any) -> int:
+    """Bytes from an array view's first element to the end of its last (pitched rows
+    included): what a debug kernel may address through it."""
+    shape = tuple(v.shape)
+    if not shape or 0 in shape:
+        return 0 if shape else v.dtype.itemsize
+    if v.strides is None:
+        return v.dtype.itemsize * _prod(shape)
+    return sum((n - 1) * s for n, s in zip(shape, v.strides)) + v.dtype.itemsize
+
+
+def _prod(shape: Sequence[int]) -> int:
+    out = 1
+    for n in shape:
+        out *= int(n)
+    return out
+
+
+def add_spans(plan: Plan, span_bytes: list[int]) -> None:
+    """Debug mode: append the values of the instrumented kernel's span parameters (one per
+    pointer parameter, in parameter order: the elements its array holds)."""
+    plan.span_bytes = span_bytes
+    ptrs = [p for p in plan.built.lowered.ir.params if p.derived is None
+            and hasattr(p.type, "elem")]
+    plan.args = [*plan.args, *(span_bytes[i] // p.type.elem.itemsize  # type: ignore[union-attr]
+                               for i, p in zip(plan.order, ptrs))]
 
 
 def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[Op]) -> list[Any]:

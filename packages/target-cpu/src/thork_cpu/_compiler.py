@@ -76,6 +76,23 @@ def _openmp_works(cxx: str) -> bool:
         return r.returncode == 0
 
 
+#: Sanitizers ``THORK_CPU_SANITIZE`` may name (GCC's and Clang's ``-fsanitize=`` values).
+SANITIZERS = ("address", "undefined", "thread", "leak")
+
+
+def sanitize_request() -> list[str]:
+    """The sanitizers ``THORK_CPU_SANITIZE`` asks for (``address,undefined``...), in a
+    canonical order; an unknown name raises :class:`~thork_core.CompileError`."""
+    raw = os.environ.get("THORK_CPU_SANITIZE", "")
+    names = {n.strip().lower() for n in raw.split(",") if n.strip()}
+    unknown = sorted(names - set(SANITIZERS))
+    if unknown:
+        raise CompileError(f"THORK_CPU_SANITIZE={raw!r}: unknown sanitizer(s) "
+                           f"{', '.join(unknown)}; expected a comma-separated subset of "
+                           f"{', '.join(SANITIZERS)}")
+    return [n for n in SANITIZERS if n in names]
+
+
 class HostCompiler(Compiler):
     """``$CXX``, else g++, else clang++: C++17, ``-O2``, OpenMP when it links."""
 
@@ -108,7 +125,8 @@ class HostCompiler(Compiler):
             return None
         real = os.path.realpath(cxx)
         st = os.stat(real)
-        return [os.environ.get("CXX", ""), cxx, real, st.st_mtime_ns, st.st_size]
+        return [os.environ.get("CXX", ""), cxx, real, st.st_mtime_ns, st.st_size,
+                os.environ.get("THORK_CPU_SANITIZE", "")]
 
     def available(self) -> tuple[bool, str]:
         cxx = _find_cxx()
@@ -122,6 +140,12 @@ class HostCompiler(Compiler):
                  "-ffp-contract=off"]
         if _openmp_works(self._cxx()):
             flags.append("-fopenmp")
+        sanitizers = sanitize_request()
+        if sanitizers:  # part of the flags, hence of every cache key
+            flags[0] = "-O1"
+            flags += [f"-fsanitize={','.join(sanitizers)}", "-fno-omit-frame-pointer", "-g"]
+            if "undefined" in sanitizers:
+                flags.append("-fno-sanitize-recover=undefined")  # report as an error
         return flags
 
     def compile(

@@ -26,6 +26,7 @@ from thork_core.ir import (
     INT_ARITHMETIC,
     LDMATRIX_OPS,
     MMA_OPS,
+    RECORD_STRUCT,
     AsyncCopy,
     AsyncGroup,
     Atomic,
@@ -490,7 +491,7 @@ static int thork_run_cooperative(void** args, const unsigned int* g, const unsig
 extern "C" int %(entry)s(void** args, const unsigned int* g, const unsigned int* bd,
                          unsigned long long dyn_bytes)
 {
-  const long long nblocks = (long long)g[0] * g[1] * g[2];
+%(debug_entry)s  const long long nblocks = (long long)g[0] * g[1] * g[2];
   const int nthreads = (int)(bd[0] * bd[1] * bd[2]);
   int rc = 0;
   struct thork_out* outs = %(prints)d ? (struct thork_out*)calloc((size_t)nblocks, sizeof(struct thork_out)) : 0;
@@ -544,6 +545,37 @@ extern "C" int %(entry)s(void** args, const unsigned int* g, const unsigned int*
   return rc;
 }
 """
+
+# -- debug mode (h-debug): added only for instrumented kernels (KernelIR.debug_sites) ----
+# The error record (read by CpuExecutable.debug_read through its symbol), thork_at and the
+# dynamic shared memory bound; launches of a debug kernel are serialized by the Python
+# side, so the entry may keep the launch's dynamic shared bytes in a global.
+_DEBUG_PRELUDE = RECORD_STRUCT + r"""extern "C" {
+__attribute__((visibility("default"))) thork_dbg_rec thork_dbg_record;
+__attribute__((visibility("default"))) unsigned long long thork_dbg_dyn_bytes;
+}
+static unsigned long long thork_dbg_scratch[8] __attribute__((aligned(64)));
+THORK_FN long long thork_dyn_count(long long offset, long long size) {
+  return ((long long)thork_dbg_dyn_bytes - offset) / size;
+}
+template <class T>
+THORK_FN T* thork_at(T* p, long long i, long long lo, long long hi, int site,
+                     thork_dim3 bid, thork_dim3 tid, thork_dim3, thork_dim3, thork_block*) {
+  if (i >= lo && i < hi) return p + i;
+  unsigned int zero = 0u;
+  if (__atomic_compare_exchange_n(&thork_dbg_record.flag, &zero, 1u, false,
+                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    thork_dbg_record.site = site; thork_dbg_record.index = i;
+    thork_dbg_record.lo = lo; thork_dbg_record.hi = hi;
+    thork_dbg_record.block[0] = bid.x; thork_dbg_record.block[1] = bid.y;
+    thork_dbg_record.block[2] = bid.z; thork_dbg_record.thread[0] = tid.x;
+    thork_dbg_record.thread[1] = tid.y; thork_dbg_record.thread[2] = tid.z;
+  }
+  return (T*)(void*)thork_dbg_scratch;
+}
+"""
+_DEBUG_ENTRY = "  thork_dbg_dyn_bytes = dyn_bytes;\n"
+# -- end debug mode
 
 _HIDDEN = ("const thork_dim3 blockIdx", "const thork_dim3 threadIdx",
            "const thork_dim3 blockDim", "const thork_dim3 gridDim", "thork_block* thork_blk")
@@ -707,6 +739,7 @@ class CppRenderer(Renderer):
             "fibers": int(needs_fibers(kernel)), "prints": int(has_print(kernel)),
             "cooperative": int(kernel.cooperative), "nomem": NO_MEMORY,
             "grid_failed": GRID_FAILED,
+            "debug_entry": _DEBUG_ENTRY if kernel.debug_sites is not None else "",
         }
         queue = uses_async_copy(kernel)
         setup = ("  thork_cpq q; q.n = 0; q.groups = 0;\n"
@@ -715,6 +748,7 @@ class CppRenderer(Renderer):
         return (
             _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + INT_ARITHMETIC + "\n"
             + (_MMA if uses_mma(kernel) else "")
+            + (_DEBUG_PRELUDE if kernel.debug_sites is not None else "")
             + self.functions_text
             + f"static inline void {kernel.name}({sig})\n{{\n{body}\n}}\n\n"
             "static void thork_thread(thork_block* b, unsigned int lin)\n{\n"

@@ -89,6 +89,21 @@ class CpuExecutable(Executable):
             values[i] = view.ptr
         self.launcher.run(grid, block, shared_mem, 0, values)
 
+    # -- debug mode (h-debug): the error record of a debug build ---------------------------
+    def debug_read(self, stream: Any = None) -> Any:
+        """The library's error record (the launch has returned: nothing to wait for)."""
+        from thork_core.plugin import DebugRecord
+
+        record = DebugRecord.in_dll(self._lib, "thork_dbg_record")
+        return DebugRecord.from_buffer_copy(record)
+
+    def debug_clear(self) -> None:
+        from thork_core.plugin import DebugRecord
+
+        ctypes.memset(ctypes.addressof(DebugRecord.in_dll(self._lib, "thork_dbg_record")), 0,
+                      ctypes.sizeof(DebugRecord))
+    # -- end debug mode
+
     def _failed(self, rc: int, grid: Dim3, block: Dim3) -> None:
         """The launcher's ``on_error``: the entry's return code as a LaunchError."""
         kernel = self.kernel

@@ -19,10 +19,12 @@ from ._artifact import ARTIFACT_KINDS, Artifact
 from ._build import CompileInfo, build_kernel, choose, compile_artifact
 from ._cache import DiskCache, cache_dir, cache_key, disk_cache
 from ._compiler import Compiler
+from ._debug import debug_default, instrument
 from ._device_array import DeviceArray
 from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
 from ._errors import (
     ArgumentError,
+    BoundsError,
     CompileError,
     LaunchError,
     NoTargetError,
@@ -42,14 +44,15 @@ from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
 from ._target import Dim3, Executable, Target, normalize_dims
 
 __all__ = [
-    "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter",
+    "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "BoundsError",
     "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache",
     "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc",
     "NoTargetError", "Param",
     "PLUGIN_API_VERSION", "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
     "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build_kernel",
-    "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "dt", "dtype_of",
+    "cache_dir", "cache_key", "choose", "debug_default", "instrument",
+    "compile_artifact", "disk_cache", "dt", "dtype_of",
     "gpu_arch", "guarded_call_base", "hookimpl", "hookspec", "literal_dtype",
     "normalize_dims", "parse_arch", "pinned_empty", "plugins", "promote", "reset_plugins",
 ]

@@ -152,6 +152,10 @@ def build(
     artifact, key, hit = _fetch(kernel, source, compiler, kind, arch, ident, flags)
     t1 = time.perf_counter()
     exe = target.load(artifact, kernel)
+    if kernel.debug_sites is not None:  # debug mode: read the error record after launches
+        from ._debug import DebugExecutable
+
+        exe = DebugExecutable(exe, kernel.debug_sites)
     exe.cache = "disk" if hit else "compiled"
     t2 = time.perf_counter()
     info = CompileInfo(

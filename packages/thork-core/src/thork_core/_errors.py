@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "ThorkError", "TraceError", "CompileError", "LaunchError", "ArgumentError",
-    "PluginError", "NoTargetError",
+    "PluginError", "NoTargetError", "BoundsError",
 ]
 
 
@@ -40,3 +40,26 @@ class PluginError(ThorkError):
 
 class NoTargetError(PluginError):
     """No installed target can run the kernel."""
+
+
+class BoundsError(LaunchError, IndexError):
+    """Debug mode (``@tk.jit(debug=True)``, ``THORK_DEBUG=1``): a kernel indexed an array
+    outside its bounds. The first violation of the launch is reported; its fields say where.
+
+    ``kernel``, ``array`` (parameter or local name), ``param_index`` (position among the
+    kernel's parameters, or None for shared/local/module arrays), ``index`` (elements),
+    ``lo``/``hi`` (the valid range, ``lo <= index < hi``), ``file``/``line`` (the Python
+    source), ``block``/``thread`` (the offending CUDA thread)."""
+
+    def __init__(self, message: str, **fields: object) -> None:
+        super().__init__(message)
+        self.kernel = fields.get("kernel")
+        self.array = fields.get("array")
+        self.param_index = fields.get("param_index")
+        self.index = fields.get("index")
+        self.lo = fields.get("lo")
+        self.hi = fields.get("hi")
+        self.file = fields.get("file")
+        self.line = fields.get("line")
+        self.block = fields.get("block")
+        self.thread = fields.get("thread")

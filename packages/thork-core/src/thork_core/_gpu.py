@@ -245,6 +245,38 @@ class GpuExecutable(CudaExecutable):
         self._setup(kernel, ordinal, launcher)
         self.attributes = attributes
 
+    # -- debug mode (h-debug): the error record of a debug build ---------------------------
+    def _debug_global(self) -> tuple[int, int]:
+        from ._debug import RECORD_SYMBOL
+
+        ptr, size = _cuda.check(
+            _cuda.driver().cuModuleGetGlobal(self._module, RECORD_SYMBOL.encode()),
+            "cuModuleGetGlobal(thork_dbg_record)")
+        return int(ptr), int(size)
+
+    def debug_read(self, stream: Any = None) -> Any:
+        """Wait for the launch's stream, then copy the module's error record to the host."""
+        from ._debug import DebugRecord
+
+        drv = _cuda.driver()
+        _cuda.make_current(self.ordinal)
+        handle = 0 if stream is None else stream if type(stream) is int \
+            else _cuda.stream_handle(stream)
+        _cuda.check(drv.cuStreamSynchronize(handle), f"running {self.kernel.name} (debug)")
+        ptr, size = self._debug_global()
+        record = DebugRecord()
+        _cuda.check(drv.cuMemcpyDtoH(ctypes.addressof(record), ptr,
+                                     min(size, ctypes.sizeof(record))), "cuMemcpyDtoH")
+        return record
+
+    def debug_clear(self) -> None:
+        """Zero the module's error record (before a launch, after a reported one)."""
+        drv = _cuda.driver()
+        _cuda.make_current(self.ordinal)
+        ptr, size = self._debug_global()
+        _cuda.check(drv.cuMemsetD8(ptr, 0, size), "cuMemsetD8")
+    # -- end debug mode
+
     def max_coresident_blocks(self, block: Dim3, shared_mem: int = 0) -> int:
         """How many blocks of this kernel with ``block`` threads and ``shared_mem``
         dynamic shared bytes the device holds at once (the limit of a cooperative

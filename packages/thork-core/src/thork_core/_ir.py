@@ -507,6 +507,9 @@ class KernelIR:
     functions: list[Function] = field(default_factory=list)
     #: Module-level arrays the kernel uses (constant memory, device globals).
     globals: list[GlobalDecl] = field(default_factory=list)
+    #: Debug mode (:func:`thork_core.instrument`): the bounds-check sites, by site id;
+    #: None for a kernel built without checks.
+    debug_sites: list[Any] | None = None
 
     @cached_property
     def cooperative(self) -> bool:

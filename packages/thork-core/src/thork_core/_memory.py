@@ -78,6 +78,27 @@ class DevicePool:
             check((driver().CUresult(err),), "cuMemFreeAsync")
 
 
+    # -- accounting (h-debug: the pool tests of docs/debug-mode.md) -----------------------
+    def _attribute(self, name: str) -> int:
+        drv = driver()
+        attr = getattr(drv.CUmemPool_attribute, name)
+        return int(check(drv.cuMemPoolGetAttribute(self._pool, attr), "cuMemPoolGetAttribute"))
+
+    def used_bytes(self) -> int:
+        """Bytes of the pool allocated and not yet freed (frees count once the stream they
+        were ordered on has reached them: synchronize first)."""
+        return self._attribute("CU_MEMPOOL_ATTR_USED_MEM_CURRENT")
+
+    def reserved_bytes(self) -> int:
+        """Bytes the pool holds from the device (in use, or cached for reuse)."""
+        return self._attribute("CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT")
+
+    def trim(self, keep: int = 0) -> None:
+        """Give cached memory back to the device, keeping at least ``keep`` bytes
+        (``cuMemPoolTrimTo``; memory in use is never released)."""
+        check(driver().cuMemPoolTrimTo(self._pool, keep), "cuMemPoolTrimTo")
+
+
 _ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                           ctypes.c_void_p)
 _FREE_ASYNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p)

@@ -105,6 +105,22 @@ template <class T> THORK_FN T thork_imod(T a, T b) {
   if ((T)-1 < (T)0 && b == (T)-1) return (T)0;
   return (T)(a % b);
 }
+// Shifts by any count, as NumPy defines them (h-debug, issue 13): a count outside
+// [0, bits) shifts every bit out: << gives 0, >> gives -1 for a negative signed value and
+// 0 otherwise. T is the promoted operand type (32 or 64 bits); << wraps (unsigned).
+template <class T> struct thork_uwide { typedef unsigned int type; };
+template <> struct thork_uwide<long long> { typedef unsigned long long type; };
+template <> struct thork_uwide<unsigned long long> { typedef unsigned long long type; };
+template <class T, class S> THORK_FN T thork_shl(T a, S b) {
+  typedef typename thork_uwide<T>::type U;
+  if ((unsigned long long)(long long)b >= sizeof(T) * 8u) return (T)0;
+  return (T)((U)a << (unsigned int)b);
+}
+template <class T, class S> THORK_FN T thork_shr(T a, S b) {
+  if ((unsigned long long)(long long)b >= sizeof(T) * 8u)
+    return ((T)-1 < (T)0 && a < (T)0) ? (T)-1 : (T)0;
+  return (T)(a >> (unsigned int)b);
+}
 """
 
 # float16/bfloat16 conversions written once in portable C++; a target's prelude defines
@@ -621,6 +637,11 @@ class Renderer:
         if op in ("floordiv", "mod"):
             fn = "thork_idiv" if op == "floordiv" else "thork_imod"
             return f"{fn}<{t.ctype}>({lhs}, {rhs})"
+        if op in ("shl", "shr"):  # any count defined (thork_shl/shr)
+            if t.bits >= 32:
+                return f"thork_{op}<{t.ctype}>({lhs}, {rhs})"
+            # Narrower types shift as int (C++ promotion), the result cast back.
+            return f"(({t.ctype})thork_{op}<int>((int)({lhs}), {rhs}))"
         if op in ("add", "sub", "mul", "shl"):
             u = "unsigned long long" if t.bits > 32 else "unsigned int"
             return f"(({t.ctype})(({u})({lhs}) {_BINARY_C[op]} ({u})({rhs})))"
@@ -821,6 +842,12 @@ class CudaRenderer(Renderer):
     def _head(self) -> str:
         dyn = ("extern __shared__ __attribute__((aligned(16))) unsigned char "
                "thork_dynamic_smem[];\n")
+        # -- debug mode (h-debug): the error record and thork_at, for instrumented IR only
+        if getattr(self, "_kernel", None) is not None and self._kernel.debug_sites is not None:
+            from ._debug import CUDA_DEBUG_PRELUDE  # here: _debug imports the targets
+
+            dyn += CUDA_DEBUG_PRELUDE
+        # -- end debug mode
         mma = _cuda_mma_helpers() if uses_mma(self._kernel) else ""
         return f"{self.prelude()}{mma}{dyn}\n"
 

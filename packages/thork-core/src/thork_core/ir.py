@@ -14,6 +14,7 @@ they generate for the same IR bump their own version in their target's cache ide
 
 from __future__ import annotations
 
+from ._debug import RECORD_STRUCT
 from ._dtype import (
     ALL_DTYPES,
     DType,
@@ -99,7 +100,7 @@ __all__ = [
     "DType", "Eval", "Expr", "Field", "For", "Function", "GlobalDecl", "HALF_CONVERSIONS",
     "INT_ARITHMETIC", "If",
     "KernelIR", "Let", "Load", "Loc", "LocalDecl", "Offset", "PRELUDE_MARK", "Pack", "Param",
-    "PointerType", "Print", "Renderer", "Return", "c_string", "uses_mma",
+    "PointerType", "Print", "RECORD_STRUCT", "Renderer", "Return", "c_string", "uses_mma",
     "SPECIALS", "SYNC_KINDS", "Select", "SharedDecl", "Special", "Stmt", "Store",
     "StructType", "Sync",
     "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",

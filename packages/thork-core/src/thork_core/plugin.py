@@ -39,6 +39,7 @@ from ._binding import (
 )
 from ._cache import library_path, load_library
 from ._compiler import Compiler
+from ._debug import DebugRecord
 from ._dtype import DType, dt
 from ._errors import (
     ArgumentError,
@@ -63,7 +64,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "ArrayView",
-    "Artifact", "CompileError", "Compiler", "CudaExecutable", "DEFAULT_ARCH", "DType", "Dim3",
+    "Artifact", "CompileError", "Compiler", "CudaExecutable", "DEFAULT_ARCH",
+    "DebugRecord", "DType", "Dim3",
     "ENTRY_POINT_GROUP", "Executable", "Frontend", "GpuExecutable", "GpuTarget",
     "LaunchError", "NoTargetError", "PLUGIN_API_VERSION", "PluginError", "PluginInfo",
     "PluginWarning", "Plugins", "RecordingLauncher", "Target", "ThorkError", "TraceError",

@@ -24,7 +24,9 @@ from thork_core import (
     build_kernel,
     choose,
     compile_artifact,
+    debug_default,
     dt,
+    instrument,
     normalize_dims,
 )
 from thork_core.ir import Cast, Expr, Let, Special, Var
@@ -89,9 +91,11 @@ class Kernel:
 
     def __init__(
         self, fn: Callable[..., Any], *, target: str | None = None, compiler: str | None = None,
-        name: str | None = None,
+        name: str | None = None, debug: bool | None = None,
     ) -> None:
         self.fn = fn
+        #: Debug mode: bounds checks on every array access (None: ``THORK_DEBUG``).
+        self.debug = debug_default() if debug is None else bool(debug)
         self.name = name or fn.__name__
         if not _is_name(self.name):
             raise TraceError(f"kernel name {self.name!r} is not a valid identifier")
@@ -204,7 +208,8 @@ class Kernel:
     def _specialization_locked(self, key: tuple[Any, ...]) -> Kernel:
         child = self._specializations.get(key)
         if child is None:
-            child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name)
+            child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name,
+                           debug=self.debug)
             child._signature = self._analyze()
             child._const_pos = ()
             child._n_launch = self._n_launch - len(key)
@@ -261,7 +266,8 @@ class Kernel:
         pos = self._opt_pos
         child = self._none_specs.get(key)
         if child is None:
-            child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name)
+            child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name,
+                           debug=self.debug)
             child._signature = self._analyze()
             child._const_pos = ()
             child._bound = self._bound if self._bound is not None else {}
@@ -385,9 +391,10 @@ class Kernel:
         if result is not None:
             raise TraceError(f"{self.name}(): a kernel returns nothing; store results "
                              f"through a DevicePointer (got a {type(result).__name__})")
-        return KernelIR(self.name, params, trace.body, loc, mutable=trace.mutable,
-                        globals=list(trace.globals),
-                        functions=trace.functions)
+        ir = KernelIR(self.name, params, trace.body, loc, mutable=trace.mutable,
+                      globals=list(trace.globals),
+                      functions=trace.functions)
+        return instrument(ir) if self.debug else ir  # debug mode: bounds checks
 
     @property
     def source(self) -> str:
@@ -598,28 +605,31 @@ def _annotations(fn: Callable[..., Any], kernel: Any = None) -> dict[str, Any]:
 @overload
 def jit(
     fn: Callable[..., Any], *, target: str | None = None, compiler: str | None = None,
-    name: str | None = None,
+    name: str | None = None, debug: bool | None = None,
 ) -> Kernel: ...
 
 
 @overload
 def jit(
     fn: None = None, *, target: str | None = None, compiler: str | None = None,
-    name: str | None = None,
+    name: str | None = None, debug: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Kernel]: ...
 
 
 def jit(
     fn: Callable[..., Any] | None = None, *, target: str | None = None,
-    compiler: str | None = None, name: str | None = None,
+    compiler: str | None = None, name: str | None = None, debug: bool | None = None,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Decorate a Python function as a Thork kernel (``@tk.jit`` or ``@tk.jit(...)``).
 
     ``target`` (``"gpu"``/``"cpu"``) and ``compiler`` (``"nvrtc"``...) pin the defaults;
-    ``THORK_TARGET`` and ``THORK_COMPILER`` set them per process.
+    ``THORK_TARGET`` and ``THORK_COMPILER`` set them per process. ``debug=True`` (or
+    ``THORK_DEBUG=1`` when ``debug`` is not given) bounds-checks every array access and
+    raises :class:`~thork_core.BoundsError` after a launch that went out of bounds
+    (docs/debug-mode.md).
     """
     def make(f: Callable[..., Any], depth: int = 1) -> Kernel:
-        k = Kernel(f, target=target, compiler=compiler, name=name)
+        k = Kernel(f, target=target, compiler=compiler, name=name, debug=debug)
         # String annotations (PEP 563) may name the defining function's locals, e.g. a
         # dtype parameter of a kernel factory; keep them to evaluate the annotations.
         frame = sys._getframe(depth)

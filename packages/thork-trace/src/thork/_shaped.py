@@ -137,11 +137,24 @@ def with_derived(ir: KernelIR, args: Sequence[Any]) -> list[Any]:
     for p in hidden:
         src, kind, axis = p.derived  # type: ignore[misc]
         i = index[src]
+        if kind == "span":  # debug mode: the argument's element count (any size)
+            out.append(_span_of(args[i], user[i], ir))
+            continue
         shape = shapes.get(i)
         if shape is None:
             shape = shapes[i] = _shape_of(args[i], user[i], ir)
         out.append(shape[axis] if kind == "shape" else math.prod(shape[axis + 1:]))
     return out
+
+
+def _span_of(arg: Any, param: Param, ir: KernelIR) -> int:
+    """Elements of the argument for pointer parameter ``param`` (debug mode's bound)."""
+    shape = getattr(arg, "shape", None)
+    if shape is None:
+        from thork_core.plugin import array_view
+
+        shape = array_view(arg, param, ir, None).shape
+    return math.prod(int(n) for n in shape)
 
 
 def _shape_of(arg: Any, param: Param, ir: KernelIR) -> tuple[int, ...]:
