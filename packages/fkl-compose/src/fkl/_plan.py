@@ -52,6 +52,8 @@ class Plan:
     #: passed after the inputs; ``table_ptrs`` their addresses.
     tables: list[Any] = field(default_factory=list)
     table_ptrs: list[int] = field(default_factory=list)
+    #: The CUDA device the plan's kernel and tables are on (0 for host calls).
+    ordinal: int = 0
 
     def prepare(self) -> Launcher | None:
         """This plan's launcher, made on first need."""
@@ -66,9 +68,11 @@ class Plan:
 
 
 def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
-              variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None) -> Plan:
+              variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None,
+              ordinal: int = 0) -> Plan:
     """The plan of ``variant`` for inputs of pixel type ``t``, geometry ``g``;
-    ``active`` is ``(k, default)`` for the ``"active"`` variant."""
+    ``active`` is ``(k, default)`` for the ``"active"`` variant; ``ordinal`` the CUDA
+    device the call runs on."""
     chain = kernels.chain
     values, og, outs = host_plan(chain, t, g, lay)
     if active is not None:
@@ -78,8 +82,8 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
                                 f"batch of {og.batch}, got {k!r}")
         ft = final_type(chain, t)
         values = [*values, k, *per_channel(default, ft.channels, "fkl pipe default")]
-    built = kernels.get(t, variant)
-    tables = _tables(host_tables(chain, t, g), device, ops)
+    built = kernels.get(t, variant, ordinal)
+    tables = _tables(host_tables(chain, t, g), device, ops, ordinal)
     lowered = built.lowered
     spec = kernels.variants.flat_spec(t) if variant == "flat" else None
     if spec is not None:
@@ -102,10 +106,11 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
     return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
                 align_mask=spec.align - 1 if spec is not None else 0,
                 out_codes=[typestr(d) for _, d in outs], tables=tables,
-                table_ptrs=[pointer(a, "table") for a in tables])
+                table_ptrs=[pointer(a, "table") for a in tables], ordinal=ordinal)
 
 
-def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[Op]) -> list[Any]:
+def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[Op],
+            ordinal: int = 0) -> list[Any]:
     """The value tables as arrays: NumPy (host calls), or uploaded once (device calls)."""
     import numpy as np
 
@@ -115,7 +120,7 @@ def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[O
         if device:
             from thork_core.runtime import DeviceArray
 
-            out.append(DeviceArray.from_host(host))
+            out.append(DeviceArray.from_host(host, device=ordinal))
         else:
             out.append(host)
     return out

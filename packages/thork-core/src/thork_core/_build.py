@@ -39,6 +39,8 @@ class CompileInfo:
     log: str = ""
     fallback: str = ""
     attributes: dict[str, Any] = field(default_factory=dict)
+    #: The CUDA device it was loaded on (0 for targets without devices).
+    device: int = 0
 
 
 def choose(target: str | Target | None, compiler: str | Compiler | None
@@ -115,29 +117,32 @@ def _fetch(
 
 def build_kernel(
     kernel: KernelIR, target: str | Target | None = None, compiler: str | Compiler | None = None,
+    device: int = 0,
 ) -> tuple[Executable, CompileInfo]:
     """The one build path: render ``kernel`` for ``target``, key it, take the artifact from
     the disk cache or compile it with ``compiler`` (and store it), load it.
 
     ``target`` and ``compiler`` are objects or names; None applies the selection rules
     (:meth:`~thork_core.plugin.Plugins.target`, :meth:`~thork_core.plugin.Plugins.compiler`).
-    Returns the loaded executable and how it was built.
+    ``device``: the CUDA device to load on (compiled for that device's architecture: the
+    disk cache keeps one artifact per architecture). Returns the loaded executable and how
+    it was built.
     """
     tgt, comp = choose(target, compiler)
-    return build(kernel, tgt.renderer().render(kernel), tgt, comp)
+    return build(kernel, tgt.renderer().render(kernel), tgt, comp, device)
 
 
 def build(
-    kernel: KernelIR, source: str, target: Target, compiler: Compiler
+    kernel: KernelIR, source: str, target: Target, compiler: Compiler, device: int = 0,
 ) -> tuple[Executable, CompileInfo]:
     """:func:`build_kernel` for ``source`` already rendered for ``target``."""
-    arch = target.arch()
+    arch = target.arch_on(device) if device else target.arch()
     kind = next(k for k in target.consumes if k in compiler.produces)
     t0 = time.perf_counter()
     ident, flags = key_parts(compiler, kind, arch)
     artifact, key, hit = _fetch(kernel, source, compiler, kind, arch, ident, flags)
     t1 = time.perf_counter()
-    exe = target.load(artifact, kernel)
+    exe = target.load_on(artifact, kernel, device) if device else target.load(artifact, kernel)
     exe.cache = "disk" if hit else "compiled"
     t2 = time.perf_counter()
     info = CompileInfo(
@@ -145,6 +150,6 @@ def build(
         flags=flags,
         cache=exe.cache, key=key, compile_ms=(t1 - t0) * 1e3, load_ms=(t2 - t1) * 1e3,
         log=artifact.log, fallback=str(artifact.info.get("fallback", "")),
-        attributes=dict(getattr(exe, "attributes", {})),
+        attributes=dict(getattr(exe, "attributes", {})), device=device,
     )
     return exe, info

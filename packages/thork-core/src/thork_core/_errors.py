@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "ThorkError", "TraceError", "CompileError", "LaunchError", "ArgumentError",
-    "PluginError", "NoTargetError",
+    "PluginError", "NoTargetError", "DeviceError",
 ]
 
 
@@ -32,6 +32,12 @@ class LaunchError(ThorkError):
 
 class ArgumentError(ThorkError, TypeError):
     """A launch argument or launch geometry does not match the kernel's signature."""
+
+
+class DeviceError(ArgumentError):
+    """A launch's arrays live on different CUDA devices, or on another device than the
+    one the launch names (``device=``), or a named device does not exist. The message
+    names the kernel (or pipe), the parameter and both devices."""
 
 
 class PluginError(ThorkError):

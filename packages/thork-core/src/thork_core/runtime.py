@@ -26,6 +26,7 @@ from ._cuda import (
     stream_handle,
     stream_wait,
 )
+from ._device import array_device, check_device, route
 from ._device_array import DeviceArray
 from ._dtype import DType, input_typestr
 from ._graph import Graph, GraphNode
@@ -41,10 +42,10 @@ from ._memory import (
 
 __all__ = [
     "DeviceArray", "DevicePool", "Graph", "GraphNode", "PinnedBlock", "PinnedStaging",
-    "check", "compute_capability", "context",
+    "array_device", "check", "check_device", "compute_capability", "context",
     "device_count", "device_name", "device_pool", "driver", "function_address",
-    "gpu_status", "make_current", "pinned_base", "pinned_empty", "pointer_device", "staging",
-    "stream_handle", "stream_wait", "typestr",
+    "gpu_status", "make_current", "pinned_base", "pinned_empty", "pointer_device", "route",
+    "staging", "stream_handle", "stream_wait", "typestr",
 ]
 
 
