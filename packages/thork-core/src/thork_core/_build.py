@@ -7,7 +7,10 @@ signatures); this module is the shared path behind it.
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,12 +21,49 @@ from ._ir import KernelIR
 from ._plugins import plugins
 from ._target import Executable, Target
 
-__all__ = ["CompileInfo", "build", "build_kernel", "choose", "compile_artifact", "key_parts"]
+__all__ = ["CompileInfo", "build", "build_kernel", "build_stats", "choose", "compile_artifact",
+           "key_parts", "precompile", "recording"]
+
+#: What builds in this process did: ``compiles`` (a compiler ran), ``bundle`` (an
+#: ahead-of-time bundle served the artifact), ``disk`` (the disk cache did).
+_STATS = {"compiles": 0, "bundle": 0, "disk": 0}
+_STATS_LOCK = threading.Lock()
+#: Lists receiving (key, artifact) of every artifact fetched (``recording``).
+_RECORDERS: list[list[tuple[str, Artifact]]] = []
+
+
+def build_stats() -> dict[str, int]:
+    """Counts of this process's artifact fetches: ``compiles`` (a compiler ran),
+    ``bundle`` (from ``THORK_CACHE_BUNDLE``'s bundle), ``disk`` (from the disk cache)."""
+    with _STATS_LOCK:
+        return dict(_STATS)
+
+
+@contextmanager
+def recording() -> Iterator[list[tuple[str, Artifact]]]:
+    """Collect ``(cache key, artifact)`` of every artifact fetched or compiled in this
+    process while the block runs (``thork precompile`` writes them into a bundle)."""
+    got: list[tuple[str, Artifact]] = []
+    with _STATS_LOCK:
+        _RECORDERS.append(got)
+    try:
+        yield got
+    finally:
+        with _STATS_LOCK:
+            _RECORDERS.remove(got)
+
+
+def _count(what: str, key: str, artifact: Artifact) -> None:
+    with _STATS_LOCK:
+        _STATS[what] += 1
+        for r in _RECORDERS:
+            r.append((key, artifact))
 
 
 @dataclass
 class CompileInfo:
-    """How a kernel was built: ``cache`` is ``disk`` (hit) or ``compiled`` (miss);
+    """How a kernel was built: ``cache`` is ``disk`` (hit), ``bundle`` (from the
+    ahead-of-time bundle ``THORK_CACHE_BUNDLE`` names) or ``compiled`` (miss);
     times are milliseconds; ``attributes`` are the target's resource report
     (registers, shared and local bytes on the GPU)."""
 
@@ -94,25 +134,37 @@ def compile_artifact(
     Returns the artifact, its cache key and whether it was a cache hit. Needs no GPU.
     """
     ident, flags = key_parts(compiler, kind, arch)
-    return _fetch(kernel, source, compiler, kind, arch, ident, flags)
+    artifact, key, how = _fetch(kernel, source, compiler, kind, arch, ident, flags)
+    return artifact, key, how != "compiled"
 
 
 def _fetch(
     kernel: KernelIR, source: str, compiler: Compiler, kind: str, arch: str, ident: str,
     flags: list[str],
-) -> tuple[Artifact, str, bool]:
+) -> tuple[Artifact, str, str]:
+    """The artifact, its key and where it came from: ``bundle``, ``disk`` or
+    ``compiled``."""
     key = cache_key(source, ident, flags, kind, arch)
+    from ._bundle import bundle_get
+
+    artifact = bundle_get(key)  # only where THORK_CACHE_BUNDLE names a bundle
+    if artifact is not None:
+        _count("bundle", key, artifact)
+        return artifact, key, "bundle"
     cache = disk_cache()
     artifact = cache.get(key)
     if artifact is not None:
-        return artifact, key, True
+        _count("disk", key, artifact)
+        return artifact, key, "disk"
     with cache.lock(key):  # processes building the same key compile it once
         artifact = cache.get(key)
         if artifact is not None:
-            return artifact, key, True
+            _count("disk", key, artifact)
+            return artifact, key, "disk"
         artifact = compiler.compile(source, entry=kernel.name, kind=kind, arch=arch)
         cache.put(key, artifact)
-    return artifact, key, False
+    _count("compiles", key, artifact)
+    return artifact, key, "compiled"
 
 
 def build_kernel(
@@ -140,10 +192,10 @@ def build(
     kind = next(k for k in target.consumes if k in compiler.produces)
     t0 = time.perf_counter()
     ident, flags = key_parts(compiler, kind, arch)
-    artifact, key, hit = _fetch(kernel, source, compiler, kind, arch, ident, flags)
+    artifact, key, how = _fetch(kernel, source, compiler, kind, arch, ident, flags)
     t1 = time.perf_counter()
     exe = target.load_on(artifact, kernel, device) if device else target.load(artifact, kernel)
-    exe.cache = "disk" if hit else "compiled"
+    exe.cache = how
     t2 = time.perf_counter()
     info = CompileInfo(
         target=target.name, compiler=artifact.compiler, arch=arch, kind=kind,
@@ -153,3 +205,29 @@ def build(
         attributes=dict(getattr(exe, "attributes", {})), device=device,
     )
     return exe, info
+
+
+def precompile(kernel: KernelIR, target: str | Target, compiler: str | Compiler | None = None,
+               arch: str | None = None) -> str:
+    """Compile ``kernel`` for ``target`` as a build there would (same source, compiler,
+    kind and cache key), without loading it: from the bundle or disk cache, or compiled
+    and stored. ``arch`` (GPU targets; default: the target's) may name a GPU this machine
+    does not have, and a GPU target needs no GPU here. Returns the cache key (a
+    :func:`recording` around it collects the artifact: ``thork precompile``)."""
+    if isinstance(target, Target):
+        tgt = target
+    elif target == "gpu":  # its renderer and compilers work without a GPU
+        from ._gpu import GpuTarget
+
+        tgt = GpuTarget()
+    else:
+        tgt = plugins().target(target)
+    comp = compiler if isinstance(compiler, Compiler) else plugins().compiler(compiler, tgt)
+    kind = next(k for k in tgt.consumes if k in comp.produces)
+    if arch is not None and tgt.language == "cuda":
+        from ._arch import parse_arch
+
+        arch = parse_arch(arch)
+    else:
+        arch = tgt.arch()
+    return compile_artifact(kernel, tgt.renderer().render(kernel), comp, kind, arch)[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "ThorkError", "TraceError", "CompileError", "LaunchError", "ArgumentError",
     "PluginError", "NoTargetError", "DeviceError",
+    "BundleError",
 ]
 
 
@@ -38,6 +39,11 @@ class DeviceError(ArgumentError):
     """A launch's arrays live on different CUDA devices, or on another device than the
     one the launch names (``device=``), or a named device does not exist. The message
     names the kernel (or pipe), the parameter and both devices."""
+
+
+class BundleError(ThorkError):
+    """The ahead-of-time bundle ``THORK_CACHE_BUNDLE`` names fails a check (not this
+    user's, writable by others, a bad manifest, an entry that does not match it)."""
 
 
 class PluginError(ThorkError):

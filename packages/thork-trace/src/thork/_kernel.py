@@ -427,6 +427,18 @@ class Kernel:
         art, _, _ = compile_artifact(self.ir, self.cuda_source, comp, kind, parse_arch(arch))
         return art
 
+    def precompile(self, target: str = "gpu", arch: str | None = None,
+                   compiler: str | None = None) -> str:
+        """Compile (without loading) what a launch on ``target`` builds: for ``"gpu"``
+        the CUDA kernel for ``arch`` (default: this machine's GPU, else sm_90; no GPU
+        needed), for ``"cpu"`` the host library. A kernel with ``tk.Constexpr``
+        parameters compiles its default specialization (precompile others through
+        :meth:`specialize`). Returns the cache key; ``thork precompile`` collects the
+        artifacts into a bundle (docs/scale-out.md)."""
+        from thork_core.build import precompile
+
+        return precompile(self._resolved().ir, target, compiler or self.compiler, arch)
+
     @property
     def compile_info(self) -> CompileInfo | None:
         """How the most recently used build was made (None before the first build); for a
