@@ -21,11 +21,11 @@ from ._build import (
     precompile,
     recording,
 )
-from ._bundle import bundle_get, bundle_path, write_bundle
+from ._bundle import bundle_get, bundle_path, make_bundle, write_bundle
 from ._cache import DiskCache, cache_dir, cache_key, disk_cache
 
 __all__ = [
     "CompileInfo", "DiskCache", "build_kernel", "build_stats", "bundle_get", "bundle_path",
     "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "key_parts",
-    "precompile", "recording", "write_bundle",
+    "make_bundle", "precompile", "recording", "write_bundle",
 ]
