@@ -5,7 +5,8 @@ With GPUs, one worker process per GPU, each running its frames on its own device
 (``pipe(frame, device=k)``); without one, two workers on the CPU target. The pipe is sent
 to the workers once (``client.scatter``: pipes and kernels pickle as what makes them, and
 each worker builds its kernel on first use, from the disk cache or an ahead-of-time
-bundle: docs/scale-out.md). Needs ``distributed`` (``pip install "thork[dask]"``).
+bundle: docs/scale-out.md). Needs ``distributed``
+(``pip install --find-links wheelhouse "thork[dask]"``).
 Usage: python examples/dask_frames.py [--frames N]
 """
 
@@ -51,7 +52,8 @@ def main() -> int:
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        print("distributed is not installed (pip install 'thork[dask]'); nothing to run")
+        print("distributed is not installed (pip install --find-links wheelhouse "
+              "'thork[dask]'); nothing to run")
         return 0
     target = plugins().target(None).name
     gpus = device_count() if target == "gpu" and gpu_status()[0] else 0

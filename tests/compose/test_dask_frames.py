@@ -2,7 +2,7 @@
 a stream of frames by the workers of a small ``LocalCluster``, checked against a
 single-process run and NumPy; and an ahead-of-time bundle serving worker processes with a
 fresh cache, which then compile nothing. Skipped, saying so, where ``distributed`` is not
-installed (``pip install "thork[dask]"``)."""
+installed (``pip install --find-links wheelhouse "thork[dask]"``)."""
 
 from __future__ import annotations
 
