@@ -167,3 +167,12 @@ def test_dlpack_export_of_a_buffer_on_device_1(rng):
     t = torch.from_dlpack(buf)
     assert t.device == torch.device("cuda", 1)
     np.testing.assert_array_equal(t.cpu().numpy(), x)
+
+
+def test_divergent_pipes_refuse_device_1_by_name():
+    fkl = pytest.importorskip("fkl")
+    div = fkl.compose_divergent([0], [fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite()],
+                                target="gpu")
+    x = fkl.DeviceBuffer.from_host(np.ones((1, 5, 7), np.float32), device=1)
+    with pytest.raises(DeviceError, match=r"fkl.Divergent: the input is on cuda:1"):
+        div(x)
