@@ -457,11 +457,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "precompile", help="compile listed kernels and pipes into an ahead-of-time bundle",
         description="Compile kernels and pipes ahead of time into a bundle folder with a "
-        "manifest (key -> SHA-256 of each entry). Each SPEC is module:attr naming a thork "
+        "manifest (key -> SHA-256 of each entry). Each MODULE:ATTR names a thork "
         "kernel, a (pipe, sample input) pair, a list of those, or a function returning "
         "one. A process uses the bundle only when THORK_CACHE_BUNDLE names it "
         "(docs/scale-out.md).")
-    p.add_argument("specs", nargs="+", metavar="SPEC", help="module:attr")
+    p.add_argument("specs", nargs="+", metavar="MODULE:ATTR",
+                   help="what to compile (see the description)")
     p.add_argument("--arch", action="append", default=[], metavar="ARCH",
                    help="a GPU architecture (sm_90, 90, 9.0...); repeat for several; "
                    "implies --target gpu")
