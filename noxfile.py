@@ -38,8 +38,9 @@ nox.options.sessions = ["extras", "example_plugins"]
 
 #: the meta-package's extras (new ones appear here by themselves); "base" is plain thork.
 EXTRAS = ["base", *_project(ROOT).get("optional-dependencies", {})]
-#: Extras too heavy to install on every CI run (torch brings torch): in the rotation only.
-HEAVY = {"torch"}
+#: Extras too heavy to install on every CI run (torch brings torch, dask its scheduler;
+#: the dev install runs the Dask tests anyway): in the rotation only.
+HEAVY = {"torch", "dask"}
 #: short plugin names of the test combinations below -> distribution.
 SHORT = {"core": "thork-core", "trace": "thork-trace", "nvrtc": "thork-backend-nvrtc",
          "cpu": "thork-target-cpu", "nvcc": "thork-backend-nvcc",
@@ -61,6 +62,7 @@ EXTRA_TESTS = {
     "clang": ["tests/compilers/test_clang_fallback.py"],
     "compose": ["tests/compose/test_fkl_pipe.py"],  # the examples need every plugin: in "all"
     "torch": ["tests/interop"],
+    "dask": ["tests/compose/test_dask_frames.py"],
     "all": ["tests/core/test_examples.py"],
 }
 

@@ -94,10 +94,20 @@ class HostlibTarget(GpuTarget):
     priority = 50
 
     def load(self, artifact: Artifact, kernel: KernelIR) -> Executable:
+        return self.load_on(artifact, kernel, 0)
+
+    def load_on(self, artifact: Artifact, kernel: KernelIR, device: int) -> Executable:
         if artifact.kind != "hostlib":
             raise LaunchError(
                 f"the gpu-hostlib target loads 'hostlib' artifacts, got {artifact.kind!r}")
-        return HostlibExecutable(artifact, kernel, 0)
+        from thork_core.runtime import device_count
+
+        if not 0 <= device < max(device_count(), 1):
+            from thork_core import DeviceError
+
+            raise DeviceError(f"{kernel.name}: cuda:{device} does not exist "
+                              f"({device_count()} CUDA device(s) visible)")
+        return HostlibExecutable(artifact, kernel, device)
 
     def describe(self) -> str:
         ok, why = self.available()

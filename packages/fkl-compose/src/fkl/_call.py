@@ -17,7 +17,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from thork_core import ArgumentError
+from thork_core import ArgumentError, DeviceError
 
 from ._alias import check_out_aliasing, in_place_safe
 from ._arrays import (
@@ -87,7 +87,7 @@ class CallPath:
         self._in_place = in_place_safe(self.chain)  # out= may be exactly an input
 
     def __call__(self, *inputs: Any, out: Any = None, stream: Any = None,
-                 active_batch: int | None = None, default: Any = 0) -> Any:
+                 active_batch: int | None = None, default: Any = 0, device: Any = None) -> Any:
         """Run the chain on ``inputs`` (one array; two for DualRead; none for ReadSet).
 
         Host (NumPy) inputs give host outputs (the GPU target copies in and out and
@@ -99,14 +99,20 @@ class CallPath:
         ``active_batch=k``: only the first ``k`` batch items are computed; the others are
         filled with ``default`` (a number or one per output channel) and read nothing.
         Both are runtime values (the first such call builds one more kernel).
+
+        The call runs on the CUDA device its device arrays live on (inputs and ``out`` on
+        one device, else DeviceError); ``device`` (an ordinal or ``"cuda:N"``) names it,
+        which host inputs need to run anywhere but device 0 on the GPU target.
         """
         if stream is None and "torch" in sys.modules:
             # CUDA tensors given no stream run on torch's current stream (h-interop)
             from thork_core.runtime import implied_stream
 
             stream = implied_stream(inputs) or None
-        if active_batch is not None:
-            return self._call_slow(inputs, out, stream, None, (active_batch, default))
+        if active_batch is not None or device is not None:  # (h-multi: device=)
+            return self._call_slow(inputs, out, stream, None,
+                                   None if active_batch is None else (active_batch, default),
+                                   device)
         # The hottest case first: one DeviceBuffer in, one of exactly the output's kind as
         # out=, both ready on the launch stream, vector-aligned. One guard call: core
         # checks all that and launches (False: it launched nothing).
@@ -160,6 +166,9 @@ class CallPath:
             if plan.device and len(plan.outs) == 1:
                 shape, d = plan.outs[0]
                 optr = fast_out(out, shape, d, plan.out_codes[0])
+            if optr is not None and type(out) is array_types()[1] \
+                    and out.device != plan.ordinal:  # (h-multi) out on another device
+                optr = None
             if optr is not None:
                 outs = [out]
                 ptrs.append(optr)
@@ -189,9 +198,10 @@ class CallPath:
     _miss = __call__
 
     def _call_slow(self, inputs: tuple[Any, ...], out: Any, stream: Any,
-                   key: list[Any] | None, active: tuple[int, Any] | None = None) -> Any:
+                   key: list[Any] | None, active: tuple[int, Any] | None = None,
+                   device: Any = None) -> Any:
         """First call for an input type/shape (or an input without a fast path, or with
-        an active batch: ``(k, default)``)."""
+        an active batch: ``(k, default)``, or an explicit ``device``)."""
         read = self.chain.read
         if any(isinstance(x, (list, tuple)) for x in inputs):  # a batch given as a list
             handle = stream_handle(stream) if stream is not None else 0
@@ -213,12 +223,16 @@ class CallPath:
                 "device array (copy it to the host, or compose with target='gpu')")
         if on_device and not all(v.device == "cuda" for v in views):
             raise ArgumentError("fkl pipe: inputs mix host and device arrays")
+        ordinal = _call_device(views, out, device, tgt.name)
         shape_key: tuple[Any, ...] = (t, tuple(v.shape for v in views), on_device)
         if pitched:
             shape_key = (*shape_key, tuple(v.strides for v in views))
+        if ordinal:  # (h-multi) a plan per device: its kernel and tables live there
+            shape_key = (*shape_key, ordinal)
         if active is not None:
             shape_key = (*shape_key, active[0], repr(active[1]))
-            key = None  # active calls keep to this path
+        if active is not None or device is not None:
+            key = None  # active and explicit-device calls keep to this path
         strided = read.pitch_variant and g.pitch != 0  # h-video: a strided input
         out_strides = self._out_strides(out, t, g, lay, handle) \
             if out is not None and self.chain.write.pitched else None
@@ -241,7 +255,7 @@ class CallPath:
                 if spec is not None and not spec.fits(g):
                     variant = "grid"  # planes whose starts are not vector-aligned
             plan = make_plan(self.kernels, t, g, lay, on_device, variant, self.ops, active,
-                             out_strides)
+                             out_strides, ordinal)
             if self.kernels.debug:  # (h-debug) the arrays' extents fill the span params
                 add_spans(plan, [extent_bytes(v) for v in views]
                           + [extent_bytes(view(a, "table")) for a in plan.tables]
@@ -251,10 +265,9 @@ class CallPath:
                               (out if isinstance(out, (list, tuple)) else [out])]))
             if active is None or len(self._plans) < 256:  # per (k, default): bounded
                 self._plans[shape_key] = plan
-        device = views[0].device_id if views else 0
         outs = check_out(plan.outs, out, on_device, out_strides is not None) \
             if out is not None else \
-            allocate(plan, device, handle)
+            allocate(plan, ordinal, handle)
         if out is not None:
             check_out_aliasing(inputs, outs, self._in_place)
         ptrs = [v.ptr for v in views] + plan.table_ptrs + [pointer(o) for o in outs]
@@ -354,10 +367,42 @@ class CallPath:
         """The grid-variant plan that stands in for the flat ``plan`` on misaligned
         arrays (made, with its launcher where ``plan`` has one, on first need)."""
         if plan.fallback is None:
-            fb = make_plan(self.kernels, *plan.source, plan.device, "grid", self.ops)
+            fb = make_plan(self.kernels, *plan.source, plan.device, "grid", self.ops,
+                           ordinal=plan.ordinal)
             if plan.span_bytes is not None:  # (h-debug) the same arrays: the same spans
                 add_spans(fb, plan.span_bytes)
             if plan.launcher is not None:
                 fb.prepare()
             plan.fallback = fb
         return plan.fallback
+
+
+def _call_device(views: list[Any], out: Any, device: Any, target: str) -> int:
+    """The CUDA device a pipe call runs on (h-multi): its device inputs' and ``out``'s
+    (all on one device, else DeviceError), or ``device`` when given (which they must then
+    be on); 0 for host-only calls without ``device``."""
+    from thork_core.runtime import array_device, check_device
+
+    if device is not None:
+        device = check_device(device, "fkl pipe")
+        if target == "cpu" and device:
+            raise DeviceError(f"fkl pipe: the cpu target has no CUDA device {device} "
+                              "(device= applies to GPU targets)")
+    ordinal, first = device, f"device={device}"
+    for i, v in enumerate(views):
+        if v.device != "cuda":
+            continue
+        if ordinal is None:
+            ordinal, first = v.device_id, f"input {i}"
+        elif v.device_id != ordinal:
+            raise DeviceError(f"fkl pipe: arguments on different devices: input {i} is on "
+                              f"cuda:{v.device_id}, {first} on cuda:{ordinal}")
+    ordinal = 0 if ordinal is None else ordinal
+    if out is not None:
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        for j, o in enumerate(outs):
+            d = array_device(o)
+            if d is not None and d != ordinal:
+                raise DeviceError(f"fkl pipe: arguments on different devices: out[{j}] is "
+                                  f"on cuda:{d}, the call runs on cuda:{ordinal}")
+    return ordinal

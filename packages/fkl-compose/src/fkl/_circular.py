@@ -13,8 +13,9 @@ import threading
 from typing import Any
 
 from thork.tracing import Trace, Value, cast, if_, return_, set_current
-from thork_core import ArgumentError, choose, dt
+from thork_core import ArgumentError, DeviceError, choose, dt
 from thork_core.ir import Special
+from thork_core.runtime import check_device
 
 from ._arrays import pointer, stream_handle, view, wait
 from ._divergent import chain_body, thread_xyz
@@ -79,7 +80,10 @@ class CircularTensor:
         self.layout, self.order = layout, order
         self.target, self.compiler = target, compiler
         self._target = choose(target, compiler)[0]
-        self.device = device if device is not None else 0
+        self.device = check_device(device, "fkl.CircularTensor") if device is not None else 0
+        if self.device and self._target.name == "cpu":
+            raise DeviceError(f"fkl.CircularTensor: the cpu target has no CUDA device "
+                              f"{self.device} (device= applies to GPU targets)")
         self.on_device = self._target.name != "cpu"
         shape = (batch, h, w, channels) if layout == "packed" else (batch, channels, h, w)
         self._buffers = [self._alloc(shape, fill), self._alloc(shape, fill)]
@@ -127,8 +131,11 @@ class CircularTensor:
         built = self._built.get(key)
         if built is None:
             tgt, tail = target_key(self._target, self.compiler)
+            if self.device:  # compiled for the window's device (h-multi)
+                tail = (*tail[:-1], tgt.arch_on(self.device))
             built = build_cached((*key, *tail), lambda: lower_circular(
-                new, shift, t, window, self.order, kernel_name(key)), tgt, self.compiler)
+                new, shift, t, window, self.order, kernel_name(key)), tgt, self.compiler,
+                self.device)
             self._built[key] = built
         return built, new, shift
 
@@ -154,6 +161,10 @@ class CircularTensor:
         if not self.on_device and v.device == "cuda":
             raise ArgumentError("fkl.CircularTensor.update frame: a device array for a "
                                 "CPU-target window; pass a NumPy array")
+        if v.device == "cuda" and v.device_id != self.device:
+            raise DeviceError(f"fkl.CircularTensor.update: arguments on different devices: "
+                              f"frame is on cuda:{v.device_id}, the window on "
+                              f"cuda:{self.device}")
         t, g, lay = TensorRead().host_type([v])
         new, _ = self._chains(ops)
         values = host_plan(new, t, g, lay)[0]

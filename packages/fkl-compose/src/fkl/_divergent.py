@@ -132,6 +132,11 @@ class Divergent:
         if isinstance(x, (list, tuple)):
             x = stack(x, "input", handle)
         v = view(x, "input")
+        if v.device == "cuda" and v.device_id:  # (h-multi) its kernel loads on device 0
+            from thork_core import DeviceError
+
+            raise DeviceError(f"fkl.Divergent: the input is on cuda:{v.device_id}; divergent "
+                              "pipes run on device 0 only (docs/multi-gpu.md)")
         key = (v.shape, v.dtype, v.device, v.device_id)
         plan = self._plans.get(key)
         if plan is None:

@@ -63,15 +63,18 @@ def reset_stats(clear_cache: bool = False) -> None:
 
 
 def build_cached(key: tuple[Any, ...], trace: Callable[[], Lowered], target: Target,
-                 compiler: str | None) -> Built:
+                 compiler: str | None, device: int = 0) -> Built:
     """The built kernel of type identity ``key`` (which must name the target, compiler and
-    arch): from the process-wide table, or traced by ``trace()`` and built now. Every
-    fkl kernel (pipes, divergent pipes, circular tensors) is built here."""
+    arch): from the process-wide table, or traced by ``trace()`` and built now, loaded on
+    CUDA device ``device`` (each device has its own module and launcher). Every fkl
+    kernel (pipes, divergent pipes, circular tensors) is built here."""
+    if device:
+        key = (*key, "cuda", device)
     with _LOCK:
         built = _BUILT.get(key)
         if built is None:
             lowered = trace()
-            exe, info = build_kernel(lowered.ir, target, compiler)
+            exe, info = build_kernel(lowered.ir, target, compiler, device)
             built = Built(lowered, exe, info)
             _BUILT[key] = built
             _STATS["builds"] += 1
@@ -137,16 +140,22 @@ class Kernels:
             lowered = dataclasses.replace(lowered, ir=instrument(lowered.ir))
         return lowered
 
-    def get(self, t: PixType, variant: str) -> Built:
-        """The built kernel for ``t`` and ``variant``: this pipe's, the process's, or a
-        new build (traced, rendered, compiled or loaded from the disk cache)."""
-        local = (t, self.variants.form(t, variant))
+    def get(self, t: PixType, variant: str, device: int = 0) -> Built:
+        """The built kernel for ``t`` and ``variant`` on CUDA device ``device``: this
+        pipe's, the process's, or a new build (traced, rendered, compiled or loaded from
+        the disk cache)."""
+        local: tuple[Any, ...] = (t, self.variants.form(t, variant))
+        if device:
+            local = (*local, device)
         built = self._built.get(local)
         if built is not None:
             return built
         key = self.signature(t, variant)
+        tgt = self.resolve()
+        if device:  # the kernel is compiled for that device's architecture
+            key = (*key[:-1], tgt.arch_on(device))
         built = build_cached(key, lambda: self._lower(t, variant, kernel_name(key[:3])),
-                             self.resolve(), self.compiler)
+                             tgt, self.compiler, device)
         self._built[local] = built
         return built
 

@@ -156,6 +156,23 @@ class Pipe(CallPath):
         return self.kernels.artifact(self._pixtype(x, dtype, channels), variant, repr(self),
                                      arch, compiler, kind)
 
+    def precompile(self, x: Any = None, *, dtype: Any = None, channels: int = 1,
+                   target: str = "gpu", arch: str | None = None,
+                   compiler: str | None = None) -> list[str]:
+        """Compile (without loading or running) the kernels a call on input ``x`` (or
+        the given pixel dtype and channel count) builds on ``target``: the variant it
+        prefers and the grid one misaligned arrays fall back to. ``arch`` as in
+        :meth:`thork.Kernel.precompile`; no GPU needed. Returns the cache keys;
+        ``thork precompile`` collects the artifacts into a bundle (docs/scale-out.md)."""
+        from thork_core.build import precompile
+
+        t = self._pixtype(x, dtype, channels)
+        keys = []
+        for variant in dict.fromkeys((self.variants.choose(t, target), "grid")):
+            lowered = self.kernels.lowered(t, variant, target)
+            keys.append(precompile(lowered.ir, target, compiler or self.compiler, arch))
+        return keys
+
     def compile_info(self, t: PixType | None = None) -> CompileInfo | None:
         """How the kernel for ``t`` (default: the most recent) was built."""
         return self.kernels.compile_info(t)

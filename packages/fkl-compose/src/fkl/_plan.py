@@ -56,6 +56,8 @@ class Plan:
     #: Debug mode: the byte extent of each array (inputs, tables, outputs), whose element
     #: counts fill the kernel's hidden span parameters (:func:`add_spans`).
     span_bytes: list[int] | None = None
+    #: The CUDA device the plan's kernel and tables are on (0 for host calls).
+    ordinal: int = 0
 
     def prepare(self) -> Launcher | None:
         """This plan's launcher, made on first need."""
@@ -71,10 +73,11 @@ class Plan:
 
 def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
               variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None,
-              out_strides: tuple[int, int, int] | None = None) -> Plan:
+              out_strides: tuple[int, int, int] | None = None, ordinal: int = 0) -> Plan:
     """The plan of ``variant`` for inputs of pixel type ``t``, geometry ``g``;
     ``active`` is ``(k, default)`` for the ``"active"`` variant, ``out_strides`` the
-    output's (row, plane, pixel) strides in elements for ``"pitched-out"``/``"-both"``."""
+    output's (row, plane, pixel) strides in elements for ``"pitched-out"``/``"-both"``;
+    ``ordinal`` the CUDA device the call runs on."""
     chain = kernels.chain
     values, og, outs = host_plan(chain, t, g, lay)
     if variant in ("pitched", "pitched-both"):  # the read's strides follow its scalars
@@ -90,8 +93,8 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
                                 f"batch of {og.batch}, got {k!r}")
         ft = final_type(chain, t)
         values = [*values, k, *per_channel(default, ft.channels, "fkl pipe default")]
-    built = kernels.get(t, variant)
-    tables = _tables(host_tables(chain, t, g), device, ops)
+    built = kernels.get(t, variant, ordinal)
+    tables = _tables(host_tables(chain, t, g), device, ops, ordinal)
     lowered = built.lowered
     spec = kernels.variants.flat_spec(t) if variant == "flat" else None
     if spec is not None:
@@ -115,7 +118,7 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
     return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
                 align_mask=spec.align - 1 if spec is not None else 0,
                 out_codes=[typestr(d) for _, d in outs], tables=tables,
-                table_ptrs=[pointer(a, "table") for a in tables])
+                table_ptrs=[pointer(a, "table") for a in tables], ordinal=ordinal)
 
 
 def extent_bytes(v: Any) -> int:
@@ -146,7 +149,8 @@ def add_spans(plan: Plan, span_bytes: list[int]) -> None:
                                for i, p in zip(plan.order, ptrs))]
 
 
-def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[Op]) -> list[Any]:
+def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[Op],
+            ordinal: int = 0) -> list[Any]:
     """The value tables as arrays: NumPy (host calls), or uploaded once (device calls)."""
     import numpy as np
 
@@ -156,7 +160,7 @@ def _tables(tables: list[tuple[DType, list[Any]]], device: bool, ops: Sequence[O
         if device:
             from thork_core.runtime import DeviceArray
 
-            out.append(DeviceArray.from_host(host))
+            out.append(DeviceArray.from_host(host, device=ordinal))
         else:
             out.append(host)
     return out

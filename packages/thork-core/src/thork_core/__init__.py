@@ -25,7 +25,9 @@ from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
 from ._errors import (
     ArgumentError,
     BoundsError,
+    BundleError,
     CompileError,
+    DeviceError,
     LaunchError,
     NoTargetError,
     PluginError,
@@ -45,8 +47,9 @@ from ._target import Dim3, Executable, Target, normalize_dims
 
 __all__ = [
     "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "BoundsError",
-    "ArrayView", "Artifact", "CODEGEN_VERSION", "CompileError", "CompileInfo", "Compiler",
-    "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "Dim3", "DiskCache",
+    "ArrayView", "Artifact", "BundleError", "CODEGEN_VERSION", "CompileError", "CompileInfo",
+    "Compiler",
+    "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "DeviceError", "Dim3", "DiskCache",
     "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc",
     "NoTargetError", "Param",
     "PLUGIN_API_VERSION", "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",

@@ -7,7 +7,10 @@ signatures); this module is the shared path behind it.
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,12 +22,49 @@ from ._ir import KernelIR
 from ._plugins import plugins
 from ._target import Executable, Target
 
-__all__ = ["CompileInfo", "build", "build_kernel", "choose", "compile_artifact", "key_parts"]
+__all__ = ["CompileInfo", "build", "build_kernel", "build_stats", "choose", "compile_artifact",
+           "key_parts", "precompile", "recording"]
+
+#: What builds in this process did: ``compiles`` (a compiler ran), ``bundle`` (an
+#: ahead-of-time bundle served the artifact), ``disk`` (the disk cache did).
+_STATS = {"compiles": 0, "bundle": 0, "disk": 0}
+_STATS_LOCK = threading.Lock()
+#: Lists receiving (key, artifact) of every artifact fetched (``recording``).
+_RECORDERS: list[list[tuple[str, Artifact]]] = []
+
+
+def build_stats() -> dict[str, int]:
+    """Counts of this process's artifact fetches: ``compiles`` (a compiler ran),
+    ``bundle`` (from ``THORK_CACHE_BUNDLE``'s bundle), ``disk`` (from the disk cache)."""
+    with _STATS_LOCK:
+        return dict(_STATS)
+
+
+@contextmanager
+def recording() -> Iterator[list[tuple[str, Artifact]]]:
+    """Collect ``(cache key, artifact)`` of every artifact fetched or compiled in this
+    process while the block runs (``thork precompile`` writes them into a bundle)."""
+    got: list[tuple[str, Artifact]] = []
+    with _STATS_LOCK:
+        _RECORDERS.append(got)
+    try:
+        yield got
+    finally:
+        with _STATS_LOCK:
+            _RECORDERS.remove(got)
+
+
+def _count(what: str, key: str, artifact: Artifact) -> None:
+    with _STATS_LOCK:
+        _STATS[what] += 1
+        for r in _RECORDERS:
+            r.append((key, artifact))
 
 
 @dataclass
 class CompileInfo:
-    """How a kernel was built: ``cache`` is ``disk`` (hit) or ``compiled`` (miss);
+    """How a kernel was built: ``cache`` is ``disk`` (hit), ``bundle`` (from the
+    ahead-of-time bundle ``THORK_CACHE_BUNDLE`` names) or ``compiled`` (miss);
     times are milliseconds; ``attributes`` are the target's resource report
     (registers, shared and local bytes on the GPU)."""
 
@@ -40,6 +80,8 @@ class CompileInfo:
     log: str = ""
     fallback: str = ""
     attributes: dict[str, Any] = field(default_factory=dict)
+    #: The CUDA device it was loaded on (0 for targets without devices).
+    device: int = 0
 
 
 def choose(target: str | Target | None, compiler: str | Compiler | None
@@ -93,7 +135,8 @@ def compile_artifact(
     Returns the artifact, its cache key and whether it was a cache hit. Needs no GPU.
     """
     ident, flags = key_parts(compiler, kind, arch)
-    return _fetch(kernel, source, compiler, kind, arch, ident, flags)
+    artifact, key, how = _fetch(kernel, source, compiler, kind, arch, ident, flags)
+    return artifact, key, how != "compiled"
 
 
 def _check_arch(kernel: KernelIR, arch: str) -> None:
@@ -111,58 +154,98 @@ def _check_arch(kernel: KernelIR, arch: str) -> None:
 def _fetch(
     kernel: KernelIR, source: str, compiler: Compiler, kind: str, arch: str, ident: str,
     flags: list[str],
-) -> tuple[Artifact, str, bool]:
+) -> tuple[Artifact, str, str]:
+    """The artifact, its key and where it came from: ``bundle``, ``disk`` or
+    ``compiled``."""
     _check_arch(kernel, arch)
     key = cache_key(source, ident, flags, kind, arch)
+    from ._bundle import bundle_get
+
+    artifact = bundle_get(key)  # only where THORK_CACHE_BUNDLE names a bundle
+    if artifact is not None:
+        _count("bundle", key, artifact)
+        return artifact, key, "bundle"
     cache = disk_cache()
     artifact = cache.get(key)
     if artifact is not None:
-        return artifact, key, True
+        _count("disk", key, artifact)
+        return artifact, key, "disk"
     with cache.lock(key):  # processes building the same key compile it once
         artifact = cache.get(key)
         if artifact is not None:
-            return artifact, key, True
+            _count("disk", key, artifact)
+            return artifact, key, "disk"
         artifact = compiler.compile(source, entry=kernel.name, kind=kind, arch=arch)
         cache.put(key, artifact)
-    return artifact, key, False
+    _count("compiles", key, artifact)
+    return artifact, key, "compiled"
 
 
 def build_kernel(
     kernel: KernelIR, target: str | Target | None = None, compiler: str | Compiler | None = None,
+    device: int = 0,
 ) -> tuple[Executable, CompileInfo]:
     """The one build path: render ``kernel`` for ``target``, key it, take the artifact from
     the disk cache or compile it with ``compiler`` (and store it), load it.
 
     ``target`` and ``compiler`` are objects or names; None applies the selection rules
     (:meth:`~thork_core.plugin.Plugins.target`, :meth:`~thork_core.plugin.Plugins.compiler`).
-    Returns the loaded executable and how it was built.
+    ``device``: the CUDA device to load on (compiled for that device's architecture: the
+    disk cache keeps one artifact per architecture). Returns the loaded executable and how
+    it was built.
     """
     tgt, comp = choose(target, compiler)
-    return build(kernel, tgt.renderer().render(kernel), tgt, comp)
+    return build(kernel, tgt.renderer().render(kernel), tgt, comp, device)
 
 
 def build(
-    kernel: KernelIR, source: str, target: Target, compiler: Compiler
+    kernel: KernelIR, source: str, target: Target, compiler: Compiler, device: int = 0,
 ) -> tuple[Executable, CompileInfo]:
     """:func:`build_kernel` for ``source`` already rendered for ``target``."""
-    arch = target.arch()
+    arch = target.arch_on(device) if device else target.arch()
     kind = next(k for k in target.consumes if k in compiler.produces)
     t0 = time.perf_counter()
     ident, flags = key_parts(compiler, kind, arch)
-    artifact, key, hit = _fetch(kernel, source, compiler, kind, arch, ident, flags)
+    artifact, key, how = _fetch(kernel, source, compiler, kind, arch, ident, flags)
     t1 = time.perf_counter()
-    exe = target.load(artifact, kernel)
+    exe = target.load_on(artifact, kernel, device) if device else target.load(artifact, kernel)
     if kernel.debug_sites is not None:  # debug mode: read the error record after launches
         from ._debug import DebugExecutable
 
         exe = DebugExecutable(exe, kernel.debug_sites)
-    exe.cache = "disk" if hit else "compiled"
+    exe.cache = how
     t2 = time.perf_counter()
     info = CompileInfo(
         target=target.name, compiler=artifact.compiler, arch=arch, kind=kind,
         flags=flags,
         cache=exe.cache, key=key, compile_ms=(t1 - t0) * 1e3, load_ms=(t2 - t1) * 1e3,
         log=artifact.log, fallback=str(artifact.info.get("fallback", "")),
-        attributes=dict(getattr(exe, "attributes", {})),
+        attributes=dict(getattr(exe, "attributes", {})), device=device,
     )
     return exe, info
+
+
+def precompile(kernel: KernelIR, target: str | Target, compiler: str | Compiler | None = None,
+               arch: str | None = None) -> str:
+    """Compile ``kernel`` for ``target`` as a build there would (same source, compiler,
+    kind and cache key), without loading it: from the bundle or disk cache, or compiled
+    and stored. ``arch`` (GPU targets; default: the target's) may name a GPU this machine
+    does not have, and a GPU target needs no GPU here. Returns the cache key (a
+    :func:`recording` around it collects the artifact: ``thork precompile``)."""
+    if isinstance(target, Target):
+        tgt = target
+    elif target == "gpu":  # its renderer and compilers work without a GPU
+        from ._gpu import GpuTarget
+
+        tgt = GpuTarget()
+    else:
+        tgt = plugins().target(target)
+    comp = compiler if isinstance(compiler, Compiler) else plugins().compiler(compiler, tgt)
+    kind = next(k for k in tgt.consumes if k in comp.produces)
+    if arch is not None and tgt.language == "cuda":
+        from ._arch import parse_arch
+
+        arch = parse_arch(arch)
+    else:
+        arch = tgt.arch()
+    return compile_artifact(kernel, tgt.renderer().render(kernel), comp, kind, arch)[1]

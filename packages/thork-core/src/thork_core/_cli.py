@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._errors import ThorkError
+
 __all__ = ["main", "info", "info_text", "environment", "cache_report", "clear_cache",
            "human_size", "ENVIRONMENT"]
 
@@ -94,6 +96,8 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "THORK_NVCC": ("the nvcc to use", _is_file),
     "THORK_CLANG": ("the clang++ to use", _is_file),
     "THORK_CLANG_FALLBACK": ("0: no nvcc fallback when clang fails", _is_bool),
+    "THORK_CACHE_BUNDLE": ("an ahead-of-time bundle (`thork precompile`) consulted before "
+                           "the disk cache", _is_folder),
 }
 
 
@@ -450,7 +454,88 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", default="list",
                    choices=["list", "size", "dir", "clear"], help="default: list")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = sub.add_parser(
+        "precompile", help="compile listed kernels and pipes into an ahead-of-time bundle",
+        description="Compile kernels and pipes ahead of time into a bundle folder with a "
+        "manifest (key -> SHA-256 of each entry). Each MODULE:ATTR names a thork "
+        "kernel, a (pipe, sample input) pair, a list of those, or a function returning "
+        "one. A process uses the bundle only when THORK_CACHE_BUNDLE names it "
+        "(docs/scale-out.md).")
+    p.add_argument("specs", nargs="+", metavar="MODULE:ATTR",
+                   help="what to compile (see the description)")
+    p.add_argument("--arch", action="append", default=[], metavar="ARCH",
+                   help="a GPU architecture (sm_90, 90, 9.0...); repeat for several; "
+                   "implies --target gpu")
+    p.add_argument("--target", action="append", default=[], metavar="TARGET",
+                   help="gpu or cpu (repeatable; default: the default target, or gpu "
+                   "when --arch is given)")
+    p.add_argument("--compiler", default=None, help="compiler plugin (default: the "
+                   "selection rules)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="bundle folder")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
+
+
+def _load_spec(spec: str) -> Any:
+    """The object ``module:attr`` names (``attr`` may be dotted); the working folder is
+    importable, as with ``python -m``."""
+    import importlib
+
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr:
+        raise ThorkError(f"{spec!r} is not module:attr")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise ThorkError(f"cannot import {module!r} ({exc})") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ThorkError(f"{module} has no {attr!r}") from None
+    return obj
+
+
+def precompile_items(obj: Any, where: str) -> list[tuple[Any, tuple[Any, ...]]]:
+    """What ``thork precompile`` compiles for ``obj``: ``(object, sample inputs)`` pairs."""
+    if callable(getattr(obj, "precompile", None)):
+        return [(obj, ())]
+    if isinstance(obj, tuple) and obj and callable(getattr(obj[0], "precompile", None)):
+        return [(obj[0], tuple(obj[1:]))]
+    if isinstance(obj, (list, tuple)):
+        return [item for o in obj for item in precompile_items(o, where)]
+    if callable(obj):
+        return precompile_items(obj(), where)
+    raise ThorkError(f"{where} is a {type(obj).__name__}; expected a thork "
+                     "kernel, a (pipe, sample input) pair, a list of those or a function "
+                     "returning one")
+
+
+def _precompile(args: argparse.Namespace) -> int:
+    from ._bundle import make_bundle
+
+    targets: list[tuple[str, str | None]] = [("gpu", a) for a in args.arch]
+    for t in args.target:
+        if t == "gpu" and args.arch:
+            continue  # the archs named it
+        targets.append((t, None))
+    if not targets:
+        from ._plugins import plugins
+
+        targets.append((plugins().target(None).name, None))
+    items = [item for spec in args.specs for item in precompile_items(_load_spec(spec), spec)]
+    done = make_bundle(items, args.output, targets, args.compiler)
+    if args.json:
+        print(json.dumps(done, indent=2))
+    else:
+        for d in done["items"]:
+            where = d["target"] + (f" {d['arch']}" if d["arch"] else "")
+            print(f"{d['item']:<40} {where:<10} {len(d['keys'])} kernel(s)")
+        print(f"bundle {done['bundle']}: {done['entries']} entries "
+              f"({done['written']} written now)")
+    return 0
 
 
 def _print_cache(action: str, as_json: bool) -> int:
@@ -517,6 +602,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if p.get("error"):
                     print(f"  skipped: {p['error']}")
         return 0
+    if args.command == "precompile":
+        try:
+            return _precompile(args)
+        except ThorkError as exc:
+            print(f"thork precompile: {exc}", file=sys.stderr)
+            return 2
     return _print_cache(args.action, args.json)
 
 

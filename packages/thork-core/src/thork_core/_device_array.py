@@ -288,6 +288,8 @@ class DeviceArray:
             return
         self._owns = False
         try:
+            if self.device:  # the free is ordered on a stream of the owning device's context
+                _cuda.make_current(self.device)
             device_pool(self.device).free(self.ptr, self.stream)
         except Exception:  # interpreter shutdown or a destroyed stream: nothing to do
             pass

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 __all__ = [
     "ThorkError", "TraceError", "CompileError", "LaunchError", "ArgumentError",
-    "PluginError", "NoTargetError", "BoundsError",
+    "PluginError", "NoTargetError", "BoundsError", "DeviceError",
+    "BundleError",
 ]
 
 
@@ -32,6 +33,17 @@ class LaunchError(ThorkError):
 
 class ArgumentError(ThorkError, TypeError):
     """A launch argument or launch geometry does not match the kernel's signature."""
+
+
+class DeviceError(ArgumentError):
+    """A launch's arrays live on different CUDA devices, or on another device than the
+    one the launch names (``device=``), or a named device does not exist. The message
+    names the kernel (or pipe), the parameter and both devices."""
+
+
+class BundleError(ThorkError):
+    """The ahead-of-time bundle ``THORK_CACHE_BUNDLE`` names fails a check (not this
+    user's, writable by others, a bad manifest, an entry that does not match it)."""
 
 
 class PluginError(ThorkError):

@@ -43,6 +43,7 @@ class CudaExecutable(Executable):
         """What :meth:`launch` needs, once per loaded kernel."""
         self.kernel = kernel
         self.ordinal = ordinal
+        self.routes = _cuda.device_count() > 1  # (h-multi) front-ends pick the device
         self.launcher = launcher
         params = kernel.params
         self._pointer = [isinstance(p.type, PointerType) for p in params]
@@ -326,6 +327,17 @@ def _cooperative_launcher(conv: int, fn: int, function: int, params: Any, on_err
     return launcher
 
 
+def visible_device(who: str, device: int) -> int:
+    """``device`` when it is a visible CUDA device; DeviceError naming ``who`` otherwise."""
+    n = _cuda.device_count()
+    if not 0 <= device < max(n, 1):
+        from ._errors import DeviceError
+
+        raise DeviceError(f"{who}: cuda:{device} does not exist ({n} CUDA device(s) "
+                          "visible)")
+    return device
+
+
 # CAI v3 'stream' values needing no synchronization (absent, legacy, per-thread default).
 
 
@@ -347,9 +359,15 @@ class GpuTarget(Target):
         return gpu_arch(0)
 
     def load(self, artifact: Artifact, kernel: KernelIR) -> Executable:
+        return self.load_on(artifact, kernel, 0)
+
+    def arch_on(self, device: int) -> str:
+        return gpu_arch(device)
+
+    def load_on(self, artifact: Artifact, kernel: KernelIR, device: int) -> Executable:
         if artifact.kind not in self.consumes:
             raise LaunchError(f"the GPU target cannot load a {artifact.kind!r} artifact")
-        return GpuExecutable(artifact, kernel, 0)
+        return GpuExecutable(artifact, kernel, visible_device(kernel.name, device))
 
     def describe(self) -> str:
         ok, why = self.available()

@@ -28,6 +28,9 @@ __all__ = [
 
 #: Bytes per staging chunk: small enough to overlap copies, large enough to amortize calls.
 CHUNK = 1 << 20
+#: ``CU_MEMHOSTALLOC_PORTABLE``: pinned for every context, so one staging buffer serves
+#: launches on any device (h-multi).
+_PORTABLE = 1
 #: Threads copying between NumPy arrays and pinned memory.
 _COPY_THREADS = 4
 
@@ -110,7 +113,8 @@ class PinnedStaging:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.address = int(check(driver().cuMemHostAlloc(max(size, 1), 0), "cuMemHostAlloc"))
+        self.address = int(check(driver().cuMemHostAlloc(max(size, 1), _PORTABLE),
+                                 "cuMemHostAlloc"))
         self._events: list[Any] = []
 
     def close(self) -> None:
@@ -237,7 +241,8 @@ class PinnedBlock:
     def __init__(self, nbytes: int) -> None:
         self.address = 0
         self.nbytes = nbytes
-        self.address = int(check(driver().cuMemHostAlloc(max(nbytes, 1), 0), "cuMemHostAlloc"))
+        self.address = int(check(driver().cuMemHostAlloc(max(nbytes, 1), _PORTABLE),
+                                 "cuMemHostAlloc"))
         self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
                                     "data": (self.address, False), "version": 3}
 

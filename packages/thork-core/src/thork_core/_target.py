@@ -83,6 +83,12 @@ class Executable(abc.ABC):
     kernel: KernelIR
     #: The kernel's launcher: the native module's ``Launcher`` or a ``PyLauncher``.
     launcher: Any
+    #: The CUDA device it is loaded on (0 for targets without devices).
+    ordinal: int = 0
+    #: Whether launches must find their device from their arrays first (a CUDA target
+    #: with several visible devices): front-ends then route through
+    #: :func:`thork_core.runtime.route` and load the kernel once per device.
+    routes: bool = False
 
     def prepare(
         self, grid: Dim3, block: Dim3, values: Sequence[Any], *, shared_mem: int = 0,
@@ -132,6 +138,21 @@ class Target(abc.ABC):
     @abc.abstractmethod
     def load(self, artifact: Artifact, kernel: KernelIR) -> Executable:
         """Make an :class:`Executable` from an artifact."""
+
+    def arch_on(self, device: int) -> str:
+        """The architecture to compile for to run on CUDA device ``device`` (targets
+        without devices: :meth:`arch`)."""
+        return self.arch()
+
+    def load_on(self, artifact: Artifact, kernel: KernelIR, device: int) -> Executable:
+        """:meth:`load` onto CUDA device ``device``. Targets without devices accept only
+        device 0 (the host)."""
+        if device:
+            from ._errors import DeviceError
+
+            raise DeviceError(f"{kernel.name}: the {self.name} target has no CUDA device "
+                              f"{device} (device= applies to GPU targets)")
+        return self.load(artifact, kernel)
 
     def describe(self) -> str:
         """One line for ``thork info``."""

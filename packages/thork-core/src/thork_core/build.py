@@ -4,15 +4,28 @@
 ``build_kernel(ir, target, compiler)`` is all a front-end calls; it keeps its own
 in-memory level (it knows its call signatures). :func:`choose` resolves names to plugin
 objects by the selection rules; :func:`compile_artifact` stops before loading (no GPU
-needed); :func:`key_parts` is a compiler's part of the cache key.
+needed); :func:`key_parts` is a compiler's part of the cache key. :func:`precompile` and
+:func:`recording` make ahead-of-time bundles (:func:`write_bundle`; read through
+``THORK_CACHE_BUNDLE``, see ``docs/scale-out.md``); :func:`build_stats` counts compiles.
 """
 
 from __future__ import annotations
 
-from ._build import CompileInfo, build_kernel, choose, compile_artifact, key_parts
+from ._build import (
+    CompileInfo,
+    build_kernel,
+    build_stats,
+    choose,
+    compile_artifact,
+    key_parts,
+    precompile,
+    recording,
+)
+from ._bundle import bundle_get, bundle_path, make_bundle, write_bundle
 from ._cache import DiskCache, cache_dir, cache_key, disk_cache
 
 __all__ = [
-    "CompileInfo", "DiskCache", "build_kernel", "cache_dir", "cache_key", "choose",
-    "compile_artifact", "disk_cache", "key_parts",
+    "CompileInfo", "DiskCache", "build_kernel", "build_stats", "bundle_get", "bundle_path",
+    "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "key_parts",
+    "make_bundle", "precompile", "recording", "write_bundle",
 ]

@@ -28,6 +28,7 @@ from ._cuda import (
     stream_wait,
 )
 from ._current_stream import implied_stream
+from ._device import array_device, check_device, route
 from ._device_array import DeviceArray
 from ._dtype import DType, input_typestr
 from ._graph import Graph, GraphNode
@@ -43,11 +44,11 @@ from ._memory import (
 
 __all__ = [
     "DeviceArray", "DevicePool", "Graph", "GraphNode", "PinnedBlock", "PinnedStaging",
-    "check", "compute_capability", "context",
+    "array_device", "check", "check_device", "compute_capability", "context",
     "device_count", "device_name", "device_pool", "driver", "function_address",
     "gpu_status", "implied_stream", "make_current", "pinned_base", "pinned_empty",
-    "pointer_device", "staging",
-    "stream_handle", "stream_wait", "typestr",
+    "pointer_device", "route",
+    "staging", "stream_handle", "stream_wait", "typestr",
 ]
 
 

@@ -31,6 +31,7 @@ from thork_core import (
 )
 from thork_core.ir import Cast, Expr, Let, Special, Var
 from thork_core.launch import shared_bytes, static_shared_bytes
+from thork_core.runtime import check_device, route
 
 from ._aggregate import struct_fields
 from ._cooperative import check_coresident
@@ -61,7 +62,7 @@ blockIdx threadIdx blockDim gridDim warpSize main args
 
 
 #: Keywords of ``kernel[grid, block](...)`` itself; no compile-time constant may take them.
-_LAUNCH_OPTIONS = ("stream", "target", "compiler")
+_LAUNCH_OPTIONS = ("stream", "target", "compiler", "device")
 
 
 def _c_name(name: str) -> str:
@@ -433,6 +434,18 @@ class Kernel:
         art, _, _ = compile_artifact(self.ir, self.cuda_source, comp, kind, parse_arch(arch))
         return art
 
+    def precompile(self, target: str = "gpu", arch: str | None = None,
+                   compiler: str | None = None) -> str:
+        """Compile (without loading) what a launch on ``target`` builds: for ``"gpu"``
+        the CUDA kernel for ``arch`` (default: this machine's GPU, else sm_90; no GPU
+        needed), for ``"cpu"`` the host library. A kernel with ``tk.Constexpr``
+        parameters compiles its default specialization (precompile others through
+        :meth:`specialize`). Returns the cache key; ``thork precompile`` collects the
+        artifacts into a bundle (docs/scale-out.md)."""
+        from thork_core.build import precompile
+
+        return precompile(self._resolved().ir, target, compiler or self.compiler, arch)
+
     @property
     def compile_info(self) -> CompileInfo | None:
         """How the most recently used build was made (None before the first build); for a
@@ -440,22 +453,24 @@ class Kernel:
         specialization."""
         return self._last_info
 
-    def _executable(self, target: str | None, compiler: str | None = None
+    def _executable(self, target: str | None, compiler: str | None = None, device: int = 0
                     ) -> tuple[Executable, CompileInfo]:
-        key = (target, compiler)
+        # One executable per (target, compiler, device): a module and prepared launch per
+        # CUDA device (device 0 keeps the two-part key the launch's hot path looks up).
+        key: tuple[Any, ...] = (target, compiler) if not device else (target, compiler, device)
         hit = self._exes.get(key)
         if hit is None:
             with self._lock:  # one build per key, however many threads call first
                 hit = self._exes.get(key)
                 if hit is None:
-                    hit = self._build(key, target, compiler)
+                    hit = self._build(key, target, compiler, device)
         self._last_info = hit[1]
         return hit
 
-    def _build(self, key: tuple[str | None, str | None], target: str | None,
-               compiler: str | None) -> tuple[Executable, CompileInfo]:
+    def _build(self, key: tuple[Any, ...], target: str | None,
+               compiler: str | None, device: int = 0) -> tuple[Executable, CompileInfo]:
         ir = self.ir
-        exe, info = build_kernel(ir, target or self.target, compiler or self.compiler)
+        exe, info = build_kernel(ir, target or self.target, compiler or self.compiler, device)
         self._exes[key] = (exe, info)
         if self._parent is not None:
             self._parent._last_info = info  # compile_info of the unspecialized kernel
@@ -473,6 +488,25 @@ class Kernel:
         raise TypeError(
             f"kernel {self.name} needs a launch configuration: "
             f"{self.name}[grid, block](...)")
+
+    # -- pickling -------------------------------------------------------------------------
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as what makes the kernel again, never as built state (executables are
+        per process and per device): a kernel importable by its module and name travels
+        as that reference; any other (defined in ``__main__``, in a function) travels as
+        its Python function, which Dask's cloudpickle sends by value. The receiving
+        process traces and builds on first launch (from its disk cache or a bundle)."""
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        nones = sorted(self._nones) if self._nones is not None else None
+        module = getattr(root.fn, "__module__", None)
+        qualname = getattr(root.fn, "__qualname__", "")
+        if module and module != "__main__" and "<locals>" not in qualname \
+                and _lookup(module, qualname) is root:
+            return (_kernel_by_name, (module, qualname, self._bound, nones))
+        return (_kernel_from_fn, (root.fn, root.target, root.compiler, root.name,
+                                  self._bound, nones))
 
 
 class Launch:
@@ -502,11 +536,16 @@ class Launch:
         self.shared_mem = shared_bytes(kernel.name, shared) if shared else 0
 
     def __call__(self, *args: Any, stream: Any = None, target: str | None = None,
-                 compiler: str | None = None, **consts: Any) -> None:
+                 compiler: str | None = None, device: Any = None, **consts: Any) -> None:
         """Run the kernel. NumPy arrays are copied in and (if written) back, synchronously;
         device arrays are used in place and the launch is asynchronous on ``stream``.
         Compile-time constants go in their positions or by keyword. ``target`` and
-        ``compiler`` override the kernel's for this call (each pair builds once)."""
+        ``compiler`` override the kernel's for this call (each pair builds once).
+
+        The launch runs on the CUDA device its device arrays live on (all on one device:
+        else DeviceError); ``device`` (an ordinal or ``"cuda:N"``) names it explicitly,
+        which host-only launches need to run anywhere but device 0. The kernel is loaded
+        once per device."""
         kernel = self.kernel
         if kernel._const_pos is None:
             kernel._analyze()
@@ -528,6 +567,8 @@ class Launch:
         if len(args) != len(ir.params):
             # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
             args = tuple(with_derived(ir, args))
+        if device is not None or exe.routes:  # (h-multi) several devices: find this one's
+            exe = self._on_device(kernel, exe, ir, args, device, target, compiler)
         if self.shared_mem:  # with the kernel's own static shared memory, one block's worth
             shared_bytes(kernel.name, self.shared_mem, static_shared_bytes(ir))
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
@@ -552,6 +593,64 @@ class Launch:
 
     def __repr__(self) -> str:
         return f"<launch {self.kernel.name} grid={self.grid} block={self.block}>"
+
+    @staticmethod
+    def _on_device(kernel: Kernel, exe: Executable, ir: KernelIR, args: tuple[Any, ...],
+                   device: Any, target: str | None, compiler: str | None) -> Executable:
+        """The executable on the device this launch runs on (see :meth:`__call__`)."""
+        who = f"{kernel.name}()"
+        if device is not None:
+            device = check_device(device, who)
+        named = [(p.name, a) for p, a in zip(ir.params, args)
+                 if isinstance(p.type, PointerType)]
+        ordinal = route(who, named, device)
+        if ordinal == exe.ordinal:
+            return exe
+        return kernel._executable(target, compiler, ordinal)[0]
+
+
+def _lookup(module: str, qualname: str) -> Any:
+    """The object named ``qualname`` in importable ``module``, or None."""
+    try:
+        import importlib
+
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        return obj
+    except Exception:  # noqa: BLE001 - not importable: the caller pickles by value
+        return None
+
+
+def _restore(kernel: Kernel, bound: dict[str, Any] | None, nones: list[str] | None) -> Kernel:
+    """``kernel`` specialized as the pickled one was (constants, absent optionals)."""
+    if bound is not None and kernel._bound is None:
+        kernel = kernel.specialize(**bound)
+    if nones:
+        kernel._analyze()
+        names = [n for n, s, _ in kernel._analyze() if not isinstance(s, BuiltinSpec)
+                 and (kernel._bound is not None or not isinstance(s, ConstexprSpec))]
+        key = tuple(names[i] in nones for i in kernel._opt_pos)
+        with kernel._lock:
+            kernel = kernel._none_child(key)
+    return kernel
+
+
+def _kernel_by_name(module: str, qualname: str, bound: dict[str, Any] | None,
+                    nones: list[str] | None) -> Kernel:
+    """Unpickle a kernel importable as ``module.qualname``."""
+    kernel = _lookup(module, qualname)
+    if not isinstance(kernel, Kernel):
+        raise TraceError(f"unpickling a kernel: {module}.{qualname} is not a thork kernel "
+                         "in this process")
+    return _restore(kernel, bound, nones)
+
+
+def _kernel_from_fn(fn: Callable[..., Any], target: str | None, compiler: str | None,
+                    name: str, bound: dict[str, Any] | None, nones: list[str] | None
+                    ) -> Kernel:
+    """Unpickle a kernel sent with its function."""
+    return _restore(Kernel(fn, target=target, compiler=compiler, name=name), bound, nones)
 
 
 
