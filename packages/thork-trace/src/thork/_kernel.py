@@ -567,14 +567,18 @@ class Launch:
         if len(args) != len(ir.params):
             # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
             args = tuple(with_derived(ir, args))
-        if device is not None or exe.routes:  # (h-multi) several devices: find this one's
+        routed = device is not None or exe.routes
+        if routed:  # (h-multi) several devices: find this one's
             exe = self._on_device(kernel, exe, ir, args, device, target, compiler)
         if self.shared_mem:  # with the kernel's own static shared memory, one block's worth
             shared_bytes(kernel.name, self.shared_mem, static_shared_bytes(ir))
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
         if kernel is self.kernel and target is None and compiler is None \
                 and not consts and not kernel._opt_pos and not kernel._struct_pos \
-                and not ir.cooperative and getattr(self, "_hot_binder", 0) is None:
+                and not ir.cooperative and not routed \
+                and getattr(self, "_hot_binder", 0) is None:
+            # Not where launches are routed between devices: the binder holds one
+            # device's function and does not look at which device an array is on.
             self._arm_from(exe)
 
     def _arm_from(self, exe: Any) -> None:
