@@ -156,20 +156,27 @@ def _candidates(tree: ast.AST) -> Iterator[tuple[ast.AST, str, object]]:
             yield node, f"const{node.value}->{not node.value}", not node.value
 
 
+_SOURCES: dict[str, str] = {}
+
+
+def _source(path: str) -> str:
+    """The module as it was when this run first read it (edits made while a long run
+    goes on do not shift its mutants)."""
+    if path not in _SOURCES:
+        _SOURCES[path] = (ROOT / path).read_text()
+    return _SOURCES[path]
+
+
 def mutants_of(path: str) -> list[Mutant]:
-    tree = ast.parse((ROOT / path).read_text())
+    tree = ast.parse(_source(path))
     out = []
     for index, (node, what, _) in enumerate(_candidates(tree)):
         out.append(Mutant(path, node.lineno, node.col_offset, what, index))  # type: ignore[attr-defined]
     return out
 
 
-class _Apply(ast.NodeTransformer):
-    pass
-
-
 def mutated_source(m: Mutant) -> str:
-    tree = ast.parse((ROOT / m.path).read_text())
+    tree = ast.parse(_source(m.path))
     for index, (node, what, spec) in enumerate(_candidates(tree)):
         if index != m.index:
             continue
@@ -221,7 +228,7 @@ def _scratch() -> Path:
 def run_one(m: Mutant, scratch: Path, timeout: float) -> dict[str, object]:
     rel = Path(m.path).relative_to("packages")
     target = scratch / rel
-    original = target.read_text()
+    original = _source(m.path)
     target.write_text(mutated_source(m))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -322,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         todo = todo[:args.limit]
     args.results.parent.mkdir(parents=True, exist_ok=True)
     scratch = _scratch()
+    for path in modules:  # the scratch copy is what the mutants are made from
+        _SOURCES[path] = (scratch / Path(path).relative_to("packages")).read_text()
     print(f"{len(todo)} mutants to run", flush=True)
     try:
         for k, m in enumerate(todo, 1):

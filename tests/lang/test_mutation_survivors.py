@@ -158,7 +158,7 @@ def test_array_dtype_is_checked_by_dtype_not_item_size(target):
 @pytest.mark.parametrize("shape", [(5,), (1, 1, 5)])
 def test_ndim_is_compared_exactly(target, shape):
     out = poisoned((1, 5), np.float32)
-    with pytest.raises(ArgumentError, match=r"'a' expects a 2-D array, got %d-D" % len(shape)):
+    with pytest.raises(ArgumentError, match=rf"'a' expects a 2-D array, got {len(shape)}-D"):
         copy2d[1, 5](out, np.ones(shape, np.float32), 5, target=target)
     a = random_array(np.random.default_rng(3), (1, 5), np.float32)
     copy2d[1, 5](out, a, 5, target=target)
