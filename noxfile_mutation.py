@@ -169,9 +169,16 @@ def _source(path: str) -> str:
 
 def mutants_of(path: str) -> list[Mutant]:
     tree = ast.parse(_source(path))
-    out = []
+    out, seen = [], set()
     for index, (node, what, _) in enumerate(_candidates(tree)):
-        out.append(Mutant(path, node.lineno, node.col_offset, what, index))  # type: ignore[attr-defined]
+        m = Mutant(path, node.lineno, node.col_offset, what, index)  # type: ignore[attr-defined]
+        # Nested operators can start at one column ("a + b + c"): the later ones get "#k".
+        k = 1
+        while m.id in seen:
+            k += 1
+            m = Mutant(path, m.line, m.col, f"{what.split('#')[0]}#{k}", index)
+        seen.add(m.id)
+        out.append(m)
     return out
 
 
@@ -180,7 +187,7 @@ def mutated_source(m: Mutant) -> str:
     for index, (node, what, spec) in enumerate(_candidates(tree)):
         if index != m.index:
             continue
-        assert what == m.what, (what, m)
+        assert what == m.what.split("#")[0], (what, m)
         if isinstance(node, (ast.BinOp, ast.AugAssign)):
             node.op = spec()  # type: ignore[operator,misc]
         elif isinstance(node, ast.Compare):
@@ -249,7 +256,8 @@ def run_one(m: Mutant, scratch: Path, timeout: float) -> dict[str, object]:
             status = "error"
         tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout else []
     except subprocess.TimeoutExpired:
-        status, tail = "killed", ["timeout"]
+        # Not a verdict: on a loaded machine a surviving run can be merely slow.
+        status, tail = "timeout", ["timeout"]
     finally:
         target.write_text(original)
     return {"id": m.id, "status": status, "seconds": round(time.monotonic() - start, 1),
@@ -257,9 +265,13 @@ def run_one(m: Mutant, scratch: Path, timeout: float) -> dict[str, object]:
 
 
 def _load(results: Path) -> dict[str, dict[str, object]]:
+    """The records of ``results`` and of its siblings ``<stem>-*.jsonl`` (other processes
+    of the same run); a later record of a mutant wins."""
     out: dict[str, dict[str, object]] = {}
-    if results.exists():
-        for line in results.read_text().splitlines():
+    for path in [results, *sorted(results.parent.glob(f"{results.stem}-*.jsonl"))]:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
             if line.strip():
                 rec = json.loads(line)
                 out[rec["id"]] = rec
@@ -281,14 +293,18 @@ def report(results: Path, modules: list[str] | None = None) -> dict[str, object]
         path = ident.split(":")[0]
         if modules and path not in modules:
             continue
-        row = per.setdefault(path, {"killed": 0, "survived": 0, "equivalent": 0, "error": 0})
+        row = per.setdefault(path, {"killed": 0, "survived": 0, "equivalent": 0, "error": 0,
+                                    "timeout": 0})
         key = "equivalent" if ident in eq else str(rec["status"])
+        if rec.get("tail") == ["timeout"]:
+            key = "timeout"
         row[key] += 1
     killed = sum(r["killed"] for r in per.values())
     survived = sum(r["survived"] for r in per.values())
     scored = killed + survived
     return {"modules": per, "killed": killed, "survived": survived,
             "equivalent": sum(r["equivalent"] for r in per.values()),
+            "timeout": sum(r["timeout"] for r in per.values()),
             "score": round(100.0 * killed / scored, 1) if scored else None,
             "survivors": sorted(i for i, r in recs.items()
                                 if r["status"] == "survived" and i not in eq
@@ -301,10 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--module", action="append", help="a key of TARGETS (default: all)")
     ap.add_argument("--sample", type=int, help="run a seeded random sample of N mutants")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    ap.add_argument("--timeout", type=float, default=900.0,
+                    help="seconds per mutant (a timeout is reported, not scored)")
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--only-survivors", action="store_true")
     ap.add_argument("--limit", type=int, help="stop after N mutants (a chunk)")
+    ap.add_argument("--reverse", action="store_true",
+                    help="run the selection from its end (a second process shares a sample)")
     args = ap.parse_args(argv)
     modules = args.module or list(TARGETS)
     for mod in modules:
@@ -325,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         todo = [m for m in todo if m.id not in done]
     todo = [m for m in todo if m.id not in eq]
+    if args.reverse:
+        todo.reverse()
     if args.limit is not None:
         todo = todo[:args.limit]
     args.results.parent.mkdir(parents=True, exist_ok=True)

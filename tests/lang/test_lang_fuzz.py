@@ -507,7 +507,7 @@ def test_random_expressions_match_the_documented_model():
 
 
 @pytest.mark.plugin("cpu")
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1])
 def test_fixed_seeds_match_the_documented_model(seed):
-    # Two seeds that always run, so a failure reproduces from the test id alone.
+    # A seed that always runs, so a failure reproduces from the test id alone.
     run_batch(seed)
