@@ -109,6 +109,11 @@ def bench_graph_floor(rounds: int) -> None:
             "bench/graph_floor.c")
         row("graph", f"replay / C floor ({nodes}-node)", thork / floor, "x", "target <= 1.15")
         row("graph", f"replay per kernel ({nodes}-node)", thork / nodes, "us")
+        # the same replay through the Python method (ctypes), for the native path's gain
+        slow = burst_us(lambda g=g: tk.Graph.replay(g),
+                        lambda s=s: driver().cuStreamSynchronize(s), rounds)
+        row("graph", f"replay {nodes}-node through the Python method (ctypes)", slow, "us",
+            f"g.replay is {type(g.replay).__name__}")
         # the same launches one by one, for scale
         per = burst_us(lambda n=nodes, s=s: [launch(out, a, b, stream=s) for _ in range(n)],
                        lambda s=s: driver().cuStreamSynchronize(s), rounds)

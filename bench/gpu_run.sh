@@ -2,12 +2,16 @@
 # One full run on a lent GPU machine (no package index there): install the wheels built
 # here (carried in .wheels/), then the GPU test suite and the benchmarks, logs in $OUT.
 #   usage: bash bench/gpu_run.sh [tests] [tests:COMPILER] [examples] [bench_core] [bench_lang]
-#          [bench_fkl] [bench_compilers] [bench_interop]
+#          [bench_fkl] [bench_video] [bench_compilers] [bench_interop]
+#          [cvcuda]
 #   (no argument: all of them)
+#   cvcuda: a wheel too big to carry in one call travels in parts, one per call, in the
+#   ignored folder .cv/ (part00, part01, ...); each call stashes its part in /tmp/cv (which
+#   survives while the machine stays warm); the step reassembles and installs it.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 steps=("$@")
-[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench_core bench_lang bench_fkl bench_compilers bench_interop)
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests bench_core bench_lang bench_fkl bench_video bench_compilers bench_interop)
 dest="${OUT:-/tmp/thork-gpu-run}"
 out=/tmp/thork-gpu-logs          # everything lands here; $OUT gets one archive + summaries
 rm -rf "$out"; mkdir -p "$out" "$dest"
@@ -19,8 +23,14 @@ export PATH="/tmp/site/bin:$PATH"
 export THORK_CACHE_DIR=/tmp/thork-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -m thork_core._cli info | tee "$out/info.txt"
+mkdir -p /tmp/cv && cp .cv/part* /tmp/cv/ 2>/dev/null
 for step in "${steps[@]}"; do
-  if [[ "$step" == examples ]]; then
+  if [[ "$step" == cvcuda ]]; then
+    cat /tmp/cv/part* > /tmp/cv/cvcuda_cu13-0.19.0-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
+    python3 -m pip install -q --no-deps --no-index --target /tmp/site \
+      /tmp/cv/cvcuda_cu13-*.whl && python3 -c "import cvcuda; print('cvcuda', cvcuda.__version__)" \
+      | tee -a "$out/summary.txt"
+  elif [[ "$step" == examples ]]; then
     # Every example as a user runs it (each checks its results against NumPy).
     for ex in examples/*.py; do
       if timeout 120 python3 "$ex" > "$out/example-$(basename "$ex" .py).log" 2>&1; then

@@ -220,3 +220,58 @@ def test_circular_tensor_on_the_device_is_zero_copy(rng):
     host = snap.to_host()
     for z, f in enumerate(frames[::-1][:3]):
         np.testing.assert_array_equal(host[z], f.astype(F))
+
+
+def test_divergent_hot_call_passes_what_the_general_path_passes(rng):
+    """The steady-state path (DeviceArray batch and outs of the plan's exact shapes) hands
+    the prepared launch the same addresses, in the same order, as the general path; any
+    mismatch in the outs falls back to it. CPU-runnable: DeviceArray.wrap makes no driver
+    call, and the plan's launcher is a recorder."""
+    from thork_core.runtime import DeviceArray
+
+    xs = random_array(rng, (6, 11, 14, 3), np.uint8)
+    cs, _ = chains()
+    div = fkl.compose_divergent([1, 2, 0, 0, 2, 1], *cs, target="cpu")
+    div(xs)
+    (key, plan), = div._plans.items()
+    seen = []
+
+    class Recorder:
+        def launch(self, ptrs, handle):
+            seen.append((list(ptrs), handle))
+
+    plan.launcher = Recorder()
+    div._plans[(key[0], key[1], "cuda", 0)] = plan
+    x = DeviceArray.wrap(0x10000, xs.shape, "uint8")
+    outs = [DeviceArray.wrap(0x20000 * (i + 1), s, d) for i, (s, d) in enumerate(plan.outs)]
+    assert div(x, out=outs) == tuple(outs)
+    hot = seen[-1]
+    ptrs = [x.ptr if k < 0 else plan.table_ptrs[k] for k in plan.ins] + [o.ptr for o in outs]
+    assert hot == (plan.arrange(ptrs), 0)
+    n = len(seen)
+    div._hot = lambda *a: None  # the general path, for comparison
+    div(x, out=outs)
+    assert seen[n:] == [hot]
+    del div._hot
+    wrong = [*outs[:-1], DeviceArray.wrap(0x90000, (1, 2), "float32")]
+    with pytest.raises(fkl.ArgumentError, match="out"):
+        div(x, out=wrong)  # not taken hot: the general path names the bad output
+
+
+@pytest.mark.gpu
+def test_divergent_repeated_calls_with_device_outs(rng):
+    """Second and later calls with DeviceArray outs take the steady-state path: results
+    still match NumPy on fresh inputs, with poisoned outputs each time."""
+    cs, refs = chains()
+    div = fkl.compose_divergent([1, 2, 0, 0, 2, 1], *cs, target="gpu")
+    xs = random_array(rng, (6, 11, 14, 3), np.uint8)
+    outs = list(div(fkl.DeviceBuffer.from_host(xs)))
+    for _ in range(2):
+        xs = random_array(rng, (6, 11, 14, 3), np.uint8)
+        for o in outs:
+            o.copy_from_host(poisoned(o.shape, o.dtype.numpy))
+        div(fkl.DeviceBuffer.from_host(xs), out=outs)
+        for c in range(3):
+            res = outs[c].to_host()
+            for j, z in enumerate(div.planes(c)):
+                close(res[j], refs[c](xs[z]))

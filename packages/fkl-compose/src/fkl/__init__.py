@@ -18,6 +18,13 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     from ._batch import PerItem
     from ._circular import CircularTensor
     from ._color import COLOR_CODES, ColorCode, ColorConversion
+    from ._depth import (
+        AddOpaqueAlpha,
+        ColorDepth,
+        DenormalizePixel,
+        NormalizePixel,
+        SaturateDepth,
+    )
     from ._divergent import Divergent, compose_divergent
     from ._filter import (
         MAX_KSIZE,
@@ -76,6 +83,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         Xor,
     )
     from ._pipe import Pipe, compose, reset_stats, stats
+    from ._pitched import PitchedBuffer
     from ._tensor import (
         DualRead,
         MidWrite,
@@ -88,6 +96,8 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         TensorTSplit,
         TensorWrite,
     )
+    from ._yuv import YUV_FORMATS, ReadYUV, WriteYUV
+    from ._yuvcolor import RGB2YUV, YUV2RGB, rgb_to_yuv_matrix, yuv_to_rgb_matrix
 
 # Lazy public names (PEP 562): `import fkl` (and its plugin entry point, loaded by
 # every Thork process) stays cheap; a name's module loads on first use.
@@ -159,6 +169,19 @@ _EXPORTS = {
     "VectorReorderRT": "._ops",
     "Warping": "._geometry",
     "Xor": "._ops",
+    "ReadYUV": "._yuv",
+    "WriteYUV": "._yuv",
+    "YUV_FORMATS": "._yuv",
+    "YUV2RGB": "._yuvcolor",
+    "RGB2YUV": "._yuvcolor",
+    "yuv_to_rgb_matrix": "._yuvcolor",
+    "rgb_to_yuv_matrix": "._yuvcolor",
+    "ColorDepth": "._depth",
+    "PitchedBuffer": "._pitched",
+    "NormalizePixel": "._depth",
+    "DenormalizePixel": "._depth",
+    "SaturateDepth": "._depth",
+    "AddOpaqueAlpha": "._depth",
     "compose": "._pipe",
     "letterbox": "._geometry",
     "reset_stats": "._pipe",
@@ -207,6 +230,8 @@ __all__ = [
     "SaturateFloat", "ShiftLeft", "ShiftRight", "Sobel", "SplitWrite", "Sqr", "Sqrt",
     "StaticLoop", "stats", "Sub", "TensorPack", "TensorRead", "TensorSplit", "TensorTPack",
     "TensorTSplit", "TensorWrite", "VectorReduce", "VectorReorder", "VectorReorderRT",
-    "Warping", "Xor",
+    "Warping", "Xor", "ReadYUV", "WriteYUV", "YUV_FORMATS", "YUV2RGB", "RGB2YUV",
+    "yuv_to_rgb_matrix", "rgb_to_yuv_matrix", "ColorDepth", "NormalizePixel",
+    "DenormalizePixel", "SaturateDepth", "AddOpaqueAlpha", "PitchedBuffer",
 ]
 __version__ = "0.1.0"

@@ -18,7 +18,7 @@ from thork_core import ArgumentError, ArrayView, DType
 from thork_core.plugin import find_view
 
 __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
-           "pointer", "stack", "stream_handle", "view", "wait"]
+           "pointer", "row_span", "stack", "stream_handle", "view", "wait"]
 
 #: fkl kernels index with int32: arrays have fewer elements than this.
 INT32_LIMIT = 2**31
@@ -37,10 +37,12 @@ def array_types() -> list[Any]:
     return _TYPES
 
 
-def view(x: Any, what: str, stream: int | None = None) -> ArrayView:
+def view(x: Any, what: str, stream: int | None = None, pitched: bool = False) -> ArrayView:
     """Adapt an input/output array with core's adapters and check what every fkl kernel
     needs (C-contiguous, int32-indexable); ``what`` names it in errors. ``stream``: the
-    launch stream, which DLPack producers are asked to order after their work."""
+    launch stream, which DLPack producers are asked to order after their work.
+    ``pitched`` (h-video, issue 18): the reader takes a row stride, so any strides pass
+    here and the read checks them."""
     try:
         v = find_view(x, stream)
     except TypeError as exc:  # an array no kernel can read (dtype, byte order...)
@@ -49,7 +51,7 @@ def view(x: Any, what: str, stream: int | None = None) -> ArrayView:
         raise ArgumentError(
             f"fkl pipe {what}: expected an array (NumPy, __cuda_array_interface__ or DLPack), "
             f"got {type(x).__name__}")
-    if not v.contiguous:
+    if not v.contiguous and not pitched:
         raise ArgumentError(
             f"fkl pipe {what}: needs a C-contiguous array, got shape {v.shape} with strides "
             f"{v.strides} (use numpy.ascontiguousarray / .contiguous())")
@@ -93,6 +95,26 @@ def stack(items: Any, what: str, handle: int) -> Any:
     return batch
 
 
+def row_span(x: Any, v: ArrayView, writeable: bool = False) -> Any:
+    """A host array with a row stride (``v`` its view) as the contiguous 1-D run of its
+    dtype from its first to its last element, the padding between rows included (memory
+    of the same allocation), for launches that copy host arrays whole: the kernel then
+    indexes it with the pitch (h-video, issue 18). Contiguous arrays come back as they are.
+    ``writeable``: for an output (the launch copies the whole span back: the padding
+    between rows is written with what it held)."""
+    if v.contiguous or v.device == "cuda":
+        return x
+    import numpy as np
+
+    arr = np.asarray(x)
+    isz = arr.itemsize
+    last = sum((n - 1) * s for n, s in zip(arr.shape, arr.strides, strict=True))
+    if min(arr.strides) < 0:
+        raise ArgumentError("fkl pipe input: negative strides are not supported")
+    return np.lib.stride_tricks.as_strided(arr, shape=(last // isz + 1,), strides=(isz,),
+                                          writeable=writeable)
+
+
 def check_size(shape: tuple[int, ...], what: str) -> None:
     """Raise when an array of ``shape`` is too large for int32 indexing."""
     n = math.prod(shape)
@@ -110,19 +132,22 @@ def fast_info(x: Any) -> tuple[int, Any, int, int] | None:
     if tx is da:
         return x.ptr, (x.shape, x.dtype, x.device), x.stream, x.device
     if tx is nd:
-        if not x.flags.c_contiguous:
-            return None
-        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1), 0, -1
-    # CuPy, torch, Numba...: __cuda_array_interface__, C-contiguous (no strides), on the
-    # one GPU (with several, the owning device needs the adapter's pointer query).
+        # h-video (issue 18): a strided view keys by its strides too (its plan holds them)
+        return x.__array_interface__["data"][0], (x.shape, x.dtype, -1 if x.flags.c_contiguous
+                                                  else x.strides), 0, -1
+    # CuPy, torch, Numba...: __cuda_array_interface__ on the one GPU (with several, the
+    # owning device needs the adapter's pointer query). h-video (issue 18): strides (a
+    # strided view) are part of the key, as the plan holds them.
     try:
         cai = x.__cuda_array_interface__
     except Exception:  # noqa: BLE001 - e.g. torch raises for a CPU tensor
         return None
-    if cai.get("strides") is not None or cai.get("mask") is not None or not _one_gpu():
+    if cai.get("mask") is not None or not _one_gpu():
         return None
     stream = cai.get("stream")
-    return (cai["data"][0], (tx, tuple(cai["shape"]), cai["typestr"]),
+    strides = cai.get("strides")
+    key = (tx, tuple(cai["shape"]), cai["typestr"])
+    return (cai["data"][0], key if strides is None else (*key, tuple(strides)),
             0 if stream in (None, 1, 2) else stream, 0)
 
 
@@ -145,13 +170,14 @@ def fast_out(out: Any, shape: tuple[int, ...], d: DType, code: str | None) -> in
 
 
 def pointer(o: Any, what: str = "out") -> int:
-    """The address of an array (core's adapters for anything but NumPy and DeviceArray)."""
+    """The address of an array (core's adapters for anything but NumPy and DeviceArray);
+    its layout was checked before (a strided ``out=`` passes: h-video, issue 18)."""
     nd, da = _TYPES or array_types()
     if type(o) is da:
         return o.ptr  # type: ignore[no-any-return]
     if type(o) is nd:
         return o.__array_interface__["data"][0]  # type: ignore[no-any-return]
-    return view(o, what).ptr
+    return view(o, what, None, True).ptr
 
 
 def stream_handle(stream: Any) -> int:

@@ -13,6 +13,7 @@ picks that class), the most recent guard is tried in C before any Python runs.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError
@@ -23,6 +24,7 @@ from ._arrays import (
     fast_info,
     fast_out,
     pointer,
+    row_span,
     stack,
     stream_handle,
     view,
@@ -88,6 +90,11 @@ class CallPath:
         filled with ``default`` (a number or one per output channel) and read nothing.
         Both are runtime values (the first such call builds one more kernel).
         """
+        if stream is None and "torch" in sys.modules:
+            # CUDA tensors given no stream run on torch's current stream (h-interop)
+            from thork_core.runtime import implied_stream
+
+            stream = implied_stream(inputs) or None
         if active_batch is not None:
             return self._call_slow(inputs, out, stream, None, (active_batch, default))
         # The hottest case first: one DeviceBuffer in, one of exactly the output's kind as
@@ -142,7 +149,12 @@ class CallPath:
                 outs = [out]
                 ptrs.append(optr)
             else:
-                outs = check_out(plan.outs, out, plan.device)
+                try:
+                    outs = check_out(plan.outs, out, plan.device)
+                except ArgumentError:
+                    if self.chain.write.pitched:  # h-video: maybe a strided out=
+                        return self._call_slow(inputs, out, stream, None)
+                    raise
                 for o in outs:
                     ptrs.append(pointer(o))
             check_out_aliasing(inputs, outs, self._in_place)
@@ -173,7 +185,10 @@ class CallPath:
         handle = stream_handle(stream) if stream is not None else 0
         # The launch stream goes to the adapters: a DLPack producer orders it after its
         # own work (the protocol's handshake; __cuda_array_interface__ names its stream).
-        views = [view(x, f"input {i}", handle) for i, x in enumerate(inputs)]
+        # h-video (issue 18): a pitched read (fkl.ReadYUV) takes views with a row stride;
+        # the strides key the plan (the pitch is a runtime value of the same kernel).
+        pitched = getattr(read, "pitched", False)
+        views = [view(x, f"input {i}", handle, pitched) for i, x in enumerate(inputs)]
         t, g, lay = read.host_type(views)
         tgt = self.kernels.resolve()
         on_device = any(v.device == "cuda" for v in views)
@@ -184,23 +199,39 @@ class CallPath:
         if on_device and not all(v.device == "cuda" for v in views):
             raise ArgumentError("fkl pipe: inputs mix host and device arrays")
         shape_key: tuple[Any, ...] = (t, tuple(v.shape for v in views), on_device)
+        if pitched:
+            shape_key = (*shape_key, tuple(v.strides for v in views))
         if active is not None:
             shape_key = (*shape_key, active[0], repr(active[1]))
             key = None  # active calls keep to this path
+        strided = read.pitch_variant and g.pitch != 0  # h-video: a strided input
+        out_strides = self._out_strides(out, t, g, lay, handle) \
+            if out is not None and self.chain.write.pitched else None
+        if out_strides is not None:  # h-video: a strided out=, written in place
+            shape_key = (*shape_key, "out", out_strides)
+            key = None  # the hot table keys inputs only: this plan stays on this path
         plan = self._plans.get(shape_key)
         if plan is None:
-            if active is not None:
+            if strided or out_strides is not None:
+                if active is not None:
+                    raise ArgumentError("fkl pipe active_batch: needs contiguous inputs and "
+                                        "outputs, got a strided view")
+                variant = "pitched-out" if not strided else \
+                    "pitched-both" if out_strides is not None else "pitched"
+            elif active is not None:
                 variant = "active"
             else:
                 variant = self.variants.choose(t)
                 spec = self.variants.flat_spec(t) if variant == "flat" else None
                 if spec is not None and not spec.fits(g):
                     variant = "grid"  # planes whose starts are not vector-aligned
-            plan = make_plan(self.kernels, t, g, lay, on_device, variant, self.ops, active)
+            plan = make_plan(self.kernels, t, g, lay, on_device, variant, self.ops, active,
+                             out_strides)
             if active is None or len(self._plans) < 256:  # per (k, default): bounded
                 self._plans[shape_key] = plan
         device = views[0].device_id if views else 0
-        outs = check_out(plan.outs, out, on_device) if out is not None else \
+        outs = check_out(plan.outs, out, on_device, out_strides is not None) \
+            if out is not None else \
             allocate(plan, device, handle)
         if out is not None:
             check_out_aliasing(inputs, outs, self._in_place)
@@ -225,13 +256,37 @@ class CallPath:
         else:
             args = list(run.args)
             n = len(inputs)
+            if pitched:  # h-video: a pitched host frame travels as its row span
+                inputs = tuple(row_span(x, v) for x, v in zip(inputs, views, strict=True))
+            targets = outs if out_strides is None else [  # ... and a strided host out=
+                row_span(o, view(o, "out", None, True), writeable=True) for o in outs]
             for pos, role, idx in run.pointer_slots:
                 if role == "in":
                     args[pos] = inputs[idx] if idx < n else run.tables[idx - n]
                 else:
-                    args[pos] = outs[idx]
+                    args[pos] = targets[idx]
             run.built.exe.launch(run.grid, run.block, args, stream=stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _out_strides(self, out: Any, t: Any, g: Any, lay: Any,
+                     handle: int) -> tuple[int, int, int] | None:
+        """The (row, plane, pixel) strides in elements of a strided ``out=`` the final
+        write can store into in place, else None (h-video, issue 18; a mismatching
+        ``out`` is left to :func:`check_out`, which reports it)."""
+        if isinstance(out, (list, tuple)):
+            return None
+        v = view(out, "out", handle, pitched=True)
+        if v.contiguous:
+            return None
+        from ._lowering import final_type, host_plan
+        from ._tensor import Layout, packed_strides
+
+        shape, _ = host_plan(self.chain, t, g, lay)[2][-1]
+        c = final_type(self.chain, t).channels
+        if v.shape != shape or len(shape) == 1:
+            return None
+        olay = Layout(len(shape) - (c > 1) == 3, c > 1)
+        return packed_strides(v, "fkl pipe out", c, olay)
 
     @staticmethod
     def _guard(plan: Plan, inputs: tuple[Any, ...], in_place: bool) -> Any:

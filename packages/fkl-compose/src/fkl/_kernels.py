@@ -124,7 +124,9 @@ class Kernels:
             spec = self.variants.flat_spec(t, target)
             assert spec is not None
             return lower_flat(self.chain, t, name, spec)
-        return lower(self.chain, t, name, active=variant == "active")
+        return lower(self.chain, t, name, active=variant == "active",
+                     pitched=variant in ("pitched", "pitched-both"),
+                     pitched_out=variant in ("pitched-out", "pitched-both"))
 
     def get(self, t: PixType, variant: str) -> Built:
         """The built kernel for ``t`` and ``variant``: this pipe's, the process's, or a

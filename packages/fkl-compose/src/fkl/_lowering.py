@@ -29,6 +29,7 @@ from ._pixel import Geom, PixType, Stage
 from ._tensor import Layout, ReadOp, WriteOp
 
 __all__ = ["Chain", "Lowered", "Params", "lower", "type_chain", "write_dtypes", "BLOCK",
+           "write_block",
            "host_plan", "host_tables", "final_type"]
 
 #: Threads per block: 32 wide for coalesced rows, 8 rows deep.
@@ -212,7 +213,7 @@ class Params:
 
 def write_dtypes(op: WriteOp, t: PixType) -> list[DType]:
     """The element dtype of each array ``op`` writes for pixels ``t``."""
-    return [s[1] for s in op.out_specs(t, Geom(1, 1), Layout(False, False))]
+    return [s[1] for s in op.out_specs(t, Geom(*write_block(op)), Layout(False, False))]
 
 
 def final_type(chain: Chain, t: PixType) -> PixType:
@@ -222,8 +223,13 @@ def final_type(chain: Chain, t: PixType) -> PixType:
     return t
 
 
-def lower(chain: Chain, t: PixType, name: str, active: bool = False) -> Lowered:
+def lower(chain: Chain, t: PixType, name: str, active: bool = False,
+          pitched: bool = False, pitched_out: bool = False) -> Lowered:
     """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
+
+    ``pitched``: the read takes its input's row, plane and pixel strides
+    (:attr:`fkl._tensor.ReadOp.pitch_variant`); ``pitched_out``: the final write takes
+    its output's (three more int32 scalars after the ops', :meth:`WriteOp.store_strided`).
 
     ``active``: the kernel takes two more scalar groups after the ops' — the active batch
     ``k`` (int32) and a default pixel (the written type, one value per channel) — and
@@ -234,8 +240,12 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False) -> Lowered:
     try:
         # Parameters in a fixed order: inputs, read scalars, then each op's scalars.
         in_ptrs = b.inputs(chain.read.input_dtypes(t))
-        stage: Stage = chain.read.stage(in_ptrs, b.scalars(chain.read.scalar_types(t)), t)
+        # ``pitched``: the read's input has strides (row, plane, pixel: 3 int32 scalars).
+        pitch = [dt.int32] * 3 if pitched else []
+        stage: Stage = chain.read.stage(
+            in_ptrs, b.scalars([*chain.read.scalar_types(t), *pitch]), t)
         op_params = b.op_scalars(chain, t)
+        out_strides = b.scalars([dt.int32] * 3) if pitched_out else None
         if active:
             if any(op.kind == "midwrite" for op in chain.middle):
                 raise ArgumentError("fkl pipe active_batch: a chain with a MidWrite has no "
@@ -266,6 +276,10 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False) -> Lowered:
         y = cast(by * dy + ty_, dt.int32)
         z = cast(bz, dt.int32)
         nb = cast(Value(Special(dt.uint32, "gridDim.z")), dt.int32)
+        bw, bh = write_block(chain.write)
+        if (bw, bh) != (1, 1):  # a write that stores a block per thread (YUV chroma)
+            _block_write(b, chain, stage, op_params, x, y, z, nb, ty, (bw, bh), active)
+            return b.finish(name, trace, BLOCK)
         with if_((x >= stage.w) | (y >= stage.h)):
             return_()
         if active:
@@ -284,11 +298,49 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False) -> Lowered:
                 px = op.apply(px, p, ty)
             ty = op.out_type(ty)
         w = chain.write
-        w.store(out_ptrs if active else b.outputs(write_dtypes(w, ty)), px, x, y, z, stage.w,
-                stage.h, nb, ty)
+        if out_strides is not None:
+            w.store_strided(b.outputs(write_dtypes(w, ty)), px, x, y, z, out_strides, ty)
+        else:
+            w.store(out_ptrs if active else b.outputs(write_dtypes(w, ty)), px, x, y, z,
+                    stage.w, stage.h, nb, ty)
     finally:
         set_current(prev)
     return b.finish(name, trace, BLOCK)
+
+
+def write_block(op: WriteOp) -> tuple[int, int]:
+    """Pixels (x, y) one thread of the 2-D kernel writes: (1, 1) but for writes that
+    store a block at once (:class:`fkl.WriteYUV` writes one chroma block per thread)."""
+    return getattr(op, "block", (1, 1))
+
+
+def _block_write(b: Params, chain: Chain, stage: Stage, op_params: list[list[Any]],
+                 x: Value, y: Value, z: Value, nb: Value, t: PixType,
+                 block: tuple[int, int], active: bool) -> None:
+    """The kernel body for a block write: thread (x, y) runs the ops after the last
+    ReadBack on each pixel of block (x, y) and hands the block to the write."""
+    last = chain.last_readback
+    if active or any(op.kind == "midwrite" for op in chain.middle):
+        raise ArgumentError(f"{chain.write.name} writes a block of pixels per thread; a "
+                            "chain ending in it has no MidWrite and no active_batch")
+    bw, bh = block
+    with if_((x * bw >= stage.w) | (y * bh >= stage.h)):
+        return_()
+    rows = []
+    ty = t
+    for dy in range(bh):
+        row = []
+        for dx in range(bw):
+            px = stage.read(x * bw + dx if dx else x * bw, y * bh + dy if dy else y * bh, z)
+            ty = t
+            for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
+                px = op.apply(px, op_params[i], ty)
+                ty = op.out_type(ty)
+            row.append(px)
+        rows.append(row)
+    w = chain.write
+    w.store_block(b.outputs(write_dtypes(w, ty)), rows, x, y, z,  # type: ignore[attr-defined]
+                  stage.w, stage.h, nb, ty)
 
 
 def _fused(stage: Stage, op: Op, p: list[Value], t: PixType) -> Stage:

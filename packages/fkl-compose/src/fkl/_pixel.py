@@ -47,13 +47,19 @@ class Geom:
     whether reads outside ``[0, w) x [0, h)`` are defined (a BorderReader sits below).
 
     ``ragged``: the planes differ in size (a batch of crops of different sizes); ``w`` and
-    ``h`` are then the largest, and only a Resize may follow (it gives one size again)."""
+    ``h`` are then the largest, and only a Resize may follow (it gives one size again).
+
+    ``pitch``, ``plane``, ``step``: elements between the rows, the planes and the pixels
+    of a strided input a read accepts (0: contiguous); only the read uses them."""
 
     w: int
     h: int
     batch: int = 1
     unbounded: bool = False
     ragged: bool = False
+    pitch: int = 0
+    plane: int = 0
+    step: int = 0
 
 
 @dataclass

@@ -15,7 +15,7 @@ from thork_core.runtime import typestr
 from ._arrays import array_types, check_size, pointer, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
-from ._lowering import Lowered, final_type, host_plan, host_tables
+from ._lowering import Lowered, final_type, host_plan, host_tables, write_block
 from ._ops import Op
 from ._pixel import PixType, per_channel
 from ._tensor import Layout
@@ -66,11 +66,19 @@ class Plan:
 
 
 def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
-              variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None) -> Plan:
+              variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None,
+              out_strides: tuple[int, int, int] | None = None) -> Plan:
     """The plan of ``variant`` for inputs of pixel type ``t``, geometry ``g``;
-    ``active`` is ``(k, default)`` for the ``"active"`` variant."""
+    ``active`` is ``(k, default)`` for the ``"active"`` variant, ``out_strides`` the
+    output's (row, plane, pixel) strides in elements for ``"pitched-out"``/``"-both"``."""
     chain = kernels.chain
     values, og, outs = host_plan(chain, t, g, lay)
+    if variant in ("pitched", "pitched-both"):  # the read's strides follow its scalars
+        n = len(chain.read.values(t, g))
+        values = [*values[:n], g.pitch, g.plane, g.step, *values[n:]]
+    if variant in ("pitched-out", "pitched-both"):  # the write's, after the ops'
+        assert out_strides is not None
+        values = [*values, *out_strides]
     if active is not None:
         k, default = active
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= og.batch:
@@ -96,7 +104,8 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
     if spec is not None:
         grid = spec.grid(og)
     else:
-        grid = (-(-og.w // block[0]), -(-og.h // block[1]), og.batch)
+        bw, bh = write_block(chain.write)  # a block write: one thread per block
+        grid = (-(-og.w // (block[0] * bw)), -(-og.h // (block[1] * bh)), og.batch)
     n_in = sum(1 for _, role, _ in pointer_slots if role == "in")
     order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
     return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
@@ -136,16 +145,16 @@ def fill_args(lowered: Lowered, values: list[Any], ops: Sequence[Op]) -> tuple[
 
 
 def check_out(specs: list[tuple[tuple[int, ...], DType]], out: Any,
-              on_device: bool) -> list[Any]:
+              on_device: bool, strided: bool = False) -> list[Any]:
     """``out`` (an array or a list of them) checked against the outputs' ``specs``
-    (shape and dtype of each)."""
+    (shape and dtype of each); ``strided``: the plan writes a strided ``out``."""
     given = list(out) if isinstance(out, (list, tuple)) else [out]
     if len(given) != len(specs):
         raise ArgumentError(f"fkl pipe out: the chain writes {len(specs)} array(s), "
                             f"got {len(given)}")
     for i, (o, (shape, d)) in enumerate(zip(given, specs, strict=False)):
         what = f"out[{i}]" if len(given) > 1 else "out"
-        v = view(o, what)
+        v = view(o, what, None, strided)
         if v.dtype != d or not _same_shape(v.shape, shape):
             raise ArgumentError(
                 f"fkl pipe {what}: expected shape {shape} and dtype {d.name}, got "

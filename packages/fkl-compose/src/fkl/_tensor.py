@@ -16,7 +16,8 @@ from ._ops import Op
 from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel
 
 __all__ = [
-    "ReadOp", "WriteOp", "Layout", "Run", "Stream", "vector_width", "TensorRead", "TensorPack",
+    "ReadOp", "WriteOp", "Layout", "Run", "Stream", "vector_width", "packed_strides",
+    "check_span", "TensorRead", "TensorPack",
     "TensorTPack", "DualRead",
     "ReadSet", "TensorWrite", "TensorSplit", "TensorTSplit", "SplitWrite", "MidWrite",
 ]
@@ -39,6 +40,13 @@ class ReadOp(Op):
 
     kind: ClassVar[str] = "read"
     inputs: ClassVar[int] = 1
+    #: The read accepts an input with strides, read in place: its host_type checks them
+    #: and puts them in the Geom (``pitch``, ``plane``, ``step``).
+    pitched: ClassVar[bool] = False
+    #: A strided input needs the ``"pitched"`` kernel form: the read's scalars are
+    #: followed by three int32 scalars, the row, plane and pixel strides in elements,
+    #: and :meth:`stage` gets them as ``p[-3:]`` (reads that always take a pitch: False).
+    pitch_variant: ClassVar[bool] = False
 
     # For the memory ops, ``channel_uniform()`` (:meth:`Op.channel_uniform`) means: the op
     # reads (writes) an image of N pixels x C channels as one packed run of N * C elements
@@ -97,7 +105,40 @@ def _packed(views: list[ArrayView], name: str, batch: bool | None) -> tuple[PixT
                             f"({c} channels)")
     if h < 1 or w < 1 or b < 1:
         raise ArgumentError(f"{name}: empty input of shape {shape}")
-    return PixType(v.dtype, c), Geom(w, h, b), lay
+    pitch, plane, step = packed_strides(v, name, c, lay) if not v.contiguous else (0, 0, 0)
+    return PixType(v.dtype, c), Geom(w, h, b, pitch=pitch, plane=plane, step=step), lay
+
+
+def packed_strides(v: ArrayView, name: str, c: int, lay: Layout) -> tuple[int, int, int]:
+    """The row, plane and pixel strides (in elements) of a strided packed input: its
+    channels must be adjacent; pixels, rows and planes may be further apart (a crop view,
+    a slice, every other column, RGB of an RGBA array, a padded allocation)."""
+    isz, shape, strides = v.dtype.itemsize, v.shape, v.strides
+    assert strides is not None
+    names = (["B"] if lay.batch else []) + ["H", "W"] + (["C"] if lay.channel_axis else [])
+    if lay.flat or len(names) != len(shape):
+        raise ArgumentError(f"{name}: a 1-D input must be contiguous, got strides {strides}")
+    n = dict(zip(names, shape, strict=True))
+    st = {k: (s if n[k] > 1 else None) for k, s in zip(names, strides, strict=True)}
+    step = st["W"] if st["W"] is not None else c * isz
+    row = st["H"] if st["H"] is not None else step * n["W"]
+    plane = st.get("B") or row * n["H"]
+    if st.get("C") not in (None, isz) or any(s % isz or s <= 0 for s in (step, row, plane)):
+        raise ArgumentError(
+            f"{name}: a strided input is read in place when its channels are adjacent and "
+            f"its pixels, rows and planes are whole, positive numbers of elements apart; "
+            f"got shape {shape} with strides {strides} (use numpy.ascontiguousarray / "
+            ".contiguous())")
+    row, plane, step = row // isz, plane // isz, step // isz
+    check_span((n.get("B", 1) - 1) * plane + (n["H"] - 1) * row + n["W"] * step, name)
+    return row, plane, step
+
+
+def check_span(elements: int, name: str) -> None:
+    """Raise when a strided array spans too many elements for int32 indexing."""
+    if elements >= 2**31:
+        raise ArgumentError(f"{name}: the strided array spans {elements} elements; fkl "
+                            "kernels index with int32, so it must span fewer than 2**31")
 
 
 def _index(*terms: tuple[Any, Any]) -> Value:
@@ -168,6 +209,8 @@ class TensorRead(ReadOp):
     array. A 3-D array whose last axis is 1..4 is (H, W, C) unless ``batch=True``."""
 
     elementwise = True
+    pitched = True
+    pitch_variant = True
 
     def __init__(self, batch: bool | None = None) -> None:
         self.batch = batch
@@ -177,6 +220,14 @@ class TensorRead(ReadOp):
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         src, w, h, c = ptrs[0], p[0], p[1], t.channels
+        if len(p) == 5:  # the pitched form: row, plane and pixel strides in elements
+            row, plane, step = p[2], p[3], p[4]
+
+            def pitched(x: Value, y: Value, z: Value) -> Pixel:
+                base = z * plane + y * row + x * step
+                return [src[base + k] if k else src[base] for k in range(c)]
+
+            return Stage(pitched, w, h, t)
 
         def read(x: Value, y: Value, z: Value) -> Pixel:
             base = _index((z, None), (y, h), (x, w)) * c if c > 1 else \
@@ -203,6 +254,8 @@ class DualRead(TensorRead):
     two-input op (``fkl.Add()``, ``fkl.Sub()``, ... ``fkl.Equal()``) combines."""
 
     inputs = 2
+    pitched = False
+    pitch_variant = False
 
     def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
         if views[0].shape != views[1].shape or views[0].dtype != views[1].dtype:
@@ -355,6 +408,16 @@ class WriteOp(Op):
         self._no_pair(t)
         return t
 
+    #: The final write can store into a strided ``out=`` in place
+    #: (:meth:`store_strided`).
+    pitched: ClassVar[bool] = False
+
+    def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
+                      strides: list[Value], t: PixType) -> None:
+        """Store into an output whose (row, plane, pixel) strides in elements are the
+        traced ``strides`` (channels adjacent)."""
+        raise NotImplementedError
+
     #: Whether the flat kernel must see each plane as its own segment (planar outputs).
     flat_planar: ClassVar[bool] = False
 
@@ -381,9 +444,19 @@ def _packed_shape(t: PixType, g: Geom, lay: Layout) -> tuple[int, ...]:
 
 
 class TensorWrite(WriteOp):
-    """Write packed pixels: (B,) H, W (, C) — the channel axis is dropped for one channel."""
+    """Write packed pixels: (B,) H, W (, C) — the channel axis is dropped for one channel.
+    ``out=`` may be a strided view (a crop of a larger image, a padded pitch): written in
+    place."""
 
     elementwise = True
+    pitched = True
+
+    def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
+                      strides: list[Value], t: PixType) -> None:
+        row, plane, step = strides
+        base = z * plane + y * row + x * step
+        for k in range(t.channels):
+            ptrs[0][base + k if k else base] = px[k]
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
@@ -413,6 +486,7 @@ class MidWrite(TensorWrite):
     outputs. It must come after the chain's last geometry op."""
 
     kind = "midwrite"
+    pitched = False
 
 
 class _Planar(WriteOp):

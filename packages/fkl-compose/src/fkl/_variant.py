@@ -98,7 +98,8 @@ class Variants:
         """``variant`` checked for ``t`` (None: :meth:`choose`); ``who`` names the pipe."""
         if variant is None:
             return self.choose(t, target)
-        if variant == "grid" or (variant == "flat" and self.has_flat(t)):
+        if variant in ("grid", "pitched", "pitched-out", "pitched-both") or (
+                variant == "flat" and self.has_flat(t)):
             return variant
         if variant == "flat":
             raise ArgumentError(
@@ -109,10 +110,12 @@ class Variants:
 
     def form(self, t: PixType, variant: str, target: str | None = None) -> Any:
         """The kernel's shape within (chain, pixel type): ``"grid"``, ``"active"`` (the
-        2-D kernel with an active batch, :func:`fkl._lowering.lower`), or ``("flat",
+        2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"pitched"``,
+        ``"pitched-out"``, ``"pitched-both"`` (the 2-D kernel reading a strided input,
+        writing a strided output, or both), or ``("flat",
         fold, vectors)`` (see :class:`~fkl._flat.FlatSpec`)."""
-        if variant == "active":
-            return "active"
+        if variant in ("active", "pitched", "pitched-out", "pitched-both"):
+            return variant
         if variant == "flat":
             spec = self.flat_spec(t, target)
             assert spec is not None

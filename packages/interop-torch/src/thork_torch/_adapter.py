@@ -31,6 +31,15 @@ class TorchAdapter(ArrayAdapter):
 
     name = "torch"
     priority = 95
+    follows = "torch"
+
+    def launch_stream(self, obj: Any) -> int | None:
+        """Torch's current stream on a CUDA tensor's device: a launch given no ``stream=``
+        runs there, in order with torch's own work (no event, no ``record_stream``)."""
+        if not is_tensor(obj) or obj.device.type != "cuda":
+            return None
+        index = obj.device.index
+        return torch_stream(index if index is not None else 0)
 
     def view(self, obj: Any, stream: int | None) -> ArrayView | None:
         if not is_tensor(obj):
@@ -77,10 +86,26 @@ def _numpy_of(t: Any, d: Any) -> Any:
 
 
 def torch_stream(device: int) -> int:
-    """The raw handle of torch's current CUDA stream on ``device`` (0: legacy default)."""
+    """The raw handle of torch's current CUDA stream on ``device`` (0: legacy default).
+
+    Through ``torch._C._cuda_getCurrentRawStream`` where torch has it (what torch's own
+    compiled code calls: no Stream object per call), else ``torch.cuda.current_stream``."""
+    raw = _RAW_STREAM[0] if _RAW_STREAM else _raw_stream()
+    if raw is not None:
+        return int(raw(device))
     import torch
 
     return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+_RAW_STREAM: list[Any] = []
+
+
+def _raw_stream() -> Any:
+    import torch
+
+    _RAW_STREAM[:] = [getattr(torch._C, "_cuda_getCurrentRawStream", None)]
+    return _RAW_STREAM[0]
 
 
 _EXTERNAL: dict[tuple[int, int], Any] = {}

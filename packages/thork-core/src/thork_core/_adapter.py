@@ -73,9 +73,19 @@ class ArrayAdapter:
 
     name = ""
     priority = 0
+    #: The module (``sys.modules`` name) whose arrays have a current stream that launches
+    #: given no ``stream=`` follow (``"torch"``); empty: none. A launch asks
+    #: :meth:`launch_stream` only while that module is imported.
+    follows = ""
 
     def view(self, obj: Any, stream: int | None) -> ArrayView | None:  # pragma: no cover
         raise NotImplementedError
+
+    def launch_stream(self, obj: Any) -> int | None:
+        """The raw stream a launch with ``obj`` among its arguments and no ``stream=``
+        runs on (the library's current stream on the array's device), or None: not this
+        adapter's array, or no such stream (h-interop: torch's current stream)."""
+        return None
 
 
 class NumpyAdapter(ArrayAdapter):

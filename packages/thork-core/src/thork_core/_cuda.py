@@ -163,12 +163,38 @@ def stream_wait(device: int, producer: int, consumer: int) -> None:
     (CAI v3 producer streams, DLPack exports, fkl inputs)."""
     drv = driver()
     make_current(device)
+    if consumer not in (0, 1, 2) and _outside_capture(producer, consumer):
+        return
     ev = check(drv.cuEventCreate(drv.CUevent_flags.CU_EVENT_DISABLE_TIMING), "cuEventCreate")
     try:
         check(drv.cuEventRecord(ev, producer), "cuEventRecord")
         check(drv.cuStreamWaitEvent(consumer, ev, 0), "cuStreamWaitEvent")
     finally:
         check(drv.cuEventDestroy(ev), "cuEventDestroy")
+
+
+def _outside_capture(producer: int, consumer: int) -> bool:
+    """True when ``consumer`` is being captured into a graph and ``producer`` is not part
+    of the same capture. CUDA forbids waiting there on an event recorded outside the
+    capture (it invalidates the capture), and nothing runs while capturing: the replay is
+    ordered after such producers by its caller, as for any CUDA graph. A producer in the
+    same capture (a fork inside it) is waited for as usual."""
+    status, ident = capture_info(consumer)
+    if status != 1:  # CU_STREAM_CAPTURE_STATUS_ACTIVE
+        return False
+    if producer in (0, 1, 2):  # the default streams cannot be captured
+        return True
+    other, other_ident = capture_info(producer)
+    return other != 1 or other_ident != ident
+
+
+def capture_info(stream: int) -> tuple[int, int]:
+    """(capture status, capture id) of raw stream ``stream``: status 0 none, 1 active,
+    2 invalidated (``cuStreamGetCaptureInfo``; legal while capturing)."""
+    drv = driver()
+    res = drv.cuStreamGetCaptureInfo(stream)
+    check((res[0],), "cuStreamGetCaptureInfo")
+    return int(res[1]), int(res[2]) if len(res) > 2 else 0
 
 
 _LIBCUDA: list[Any] = []

@@ -18,9 +18,11 @@ from ._adapter import ArrayView
 from ._arch import gpu_arch
 from ._artifact import Artifact
 from ._binding import array_view, check_array, scalar_value
+from ._current_stream import implied_stream
 from ._device_array import DeviceArray
 from ._dtype import input_typestr
 from ._errors import ArgumentError, LaunchError
+from ._graph import capture_relaxed
 from ._ir import KernelIR, PointerType
 from ._launch import CONV_CU, PreparedLaunch, PyLauncher, make_launcher, param_kinds
 from ._renderer import CudaRenderer, Renderer
@@ -76,7 +78,7 @@ class CudaExecutable(Executable):
         self, grid: Dim3, block: Dim3, args: Sequence[Any], *, stream: Any = None,
         shared_mem: int = 0,
     ) -> None:
-        handle = 0 if stream is None else stream if type(stream) is int \
+        handle = implied_stream(args) if stream is None else stream if type(stream) is int \
             else _cuda.stream_handle(stream)
         binder = self._binder
         if binder is not None and shared_mem <= self._dynamic_limit \
@@ -226,11 +228,15 @@ class GpuExecutable(CudaExecutable):
         drv = _cuda.driver()
         ctx = _cuda.make_current(ordinal)
         data = artifact.data + (b"\0" if artifact.kind == "ptx" else b"")
-        self._module = _cuda.check(drv.cuModuleLoadData(data), "cuModuleLoadData")
-        self._function = _cuda.check(
-            drv.cuModuleGetFunction(self._module, artifact.entry.encode()),
-            "cuModuleGetFunction",
-        )
+        with capture_relaxed():  # a first call inside a graph capture loads here (h-interop)
+            self._module = _cuda.check(drv.cuModuleLoadData(data), "cuModuleLoadData")
+            self._function = _cuda.check(
+                drv.cuModuleGetFunction(self._module, artifact.entry.encode()),
+                "cuModuleGetFunction",
+            )
+            # reading attributes loads the function now (lazy loading would otherwise
+            # load it at its first launch, which may be inside a capture)
+            attributes = self._read_attributes()
         make = _cooperative_launcher if kernel.cooperative else make_launcher  # (h-lang)
         launcher = make(
             CONV_CU, _cuda.function_address("cuLaunchKernel"), int(self._function),
@@ -238,7 +244,7 @@ class GpuExecutable(CudaExecutable):
             ctx_get=_cuda.function_address("cuCtxGetCurrent"),
             ctx_set=_cuda.function_address("cuCtxSetCurrent"))
         self._setup(kernel, ordinal, launcher)
-        self.attributes = self._read_attributes()
+        self.attributes = attributes
 
     def max_coresident_blocks(self, block: Dim3, shared_mem: int = 0) -> int:
         """How many blocks of this kernel with ``block`` threads and ``shared_mem``

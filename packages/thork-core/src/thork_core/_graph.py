@@ -14,14 +14,18 @@ pipe would allocate should be given as ``out=``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
 import threading
+import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from ._errors import ArgumentError, LaunchError
 
-__all__ = ["Graph", "GraphNode", "RecordingLauncher", "recorder"]
+__all__ = ["Graph", "GraphNode", "RecordingLauncher", "capture_relaxed", "capturing",
+           "recorder"]
 
 _LOCAL = threading.local()
 
@@ -178,6 +182,7 @@ class Graph:
         _cuda.check(drv.cuStreamBeginCapture(
             self.stream, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
             "cuStreamBeginCapture")
+        _LOCAL.capturing = getattr(_LOCAL, "capturing", 0) + 1
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -189,7 +194,11 @@ class Graph:
 
         drv = _cuda.driver()
         _cuda.make_current(self.device)
-        err, graph = drv.cuStreamEndCapture(self.stream)
+        try:
+            err, graph = drv.cuStreamEndCapture(self.stream)
+        finally:
+            _LOCAL.capturing = getattr(_LOCAL, "capturing", 1) - 1
+            _release_deferred()
         if exc_type is not None:
             self._state = "failed"
             if int(err) == 0 and graph is not None:
@@ -200,6 +209,32 @@ class Graph:
         self._launch, self._by_ctypes = _graph_launcher()
         self._exec_arg = ctypes.c_void_p(int(self._exec)) if self._by_ctypes else self._exec
         self._state = "ready"
+        self._native_replay()
+
+    def _native_replay(self) -> None:
+        """Make ``self.replay`` the native module's ``GraphLaunch`` (one C call per replay:
+        no Python frame, no ctypes conversion); where there is no native module, the
+        method below serves. The native object hands anything but ``replay()`` /
+        ``replay(int handle)`` back to the method, through a weak reference (no cycle)."""
+        if not self._by_ctypes:
+            return
+        from ._cuda import function_address
+        from ._native import native_module
+
+        mod = native_module()
+        if mod is None or not hasattr(mod, "GraphLaunch"):
+            return
+        ref = weakref.ref(self)
+
+        def slow(*args: Any, **kw: Any) -> None:
+            g = ref()
+            if g is None:
+                raise LaunchError("Graph.replay: the graph was freed")
+            Graph.replay(g, *args, **kw)
+
+        self.replay = mod.GraphLaunch(  # type: ignore[method-assign]
+            function_address("cuGraphLaunch"), int(self._exec), self.stream, slow,
+            _launch_failed)
 
     def record(self, launcher: Any, kinds: str, grid: Any, block: Any, shared: int,
                values: Any) -> None:
@@ -225,11 +260,11 @@ class Graph:
         else:
             err = self._launch(self._exec, handle)[0]
         if err:
-            from . import _cuda
+            _launch_failed(int(err))
 
-            _cuda.check((_cuda.driver().CUresult(int(err)),), "cuGraphLaunch")
-
-    __call__ = replay
+    def __call__(self, stream: Any = None) -> None:
+        """``g()``: the same as ``g.replay()`` (the native replay where there is one)."""
+        self.replay(stream)
 
     # -- nodes and updates ---------------------------------------------------------------
     @property
@@ -334,22 +369,23 @@ class Graph:
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:
         """Free the graph (also done when it is garbage collected)."""
+        if "_state" not in self.__dict__:
+            return  # __init__ refused its arguments: nothing was made
+        native = self.__dict__.pop("replay", None)
+        if native is not None:
+            native.close()  # a reference kept to g.replay now reaches the method: refused
         if self._exec is None and self._graph is None and self._own_stream is None:
             return
-        try:
-            from . import _cuda
-
-            drv = _cuda.driver()
-            if self._exec is not None:
-                drv.cuGraphExecDestroy(self._exec)
-            if self._graph is not None:
-                drv.cuGraphDestroy(self._graph)
-            if self._own_stream is not None:
-                drv.cuStreamDestroy(self._own_stream)
-        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to free
-            pass
+        handles = (self._exec, self._graph, self._own_stream)
         self._exec = self._graph = self._own_stream = None
         self._state = "closed"
+        if getattr(_LOCAL, "capturing", 0):
+            # A capture is active on this thread (e.g. ``with tk.graph() as g:`` dropping
+            # the previous ``g`` right after cuStreamBeginCapture): destroying a graph or a
+            # stream now would invalidate it, so the handles wait for its end.
+            _LOCAL.__dict__.setdefault("deferred", []).append(handles)
+            return
+        _destroy(handles)
 
     def __del__(self) -> None:
         self.close()
@@ -372,6 +408,68 @@ class _KernelNodeParams(ctypes.Structure):
         ("kern", ctypes.c_void_p),
         ("ctx", ctypes.c_void_p),
     ]
+
+
+def capturing() -> bool:
+    """True while a GPU :class:`Graph` captures on this thread: CUDA then refuses the
+    calls that may synchronize (allocation, destruction, stream/event waits on work
+    outside the capture), and Thork defers or skips them."""
+    return bool(getattr(_LOCAL, "capturing", 0))
+
+
+@contextlib.contextmanager
+def capture_relaxed() -> Iterator[None]:
+    """While a GPU :class:`Graph` captures on this thread, run the block in CUDA's relaxed
+    capture mode (``cuThreadExchangeStreamCaptureMode``), restoring the mode after: a
+    kernel's first call inside a capture loads its module, which the thread-local mode
+    refuses. Outside a capture: nothing (no driver call)."""
+    if not capturing():
+        yield
+        return
+    from . import _cuda
+
+    drv = _cuda.driver()
+    relaxed = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    prev = _cuda.check(drv.cuThreadExchangeStreamCaptureMode(relaxed),
+                       "cuThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        _cuda.check(drv.cuThreadExchangeStreamCaptureMode(prev),
+                    "cuThreadExchangeStreamCaptureMode")
+
+
+def _destroy(handles: tuple[Any, Any, Any]) -> None:
+    """Free a graph's (exec, graph, own stream) handles, any of them None."""
+    exec_, graph, stream = handles
+    try:
+        from . import _cuda
+
+        drv = _cuda.driver()
+        if exec_ is not None:
+            drv.cuGraphExecDestroy(exec_)
+        if graph is not None:
+            drv.cuGraphDestroy(graph)
+        if stream is not None:
+            drv.cuStreamDestroy(stream)
+    except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to free
+        pass
+
+
+def _release_deferred() -> None:
+    """Free what :meth:`Graph.close` deferred on this thread, once no capture is active."""
+    if getattr(_LOCAL, "capturing", 0):
+        return
+    pending = _LOCAL.__dict__.pop("deferred", None)
+    for handles in pending or ():
+        _destroy(handles)
+
+
+def _launch_failed(err: int) -> None:
+    """Raise LaunchError for the driver code ``err`` of a ``cuGraphLaunch``."""
+    from . import _cuda
+
+    _cuda.check((_cuda.driver().CUresult(int(err)),), "cuGraphLaunch")
 
 
 _LIB: list[Any] = []

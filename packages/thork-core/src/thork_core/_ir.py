@@ -10,6 +10,7 @@ Python line that produced it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Union
 
 from ._dtype import DType
@@ -471,10 +472,11 @@ class KernelIR:
     #: Module-level arrays the kernel uses (constant memory, device globals).
     globals: list[GlobalDecl] = field(default_factory=list)
 
-    @property
+    @cached_property
     def cooperative(self) -> bool:
         """Whether the kernel has a grid-wide barrier: it must then be launched
-        cooperatively (every block resident at once)."""
+        cooperatively (every block resident at once). Cached: every launch asks, and a
+        walk of an unrolled kernel's statements costs tens of microseconds."""
         return any(isinstance(s, Sync) and s.kind == "grid"
                    for body in [self.body] + [f.body for f in self.functions]
                    for s in walk_stmts(body))

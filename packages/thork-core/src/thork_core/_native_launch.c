@@ -1373,6 +1373,111 @@ static PyTypeObject GuardedCallType = {
     .tp_members = guarded_members,
 };
 
+/* ---- GraphLaunch (h-interop; separate from the launchers above) ---------------------
+ * GraphLaunch(fn, exec, stream, slow, on_error)
+ *   Graph.replay in one C call: fn is cuGraphLaunch's address, exec the CUgraphExec,
+ *   stream the default replay stream (raw handles as ints). g() / g(None) replays on the
+ *   default stream, g(int) on that raw handle; any other argument (a stream object,
+ *   keywords) goes to slow(*args, **kw), the Python replay, as does a call after close().
+ *   A nonzero driver code calls on_error(code), which raises.
+ */
+typedef int (*graph_launch_fn)(void *exec, void *stream);
+
+typedef struct {
+    PyObject_HEAD
+    graph_launch_fn fn;
+    void *exec;
+    void *stream;
+    PyObject *slow;
+    PyObject *on_error;
+    vectorcallfunc vectorcall_slot;
+} GraphLaunchObject;
+
+static PyObject *graph_launch_vectorcall(PyObject *o, PyObject *const *args, size_t nargsf,
+                                         PyObject *kwnames) {
+    GraphLaunchObject *self = (GraphLaunchObject *)o;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    void *stream = self->stream;
+    if (!self->exec || kwnames || nargs > 1) goto slow;
+    if (nargs == 1 && args[0] != Py_None) {
+        if (!PyLong_CheckExact(args[0])) goto slow;
+        stream = (void *)(uintptr_t)PyLong_AsUnsignedLongLong(args[0]);
+        if (PyErr_Occurred()) return NULL;
+    }
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = self->fn(self->exec, stream);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        PyObject *r = PyObject_CallFunction(self->on_error, "i", err);
+        if (!r) return NULL;
+        Py_DECREF(r);
+    }
+    Py_RETURN_NONE;
+slow:
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static int graph_launch_init(GraphLaunchObject *self, PyObject *args, PyObject *kw) {
+    unsigned long long fn, exec, stream;
+    PyObject *slow, *on_error;
+    static char *names[] = {"fn", "exec", "stream", "slow", "on_error", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KKKOO", names, &fn, &exec, &stream, &slow,
+                                     &on_error))
+        return -1;
+    if (!fn || !exec || !PyCallable_Check(slow) || !PyCallable_Check(on_error)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "GraphLaunch: fn and exec must be nonzero, slow and on_error callable");
+        return -1;
+    }
+    self->fn = (graph_launch_fn)(uintptr_t)fn;
+    self->exec = (void *)(uintptr_t)exec;
+    self->stream = (void *)(uintptr_t)stream;
+    Py_INCREF(slow);
+    Py_XSETREF(self->slow, slow);
+    Py_INCREF(on_error);
+    Py_XSETREF(self->on_error, on_error);
+    return 0;
+}
+
+static PyObject *graph_launch_close(GraphLaunchObject *self, PyObject *unused) {
+    self->exec = NULL; /* later calls take the slow path, which refuses a closed graph */
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef graph_launch_methods[] = {
+    {"close", (PyCFunction)graph_launch_close, METH_NOARGS,
+     "forget the graph: later calls go to the Python replay"},
+    {NULL, NULL, 0, NULL},
+};
+
+static void graph_launch_dealloc(GraphLaunchObject *self) {
+    Py_XDECREF(self->slow);
+    Py_XDECREF(self->on_error);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *graph_launch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    GraphLaunchObject *self = (GraphLaunchObject *)type->tp_alloc(type, 0);
+    if (self) self->vectorcall_slot = graph_launch_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyTypeObject GraphLaunchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.GraphLaunch",
+    .tp_basicsize = sizeof(GraphLaunchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "GraphLaunch(fn, exec, stream, slow, on_error): Graph.replay in C "
+              "(see _native_launch.c).",
+    .tp_new = graph_launch_new,
+    .tp_init = (initproc)graph_launch_init,
+    .tp_dealloc = (destructor)graph_launch_dealloc,
+    .tp_methods = graph_launch_methods,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(GraphLaunchObject, vectorcall_slot),
+};
+
 static PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_thork_native",
     "Thork's launcher in C (see _native_launch.c).", -1, NULL};
@@ -1380,7 +1485,8 @@ static PyModuleDef module = {
 PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&PreparedType) < 0 ||
         PyType_Ready(&GuardType) < 0 || PyType_Ready(&GuardedCallType) < 0 ||
-        PyType_Ready(&BinderType) < 0 || PyType_Ready(&OutMakerType) < 0)
+        PyType_Ready(&BinderType) < 0 || PyType_Ready(&OutMakerType) < 0 ||
+        PyType_Ready(&GraphLaunchType) < 0)
         return NULL;
     s_cai = PyUnicode_InternFromString("__cuda_array_interface__");
     s_typestr = PyUnicode_InternFromString("typestr");
@@ -1411,5 +1517,7 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyModule_AddObject(m, "Guard", (PyObject *)&GuardType) < 0) return NULL;
     Py_INCREF(&GuardedCallType);
     if (PyModule_AddObject(m, "GuardedCall", (PyObject *)&GuardedCallType) < 0) return NULL;
+    Py_INCREF(&GraphLaunchType);
+    if (PyModule_AddObject(m, "GraphLaunch", (PyObject *)&GraphLaunchType) < 0) return NULL;
     return m;
 }

@@ -217,20 +217,15 @@ THORK_FN double thork_atomic_max(double* p, double v) {
 # resets the count and starts the next generation, which the others wait for. The fences
 # make every block's writes before the barrier visible to every block after it.
 _CUDA_GRID_BARRIER = r"""__device__ unsigned int thork_grid_arrived;
-__device__ volatile unsigned int thork_grid_generation;
 THORK_FN void thork_grid_sync() {
   __syncthreads();
   if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
     const unsigned int nblocks = gridDim.x * gridDim.y * gridDim.z;
-    const unsigned int gen = thork_grid_generation;
+    const bool first = (blockIdx.x | blockIdx.y | blockIdx.z) == 0u;
+    const unsigned int add = first ? 0x80000000u - (nblocks - 1u) : 1u;
     __threadfence();
-    if (atomicAdd(&thork_grid_arrived, 1u) == nblocks - 1u) {
-      atomicExch(&thork_grid_arrived, 0u);
-      __threadfence();
-      atomicAdd((unsigned int*)&thork_grid_generation, 1u);
-    } else {
-      while (thork_grid_generation == gen) { }
-    }
+    const unsigned int old = atomicAdd(&thork_grid_arrived, add);
+    while (((old ^ *(volatile unsigned int*)&thork_grid_arrived) & 0x80000000u) == 0u) { }
     __threadfence();
   }
   __syncthreads();
@@ -269,9 +264,12 @@ class Renderer:
             + "".join(self.function(f) for f in kernel.functions)
 
     def grid_barrier(self) -> str:
-        """Definitions behind a ``grid`` :class:`Sync` (the CUDA version: a counter and a
-        generation in device memory; correct because a cooperative launch makes every
-        block resident)."""
+        """Definitions behind a ``grid`` :class:`Sync` (the CUDA version: one word in
+        device memory, one atomic per block; correct because a cooperative launch makes
+        every block resident). Every block adds 1 but block 0, which adds
+        2^31 - (blocks - 1): the grid's sum is 2^31, so the top bit flips exactly when the
+        last block arrives and the low bits are back where they were — no reset between
+        barriers or launches."""
         return _CUDA_GRID_BARRIER
 
     def _body(self, stmts: list[Stmt], mutable: set[str]) -> str:

@@ -3,11 +3,12 @@
 :class:`DeviceArray` is Thork's own device array (``__cuda_array_interface__`` and DLPack
 both ways). :func:`stream_handle` turns a stream object (CuPy, torch, cuda-python, an int)
 into a raw ``CUstream``; :func:`stream_wait` orders one stream after another's queued
-work; :class:`Graph` records launches and replays them as one. :func:`device_pool` is the
-stream-ordered allocator behind device arrays; :func:`staging` lends the pinned host
-buffers behind NumPy transfers; :func:`pinned_empty` gives users pinned NumPy arrays that
-launches copy directly. Everything loads the CUDA driver on first use, so importing this
-module needs no GPU.
+work; :func:`implied_stream` is the stream a launch given none runs on (torch's current
+stream for CUDA tensors, else the legacy default); :class:`Graph` records launches and
+replays them as one. :func:`device_pool` is the stream-ordered allocator behind device
+arrays; :func:`staging` lends the pinned host buffers behind NumPy transfers;
+:func:`pinned_empty` gives users pinned NumPy arrays that launches copy directly.
+Everything loads the CUDA driver on first use, so importing this module needs no GPU.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ._cuda import (
     stream_handle,
     stream_wait,
 )
+from ._current_stream import implied_stream
 from ._device_array import DeviceArray
 from ._dtype import DType, input_typestr
 from ._graph import Graph, GraphNode
@@ -43,7 +45,8 @@ __all__ = [
     "DeviceArray", "DevicePool", "Graph", "GraphNode", "PinnedBlock", "PinnedStaging",
     "check", "compute_capability", "context",
     "device_count", "device_name", "device_pool", "driver", "function_address",
-    "gpu_status", "make_current", "pinned_base", "pinned_empty", "pointer_device", "staging",
+    "gpu_status", "implied_stream", "make_current", "pinned_base", "pinned_empty",
+    "pointer_device", "staging",
     "stream_handle", "stream_wait", "typestr",
 ]
 

@@ -1,0 +1,330 @@
+"""What Thork does while a CUDA graph captures must be capture-legal, and replay is one C
+call. CPU-runnable: a fake driver records every call and flags the ones CUDA refuses (or
+that invalidate the capture) while a capture is active on the calling thread. GPU tests:
+the bench's sequence (a second capture dropping the first graph) and a producer outside
+the capture."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+import thork as tk
+from thork_core import LaunchError, _cuda, _graph
+from thork_core._graph import Graph
+
+#: Calls CUDA refuses during a (global or thread-local) capture on this thread: they may
+#: synchronize, free or load, and the capture is invalidated.
+ILLEGAL_WHILE_CAPTURING = {
+    "cuGraphExecDestroy", "cuGraphDestroy", "cuStreamDestroy", "cuStreamSynchronize",
+    "cuCtxSynchronize", "cuEventSynchronize", "cuEventQuery", "cuStreamQuery", "cuMemAlloc",
+    "cuMemFree", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuModuleLoadData", "cuLibraryLoadData",
+}
+
+
+class FakeDriver:
+    """Records calls; tracks which streams capture and where each event was recorded."""
+
+    class CUstreamCaptureMode:
+        CU_STREAM_CAPTURE_MODE_GLOBAL = 0
+        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+        CU_STREAM_CAPTURE_MODE_RELAXED = 2
+
+    class CUevent_flags:
+        CU_EVENT_DISABLE_TIMING = 2
+
+    CUresult = int
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.violations: list[str] = []
+        self.capturing: dict[int, int] = {}  # stream -> capture id
+        self.event_stream: dict[int, int] = {}
+        self._next = 1000
+        self.mode = 0  # this thread's capture mode (cuThreadExchangeStreamCaptureMode)
+
+    def _new(self) -> int:
+        self._next += 1
+        return self._next
+
+    def __getattr__(self, name: str):  # any call not modelled below: recorded, succeeds
+        if not name.startswith("cu"):
+            raise AttributeError(name)
+
+        def call(*args):
+            self._note(name, args)
+            return (0,)
+        return call
+
+    def _note(self, name: str, args: tuple) -> None:
+        self.calls.append((name, *args))
+        if self.capturing and name in ILLEGAL_WHILE_CAPTURING and not (
+                self.mode == 2 and name in ("cuModuleLoadData", "cuLibraryLoadData")):
+            self.violations.append(f"{name}{args} during capture")
+
+    def cuThreadExchangeStreamCaptureMode(self, mode):
+        self._note("cuThreadExchangeStreamCaptureMode", (mode,))
+        prev, self.mode = self.mode, mode
+        return 0, prev
+
+    def cuStreamCreate(self, flags):
+        self._note("cuStreamCreate", (flags,))
+        return 0, self._new()
+
+    def cuStreamBeginCapture(self, stream, mode):
+        self._note("cuStreamBeginCapture", (stream,))
+        self.capturing[int(stream)] = self._new()
+        return (0,)
+
+    def cuStreamEndCapture(self, stream):
+        self._note("cuStreamEndCapture", (stream,))
+        self.capturing.pop(int(stream))
+        return 0, self._new()
+
+    def cuGraphInstantiate(self, graph, flags):
+        self._note("cuGraphInstantiate", (graph,))
+        return 0, self._new()
+
+    def cuStreamGetCaptureInfo(self, stream):
+        self._note("cuStreamGetCaptureInfo", (stream,))
+        ident = self.capturing.get(int(stream))
+        return (0, 1, ident) if ident is not None else (0, 0, 0)
+
+    def cuEventCreate(self, flags):
+        self._note("cuEventCreate", (flags,))
+        return 0, self._new()
+
+    def cuEventRecord(self, ev, stream):
+        self._note("cuEventRecord", (ev, stream))
+        self.event_stream[ev] = int(stream)
+        return (0,)
+
+    def cuStreamWaitEvent(self, stream, ev, flags):
+        self._note("cuStreamWaitEvent", (stream, ev, flags))
+        ident = self.capturing.get(int(stream))
+        if ident is not None and self.capturing.get(self.event_stream.get(ev, -1)) != ident:
+            self.violations.append(f"capturing stream {stream} waits on an event recorded "
+                                   "outside its capture")
+        return (0,)
+
+    def cuGetErrorName(self, err):
+        return 0, b"CUDA_ERROR_FAKE"
+
+    def cuGetErrorString(self, err):
+        return 0, b"fake failure"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    drv = FakeDriver()
+    monkeypatch.setattr(_cuda, "driver", lambda: drv)
+    monkeypatch.setattr(_cuda, "make_current", lambda ordinal=0: None)
+    # replay through the fake's cuGraphLaunch (not libcuda's, which would get fake handles)
+    monkeypatch.setattr(_graph, "_graph_launcher", lambda: (drv.cuGraphLaunch, False))
+    return drv
+
+
+def _destroyed(drv: FakeDriver) -> list[tuple]:
+    return [c for c in drv.calls if c[0] in ("cuGraphExecDestroy", "cuGraphDestroy",
+                                             "cuStreamDestroy")]
+
+
+def test_dropping_a_graph_while_capturing_defers_its_destruction(fake):
+    """``with tk.graph() as g`` a second time frees the first ``g`` right after the new
+    capture began (the bench_interop failure): its destroy calls must wait for the end."""
+    g = Graph(target="gpu")
+    with g:
+        pass
+    first = (g._exec, g._graph, g._own_stream)
+    with Graph(target="gpu") as g:  # rebinding g drops the first graph here
+        gc.collect()
+        assert fake.capturing, "the second capture is active"
+        assert not _destroyed(fake), "the first graph was destroyed during the capture"
+    assert not fake.violations, fake.violations
+    names = [c[0] for c in fake.calls]
+    end = max(i for i, n in enumerate(names) if n == "cuStreamEndCapture")
+    gone = {c[1] for c in _destroyed(fake)}
+    assert set(first) <= gone
+    assert all(i > end for i, c in enumerate(fake.calls) if c in _destroyed(fake))
+    g.close()
+    assert {g._exec, g._graph} == {None}
+
+
+def test_close_outside_a_capture_destroys_at_once(fake):
+    g = Graph(target="gpu")
+    with g:
+        pass
+    exec_ = g._exec
+    g.close()
+    assert ("cuGraphExecDestroy", exec_) in fake.calls
+    with pytest.raises(LaunchError, match="closed"):
+        g.replay()
+
+
+def test_a_module_loaded_during_a_capture_is_loaded_in_relaxed_mode(fake):
+    """A kernel's first call inside a capture loads its module: GpuExecutable does that
+    inside capture_relaxed(), which switches this thread to relaxed mode and back;
+    outside a capture it makes no driver call."""
+    from thork_core._graph import capture_relaxed
+
+    with capture_relaxed():
+        pass
+    assert not fake.calls
+    with Graph(target="gpu"):
+        with capture_relaxed():
+            fake.cuModuleLoadData(b"cubin")
+        assert fake.mode == 0  # restored
+        fake.cuModuleLoadData(b"cubin")  # the same load without it: flagged
+    assert len(fake.violations) == 1 and "cuModuleLoadData" in fake.violations[0]
+
+
+def test_stream_wait_inside_a_capture_is_capture_legal(fake):
+    """A producer outside the capture gets no wait node (CUDA forbids waiting on an event
+    recorded outside it); a producer forked inside the same capture is waited for; outside
+    any capture the wait is made as always."""
+    other = 7
+    with Graph(target="gpu") as g:
+        _cuda.stream_wait(0, producer=other, consumer=g.stream)
+        _cuda.stream_wait(0, producer=0, consumer=g.stream)
+        assert not [c for c in fake.calls if c[0] == "cuStreamWaitEvent"]
+        fake.capturing[other] = fake.capturing[g.stream]  # 'other' joined this capture
+        _cuda.stream_wait(0, producer=other, consumer=g.stream)
+        waits = [c for c in fake.calls if c[0] == "cuStreamWaitEvent"]
+        assert len(waits) == 1 and waits[0][1] == g.stream
+        del fake.capturing[other]
+    _cuda.stream_wait(0, producer=other, consumer=g.stream)
+    assert len([c for c in fake.calls if c[0] == "cuStreamWaitEvent"]) == 2
+    assert not fake.violations, fake.violations
+    g.close()
+
+
+def test_native_replay_is_one_c_call_and_refuses_a_closed_graph(fake, monkeypatch):
+    from thork_core._native import native_module
+
+    mod = native_module()
+    if mod is None:
+        pytest.skip("no native module here (no C compiler)")
+    seen: list[tuple[int | None, int | None]] = []
+    fail = {"code": 0}
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    def launch(exec_, stream):
+        seen.append((exec_, stream))
+        return fail["code"]
+
+    monkeypatch.setattr(_cuda, "function_address",
+                        lambda name: ctypes.cast(launch, ctypes.c_void_p).value)
+    g = Graph(target="gpu")
+    with g:
+        pass
+    g._launch, g._by_ctypes = launch, True  # what _graph_launcher gives with libcuda
+    g._exec_arg = ctypes.c_void_p(int(g._exec))
+    g._native_replay()
+    assert isinstance(g.replay, mod.GraphLaunch)
+    g.replay()
+    g.replay(12345)
+    g()  # __call__ takes the same path
+    assert seen == [(g._exec, g.stream), (g._exec, 12345), (g._exec, g.stream)]
+
+    class Stream:  # a stream object: the Python replay resolves it
+        cuda_stream = 999
+    g.replay(Stream())
+    assert seen[-1] == (g._exec, 999)
+    fail["code"] = 700
+    with pytest.raises(LaunchError, match="cuGraphLaunch failed: CUDA_ERROR_FAKE"):
+        g.replay()
+    fail["code"] = 0
+    kept = g.replay
+    g.close()
+    n = len(seen)
+    with pytest.raises(LaunchError, match="closed"):
+        kept()
+    assert len(seen) == n  # the closed graph's handle was not launched
+
+
+# -- GPU ------------------------------------------------------------------------------------
+@tk.jit
+def add(out: tk.DevicePointer[tk.dt.float32], a: tk.DevicePointer[tk.dt.float32],
+        b: tk.DevicePointer[tk.dt.float32], n: tk.dt.int32, bid: tk.Uint[tk.BlockIdx],
+        tid: tk.Uint[tk.ThreadIdx], bdm: tk.Uint[tk.BlockDim]):
+    i = bid * bdm + tid
+    with tk.if_(i < n):
+        out[i] = a[i] + b[i]
+
+
+@pytest.mark.gpu
+def test_gpu_second_capture_after_the_first_graph_is_dropped(rng):
+    """bench_interop's sequence: capture 1 node, replay, capture 5 nodes into the same
+    name (the first graph is freed during the second capture), replay both counts."""
+    from thork_core.runtime import DeviceArray, driver
+
+    n = 1031
+    a_np, b_np = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n,
+                                                                               dtype=np.float32)
+    a, b = DeviceArray.from_host(a_np), DeviceArray.from_host(b_np)
+    out = DeviceArray.from_host(np.full(n, np.nan, np.float32))
+    launch = add[(n + 127) // 128, 128]
+    for nodes in (1, 5):
+        out.copy_from_host(np.full(n, np.nan, np.float32))
+        with tk.graph() as g:
+            for _ in range(nodes):
+                launch(out, a, b, n, stream=g.stream)
+        assert len(g) == nodes
+        g.replay()
+        driver().cuStreamSynchronize(g.stream)
+        np.testing.assert_allclose(out.to_host(), a_np + b_np, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_capture_with_an_array_produced_on_another_stream(rng):
+    """An argument whose producer stream is outside the capture: the capture succeeds (no
+    wait node on an outside event) and the replay, ordered after the producer by the
+    caller, computes the sum."""
+    from thork_core.runtime import DeviceArray, driver
+
+    n = 777
+    a_np, b_np = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n,
+                                                                               dtype=np.float32)
+    producer = int(_cuda.check(driver().cuStreamCreate(1), "cuStreamCreate"))
+    try:
+        a = DeviceArray.from_host(a_np, stream=producer)  # a.stream: the producer stream
+        b = DeviceArray.from_host(b_np)
+        out = DeviceArray.from_host(np.full(n, np.nan, np.float32))
+        driver().cuStreamSynchronize(producer)
+        with tk.graph() as g:
+            add[(n + 127) // 128, 128](out, a, b, n, stream=g.stream)
+        g.replay()
+        driver().cuStreamSynchronize(g.stream)
+        np.testing.assert_allclose(out.to_host(), a_np + b_np, rtol=1e-6)
+        g.close()
+        del a
+    finally:
+        driver().cuStreamSynchronize(producer)
+        driver().cuStreamDestroy(producer)
+
+
+@pytest.mark.gpu
+def test_gpu_first_call_of_a_kernel_inside_a_capture(rng):
+    """A kernel never called before is compiled and its module loaded inside the capture
+    (in relaxed mode); the capture stays valid and the replay computes."""
+    from thork_core.runtime import DeviceArray, driver
+
+    @tk.jit
+    def scale3(out: tk.DevicePointer[tk.dt.float32], a: tk.DevicePointer[tk.dt.float32],
+               n: tk.dt.int32, bid: tk.Uint[tk.BlockIdx], tid: tk.Uint[tk.ThreadIdx],
+               bdm: tk.Uint[tk.BlockDim]):
+        i = bid * bdm + tid
+        with tk.if_(i < n):
+            out[i] = a[i] * 3.0
+
+    n = 515
+    a_np = rng.standard_normal(n, dtype=np.float32)
+    a = DeviceArray.from_host(a_np)
+    out = DeviceArray.from_host(np.full(n, np.nan, np.float32))
+    with tk.graph() as g:
+        scale3[(n + 127) // 128, 128](out, a, n, stream=g.stream)
+    g.replay()
+    driver().cuStreamSynchronize(g.stream)
+    np.testing.assert_allclose(out.to_host(), a_np * 3, rtol=1e-6)
