@@ -117,3 +117,10 @@ def test_uint8_gray_exact_against_the_formula_and_opencv(target, rng, code):
     far = np.abs(exact - np.floor(exact) - 0.5) > 0.02
     assert far.mean() > 0.9
     np.testing.assert_array_equal(got.reshape(ref.shape)[far], ref[far])
+
+
+def test_border_reader_default_constant_is_zero(target, rng):
+    # fkl.BorderReader() pads with 0 (docs/fkl.md): np.pad's default constant.
+    x = rng.uniform(1.0, 2.0, (5, 7)).astype(np.float32)
+    got = pipe(target, fkl.BorderReader(), fkl.Crop((-2, -1, 10, 8)))(x)
+    np.testing.assert_array_equal(got, np.pad(x, ((1, 2), (2, 1))))
