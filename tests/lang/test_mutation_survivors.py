@@ -359,3 +359,21 @@ def test_cuda_float_to_int_cast_truncates_in_c():
     assert "((int)(" in src.replace("int32_t", "int"), src
     for r in ("__float2int_rn", "__float2int_rd", "__float2int_ru", "rintf(", "roundf("):
         assert r not in src
+
+
+# -- DLPack type codes, from dlpack.h (kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4,
+# kDLComplex 5, kDLBool 6) ---------------------------------------------------------------------
+DLPACK = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64",
+          (1, 8): "uint8", (1, 16): "uint16", (1, 32): "uint32", (1, 64): "uint64",
+          (2, 16): "float16", (2, 32): "float32", (2, 64): "float64", (4, 16): "bfloat16",
+          (6, 8): "bool"}
+
+
+def test_dlpack_type_codes_map_to_their_dtype():
+    from thork_core._dtype import from_dlpack_code
+
+    for (code, bits), name in DLPACK.items():
+        assert from_dlpack_code(code, bits) == getattr(tk.dt, name), (code, bits)
+    for code, bits in [(1, 65), (0, 1), (2, 8), (5, 64), (4, 32), (6, 1), (3, 64)]:
+        with pytest.raises(TypeError, match=f"code={code}, bits={bits}"):
+            from_dlpack_code(code, bits)
