@@ -377,3 +377,42 @@ def test_dlpack_type_codes_map_to_their_dtype():
     for code, bits in [(1, 65), (0, 1), (2, 8), (5, 64), (4, 32), (6, 1), (3, 64)]:
         with pytest.raises(TypeError, match=f"code={code}, bits={bits}"):
             from_dlpack_code(code, bits)
+
+
+def test_cuda_printf_arguments_are_promoted_to_their_format_width():
+    # printf's varargs: 64-bit integers travel as (unsigned) long long, narrower ones as
+    # (unsigned) int, floats (half ones converted first) as double, bool as a string.
+    def say(a: tk.DevicePointer[tk.dt.int64], b: tk.DevicePointer[tk.dt.uint64],
+            c: tk.DevicePointer[tk.dt.int8], d: tk.DevicePointer[tk.dt.uint16],
+            e: tk.DevicePointer[f16], g: tk.DevicePointer[tk.dt.bool]):
+        tk.print(a[0], b[0], c[0], d[0], e[0], g[0])
+    src = _kernel_text(tk.jit(say).cuda_source, "say")
+    call = src[src.index("printf("):]
+    call = call[:call.index(";")]
+    assert "((long long)(" in call and "((unsigned long long)(" in call, call
+    assert "((int)(" in call and "((unsigned int)(" in call, call
+    assert "((double)(thork_h2f(" in call and '? "True" : "False")' in call, call
+    assert call.count("long long") == 2, call
+
+
+@pytest.mark.parametrize(("value", "name"), [
+    (0, "int32"), (5, "int32"), (-(2**31), "int32"), (2**31 - 1, "int32"),
+    (2**31, "int64"), (-(2**31) - 1, "int64"), (2**63 - 1, "int64"), (-(2**63), "int64"),
+    (2**63, "uint64"), (2**64 - 1, "uint64"), (True, "bool"), (2.5, "float32")])
+def test_python_literals_take_the_documented_type(value, name):
+    # docs/language.md: an int is int32, else int64, else uint64; a float is float32
+    # (weak); True/False are bool. Seen through tracing: x_int8 + literal promotes.
+    got = {}
+
+    def probe(a: tk.DevicePointer[tk.dt.bool]):
+        got["t"] = tk.cast(a[0], tk.dt.bool) & True if name == "bool" else \
+            tk.where(a[0], value, value)
+    tk.jit(probe, name="probe").ir
+    assert got["t"].dtype == getattr(tk.dt, name)
+
+
+def test_int_literals_beyond_64_bits_are_an_error():
+    def k(out: tk.DevicePointer[tk.dt.uint64]):
+        out[0] = out[0] + 2**64
+    with pytest.raises((OverflowError, tk.TraceError), match="64 bits"):
+        tk.jit(k).ir
