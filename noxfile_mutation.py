@@ -51,7 +51,7 @@ RESULTS = ROOT / ".mutation" / "results.jsonl"
 TARGETS: dict[str, list[str]] = {
     "packages/thork-core/src/thork_core/_dtype.py": [
         "tests/core/test_dtypes.py", "tests/core/test_launch_checks.py",
-        "tests/lang/test_mutation_survivors.py"],
+        "tests/lang/test_mutation_survivors.py", "tests/lang/test_lang_fuzz.py"],
     "packages/thork-core/src/thork_core/_binding.py": [
         "tests/core/test_launch_checks.py", "tests/core/test_launch.py",
         "tests/lang/test_mutation_survivors.py"],
@@ -322,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--only-survivors", action="store_true")
     ap.add_argument("--limit", type=int, help="stop after N mutants (a chunk)")
+    ap.add_argument("--match", help="only mutants whose id contains this text")
     ap.add_argument("--reverse", action="store_true",
                     help="run the selection from its end (a second process shares a sample)")
     args = ap.parse_args(argv)
@@ -339,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     done = _load(args.results)
     eq = equivalent_ids()
     todo = select(modules, args.sample, args.seed)
+    if args.match:
+        todo = [m for m in select(modules, None, args.seed) if args.match in m.id]
     if args.only_survivors:
         todo = [m for m in todo if done.get(m.id, {}).get("status") == "survived"]
     else:
