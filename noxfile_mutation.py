@@ -64,7 +64,8 @@ TARGETS: dict[str, list[str]] = {
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_classic.py",
         "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_memory.py"],
     "packages/fkl-compose/src/fkl/_geometry.py": [
-        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py"],
+        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
+        "tests/compose/test_fkl_batch.py"],
     "packages/fkl-compose/src/fkl/_ops.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
         "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py"],
