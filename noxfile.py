@@ -10,6 +10,8 @@ docs, the toolchain matrix and CI's rotation.
     nox -s uv_add                         # `uv add` of thork from the wheelhouse
     nox -s docs                           # mkdocs build --strict
     nox -s rotation                       # CI's rotating cells (see docs/development.md)
+    nox -s fuzz -- 600                    # the differential fuzz test for 600 s (not in CI)
+    nox -s mutation -- --sample 100       # mutation testing (noxfile_mutation.py; not in CI)
 
 Sessions that install Thork install it from the wheels in ``wheelhouse/`` (``requires``
 builds them first), so they test what a user installs, not the source tree. With ``uv``
@@ -205,6 +207,28 @@ def docs(session: nox.Session) -> None:
     session.install(*[str(p) for p in DISTS.values()])
     session.run("python", "-m", "mkdocs", "build", "--strict", "-q",
                 "--site-dir", session.create_tmp() + "/site")
+
+
+@nox.session(venv_backend="none")
+def fuzz(session: nox.Session) -> None:
+    """The differential fuzz test with a long budget, in the current (dev) environment:
+    ``nox -s fuzz`` (600 s), ``nox -s fuzz -- 3600`` (seconds); ``THORK_FUZZ_SEED`` picks
+    the seed. CI runs the same test with 3 s; this session is not in CI's run."""
+    seconds = session.posargs[0] if session.posargs else "600"
+    session.run("python", "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+                "tests/lang/test_lang_fuzz.py", env={"THORK_FUZZ_SECONDS": seconds})
+
+
+@nox.session(venv_backend="none")
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the numeric and checking modules (noxfile_mutation.py), in the
+    current (dev) environment; long (hours for every mutant): ``nox -s mutation -- --sample
+    100 --seed 17`` runs a sample, results accumulate in ``.mutation/results.jsonl`` and
+    ``-- report`` prints the score. Not in CI's run."""
+    args = session.posargs or ["--sample", "100", "--seed", "17"]
+    command = [] if args[0] in ("run", "list", "report") else ["run"]
+    session.run("nice", "-n", "10", "python", str(ROOT / "noxfile_mutation.py"), *command,
+                *args, external=True)
 
 
 @nox.session

@@ -112,11 +112,26 @@ def scalar_value(value: Any, param: Param, kernel: KernelIR) -> Any:
     if t == dt.float16:
         return int(np.array(value, dtype=np.float16).view(np.uint16))
     if t == dt.bfloat16:
-        bits = int(np.array(value, dtype=np.float32).view(np.uint32))
-        if math.isnan(value):
-            return (bits >> 16) | 0x40
-        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+        return _bfloat16_bits(value)
     return float(value)
+
+
+def _bfloat16_bits(value: float) -> int:
+    """``value`` (a float64) rounded once to nearest even bfloat16: through float32
+    rounded to odd (truncated, lowest bit set when inexact), which keeps the bits the final
+    rounding needs; a plain float32 first would round twice (1 + 2**-8 + 2**-40 → 1)."""
+    import numpy as np
+
+    if math.isnan(value):
+        return (int(np.array(value, dtype=np.float32).view(np.uint32)) >> 16) | 0x40
+    with np.errstate(over="ignore"):
+        f = np.array(value, dtype=np.float32)
+    bits = int(f.view(np.uint32))
+    if math.isfinite(value) and float(f) != value:
+        if abs(float(f)) > abs(value):
+            bits -= 1  # toward zero
+        bits |= 1
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
 def _elem(param: Param) -> DType:

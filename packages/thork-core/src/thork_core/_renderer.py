@@ -165,6 +165,27 @@ THORK_FN thork_bfloat16 thork_f2b(float f) {
   x += 0x7fffu + ((x >> 16) & 1u);
   r.bits = (unsigned short)(x >> 16); return r;
 }
+// float64 and wide integers reach the 16-bit types through float32 rounded *to odd*
+// (truncate, then set the lowest bit when anything was lost): float32 keeps more than two
+// bits beyond any 16-bit float, so the final round to nearest even is the one and only
+// rounding (a plain (float) cast first rounds twice: 1 + 2**-8 + 2**-40 would go to 1).
+THORK_FN float thork_d2f_odd(double d) {
+  float f = (float)d;
+  if ((double)f != d && f == f) {
+    unsigned int u = thork_f2u(f);
+    if (d > 0.0 ? (double)f > d : (double)f < d) u -= 1u;  // round toward zero
+    f = thork_u2f(u | 1u);
+  }
+  return f;
+}
+// |x| >= 2**53 keeps bits 63..11 (exact in a double) and folds the rest into bit 11.
+THORK_FN double thork_u64_odd(unsigned long long u) {
+  if (u < (1ull << 53)) return (double)u;
+  return (double)((u & ~0x7ffull) | ((u & 0x7ffull) ? 0x800ull : 0ull));
+}
+THORK_FN double thork_i64_odd(long long x) {
+  return x < 0 ? -thork_u64_odd(0ull - (unsigned long long)x) : thork_u64_odd((unsigned long long)x);
+}
 // n elements moved as one aligned access (float4, int2...): ld/st.v4 on the GPU.
 template <class T, int N> struct alignas(sizeof(T) * N) thork_vec { T v[N]; };
 """
@@ -784,7 +805,14 @@ class Renderer:
             if dst == dt.float32:
                 return text
         if dst.is_half:
-            inner = text if src == dt.float32 else f"((float)({text}))"
+            if src == dt.float32:
+                inner = text
+            elif src == dt.int64:
+                inner = f"thork_d2f_odd(thork_i64_odd({text}))"
+            elif src == dt.uint64:
+                inner = f"thork_d2f_odd(thork_u64_odd({text}))"
+            else:  # float64, and 32-bit or narrower integers (exact in a double)
+                inner = f"thork_d2f_odd((double)({text}))"
             return self.from_float(inner, dst)
         return f"(({dst.ctype})({text}))"
 

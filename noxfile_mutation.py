@@ -1,0 +1,376 @@
+"""A small mutation tester for Thork's numeric and checking code (``nox -s mutation``).
+
+Why not mutmut: mutmut mutates one source tree and runs one test command; Thork is a
+monorepo of plugin packages whose tests are spread over ``tests/<area>/``, and most
+mutants only need the few test files that exercise their module. This runner parses each
+target module with :mod:`ast`, enumerates *mutants* (one small change each: an arithmetic,
+comparison, boolean or bitwise operator swapped, an integer constant moved by one, a
+``not`` dropped, a comparison operand made constant), and for each mutant:
+
+1. copies the packages' ``src`` folders into a scratch folder once, writes the mutated
+   module there, and runs ``pytest -x`` on that module's test selection with the scratch
+   ``src`` folders first on ``PYTHONPATH`` (the worktree itself is never modified, so
+   other work keeps running against unmutated code);
+2. counts the mutant *killed* when a test fails (or the run exceeds its timeout) and
+   *survived* when every selected test passes.
+
+Mutants listed in ``mutation_equivalent.txt`` (``<mutant id>  # reason``) are equivalent
+to the original (no input can tell them apart) and are left out of the score.
+
+    python noxfile_mutation.py list [--module M]            # the mutants and their ids
+    python noxfile_mutation.py run [--module M] [--sample N] [--seed S] [--jobs J]
+                                   [--results FILE] [--only-survivors]
+
+``run`` appends one JSON line per mutant to ``--results`` (default
+``.mutation/results.jsonl``) and skips mutants already there, so a long run can be done in
+chunks; ``--only-survivors`` re-runs the survivors of a previous run (after new tests).
+``report`` prints the score of a results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+EQUIVALENT = ROOT / "mutation_equivalent.txt"
+RESULTS = ROOT / ".mutation" / "results.jsonl"
+
+#: module (relative to the repo root) -> the tests that exercise it (run with -x).
+TARGETS: dict[str, list[str]] = {
+    "packages/thork-core/src/thork_core/_dtype.py": [
+        "tests/core/test_dtypes.py", "tests/core/test_launch_checks.py",
+        "tests/lang/test_mutation_survivors.py", "tests/lang/test_lang_fuzz.py"],
+    "packages/thork-core/src/thork_core/_binding.py": [
+        "tests/core/test_launch_checks.py", "tests/core/test_launch.py",
+        "tests/lang/test_mutation_survivors.py"],
+    "packages/thork-core/src/thork_core/_renderer.py": [
+        "tests/lang/test_mutation_survivors.py", "tests/core/test_defined_arithmetic.py",
+        "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_math.py",
+        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_classic.py"],
+    "packages/target-cpu/src/thork_cpu/_renderer.py": [
+        "tests/lang/test_mutation_survivors.py", "tests/core/test_defined_arithmetic.py",
+        "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_classic.py",
+        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_memory.py"],
+    "packages/fkl-compose/src/fkl/_geometry.py": [
+        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
+        "tests/compose/test_fkl_batch.py"],
+    "packages/fkl-compose/src/fkl/_ops.py": [
+        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
+        "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py"],
+    "packages/fkl-compose/src/fkl/_color.py": [
+        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py"],
+}
+
+_BINOP_SWAPS: dict[type, list[type]] = {
+    ast.Add: [ast.Sub], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add],
+    ast.Div: [ast.Mult, ast.FloorDiv], ast.FloorDiv: [ast.Div, ast.Mult], ast.Mod: [ast.FloorDiv],
+    ast.LShift: [ast.RShift], ast.RShift: [ast.LShift], ast.BitAnd: [ast.BitOr],
+    ast.BitOr: [ast.BitAnd], ast.BitXor: [ast.BitOr], ast.Pow: [ast.Mult],
+}
+_CMP_SWAPS: dict[type, list[type]] = {
+    ast.Lt: [ast.LtE, ast.GtE], ast.LtE: [ast.Lt, ast.Gt], ast.Gt: [ast.GtE, ast.LtE],
+    ast.GtE: [ast.Gt, ast.Lt], ast.Eq: [ast.NotEq], ast.NotEq: [ast.Eq],
+    ast.Is: [ast.IsNot], ast.IsNot: [ast.Is], ast.In: [ast.NotIn], ast.NotIn: [ast.In],
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One change to one module: ``id`` is ``path:line:col:what`` (stable across runs
+    while the line is unchanged)."""
+
+    path: str
+    line: int
+    col: int
+    what: str
+    index: int  # which node of the walk (the walk order is deterministic)
+
+    @property
+    def id(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}:{self.what}"
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                out.add(id(body[0].value))
+    return out
+
+
+def _annotation_nodes(tree: ast.AST) -> set[int]:
+    """Nodes inside type annotations (mutating them changes nothing at run time)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        anns: list[ast.AST | None] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            anns.append(node.returns)
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+                if arg is not None:
+                    anns.append(arg.annotation)
+        elif isinstance(node, ast.AnnAssign):
+            anns.append(node.annotation)
+        for ann in anns:
+            if ann is not None:
+                out.update(id(n) for n in ast.walk(ann))
+    return out
+
+
+def _candidates(tree: ast.AST) -> Iterator[tuple[ast.AST, str, object]]:
+    """(node, description, replacement spec) for every mutant of ``tree``, in walk order."""
+    skip = _docstring_nodes(tree) | _annotation_nodes(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _BINOP_SWAPS:
+            for new in _BINOP_SWAPS[type(node.op)]:
+                yield node, f"{type(node.op).__name__}->{new.__name__}", new
+        elif isinstance(node, ast.Compare):
+            for k, op in enumerate(node.ops):
+                for new in _CMP_SWAPS.get(type(op), []):
+                    yield node, f"{type(op).__name__}->{new.__name__}@{k}", (k, new)
+        elif isinstance(node, ast.BoolOp):
+            new = ast.Or if isinstance(node.op, ast.And) else ast.And
+            yield node, f"{type(node.op).__name__}->{new.__name__}", new
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.Invert)):
+            yield node, f"drop-{type(node.op).__name__}", None
+        elif (isinstance(node, ast.Constant) and type(node.value) is int):
+            yield node, f"const{node.value}->{node.value + 1}", node.value + 1
+            if node.value != 0:
+                yield node, f"const{node.value}->{node.value - 1}", node.value - 1
+        elif isinstance(node, ast.Constant) and type(node.value) is bool:
+            yield node, f"const{node.value}->{not node.value}", not node.value
+
+
+_SOURCES: dict[str, str] = {}
+
+
+def _source(path: str) -> str:
+    """The module as it was when this run first read it (edits made while a long run
+    goes on do not shift its mutants)."""
+    if path not in _SOURCES:
+        _SOURCES[path] = (ROOT / path).read_text()
+    return _SOURCES[path]
+
+
+def mutants_of(path: str) -> list[Mutant]:
+    tree = ast.parse(_source(path))
+    out, seen = [], set()
+    for index, (node, what, _) in enumerate(_candidates(tree)):
+        m = Mutant(path, node.lineno, node.col_offset, what, index)  # type: ignore[attr-defined]
+        # Nested operators can start at one column ("a + b + c"): the later ones get "#k".
+        k = 1
+        while m.id in seen:
+            k += 1
+            m = Mutant(path, m.line, m.col, f"{what.split('#')[0]}#{k}", index)
+        seen.add(m.id)
+        out.append(m)
+    return out
+
+
+def mutated_source(m: Mutant) -> str:
+    tree = ast.parse(_source(m.path))
+    for index, (node, what, spec) in enumerate(_candidates(tree)):
+        if index != m.index:
+            continue
+        assert what == m.what.split("#")[0], (what, m)
+        if isinstance(node, (ast.BinOp, ast.AugAssign)):
+            node.op = spec()  # type: ignore[operator,misc]
+        elif isinstance(node, ast.Compare):
+            k, new = spec  # type: ignore[misc]
+            node.ops[k] = new()
+        elif isinstance(node, ast.BoolOp):
+            node.op = spec()  # type: ignore[operator,misc]
+        elif isinstance(node, ast.UnaryOp):
+            # Replace the unary node by its operand: rewrite through the parent.
+            for parent in ast.walk(tree):
+                for field, value in ast.iter_fields(parent):
+                    if value is node:
+                        setattr(parent, field, node.operand)
+                    elif isinstance(value, list):
+                        for j, item in enumerate(value):
+                            if item is node:
+                                value[j] = node.operand
+        elif isinstance(node, ast.Constant):
+            node.value = spec
+        return ast.unparse(tree)
+    raise LookupError(m)
+
+
+def equivalent_ids() -> dict[str, str]:
+    out: dict[str, str] = {}
+    if EQUIVALENT.exists():
+        for raw in EQUIVALENT.read_text().splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            ident, _, reason = line.partition("#")
+            out[ident.strip()] = reason.strip()
+    return out
+
+
+def _scratch() -> Path:
+    """A copy of every package's ``src`` folder (made once per run)."""
+    base = Path(tempfile.mkdtemp(prefix="thork-mutation-"))
+    for src in sorted((ROOT / "packages").glob("*/src")):
+        shutil.copytree(src, base / src.parent.name / "src",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    return base
+
+
+def run_one(m: Mutant, scratch: Path, timeout: float) -> dict[str, object]:
+    rel = Path(m.path).relative_to("packages")
+    target = scratch / rel
+    original = _source(m.path)
+    target.write_text(mutated_source(m))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(p) for p in sorted(scratch.glob("*/src"))] + [str(ROOT / "tests")])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["THORK_MUTATION"] = "1"  # tests may shorten their budgets
+    # One cache for the whole run: kernels the mutant does not change are compiled once.
+    env["THORK_CACHE_DIR"] = str(RESULTS.parent / "cache")
+    tests = [t for t in TARGETS[m.path] if (ROOT / t).exists()]
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+             "-p", "no:randomly", *tests], cwd=ROOT, env=env, capture_output=True,
+            text=True, timeout=timeout)
+        status = "survived" if proc.returncode == 0 else "killed"
+        if proc.returncode in (4, 5):  # usage error / nothing collected: not a verdict
+            status = "error"
+        tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout else []
+    except subprocess.TimeoutExpired:
+        # Not a verdict: on a loaded machine a surviving run can be merely slow.
+        status, tail = "timeout", ["timeout"]
+    finally:
+        target.write_text(original)
+    return {"id": m.id, "status": status, "seconds": round(time.monotonic() - start, 1),
+            "tail": tail}
+
+
+def _load(results: Path) -> dict[str, dict[str, object]]:
+    """The records of ``results`` and of its siblings ``<stem>-*.jsonl`` (other processes
+    of the same run); a later record of a mutant wins."""
+    out: dict[str, dict[str, object]] = {}
+    for path in [results, *sorted(results.parent.glob(f"{results.stem}-*.jsonl"))]:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                out[rec["id"]] = rec
+    return out
+
+
+def select(modules: list[str], sample: int | None, seed: int) -> list[Mutant]:
+    pool = [m for path in modules for m in mutants_of(path)]
+    if sample is not None and sample < len(pool):
+        pool = random.Random(seed).sample(pool, sample)
+    return pool
+
+
+def report(results: Path, modules: list[str] | None = None) -> dict[str, object]:
+    recs = _load(results)
+    eq = equivalent_ids()
+    per: dict[str, dict[str, int]] = {}
+    for ident, rec in recs.items():
+        path = ident.split(":")[0]
+        if modules and path not in modules:
+            continue
+        row = per.setdefault(path, {"killed": 0, "survived": 0, "equivalent": 0, "error": 0,
+                                    "timeout": 0})
+        key = "equivalent" if ident in eq else str(rec["status"])
+        if rec.get("tail") == ["timeout"]:
+            key = "timeout"
+        row[key] += 1
+    killed = sum(r["killed"] for r in per.values())
+    survived = sum(r["survived"] for r in per.values())
+    scored = killed + survived
+    return {"modules": per, "killed": killed, "survived": survived,
+            "equivalent": sum(r["equivalent"] for r in per.values()),
+            "timeout": sum(r["timeout"] for r in per.values()),
+            "score": round(100.0 * killed / scored, 1) if scored else None,
+            "survivors": sorted(i for i, r in recs.items()
+                                if r["status"] == "survived" and i not in eq
+                                and (not modules or i.split(":")[0] in modules))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("command", choices=["list", "run", "report"])
+    ap.add_argument("--module", action="append", help="a key of TARGETS (default: all)")
+    ap.add_argument("--sample", type=int, help="run a seeded random sample of N mutants")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=900.0,
+                    help="seconds per mutant (a timeout is reported, not scored)")
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--only-survivors", action="store_true")
+    ap.add_argument("--limit", type=int, help="stop after N mutants (a chunk)")
+    ap.add_argument("--match", help="only mutants whose id contains this text")
+    ap.add_argument("--reverse", action="store_true",
+                    help="run the selection from its end (a second process shares a sample)")
+    args = ap.parse_args(argv)
+    modules = args.module or list(TARGETS)
+    for mod in modules:
+        if mod not in TARGETS:
+            ap.error(f"unknown module {mod!r}; one of {sorted(TARGETS)}")
+    if args.command == "list":
+        for m in select(modules, args.sample, args.seed):
+            print(m.id)
+        return 0
+    if args.command == "report":
+        print(json.dumps(report(args.results, modules), indent=1))
+        return 0
+    done = _load(args.results)
+    eq = equivalent_ids()
+    todo = select(modules, args.sample, args.seed)
+    if args.match:
+        todo = [m for m in select(modules, None, args.seed) if args.match in m.id]
+    if args.only_survivors:
+        todo = [m for m in todo if done.get(m.id, {}).get("status") == "survived"]
+    else:
+        todo = [m for m in todo if m.id not in done]
+    todo = [m for m in todo if m.id not in eq]
+    if args.reverse:
+        todo.reverse()
+    if args.limit is not None:
+        todo = todo[:args.limit]
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    scratch = _scratch()
+    for path in modules:  # the scratch copy is what the mutants are made from
+        _SOURCES[path] = (scratch / Path(path).relative_to("packages")).read_text()
+    print(f"{len(todo)} mutants to run", flush=True)
+    try:
+        for k, m in enumerate(todo, 1):
+            rec = run_one(m, scratch, args.timeout)
+            with args.results.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
+            print(f"[{k}/{len(todo)}] {rec['status']:8} {rec['seconds']:6}s {m.id}", flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    summary = report(args.results, modules)
+    print(json.dumps({k: v for k, v in summary.items() if k != "survivors"}, indent=1))
+    for s in summary["survivors"]:  # type: ignore[union-attr]
+        print("survived:", s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

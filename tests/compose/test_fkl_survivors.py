@@ -1,0 +1,126 @@
+"""fkl tests written to kill mutants the rest of the suite let survive (issue 17):
+``out=`` dtype unchecked on the CPU path, letterbox offsets rounding up and sizes rounding
+half to even (a reference built with ``fkl.letterbox`` cannot see those), uint8 gray
+truncating (a ±1 tolerance cannot see that). Expected values are worked out by hand
+(below, next to each case) or come from OpenCV."""
+
+from __future__ import annotations
+
+import fkl
+import numpy as np
+import pytest
+from helpers import poisoned, random_array
+from thork_core import ArgumentError
+
+pytestmark = pytest.mark.plugin("compose")
+
+
+def pipe(target, *ops):
+    return fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target=target)
+
+
+@pytest.mark.parametrize("wrong", [np.int32, np.float64, np.uint8])
+def test_out_dtype_is_checked_on_every_path(target, rng, wrong):
+    x = random_array(rng, (7, 13, 3), np.float32)
+    p = pipe(target, fkl.Mul(2.0))
+    bad = np.zeros((7, 13, 3), wrong)
+    with pytest.raises(ArgumentError, match=r"out.*dtype float32.*" + np.dtype(wrong).name):
+        p(x, out=bad)
+    assert not bad.any()  # nothing ran
+    out = poisoned((7, 13, 3), np.float32)
+    p(x, out=out)
+    np.testing.assert_array_equal(out, x * np.float32(2))
+
+
+# (src w, h), (dst w, h), mode -> (tw, th, x1, y1), worked out by hand from FKL's rule
+# (height first: th = dh, tw = round_half_away(float32(dh) / float32(sh) * sw); when tw > dw,
+# width first; offsets (dw - tw) // 2, (dh - th) // 2, rounding down):
+LETTERBOX_PINS = [
+    # 29/31*17 = 15.90 -> 16; x1 = (45 - 16) // 2 = 14 (29 is odd: rounding up gives 15)
+    ((17, 31), (45, 29), fkl.PRESERVE_AR, (16, 29, 14, 0)),
+    ((17, 31), (45, 29), fkl.PRESERVE_AR_LEFT, (16, 29, 0, 0)),
+    ((17, 31), (45, 29), fkl.PRESERVE_AR_RN_EVEN, (16, 29, 14, 0)),
+    # 5/2*4 = 10 > 5: width first, th = 5/4*2 = 2.5 exactly -> 3 (half away; half even: 2)
+    ((4, 2), (5, 5), fkl.PRESERVE_AR, (5, 3, 0, 1)),
+    ((4, 2), (5, 5), fkl.PRESERVE_AR_RN_EVEN, (5, 2, 0, 1)),  # 3 evened down to 2
+    # 5/4*2 = 2.5 -> 3; x1 = (5 - 3) // 2 = 1
+    ((2, 4), (5, 5), fkl.PRESERVE_AR, (3, 5, 1, 0)),
+    # 7/3*10 = 23.3 > 8: width first, th = 0.8f*3 = 2.4 -> 2; y1 = (7 - 2) // 2 = 2 (not 3)
+    ((10, 3), (8, 7), fkl.PRESERVE_AR, (8, 2, 0, 2)),
+    # 8/10*3 = 2.4 -> 2; x1 = (7 - 2) // 2 = 2
+    ((3, 10), (7, 8), fkl.PRESERVE_AR, (2, 8, 2, 0)),
+    ((3, 10), (7, 8), fkl.PRESERVE_AR_LEFT, (2, 8, 0, 0)),
+    ((3, 10), (7, 8), fkl.IGNORE_AR, (7, 8, 0, 0)),
+]
+
+
+@pytest.mark.parametrize(("src", "dst", "mode", "placed"), LETTERBOX_PINS)
+def test_letterbox_is_pinned_by_hand(src, dst, mode, placed):
+    assert fkl.letterbox(*src, *dst, mode) == placed
+
+
+@pytest.mark.parametrize(("src", "dst", "mode", "placed"), LETTERBOX_PINS)
+def test_letterboxed_pixels_land_where_the_hand_pins_say(target, rng, src, dst, mode, placed):
+    (sw, sh), (dw, dh), (tw, th, x1, y1) = src, dst, placed
+    x = rng.uniform(1.0, 2.0, (sh, sw, 2)).astype(np.float32)  # never the background
+    out = pipe(target, fkl.Resize(dw, dh, aspect_ratio=mode, background=[-1.0, -3.0]))(x)
+    assert out.shape == (dh, dw, 2)
+    inside = np.zeros((dh, dw), bool)
+    inside[y1:y1 + th, x1:x1 + tw] = True
+    np.testing.assert_array_equal(out[..., 0] != -1.0, inside)
+    np.testing.assert_array_equal(out[~inside], np.broadcast_to([-1.0, -3.0], out[~inside].shape))
+    assert ((out[inside] >= 1.0) & (out[inside] <= 2.0)).all()
+
+
+# -- uint8 gray: exact ---------------------------------------------------------------------
+def _gray_hand(rgb: np.ndarray) -> np.ndarray:
+    """fkl's documented formula: float32 ``(0.299 R + 0.587 G) + 0.114 B``, each step
+    rounded to float32, then round half to even and saturate."""
+    f = rgb.astype(np.float32)
+    g = (f[..., 0] * np.float32(0.299) + f[..., 1] * np.float32(0.587)) \
+        + f[..., 2] * np.float32(0.114)
+    return np.clip(np.rint(g), 0, 255).astype(np.uint8)
+
+
+def test_uint8_gray_pinned_values(target):
+    # Hand values: R only 255*0.299 = 76.245 -> 76; G only 149.685 -> 150 (truncation: 149);
+    # B only 29.07 -> 29; equal channels v*(0.299+0.587+0.114) = v (within float32) -> v.
+    rgb = np.array([[[255, 0, 0], [0, 255, 0], [0, 0, 255], [0, 0, 0], [255, 255, 255],
+                     [1, 1, 1], [2, 1, 0], [0, 1, 2]]], np.uint8)
+    ramp = np.repeat(np.arange(256, dtype=np.uint8)[None, :, None], 3, axis=2)
+    got = pipe(target, fkl.ColorConversion("RGB2GRAY"))(rgb)
+    # (2,1,0): 0.598 + 0.587 = 1.185 -> 1; (0,1,2): 0.587 + 0.228 = 0.815 -> 1
+    assert got.reshape(-1).tolist() == [76, 150, 29, 0, 255, 1, 1, 1]
+    gray = pipe(target, fkl.ColorConversion("BGR2GRAY"))(ramp)
+    assert gray.reshape(-1).tolist() == list(range(256))
+
+
+@pytest.mark.parametrize("code", ["RGB2GRAY", "BGR2GRAY", "RGBA2GRAY", "BGRA2GRAY"])
+def test_uint8_gray_exact_against_the_formula_and_opencv(target, rng, code):
+    cv2 = pytest.importorskip("cv2")
+    ch = 4 if "A2" in code else 3
+    x = rng.integers(0, 256, (37, 53, ch)).astype(np.uint8)
+    got = pipe(target, fkl.ColorConversion(code))(x)
+    rgb = x[..., [2, 1, 0]] if code.startswith("BGR") else x[..., :3]
+    want = _gray_hand(rgb)
+    exact = rgb.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    tie = np.abs(exact - np.floor(exact) - 0.5) < 1e-3
+    if target == "cpu":  # the host C++ is built with -ffp-contract=off: bit-exact
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+    else:  # a GPU compiler may fuse a multiply-add: exact except within 1e-3 of a tie
+        np.testing.assert_array_equal(got.reshape(want.shape)[~tie], want[~tie])
+    # OpenCV's fixed-point weights differ from 0.299/0.587/0.114 by < 2e-5 each (< 0.01
+    # over 255): away from ties the results are the same pixel for pixel.
+    cv_code = {"RGB2GRAY": cv2.COLOR_RGB2GRAY, "BGR2GRAY": cv2.COLOR_BGR2GRAY,
+               "RGBA2GRAY": cv2.COLOR_RGBA2GRAY, "BGRA2GRAY": cv2.COLOR_BGRA2GRAY}[code]
+    ref = cv2.cvtColor(x, cv_code)
+    far = np.abs(exact - np.floor(exact) - 0.5) > 0.02
+    assert far.mean() > 0.9
+    np.testing.assert_array_equal(got.reshape(ref.shape)[far], ref[far])
+
+
+def test_border_reader_default_constant_is_zero(target, rng):
+    # fkl.BorderReader() pads with 0 (docs/fkl.md): np.pad's default constant.
+    x = rng.uniform(1.0, 2.0, (5, 7)).astype(np.float32)
+    got = pipe(target, fkl.BorderReader(), fkl.Crop((-2, -1, 10, 8)))(x)
+    np.testing.assert_array_equal(got, np.pad(x, ((1, 2), (2, 1))))

@@ -1,0 +1,421 @@
+"""Tests written to kill mutants of the numeric and checking code that the rest of the
+suite let survive (issue 17). Every expected value here is derived by hand (IEEE bit
+patterns, CUDA's documented shuffle rules) or from NumPy/ml_dtypes, never from Thork.
+
+The mutants: bfloat16/float16 conversions truncating instead of rounding to nearest even;
+argument dtype checked by item size only; ndim compared with ``<``; integer scalar
+bounds off by one; bfloat16 scalars truncated; the CPU shuffle ignoring ``width``;
+``syncthreads_or`` always true; CUDA-only mappings (atomicSub as atomicAdd, ``cvt.rz``
+for ``cvt.rn``, ``shfl_up`` as ``shfl_down``) that no CPU run can see.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import thork as tk
+from helpers import poisoned, random_array
+from thork_core import ArgumentError
+from thork_core.ir import PRELUDE_MARK
+
+f32, f64, i32, u32 = tk.dt.float32, tk.dt.float64, tk.dt.int32, tk.dt.uint32
+bf16, f16 = tk.dt.bfloat16, tk.dt.float16
+
+
+def _f32(bits: int) -> np.float32:
+    return np.array([bits], np.uint32).view(np.float32)[0]
+
+
+# -- float32 -> bfloat16 / float16 stores: round to nearest even, pinned bit patterns ------
+# (float32 bits, bfloat16 bits): 1 + 2**-8 is halfway between 0x3F80 and 0x3F81 and goes
+# to the even 0x3F80; 0x3F818000 is halfway with an odd lower neighbour and goes up; one
+# ulp above halfway goes up; truncation would give the first 16 bits every time.
+BF16_PINS = [
+    (0x3F808000, 0x3F80), (0x3F818000, 0x3F82), (0x3F808001, 0x3F81), (0x3F80FFFF, 0x3F81),
+    (0xBF808001, 0xBF81), (0x3F807FFF, 0x3F80), (0x7F7FFFFF, 0x7F80),  # rounds up to inf
+    (0x7F800000, 0x7F80), (0xFF800000, 0xFF80), (0x00000000, 0x0000), (0x80000000, 0x8000),
+    (0x00018000, 0x0002), (0x00008000, 0x0000),  # subnormals: ties to even
+    (0x477FFFFF, 0x4780),  # 65535.996 carries into the exponent
+]
+# (float32 bits, float16 bits): 1 + 2**-11 is a tie (to 0x3C00), 1 + 3 * 2**-11 a tie
+# with an odd neighbour (to 0x3C02); 65519.996 stays finite, 65520 rounds to inf;
+# 2**-25 is half the smallest subnormal (to 0), 3 * 2**-26 is above half (to 0x0001).
+F16_PINS = [
+    (0x3F801000, 0x3C00), (0x3F803000, 0x3C02), (0x3F801001, 0x3C01), (0x477FEFFF, 0x7BFF),
+    (0x477FF000, 0x7C00), (0x33000000, 0x0000), (0x33400000, 0x0001), (0xB3400000, 0x8001),
+    (0x7F800000, 0x7C00), (0x38800000, 0x0400), (0xC0490FDB, 0xC248),  # -pi
+]
+
+
+@tk.jit
+def store_half(b: tk.DevicePointer[bf16], h: tk.DevicePointer[f16], a: tk.DevicePointer[f32],
+               n: i32):
+    i = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+    with tk.if_(i < n):
+        b[i] = a[i]
+        h[i] = a[i]
+
+
+def test_float32_to_half_stores_round_to_nearest_even(target):
+    src = [p[0] for p in BF16_PINS] + [p[0] for p in F16_PINS]
+    a = np.array(src, np.uint32).view(np.float32)
+    n = a.size
+    b, h = poisoned(n, np.uint16), poisoned(n, np.uint16)
+    store_half[1, n](_bf16_view(b), h.view(np.float16), a, n, target=target)
+    want_b = [p[1] for p in BF16_PINS]
+    want_h = [p[1] for p in F16_PINS]
+    assert [hex(v) for v in b[:len(BF16_PINS)]] == [hex(v) for v in want_b]
+    assert [hex(v) for v in h[len(BF16_PINS):]] == [hex(v) for v in want_h]
+
+
+def _bf16_view(a: np.ndarray) -> np.ndarray:
+    ml = pytest.importorskip("ml_dtypes")
+    return a.view(ml.bfloat16)
+
+
+def test_nan_stays_nan_in_half_stores(target):
+    a = np.array([0x7FC00000, 0x7F800001, 0xFFFFFFFF], np.uint32).view(np.float32)
+    b, h = poisoned(3, np.uint16), poisoned(3, np.uint16)
+    store_half[1, 3](_bf16_view(b), h.view(np.float16), a, 3, target=target)
+    # NaN: exponent all ones and a non-zero mantissa (a signalling NaN comes back quiet).
+    assert all((v & 0x7F80) == 0x7F80 and (v & 0x7F) != 0 for v in b), [hex(v) for v in b]
+    assert all((v & 0x7C00) == 0x7C00 and (v & 0x3FF) != 0 for v in h), [hex(v) for v in h]
+
+
+# -- float64 / wide integers -> 16-bit floats: one rounding, not two via float32 ------------
+@tk.jit
+def cast_wide(b: tk.DevicePointer[bf16], h: tk.DevicePointer[f16], d: tk.DevicePointer[f64],
+              k: tk.DevicePointer[i32], q: tk.DevicePointer[tk.dt.int64], n: i32):
+    i = tk.thread_idx().x
+    with tk.if_(i < n):
+        b[i * 3] = tk.cast(d[i], bf16)
+        b[i * 3 + 1] = tk.cast(k[i], bf16)
+        b[i * 3 + 2] = tk.cast(q[i], bf16)
+        h[i] = tk.cast(d[i], f16)
+
+
+def _exact_half_bits(x: int | float, mant: int, emin: int, fmt) -> int:
+    """``x`` rounded once, exactly (Python fractions; ``round`` of a Fraction is half to
+    even), to a float with ``mant`` fraction bits and smallest normal exponent ``emin``;
+    returned as the bits of ``fmt`` (np.float16 or ml_dtypes.bfloat16)."""
+    a = Fraction(x)
+    sign = -1 if a < 0 else 1
+    a = abs(a)
+    if a == 0:
+        return int(np.array(0.0 * sign, fmt).view(np.uint16))
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    ulp = Fraction(2) ** (max(e, emin) - mant)
+    v = float(round(a / ulp) * ulp) * sign  # exact in a float64: at most 11 bits
+    return int(np.array(v, fmt).view(np.uint16))  # representable: converting is exact
+
+
+def test_wide_sources_round_once_to_half_types(target):
+    ml = pytest.importorskip("ml_dtypes")
+    # Each is just above a 16-bit tie but rounds to the tie in float32 first: rounding
+    # twice (double -> float -> half) would then go to even, i.e. down. (ml_dtypes itself
+    # rounds float64 through float32, so the reference is exact arithmetic.)
+    d = np.array([1 + 2**-8 + 2**-40, 1 + 2**-11 + 2**-40, -(1 + 2**-8 + 2**-30), 1.5])
+    k = np.array([2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 0x7FFFFFFF, 3], np.int32)
+    q = np.array([2**60 + 2**52 + 1, -(2**60 + 2**52 + 1), 2**62 - 1, -7], np.int64)
+    n = 4
+    b, h = poisoned(3 * n, np.uint16), poisoned(n, np.uint16)
+    cast_wide[1, n](_bf16_view(b), h.view(np.float16), d, k, q, n, target=target)
+    b = b.reshape(n, 3)
+
+    def bf(x):
+        return _exact_half_bits(x, 7, -126, ml.bfloat16)
+    assert [hex(v) for v in b[:, 0]] == [hex(bf(float(x))) for x in d]
+    assert [hex(v) for v in b[:, 1]] == [hex(bf(int(x))) for x in k]
+    assert [hex(v) for v in b[:, 2]] == [hex(bf(int(x))) for x in q]
+    # 1 + 2**-8 + 2**-40 -> 1 + 2**-7 (0x3F81); 2**60 + 2**52 + 1 -> 2**60 + 2**53 (0x5D81)
+    assert (b[0, 0], b[0, 2]) == (0x3F81, 0x5D81)
+    assert [hex(v) for v in h] == [hex(_exact_half_bits(float(x), 10, -14, np.float16))
+                                   for x in d]
+    assert h[1] == 0x3C01
+
+
+# -- argument checks --------------------------------------------------------------------
+@tk.jit
+def copy2d(out: tk.DevicePointer[f32, 2], a: tk.DevicePointer[f32, 2], n: i32):
+    i = tk.thread_idx().x
+    with tk.if_(i < n):
+        out[0, i] = a[0, i]
+
+
+def test_array_dtype_is_checked_by_dtype_not_item_size(target):
+    out = poisoned((1, 5), np.float32)
+    for wrong in (np.int32, np.uint32):  # the same item size as float32
+        with pytest.raises(ArgumentError, match=r"copy2d\(\).*'a'.*float32.*got int32|uint32"):
+            copy2d[1, 5](out, np.ones((1, 5), wrong), 5, target=target)
+    with pytest.raises(ArgumentError, match="'out'.*float32"):
+        copy2d[1, 5](np.zeros((1, 5), np.int32), np.ones((1, 5), np.float32), 5,
+                     target=target)
+    assert np.isnan(out).all()  # nothing ran
+
+
+@pytest.mark.parametrize("shape", [(5,), (1, 1, 5)])
+def test_ndim_is_compared_exactly(target, shape):
+    out = poisoned((1, 5), np.float32)
+    with pytest.raises(ArgumentError, match=rf"'a' expects a 2-D array, got {len(shape)}-D"):
+        copy2d[1, 5](out, np.ones(shape, np.float32), 5, target=target)
+    a = random_array(np.random.default_rng(3), (1, 5), np.float32)
+    copy2d[1, 5](out, a, 5, target=target)
+    np.testing.assert_array_equal(out, a)
+
+
+def _scalar_kernel(t):
+    def k(out: tk.DevicePointer[tk.dt.float64], s: t):
+        out[0] = tk.cast(s, tk.dt.float64)
+    k.__annotations__ = {"out": tk.DevicePointer[tk.dt.float64], "s": t}
+    return tk.jit(k, name=f"scalar_{t.name}")
+
+
+@pytest.mark.parametrize("name", ["int8", "uint8", "int16", "uint16", "int32", "uint32",
+                                  "int64", "uint64"])
+def test_int_scalar_bounds_exactly_at_the_edge(target, name):
+    bits = np.dtype(name).itemsize * 8
+    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if name[0] == "i" else (0, 2**bits - 1)
+    k = _scalar_kernel(getattr(tk.dt, name))
+    out = poisoned(1, np.float64)
+    for ok in (lo, hi):
+        k[1, 1](out, ok, target=target)
+        assert out[0] == float(ok)
+    for bad in (lo - 1, hi + 1):
+        with pytest.raises(ArgumentError, match=rf"'s' value {bad} is out of range for {name}"):
+            k[1, 1](out, bad, target=target)
+
+
+def test_bfloat16_scalar_rounds_to_nearest_even(target):
+    ml = pytest.importorskip("ml_dtypes")
+    k = _scalar_kernel(bf16)
+    out = poisoned(1, np.float64)
+    values = [1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, 1 + 2**-8 + 2**-40,
+              -(1 + 2**-7 + 2**-9), 3.0e38, -2.5, 1e-40]
+    for v in values:
+        k[1, 1](out, v, target=target)
+        want = np.array([_exact_half_bits(v, 7, -126, ml.bfloat16)], np.uint16)
+        assert out[0] == float(want.view(ml.bfloat16)[0]), v
+    k[1, 1](out, float("nan"), target=target)
+    assert np.isnan(out[0])
+
+
+# -- warp shuffles honour width (CUDA's rules, written out by hand) ---------------------------
+@tk.jit
+def shuffles(out: tk.DevicePointer[i32], a: tk.DevicePointer[i32], src: tk.DevicePointer[i32]):
+    i = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+    v = a[i]
+    out[i * 5 + 0] = tk.shfl_idx(v, src[i], width=8)
+    out[i * 5 + 1] = tk.shfl_up(v, 3, width=8)
+    out[i * 5 + 2] = tk.shfl_down(v, 5, width=16)
+    out[i * 5 + 3] = tk.shfl_xor(v, 5, width=4)
+    out[i * 5 + 4] = tk.shfl_idx(v, src[i], width=32)
+
+
+def test_shuffles_honour_the_width(target, rng):
+    n = 64
+    a = rng.integers(-1000, 1000, n).astype(np.int32)
+    src = rng.integers(0, 64, n).astype(np.int32)  # beyond the segment and the warp
+    out = poisoned((n, 5), np.int32)
+    shuffles[1, n](out, a, src, target=target)
+    want = np.empty((n, 5), np.int32)
+    for t in range(n):
+        warp, lane = t - t % 32, t % 32
+
+        def at(src_lane, warp=warp):
+            return a[warp + src_lane]
+        seg8, seg16, seg4 = lane // 8 * 8, lane // 16 * 16, lane // 4 * 4
+        want[t, 0] = at(seg8 + src[t] % 8)
+        want[t, 1] = at(lane - 3) if lane - 3 >= seg8 else a[t]
+        want[t, 2] = at(lane + 5) if lane + 5 < seg16 + 16 else a[t]
+        want[t, 3] = at(lane ^ 5) if (lane ^ 5) < seg4 + 4 else a[t]
+        want[t, 4] = at(src[t] % 32)
+    np.testing.assert_array_equal(out, want)
+
+
+# -- block votes with exactly one voter ---------------------------------------------------------
+@tk.jit
+def votes(out: tk.DevicePointer[i32], a: tk.DevicePointer[i32]):
+    i = tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x
+    v = a[i]
+    out[i * 3] = tk.cast(tk.syncthreads_or(v != 0), i32)
+    out[i * 3 + 1] = tk.cast(tk.syncthreads_and(v != 0), i32)
+    out[i * 3 + 2] = tk.syncthreads_count(v != 0)
+
+
+def test_block_votes_are_decided_by_single_threads(target):
+    bs = 67
+    # block 0: nobody; 1: only the last thread; 2: only thread 0; 3: everybody;
+    # 4: everybody but the last thread; 5: everybody but thread 0.
+    pattern = [[], [bs - 1], [0], list(range(bs)), list(range(bs - 1)), list(range(1, bs))]
+    a = np.zeros((len(pattern), bs), np.int32)
+    for blk, on in enumerate(pattern):
+        a[blk, on] = 1
+    out = poisoned((len(pattern), bs, 3), np.int32)
+    votes[len(pattern), bs](out, a.ravel(), target=target)
+    assert out[..., 0].tolist() == [[v] * bs for v in (0, 1, 1, 1, 1, 1)]
+    assert out[..., 1].tolist() == [[v] * bs for v in (0, 0, 0, 1, 0, 0)]
+    assert out[..., 2].tolist() == [[v] * bs for v in (0, 1, 1, bs, bs - 1, bs - 1)]
+
+
+# -- the rendered CUDA: which intrinsic, direction and rounding each op maps to ----------------
+def _body(kernel) -> str:
+    return kernel.cuda_source.split(PRELUDE_MARK)[0] if PRELUDE_MARK in kernel.cuda_source \
+        else kernel.cuda_source
+
+
+def _cuda_of(fn, annotations) -> str:
+    fn.__annotations__ = annotations
+    k = tk.jit(fn, name=fn.__name__)
+    return k.cuda_source
+
+
+ATOMIC_CASES = [
+    ("atomic_add", i32, "atomicAdd(", ["atomicSub(", "atomicMax("]),
+    ("atomic_sub", i32, "atomicSub(", ["atomicAdd(", "atomicMin("]),
+    ("atomic_min", i32, "atomicMin(", ["atomicMax(", "atomicSub("]),
+    ("atomic_max", i32, "atomicMax(", ["atomicMin(", "atomicAdd("]),
+    ("atomic_exch", i32, "atomicExch(", ["atomicCAS(", "atomicAdd("]),
+    ("atomic_and", u32, "atomicAnd(", ["atomicOr(", "atomicXor("]),
+    ("atomic_or", u32, "atomicOr(", ["atomicAnd(", "atomicXor("]),
+    ("atomic_xor", u32, "atomicXor(", ["atomicAnd(", "atomicOr("]),
+    ("atomic_add", f32, "atomicAdd(", ["atomicSub("]),
+]
+
+
+def _kernel_text(src: str, name: str) -> str:
+    """The ``__global__`` function ``name`` of ``src`` (the prelude left out)."""
+    start = src.index(f" {name}(")
+    return src[src.rindex("\n", 0, start):]
+
+
+@pytest.mark.parametrize(("op", "t", "want", "never"), ATOMIC_CASES)
+def test_cuda_atomics_map_to_their_intrinsic(op, t, want, never):
+    def atom_k(a, v):
+        getattr(tk, op)(a, 0, v)
+    src = _kernel_text(_cuda_of(atom_k, {"a": tk.DevicePointer[t], "v": t}), "atom_k")
+    assert want in src, src
+    for other in never:
+        assert other not in src, src
+
+
+def test_cuda_64_bit_signed_atomic_sub_adds_the_negation():
+    # CUDA has no atomicSub for 64-bit: it must be an add of the two's-complement negation.
+    def atom64(a, v):
+        tk.atomic_sub(a, 0, v)
+    src = _kernel_text(_cuda_of(atom64, {"a": tk.DevicePointer[tk.dt.int64],
+                                         "v": tk.dt.int64}), "atom64")
+    assert "atomicAdd(" in src and "(0ull - (unsigned long long)(" in src, src
+
+
+@pytest.mark.parametrize(("op", "intrinsic"), [
+    ("shfl_idx", "__shfl_sync("), ("shfl_up", "__shfl_up_sync("),
+    ("shfl_down", "__shfl_down_sync("), ("shfl_xor", "__shfl_xor_sync(")])
+def test_cuda_shuffles_map_to_their_direction(op, intrinsic):
+    def shfl_k(out, a):
+        i = tk.thread_idx().x
+        out[i] = getattr(tk, op)(a[i], 3, width=16)
+    src = _kernel_text(_cuda_of(shfl_k, {"out": tk.DevicePointer[f32],
+                                         "a": tk.DevicePointer[f32]}), "shfl_k")
+    assert intrinsic in src, src
+    others = {"__shfl_sync(", "__shfl_up_sync(", "__shfl_down_sync(", "__shfl_xor_sync("}
+    for other in others - {intrinsic}:
+        assert other not in src, src
+
+
+def test_cuda_half_conversions_round_to_nearest():
+    def conv(h: tk.DevicePointer[f16], a: tk.DevicePointer[f32]):
+        h[0] = a[0]
+    src = tk.jit(conv).cuda_source
+    # The hardware conversion, when used, is round-to-nearest-even (cvt.rn), never rz/rm/rp.
+    for mode in ("cvt.rz.", "cvt.rm.", "cvt.rp.", "cvt.rzi.", "cvt.rni."):
+        assert mode not in src
+    if "cvt." in src:
+        assert "cvt.rn.f16.f32" in src
+    # The portable bfloat16 rounding adds 0x7fff plus the lowest kept bit (ties to even).
+    assert "0x7fffu + ((x >> 16) & 1u)" in src
+
+
+@pytest.mark.parametrize(("func", "t", "want"), [
+    ("rint", f32, "rintf("), ("round", f32, "roundf("), ("trunc", f32, "truncf("),
+    ("floor", f32, "floorf("), ("ceil", f32, "ceilf("), ("rint", f64, "rint("),
+    ("floor", f64, "floor("), ("ceil", f64, "ceil("), ("trunc", f64, "trunc("),
+])
+def test_cuda_rounding_functions_keep_their_mode(func, t, want):
+    def rnd(out, a):
+        out[0] = getattr(tk, func)(a[0])
+    src = _kernel_text(_cuda_of(rnd, {"out": tk.DevicePointer[t], "a": tk.DevicePointer[t]}),
+                       "rnd")
+    assert want in src, src
+    for other in {"rint", "round", "trunc", "floor", "ceil"} - {func}:
+        assert f"{other}{'f' if t == f32 else ''}(" not in src, src
+
+
+def test_cuda_float_to_int_cast_truncates_in_c():
+    def f2i(out: tk.DevicePointer[i32], a: tk.DevicePointer[f32]):
+        out[0] = tk.cast(a[0], i32)
+    src = _kernel_text(tk.jit(f2i).cuda_source, "f2i")
+    assert "((int)(" in src.replace("int32_t", "int"), src
+    for r in ("__float2int_rn", "__float2int_rd", "__float2int_ru", "rintf(", "roundf("):
+        assert r not in src
+
+
+# -- DLPack type codes, from dlpack.h (kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4,
+# kDLComplex 5, kDLBool 6) ---------------------------------------------------------------------
+DLPACK = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64",
+          (1, 8): "uint8", (1, 16): "uint16", (1, 32): "uint32", (1, 64): "uint64",
+          (2, 16): "float16", (2, 32): "float32", (2, 64): "float64", (4, 16): "bfloat16",
+          (6, 8): "bool"}
+
+
+def test_dlpack_type_codes_map_to_their_dtype():
+    from thork_core._dtype import from_dlpack_code
+
+    for (code, bits), name in DLPACK.items():
+        assert from_dlpack_code(code, bits) == getattr(tk.dt, name), (code, bits)
+    for code, bits in [(1, 65), (0, 1), (2, 8), (5, 64), (4, 32), (6, 1), (3, 64)]:
+        with pytest.raises(TypeError, match=f"code={code}, bits={bits}"):
+            from_dlpack_code(code, bits)
+
+
+def test_cuda_printf_arguments_are_promoted_to_their_format_width():
+    # printf's varargs: 64-bit integers travel as (unsigned) long long, narrower ones as
+    # (unsigned) int, floats (half ones converted first) as double, bool as a string.
+    def say(a: tk.DevicePointer[tk.dt.int64], b: tk.DevicePointer[tk.dt.uint64],
+            c: tk.DevicePointer[tk.dt.int8], d: tk.DevicePointer[tk.dt.uint16],
+            e: tk.DevicePointer[f16], g: tk.DevicePointer[tk.dt.bool]):
+        tk.print(a[0], b[0], c[0], d[0], e[0], g[0])
+    src = _kernel_text(tk.jit(say).cuda_source, "say")
+    call = src[src.index("printf("):]
+    call = call[:call.index(";")]
+    # Each argument in order, with the conversion its format needs.
+    import re
+    fmt = re.search(r'printf\("([^"]*)"', call).group(1)
+    assert fmt.replace("\\n", "").split() == ["%lld", "%llu", "%d", "%u", "%g", "%s"], call
+    args = re.findall(r"\(\((long long|unsigned long long|int|unsigned int|double)\)\(", call)
+    assert args == ["long long", "unsigned long long", "int", "unsigned int", "double"], call
+    assert "((double)(thork_h2f(" in call and '? "True" : "False")' in call, call
+
+
+@pytest.mark.parametrize(("value", "name"), [
+    (0, "int32"), (5, "int32"), (-(2**31), "int32"), (2**31 - 1, "int32"),
+    (2**31, "int64"), (-(2**31) - 1, "int64"), (2**63 - 1, "int64"), (-(2**63), "int64"),
+    (2**63, "uint64"), (2**64 - 1, "uint64"), (True, "bool"), (2.5, "float32")])
+def test_python_literals_take_the_documented_type(value, name):
+    # docs/language.md: an int is int32, else int64, else uint64; a float is float32
+    # (weak); True/False are bool. Seen through tracing: x_int8 + literal promotes.
+    got = {}
+
+    def probe(a: tk.DevicePointer[tk.dt.bool]):
+        got["t"] = tk.cast(a[0], tk.dt.bool) & True if name == "bool" else \
+            tk.where(a[0], value, value)
+    tk.jit(probe, name="probe").ir
+    assert got["t"].dtype == getattr(tk.dt, name)
+
+
+def test_int_literals_beyond_64_bits_are_an_error():
+    def k(out: tk.DevicePointer[tk.dt.uint64]):
+        out[0] = out[0] + 2**64
+    with pytest.raises((OverflowError, tk.TraceError), match="64 bits"):
+        tk.jit(k).ir
