@@ -112,7 +112,8 @@ def test_a_pipe_given_no_stream_runs_on_torchs_stream(torch_fake):
     torch, current = torch_fake
     pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target="cpu")
     seen: list[object] = []
-    pipe._call_slow = lambda inputs, out, stream, key, active=None: seen.append(stream)
+    pipe._call_slow = lambda inputs, out, stream, key, active=None, device=None: \
+        seen.append(stream)
     t = torch.Tensor("cuda", 1)
     pipe(t, active_batch=0)
     pipe(t, active_batch=0, stream=5)

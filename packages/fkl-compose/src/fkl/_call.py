@@ -147,7 +147,7 @@ class CallPath:
         if out is None and hot.guard is not None and _C_OUT.get(type(self)) and \
                 (hot.guard is not guard or hot.maker is None):
             if hot.maker is None:
-                hot.maker = self._maker(hot.plan, device)
+                hot.maker = self._maker(hot.plan, hot.plan.ordinal)
             self._use(hot)  # the next allocating call of this shape runs in C
         plan, launcher = hot.plan, hot.launcher
         if plan.table_ptrs:
@@ -290,7 +290,7 @@ class CallPath:
                     # an allocating one makes its output there too (GuardedCall's
                     # _hot_out, kept paired with the guard it was made for).
                     if out is None and _C_OUT.get(type(self)):
-                        hot.maker = self._maker(plan, device)
+                        hot.maker = self._maker(plan, ordinal)
                     self._use(hot)
         else:
             args = list(run.args)
