@@ -116,6 +116,9 @@ def test_calls_the_binder_does_not_take_give_the_same_results(rng):
         np.testing.assert_allclose(dout2.to_host(), _ref(x, 3.0), rtol=1e-6, atol=1e-6)
     finally:
         _cuda.check(drv.cuCtxSynchronize(), "sync")
+        # An array's memory is freed ordered on its stream: drop the arrays tagged with
+        # this stream before destroying it (a free on a destroyed stream is undefined).
+        other = dout2 = None
         _cuda.check(drv.cuStreamDestroy(handle), "cuStreamDestroy")
     # Errors are the Python path's.
     with pytest.raises(ArgumentError, match="expects dtype float32, got float64"):
