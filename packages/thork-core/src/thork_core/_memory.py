@@ -115,7 +115,9 @@ class PinnedStaging:
         self.size = size
         self.address = int(check(driver().cuMemHostAlloc(max(size, 1), _PORTABLE),
                                  "cuMemHostAlloc"))
-        self._events: list[Any] = []
+        # Events belong to the context they were created in: one list per context (a
+        # staged launch on device 1 must not record an event made on device 0).
+        self._events: dict[int, list[Any]] = {}
 
     def close(self) -> None:
         """Give the pinned memory back (the buffer is unusable afterwards)."""
@@ -123,13 +125,21 @@ class PinnedStaging:
             check(driver().cuMemFreeHost(self.address), "cuMemFreeHost")
             self.address, self.size = 0, 0
 
-    def event(self, i: int) -> Any:
-        """The ``i``-th reusable event (created on demand, timing disabled)."""
+    def events(self) -> list[Any]:
+        """The reusable events of the calling thread's current context."""
+        ctx = int(check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent"))
+        return self._events.setdefault(ctx, [])
+
+    def event(self, i: int, events: list[Any] | None = None) -> Any:
+        """The ``i``-th reusable event of ``events`` (default: the current context's),
+        created on demand, timing disabled."""
         drv = driver()
-        while len(self._events) <= i:
+        if events is None:
+            events = self.events()
+        while len(events) <= i:
             flags = drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
-            self._events.append(check(drv.cuEventCreate(flags), "cuEventCreate"))
-        return self._events[i]
+            events.append(check(drv.cuEventCreate(flags), "cuEventCreate"))
+        return events[i]
 
     def upload(self, host: Any, pinned: int, dst: int, stream: int) -> None:
         """Copy NumPy array ``host`` to device ``dst`` through pinned memory at ``pinned``.
@@ -159,12 +169,14 @@ class PinnedStaging:
                        first_event: int) -> int:
         """Queue device→pinned copies in chunks, each followed by an event; return count."""
         drv = driver()
+        events = self.events()
         count = 0
         for off in range(0, nbytes, CHUNK):
             k = min(CHUNK, nbytes - off)
             check(drv.cuMemcpyDtoHAsync(pinned + off, src + off, k, stream),
                   "cuMemcpyDtoHAsync")
-            check(drv.cuEventRecord(self.event(first_event + count), stream), "cuEventRecord")
+            check(drv.cuEventRecord(self.event(first_event + count, events), stream),
+                  "cuEventRecord")
             count += 1
         return count
 
@@ -177,18 +189,20 @@ class PinnedStaging:
         n = dst.nbytes
         stage = _host_view(pinned, n)
         chunks = list(enumerate(range(0, n, CHUNK)))
+        events = self.events()  # the copy threads have no current context of their own
 
         def copy(item: tuple[int, int]) -> None:
             i, off = item
             k = min(CHUNK, n - off)
-            check(drv.cuEventSynchronize(self.event(first_event + i)), "cuEventSynchronize")
+            check(drv.cuEventSynchronize(self.event(first_event + i, events)),
+                  "cuEventSynchronize")
             dst[off:off + k] = stage[off:off + k]
 
         if len(chunks) == 1:
             copy(chunks[0])
         else:
             for event_index in range(first_event, first_event + len(chunks)):
-                self.event(event_index)  # create events here, not racing in threads
+                self.event(event_index, events)  # create events here, not racing in threads
             list(_copy_threads().map(copy, chunks))
 
 
