@@ -129,7 +129,7 @@ class CudaArrayInterfaceAdapter(ArrayAdapter):
             strides=tuple(strides) if strides else None,
             dtype=from_numpy(cai["typestr"]),
             device="cuda",
-            device_id=_device_of_pointer(ptr) if ptr else 0,
+            device_id=_device_of(obj, ptr) if ptr else 0,
             readonly=bool(readonly),
             stream=producer_stream if producer_stream not in (None, 1, 2) else None,
             keepalive=obj,
@@ -244,8 +244,10 @@ class DLPackAdapter(ArrayAdapter):
         )
 
 
-def _device_of_pointer(ptr: int) -> int:
-    """The CUDA device ordinal owning ``ptr`` (0 when it cannot be asked).
+def _device_of(obj: Any, ptr: int) -> int:
+    """The CUDA device ordinal of array ``obj`` at ``ptr`` (0 when it cannot be asked):
+    Thork's own arrays and DLPack producers say so themselves; the driver is asked for
+    the rest (pool memory may not answer it).
 
     With one visible device there is nothing to ask, and this is on the launch path.
     """
@@ -253,4 +255,7 @@ def _device_of_pointer(ptr: int) -> int:
 
     if _cuda.device_count() <= 1:
         return 0
-    return _cuda.pointer_device(ptr)
+    from ._device import array_device
+
+    d = array_device(obj)
+    return d if d is not None else _cuda.pointer_device(ptr)
