@@ -9,7 +9,10 @@ CI without a GPU runs them all. The line right before a block's fence may say ot
   it runs in the GPU suite (``-m gpu`` on a machine with one), with the blocks before it,
   on the default target, and is skipped elsewhere;
 - ``<!-- snippet: skip REASON -->`` — the block is not meant to run (an excerpt, a
-  plugin's ``pyproject.toml`` shown as Python...); the reason is required.
+  plugin's ``pyproject.toml`` shown as Python...); the reason is required;
+- ``<!-- snippet: needs MODULE -->`` — the block runs like any other where ``MODULE``
+  imports (an optional dependency such as Dask's ``distributed``); the page is skipped,
+  naming it, where it does not.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from helpers import TARGETS, importable
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _FENCE = re.compile(r"^```(\w*)\s*$")
-_MARK = re.compile(r"^<!--\s*snippet:\s*(gpu|skip)\b\s*(.*?)\s*-->\s*$")
+_MARK = re.compile(r"^<!--\s*snippet:\s*(gpu|skip|needs)\b\s*(.*?)\s*-->\s*$")
 
 
 @dataclass
@@ -33,7 +36,7 @@ class Block:
     page: str
     line: int  # 1-based line of the first code line
     code: str
-    mode: str  # "cpu", "gpu" or "skip"
+    mode: str  # "cpu", "gpu", "skip" or "needs" (reason: the module)
     reason: str = ""
 
 
@@ -76,6 +79,8 @@ def _run(page_blocks: list[Block], upto: int) -> None:
     ns = module.__dict__
     exec(PRELUDE, ns)  # noqa: S102
     for b in page_blocks[:upto + 1]:
+        if b.mode == "needs":
+            pytest.importorskip(b.reason, reason=f"docs/{b.page}:{b.line} needs {b.reason}")
         if b.mode == "skip":
             continue
         # Padded so tracebacks give the page's own line numbers.
@@ -87,7 +92,8 @@ def _page_params(mode: str) -> list[object]:
     out = []
     for page in PAGES:
         bs = blocks(page)
-        last = max((i for i, b in enumerate(bs) if b.mode == mode), default=None)
+        last = max((i for i, b in enumerate(bs)
+                    if b.mode == mode or (mode == "cpu" and b.mode == "needs")), default=None)
         if last is not None:
             out.append(pytest.param(page.name, last, id=page.name))
     return out
