@@ -11,7 +11,8 @@ from helpers import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
-NEEDS = {"fkl_": "fkl", "graph_": "fkl", "torch_": "torch", "dask_": "distributed"}
+NEEDS = {"fkl_": "fkl", "graph_": "fkl", "multi_gpu": "fkl", "torch_": "torch",
+         "dask_": "distributed"}
 
 
 @pytest.mark.skipif(not TARGETS, reason="no target installed to run the examples")
