@@ -139,8 +139,8 @@ def convert(v: np.ndarray, src: str, dst: str, ok: np.ndarray) -> tuple[np.ndarr
         out = []
         for x in v.tolist():
             x = float(x) if _is_float(src) else int(x)
-            if isinstance(x, float) and not np.isfinite(x):
-                out.append(x)
+            if isinstance(x, float) and (not np.isfinite(x) or x == 0):
+                out.append(x)  # inf, NaN and signed zeros pass through unchanged
             else:
                 r = _exact_round(Fraction(x), mant, emin)
                 out.append(float("inf") * np.sign(r) if dst == "float16" and abs(r) > 65504
