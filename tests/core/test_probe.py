@@ -47,19 +47,19 @@ def _adapted(x: Any) -> tuple[int, tuple[int, ...], int]:
 
 def test_device_arrays_read_like_the_adapter():
     a = DeviceArray.wrap(0x1234500, (3, 4), dt.float32, device=0, stream=77)
-    ptr, key, stream, device = probe(a)
-    assert (ptr, stream, device) == (0x1234500, 77, 0)
+    ptr, key, stream, device, follower = probe(a)
+    assert (ptr, stream, device, follower) == (0x1234500, 77, 0, None)
     assert key == ((3, 4), dt.float32, 0)
 
 
 def test_numpy_arrays_read_like_the_adapter(rng):
     x = rng.standard_normal((9, 13)).astype(np.float32)
-    ptr, key, stream, device = probe(x)
+    ptr, key, stream, device, follower = probe(x)
     assert (ptr, (x.shape, 0)) == (_adapted(x)[0], (_adapted(x)[1], _adapted(x)[2]))
-    assert key == (x.shape, x.dtype, -1) and (stream, device) == (0, -1)
+    assert key == (x.shape, x.dtype, -1) and (stream, device, follower) == (0, -1, None)
     # A strided view keys by its strides (a plan made for it holds them).
     v = x[:, ::2]
-    ptr, key, _, _ = probe(v)
+    ptr, key, _, _, _ = probe(v)
     assert ptr == _adapted(v)[0] and key == (v.shape, v.dtype, v.strides)
     assert probe(x.T)[1] == (x.T.shape, x.dtype, x.T.strides) != probe(x)[1]
 
@@ -77,11 +77,12 @@ CAI_TAKEN = [  # (name, array, producer stream the probe reports)
 @pytest.mark.parametrize("case", CAI_TAKEN, ids=[c[0] for c in CAI_TAKEN])
 def test_cai_arrays_read_like_the_adapter(one_gpu, case):
     _, arr, stream = case
-    ptr, key, got_stream, device = probe(arr)
+    ptr, key, got_stream, device, follower = probe(arr)
     aptr, ashape, astream = _adapted(arr)
     assert (ptr, key[1], got_stream) == (aptr, ashape, astream) == (0x1000, (5, 7), stream)
     strides = arr.__cuda_array_interface__.get("strides")
     assert key == (Cai, (5, 7), "<f4", *([strides] if strides else [])) and device == 0
+    assert follower is None
 
 
 CAI_DECLINED = [

@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 from thork_core import _gpu
-from thork_core._current_stream import implied_stream
+from thork_core.runtime import implied_stream
 
 thork_torch_adapter = pytest.importorskip("thork_torch._adapter")
 

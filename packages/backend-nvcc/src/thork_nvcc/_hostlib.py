@@ -22,7 +22,7 @@ from thork_core import (
 )
 from thork_core.launch import CONV_HOST_STREAM, make_launcher
 from thork_core.plugin import CudaExecutable, GpuTarget
-from thork_core.plugin import library_path as _library_file
+from thork_core.plugin import library_file as _library_file
 
 from ._compiler import HOST_ENTRY
 
@@ -30,8 +30,9 @@ __all__ = ["HostlibTarget", "HostlibExecutable", "library_path"]
 
 
 def library_path(artifact: Artifact) -> str:
-    """The library's content-addressed file under the cache folder."""
-    return _library_file(artifact.data, "nvcc-so")
+    """The library's content-addressed file under the cache folder (the one the disk
+    cache compared when the artifact came from there: core's ``library_file``)."""
+    return _library_file(artifact)
 
 
 class HostlibExecutable(CudaExecutable):

@@ -16,12 +16,12 @@ import math
 from typing import Any
 
 from thork_core import ArgumentError, ArrayView, DType
-from thork_core.launch import cai_pointer
+from thork_core.launch import cai_pointer, follow, followers, implied_stream
 from thork_core.launch import probe as fast_info
 from thork_core.plugin import find_view
 
-__all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out",
-           "pointer", "row_span", "stack", "stream_handle", "view", "wait"]
+__all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out", "follow",
+           "followers", "implied_stream", "pointer", "row_span", "stack", "stream_handle", "view", "wait"]
 
 #: fkl kernels index with int32: arrays have fewer elements than this.
 INT32_LIMIT = 2**31

@@ -14,7 +14,6 @@ picks that class), the most recent guard is tried in C before any Python runs.
 from __future__ import annotations
 
 import math
-import sys
 from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError, DeviceError
@@ -24,6 +23,9 @@ from ._arrays import (
     array_types,
     fast_info,
     fast_out,
+    follow,
+    followers,
+    implied_stream,
     pointer,
     row_span,
     stack,
@@ -104,12 +106,9 @@ class CallPath:
         one device, else DeviceError); ``device`` (an ordinal or ``"cuda:N"``) names it,
         which host inputs need to run anywhere but device 0 on the GPU target.
         """
-        if stream is None and "torch" in sys.modules:
-            # CUDA tensors given no stream run on torch's current stream (h-interop)
-            from thork_core.runtime import implied_stream
-
-            stream = implied_stream(inputs) or None
         if active_batch is not None or device is not None:  # (h-multi: device=)
+            if stream is None:  # CUDA tensors given no stream: torch's current stream
+                stream = implied_stream(inputs) or None
             return self._call_slow(inputs, out, stream, None,
                                    None if active_batch is None else (active_batch, default),
                                    device)
@@ -126,6 +125,7 @@ class CallPath:
         ptrs: list[int] = []
         key: list[Any] | None = []
         producers: list[tuple[int, int]] = []
+        followed: list[tuple[Any, Any, int]] | None = None
         device = 0
         for x in inputs:
             fast = fast_info(x)
@@ -135,10 +135,16 @@ class CallPath:
             ptrs.append(fast[0])
             key.append(fast[1])  # type: ignore[union-attr]
             device = fast[3]
-            if fast[2]:
+            if fast[4] is not None:  # a library with a current stream (torch): h-interop
+                if followed is None:
+                    followed = []
+                followed.append((x, fast[4], fast[2]))
+            elif fast[2]:
                 producers.append((fast[2], fast[3]))
         hot = self._hot.get(tuple(key)) if key is not None else None
         if hot is None:
+            if stream is None:  # CUDA tensors given no stream: torch's current stream
+                stream = implied_stream(inputs) or None
             return self._call_slow(inputs, out, stream, key)
         if hot.guard is not None and out is not None and hot.guard is not guard and \
                 hot.guard(inputs[0], out, stream):
@@ -152,10 +158,17 @@ class CallPath:
         plan, launcher = hot.plan, hot.launcher
         if plan.table_ptrs:
             ptrs += plan.table_ptrs
-        handle = stream_handle(stream) if stream is not None else 0
+        if stream is not None:
+            handle = stream_handle(stream)
+        elif followed is not None:  # given no stream: the first tensor's current stream
+            handle = followed[0][2]
+        else:
+            handle = 0
         for producer, dev in producers:  # CAI-v3-like: order after the producer stream
             if producer != handle:
                 wait(producer, handle, dev)
+        if followed is not None:
+            follow(followed, handle, device)
         if out is None:
             outs = allocate(plan, device, handle)
             for o in outs:
@@ -182,6 +195,9 @@ class CallPath:
                 for o in outs:
                     ptrs.append(pointer(o))
             check_out_aliasing(inputs, outs, self._in_place)
+            outs_followed = followers(outs)
+            if outs_followed is not None:  # torch out=: ordered after torch's stream
+                follow(outs_followed, handle, device)
         if plan.align_mask:
             bits = 0
             for p in ptrs:
@@ -281,6 +297,9 @@ class CallPath:
             for v in views:
                 if v.stream is not None and v.stream != handle:
                     wait(v.stream, handle, v.device_id)
+            outs_followed = followers(outs) if out is not None and on_device else None
+            if outs_followed is not None:  # torch out=: ordered after torch's stream
+                follow(outs_followed, handle, ordinal)
             run.launcher.launch(run.arrange(ptrs), handle)
             if key is not None:
                 hot = Hot(plan, launcher, self._guard(plan, inputs, self._in_place))

@@ -41,6 +41,32 @@ class TorchAdapter(ArrayAdapter):
         index = obj.device.index
         return torch_stream(index if index is not None else 0)
 
+    def claims(self, tx: type) -> bool:
+        torch = sys.modules.get("torch")
+        tensor = getattr(torch, "Tensor", None)
+        return isinstance(tensor, type) and issubclass(tx, tensor)
+
+    def fast(self, obj: Any) -> tuple[int, Any, int, int] | None:
+        """A C-contiguous CUDA tensor of a Thork dtype: its address, the key ``(type,
+        shape, Thork DType, device index)``, torch's current stream on its device (raw
+        handle, one C call) and the index; else None (CPU, strided, other dtypes, the
+        adapter's full path)."""
+        try:
+            if not obj.is_cuda or not obj.is_contiguous():
+                return None
+            d = _FAST_DTYPES.get(obj.dtype)
+            if d is None:
+                return None
+            index = obj.get_device()
+            return (obj.data_ptr(), (type(obj), obj.shape, d, index), torch_stream(index),
+                    index)
+        except Exception:  # noqa: BLE001 - anything unusual: the adapter's path says why
+            return None
+
+    def used_on(self, obj: Any, stream: int) -> None:
+        """``record_stream`` on the launch stream (see :func:`record`)."""
+        record(obj, stream)
+
     def view(self, obj: Any, stream: int | None) -> ArrayView | None:
         if not is_tensor(obj):
             return None
@@ -48,6 +74,25 @@ class TorchAdapter(ArrayAdapter):
         if v.device == "cuda" and stream is not None and v.stream != stream:
             record(obj, stream)
         return v
+
+
+class _Dtypes:
+    """torch dtype -> Thork DType for the dtypes Thork has (``get``), made on first use:
+    the adapter never imports torch itself."""
+
+    def __init__(self) -> None:
+        self._map: dict[Any, Any] | None = None
+
+    def get(self, dtype: Any) -> Any:
+        known = self._map
+        if known is None:
+            from ._dtypes import torch_dtypes
+
+            known = self._map = {d: to_thork(d) for d in torch_dtypes()}
+        return known.get(dtype)
+
+
+_FAST_DTYPES = _Dtypes()
 
 
 def tensor_view(t: Any, what: str = "tensor") -> ArrayView:

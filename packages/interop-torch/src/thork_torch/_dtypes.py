@@ -6,7 +6,7 @@ from typing import Any
 
 from thork_core import ArgumentError, DType, dt
 
-__all__ = ["to_thork", "to_torch"]
+__all__ = ["to_thork", "to_torch", "torch_dtypes"]
 
 _NAMES = {
     "bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
@@ -35,3 +35,12 @@ def to_torch(d: Any) -> Any:
     from thork_core import dtype_of
 
     return getattr(torch, dtype_of(d).name)
+
+
+def torch_dtypes() -> list[Any]:
+    """The torch dtypes that have a Thork dtype (those this torch has: older versions lack
+    the wide unsigned ones)."""
+    import torch
+
+    found = (getattr(torch, name, None) for name in _NAMES)
+    return [d for d in found if isinstance(d, torch.dtype)]

@@ -55,7 +55,7 @@ class CpuExecutable(Executable):
 
     def __init__(self, artifact: Artifact, kernel: KernelIR) -> None:
         self.kernel = kernel
-        self._lib = load_library(artifact.data)  # unloaded when this executable is gone
+        self._lib = load_library(artifact)  # unloaded when this executable is gone
         entry = ctypes.cast(getattr(self._lib, ENTRY), ctypes.c_void_p).value
         # Wrapped so that a recording CPU Graph (thork_core.runtime.Graph) takes the
         # launches instead of running them. The error callback is weak: the launcher (a C

@@ -87,6 +87,26 @@ class ArrayAdapter:
         adapter's array, or no such stream (h-interop: torch's current stream)."""
         return None
 
+    # A following adapter (``follows`` set) also reads its arrays on the hot paths
+    # (thork_core._probe): asked once per exact type whether it claims it, then per call.
+    def claims(self, tx: type) -> bool:
+        """Whether arguments of exact type ``tx`` are this adapter's (asked once per type,
+        only of adapters whose ``follows`` module is imported)."""
+        return False
+
+    def fast(self, obj: Any) -> tuple[int, Any, int, int] | None:
+        """``(address, key, producer stream, device)`` of a claimed array a hot path can
+        use without an :class:`ArrayView` (a C-contiguous device array: the producer
+        stream is the library's current stream there; the key is ``(type, shape, Thork
+        DType, device)``, what a plan or a parameter check for it depends on), else None
+        (the adapters' path)."""
+        return None
+
+    def used_on(self, obj: Any, stream: int) -> None:
+        """Tell the library that a launch on ``stream`` (not its current stream) uses
+        ``obj`` (torch: ``record_stream``, so the caching allocator keeps the memory until
+        that work is done). Called by the hot paths after they waited for the producer."""
+
 
 class NumpyAdapter(ArrayAdapter):
     """Host arrays: ``numpy.ndarray`` (and subclasses)."""

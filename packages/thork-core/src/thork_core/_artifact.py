@@ -27,3 +27,7 @@ class Artifact:
     arch: str
     log: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    #: A ``hostlib`` read from the disk cache: the library file whose content the cache
+    #: compared with its entry (loaders use it through
+    #: :func:`~thork_core._cache.library_file` instead of comparing the bytes again).
+    path: str = field(default="", compare=False, repr=False)

@@ -31,10 +31,11 @@ def check_arg_count(kernel: KernelIR, args: Sequence[Any]) -> None:
 def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
     """``obj`` through the registered array adapters (highest priority first), or None
     when none takes it: the one adapter lookup (kernel launches, fkl pipes). An adapter
-    raises TypeError for an array it recognizes but cannot give (dtype, byte order...)."""
+    raises TypeError for an array it recognizes but cannot give (dtype, byte order...).
+    Plugins are imported as the lookup reaches their adapters (a NumPy array: none)."""
     from ._plugins import plugins
 
-    for adapter in plugins().array_adapters():
+    for adapter in plugins().each_adapter():
         view = adapter.view(obj, stream)
         if view is not None:
             return view

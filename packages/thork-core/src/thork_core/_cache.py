@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 # uses neither (string paths; temporary files only when writing).
 
 __all__ = ["DiskCache", "cache_dir", "cache_root", "cache_key", "disk_cache", "CacheEntry",
-           "CacheWarning", "library_path", "load_library", "max_bytes", "on_clear",
+           "CacheWarning", "library_file", "library_path", "load_library", "max_bytes", "on_clear",
            "read_private"]
 
 #: Called after :meth:`DiskCache.clear`: what keeps an in-memory copy of a file in the
@@ -333,8 +333,8 @@ class DiskCache:
                 if hashlib.sha256(data).hexdigest() != lib:
                     _remove(lib_path)
                     raise _Untrusted(f"{lib_path}: content does not match its entry")
-                art = _with_data(art, data)
                 _touch(lib_path)
+                art = _with_data(art, data, _checked(lib_path))
             _touch(path)
         except FileNotFoundError:
             self.stats["misses"] += 1
@@ -577,9 +577,48 @@ def _decode(blob: bytes, key: str, secret: bytes) -> tuple[Artifact, str | None]
     return art, meta.get("lib")
 
 
-def _with_data(a: Artifact, data: bytes) -> Artifact:
+def _with_data(a: Artifact, data: bytes, path: str = "") -> Artifact:
     return Artifact(kind=a.kind, data=data, entry=a.entry, compiler=a.compiler, arch=a.arch,
-                    log=a.log, info=a.info)
+                    log=a.log, info=a.info, path=path)
+
+
+#: Library files whose content this process compared with an entry's digest, with their
+#: (inode, size, modification time) right after: unchanged since, the file still holds
+#: those bytes, so loading it needs no second read and hash (:func:`library_file`).
+_CHECKED: dict[str, tuple[int, int, int]] = {}
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _checked(path: str) -> str:
+    """Record ``path`` as compared just now; returns it ("" when it cannot be stat'ed)."""
+    stamp = _stamp(path)
+    if stamp is None:
+        return ""
+    if len(_CHECKED) > 4096:  # bounded: a process loading many libraries re-checks old ones
+        _CHECKED.clear()
+    _CHECKED[path] = stamp
+    return path
+
+
+def library_file(art: Artifact) -> str:
+    """The file to load for hostlib ``art``: the one the disk cache compared with its
+    entry when ``art`` came from there (:attr:`Artifact.path`) and it is unchanged since
+    (same inode, size and modification time: a replaced or evicted file is not), else
+    :func:`library_path` of its bytes (compared or written now). Either way the content
+    was checked exactly once in this process before it is loaded."""
+    path = art.path
+    if path:
+        stamp = _CHECKED.get(path)
+        if stamp is not None and stamp == _stamp(path):
+            return path
+    return library_path(art.data)
 
 
 _FALLBACK: list[str] = []
@@ -606,15 +645,18 @@ def library_path(data: bytes, folder: str = _LIB) -> str:
     return _lib_path(root, _store_library(root, data))
 
 
-def load_library(data: bytes) -> Any:
-    """``ctypes.CDLL`` of the library ``data`` (through :func:`library_path`'s verified
-    file), unloaded (``dlclose``) when the returned object and every function taken from
-    it are gone: a process that makes and drops many kernels does not keep every library
-    mapped. Callers keep the object (or its functions) while they may call into it."""
+def load_library(data: bytes | Artifact) -> Any:
+    """``ctypes.CDLL`` of the library ``data`` (bytes: through :func:`library_path`'s
+    verified file; a hostlib :class:`Artifact`: through :func:`library_file`, which reuses
+    the disk cache's check), unloaded (``dlclose``) when the returned object and every
+    function taken from it are gone: a process that makes and drops many kernels does not
+    keep every library mapped. Callers keep the object (or its functions) while they may
+    call into it."""
     import ctypes
     import weakref
 
-    lib = ctypes.CDLL(library_path(data))
+    path = library_file(data) if isinstance(data, Artifact) else library_path(data)
+    lib = ctypes.CDLL(path)
     _pin_runtimes()
     weakref.finalize(lib, _dlclose, lib._handle).atexit = False  # not at shutdown
     return lib
@@ -653,6 +695,7 @@ def _reset() -> None:
     with _ROOTS_LOCK:
         _ROOTS.clear()
     _SECRETS.clear()
+    _CHECKED.clear()
 
 
 _DEFAULT = DiskCache()

@@ -18,14 +18,13 @@ from ._adapter import ArrayView
 from ._arch import gpu_arch
 from ._artifact import Artifact
 from ._binding import array_view, check_array, scalar_value
-from ._current_stream import implied_stream
 from ._device_array import DeviceArray
 from ._dtype import input_typestr
 from ._errors import ArgumentError, LaunchError
 from ._graph import capture_relaxed
 from ._ir import KernelIR, PointerType
 from ._launch import CONV_CU, PreparedLaunch, PyLauncher, make_launcher, param_kinds
-from ._probe import cai_pointer
+from ._probe import KINDS, cai_pointer, follow, implied_stream
 from ._renderer import CudaRenderer, Renderer
 from ._target import Dim3, Executable, Target
 
@@ -88,6 +87,7 @@ class CudaExecutable(Executable):
             return  # every argument was a common kind: checked and launched in C
         kernel = self.kernel
         host: list[tuple[int, ArrayView]] | None = None
+        followed: list[tuple[Any, Any, int]] | None = None
         values = list(args)  # this call's own values: threads never share them
         fast = self._fast
         for i, arg in enumerate(args):
@@ -103,6 +103,17 @@ class CudaExecutable(Executable):
                     and (param.ndim is None or len(arg.shape) == param.ndim):
                 values[i] = arg.ptr
                 continue
+            kind = KINDS.get(type(arg))
+            if kind is not None and kind.__class__ is not str:  # a torch tensor (h-interop)
+                got = kind.fast(arg)  # (address, (type, shape, DType, device), current, device)
+                if got is not None and got[1][2] is self._elem[i] \
+                        and got[3] == self.ordinal \
+                        and (param.ndim is None or len(got[1][1]) == param.ndim):
+                    if got[2] != handle:  # another stream: wait for torch's, record
+                        followed = [] if followed is None else followed
+                        followed.append((arg, kind, got[2]))
+                    values[i] = got[0]
+                    continue
             if fast is not None:
                 ptr = cai_pointer(arg, fast[i], ndim=-1 if param.ndim is None else param.ndim,
                                   writable=param.writes)
@@ -129,6 +140,8 @@ class CudaExecutable(Executable):
             if view.stream is not None and view.stream != handle:
                 _cuda.stream_wait(self.ordinal, view.stream, handle)
             values[i] = view.ptr
+        if followed is not None:
+            follow(followed, handle, self.ordinal)
         if shared_mem > self._dynamic_limit:
             self._allow_dynamic_shared(shared_mem)
         if host:
@@ -218,7 +231,10 @@ def _binder(launcher: Any, kernel: KernelIR, ordinal: int, cai: bool) -> Any:
                           -1 if p.ndim is None else p.ndim, p.writes))
         else:
             specs.append((p.type.is_float,))
-    return mod.Binder(launcher, DeviceArray, ordinal, specs, cai)
+    # The binder reads __cuda_array_interface__ only of the types the probe's table lists
+    # as plain producers: never a torch tensor (its stream is torch's, see _probe), and a
+    # type seen for the first time goes to the Python path once, which decides its kind.
+    return mod.Binder(launcher, DeviceArray, ordinal, specs, KINDS if cai else False)
 
 
 class GpuExecutable(CudaExecutable):

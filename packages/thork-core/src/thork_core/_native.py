@@ -10,18 +10,18 @@ before loading); the first build takes ~0.1–0.5 s. Where that cannot be done (
 compiler, no ``Python.h``, ``THORK_NATIVE=0``) :func:`native_module` returns None and the
 Python launcher serves, with the same behaviour; :func:`native_status` says which and
 why (``thork info``).
-A process that finds the module built imports neither the compiler tools nor sysconfig.
+A process that finds the module built imports neither the compiler tools nor sysconfig
+(nor pathlib), reads the source's digest from the memo (keyed by the source file's
+modification time and size) and reads and hashes the library once: the disk cache's
+content check (docs/guarantees.md) is the one check before it is loaded.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
-import importlib.util
 import os
 import sys
 import threading
-from pathlib import Path
 from types import ModuleType
 
 __all__ = ["native_module", "native_status"]
@@ -47,29 +47,44 @@ def _compiler() -> str | None:
 _SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
-def _source() -> Path:
-    return Path(__file__).with_name("_native_launch.c")
+def _source() -> str:
+    return os.path.join(os.path.dirname(__file__), "_native_launch.c")
 
 
 def _key(src: bytes, cc: str) -> str:
     """Source, Python (version and ABI suffix) and compiler command: what the built
     module depends on (headers come with the Python version)."""
+    import hashlib
+
     h = hashlib.sha256(src)
     for part in (sys.version, _SUFFIX, cc):
         h.update(b"\0" + part.encode())
     return h.hexdigest()[:20]
 
 
-def _build(src: Path, cc: str, include: str, out: Path) -> None:
+def _source_key(src: str, cc: str) -> str:
+    """:func:`_key` of the source file ``src``, memoized on disk against the file's
+    modification time and size (an edited or reinstalled source is read again)."""
+    from ._memo import memo, path_fingerprint
+
+    def compute() -> str:
+        with open(src, "rb") as f:
+            return _key(f.read(), cc)
+
+    return memo("native_source", [path_fingerprint([src]), sys.version, _SUFFIX, cc],
+                compute)
+
+
+def _build(src: str, cc: str, include: str, out: str) -> None:
     """Compile ``src`` to the extension ``out`` (atomically: a temp name, then rename)."""
     import subprocess
     import tempfile
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(out))
     os.close(fd)
     cmd = [*cc.split(), "-O2", "-shared", "-fPIC", "-fvisibility=hidden", f"-I{include}",
-           str(src), "-o", tmp]
+           src, "-o", tmp]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
@@ -81,11 +96,10 @@ def _build(src: Path, cc: str, include: str, out: Path) -> None:
             os.unlink(tmp)
 
 
-def _load(path: Path) -> ModuleType:
-    loader = importlib.machinery.ExtensionFileLoader(_NAME, str(path))
-    spec = importlib.util.spec_from_file_location(_NAME, str(path), loader=loader)
-    assert spec is not None
-    mod = importlib.util.module_from_spec(spec)
+def _load(path: str) -> ModuleType:
+    loader = importlib.machinery.ExtensionFileLoader(_NAME, path)
+    spec = importlib.machinery.ModuleSpec(_NAME, loader, origin=path)
+    mod = loader.create_module(spec)
     loader.exec_module(mod)
     return mod
 
@@ -113,25 +127,25 @@ def _make() -> tuple[ModuleType | None, str]:
     if os.environ.get("THORK_NATIVE", "1").strip().lower() in ("0", "off", "false", "no"):
         return None, "unavailable: THORK_NATIVE=0"
     src = _source()
-    try:
-        data = src.read_bytes()
-    except OSError as exc:
-        return None, f"unavailable: {exc}"
     cc = _cc()
     try:
-        path = _verified_library(src, cc, _key(data, cc))
+        key = _source_key(src, cc)
+    except OSError as exc:
+        return None, f"unavailable: {exc}"
+    try:
+        path = _verified_library(src, cc, key)
         return _load(path), f"ready {path}"
     except Exception as exc:  # any failure leaves the Python launcher in charge
         return None, f"unavailable: {exc}"
 
 
-def _verified_library(src: Path, cc: str, key: str) -> Path:
+def _verified_library(src: str, cc: str, key: str) -> str:
     """The module's file, through the disk cache's trust model (docs/guarantees.md): an
     entry signed by Thork's writer for this key, whose library's content is compared with
     the recorded hash before it is loaded; anything else is rebuilt. Only a build looks
     for the compiler and the headers (a process that finds the module pays for neither)."""
     from ._artifact import Artifact
-    from ._cache import disk_cache, library_path
+    from ._cache import disk_cache, library_file
 
     cache = disk_cache()
     ckey = f"native-{key}"
@@ -149,12 +163,14 @@ def _verified_library(src: Path, cc: str, key: str) -> Path:
             art = cache.get(ckey)
             if art is None:
                 with tempfile.TemporaryDirectory(prefix="thork-native-") as d:
-                    out = Path(d) / f"{_NAME}{_SUFFIX}"
+                    out = os.path.join(d, f"{_NAME}{_SUFFIX}")
                     _build(src, cc, include, out)
-                    art = Artifact(kind="hostlib", data=out.read_bytes(), entry=_NAME,
+                    with open(out, "rb") as f:
+                        data = f.read()
+                    art = Artifact(kind="hostlib", data=data, entry=_NAME,
                                    compiler=cc, arch=sys.implementation.cache_tag or "")
                 cache.put(ckey, art)
-    return Path(library_path(art.data))
+    return library_file(art)
 
 
 def _reset() -> None:

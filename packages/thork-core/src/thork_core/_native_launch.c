@@ -703,6 +703,9 @@ static PyTypeObject GuardType = {
 
 /* ---- Binder ------------------------------------------------------------------------
  * Binder(launcher, array_type, device, specs, cai)
+ *   cai: False (no __cuda_array_interface__ reading), True (any type's), or the dict
+ *   thork_core._probe.KINDS (only types it maps to "cai": plain producers such as CuPy;
+ *   a torch tensor, whose stream is torch's, and a type not in it go to the caller).
  *   The checked launch of kernel[grid, block](*args) for the common argument kinds, in C:
  *   __call__(grid, block, shared, stream, args) -> bool. True: every argument was of a
  *   kind checked here and the kernel was launched; False: some argument needs the
@@ -732,6 +735,7 @@ typedef struct {
     PyTypeObject *array_type;
     long device;
     int cai;
+    PyObject *kinds; /* NULL: any type's interface; else only types mapped to "cai" here */
     Field fields[N_FIELDS];
     Py_ssize_t n;
     ParamSpec *specs;
@@ -739,16 +743,21 @@ typedef struct {
 } BinderObject;
 
 static PyTypeObject BinderType;
-static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask;
+static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask, *s_kind_cai;
 
 static int binder_init(BinderObject *self, PyObject *args, PyObject *kw) {
-    PyObject *launcher, *array_type, *specs;
+    PyObject *launcher, *array_type, *specs, *cai_arg;
     long device;
     int cai;
     static char *names[] = {"launcher", "array_type", "device", "specs", "cai", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!lOp", names, &LauncherType, &launcher,
-                                     &PyType_Type, &array_type, &device, &specs, &cai))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!lOO", names, &LauncherType, &launcher,
+                                     &PyType_Type, &array_type, &device, &specs, &cai_arg))
         return -1;
+    if (PyDict_Check(cai_arg)) {
+        cai = 1;
+    } else if ((cai = PyObject_IsTrue(cai_arg)) < 0) {
+        return -1;
+    }
     LauncherObject *l = (LauncherObject *)launcher;
     if (!ready(l)) return -1;
     PyObject *fast = PySequence_Fast(specs, "specs must be a sequence");
@@ -803,6 +812,7 @@ static int binder_init(BinderObject *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(self->array_type, (PyTypeObject *)Py_NewRef(array_type));
     self->device = device;
     self->cai = cai;
+    Py_XSETREF(self->kinds, PyDict_Check(cai_arg) ? Py_NewRef(cai_arg) : NULL);
     field_init(&self->fields[F_SHAPE], self->array_type, s_shape);
     field_init(&self->fields[F_DTYPE], self->array_type, s_dtype);
     field_init(&self->fields[F_DEVICE], self->array_type, s_device);
@@ -831,6 +841,7 @@ static void binder_dealloc(BinderObject *self) {
     }
     Py_XDECREF((PyObject *)self->launcher);
     Py_XDECREF((PyObject *)self->array_type);
+    Py_XDECREF(self->kinds);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -880,6 +891,16 @@ static int is_default_stream(PyObject *s) {
 /* 1: *ptr set; 0: the caller's path; -1: error. */
 static int bind_cai(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_t *ptr) {
     if (ps->typestr == Py_None) return 0;
+    if (b->kinds) {
+        /* Only a type the probe's table lists as a plain producer: a follower's array (a
+         * torch tensor: its stream is torch's) or a type not seen yet (the Python path
+         * decides its kind once) goes to the caller. */
+        PyObject *kind = PyDict_GetItemWithError(b->kinds, (PyObject *)Py_TYPE(a));
+        if (!kind) return PyErr_Occurred() ? -1 : 0;
+        if (kind != s_kind_cai &&
+            !(PyUnicode_Check(kind) && PyUnicode_Compare(kind, s_kind_cai) == 0))
+            return 0;
+    }
     PyObject *cai = PyObject_GetAttr(a, s_cai);
     if (!cai) {
         PyErr_Clear(); /* not an array with the interface (or its getter refused) */
@@ -1690,7 +1711,8 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     s_strides = PyUnicode_InternFromString("strides");
     s_data = PyUnicode_InternFromString("data");
     s_mask = PyUnicode_InternFromString("mask");
-    if (!s_cai || !s_typestr || !s_strides || !s_data || !s_mask) return NULL;
+    s_kind_cai = PyUnicode_InternFromString("cai"); /* thork_core._probe.CAI */
+    if (!s_cai || !s_typestr || !s_strides || !s_data || !s_mask || !s_kind_cai) return NULL;
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_device = PyUnicode_InternFromString("device");

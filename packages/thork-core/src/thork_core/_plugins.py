@@ -28,7 +28,7 @@ import _thread
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -52,8 +52,13 @@ ENTRY_POINT_GROUP = "thork"
 _HOOKS = ("compilers", "targets", "frontends", "array_adapters")
 #: The attribute holding an item's artifact kinds, per hook.
 _KINDS = {"compilers": "produces", "targets": "consumes"}
+#: The attribute an item's third fact comes from, per hook: a compiler's or target's
+#: language; an array adapter's ``follows`` (the module whose current stream it follows:
+#: the launch path asks such adapters only while that module is imported, and the index
+#: says which they are without importing the other plugins).
+_THIRD = {"compilers": "language", "targets": "language", "array_adapters": "follows"}
 #: Bump when the layout of the plugin index (or what it records) changes.
-_INDEX_FORMAT = 1
+_INDEX_FORMAT = 2
 _INDEX = "plugin_index"
 
 T = TypeVar("T")
@@ -322,6 +327,40 @@ class Plugins:
             self._adapters = cached
         return cached
 
+    def follower_adapters(self) -> list[ArrayAdapter]:
+        """The array adapters that follow a module now imported (``follows``), highest
+        priority first: imports those adapters' plugins only (the index names them)."""
+        modules = sys.modules
+        return self._answer(lambda: [
+            self._obj(i) for i in self._items("array_adapters")
+            if i.language and i.language in modules])
+
+    def each_adapter(self) -> Iterator[ArrayAdapter]:
+        """The array adapters, highest priority first, each plugin imported only when the
+        iteration reaches it: a lookup that the first adapter answers (NumPy arrays)
+        imports no other plugin."""
+        cached = self._adapters
+        if cached is not None:
+            yield from cached
+            return
+        with self._lock:
+            items = self._items("array_adapters")
+        done: list[Any] = []
+        for item in items:
+            obj = item.obj
+            if obj is None:
+                try:
+                    with self._lock:
+                        obj = self._obj(item)
+                except _Changed:  # the plugins changed under the index: the full list
+                    yield from (a for a in self.array_adapters()
+                                if not any(a is d for d in done))
+                    return
+            done.append(obj)
+            yield obj
+        if self._adapters is None:
+            self._adapters = done
+
     def target(self, name: str | None = None) -> Target:
         """The target called ``name``; with None, ``THORK_TARGET`` or the default (the
         rules are in :mod:`thork_core._selection`)."""
@@ -349,8 +388,9 @@ def _names(items: dict[str, list[_Item]]) -> dict[str, list[str]]:
 def _fact(hook: str, obj: Any) -> list[Any]:
     """What the index records of a registered object."""
     kinds = getattr(obj, _KINDS[hook], ()) if hook in _KINDS else ()
+    third = getattr(obj, _THIRD[hook], "") if hook in _THIRD else ""
     return [getattr(obj, "name", type(obj).__name__), getattr(obj, "priority", 0),
-            getattr(obj, "language", "") if hook in _KINDS else "", list(kinds)]
+            third if isinstance(third, str) else "", list(kinds)]
 
 
 def _json_safe(value: Any) -> bool:
@@ -454,6 +494,10 @@ def plugins() -> Plugins:
 
 
 def reset_plugins() -> None:
-    """Forget the registry so the next :func:`plugins` call reloads (tests use this)."""
+    """Forget the registry so the next :func:`plugins` call reloads (tests use this), and
+    the array kinds decided with it (the followers may differ)."""
     global _INSTANCE
     _INSTANCE = None
+    from ._probe import forget_kinds
+
+    forget_kinds()

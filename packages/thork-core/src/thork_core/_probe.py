@@ -8,13 +8,23 @@ NumPy arrays, and unmasked ``__cuda_array_interface__`` producers (CuPy, torch, 
 the one visible GPU. Everything else returns None: the caller takes the adapters. Kernel launches
 (``CudaExecutable.launch``'s Python path) and fkl pipes read arrays through it; the
 native module's ``Binder`` makes the same decisions in C.
+
+Arrays of a library with a *current stream* (torch) are read by their adapter's
+:meth:`~thork_core.ArrayAdapter.fast` and carry that adapter (the *follower*): a launch
+given no ``stream=`` runs on the follower's current stream, and a launch on another
+stream waits for it and tells the library (:meth:`~thork_core.ArrayAdapter.used_on`).
+Which kind an argument is gets decided once per exact type (:func:`kind_of`, a dict
+lookup afterwards): arrays of other kinds pay nothing for the followers, and the native
+module's binder reads the same table (it takes ``__cuda_array_interface__`` only from
+types listed there as plain producers).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEFAULT_STREAMS", "cai_pointer", "probe"]
+__all__ = ["CAI", "DEFAULT_STREAMS", "KINDS", "cai_pointer", "follow", "followers",
+           "forget_kinds", "implied_stream", "kind_of", "probe"]
 
 #: ``__cuda_array_interface__`` ``stream`` values that ask no wait of a consumer: absent,
 #: 0 (not valid in CAI v3; read as the legacy stream, as the native module does), the
@@ -23,6 +33,18 @@ DEFAULT_STREAMS = (None, 0, 1, 2)
 
 _TYPES: list[Any] = []
 _ONE_GPU: list[bool] = []
+
+#: The kind of a plain ``__cuda_array_interface__`` producer (CuPy, Numba, anything not
+#: claimed by a follower): read through its interface dict. ``PLAIN``: a type that is no
+#: array at all on the hot paths (Python scalars).
+CAI = "cai"
+PLAIN = "plain"
+#: Exact type -> ``"device"`` (DeviceArray), ``"host"`` (numpy.ndarray), :data:`CAI`,
+#: :data:`PLAIN`, or the follower adapter that claimed the type. Filled on first sight of
+#: each type (:func:`kind_of`); the native binder looks types up here too. Bounded: types
+#: made at run time beyond the bound are decided per call.
+KINDS: dict[type, Any] = {int: PLAIN, float: PLAIN, bool: PLAIN, complex: PLAIN}
+_MAX_KINDS = 512
 
 
 def _types() -> list[Any]:
@@ -49,22 +71,115 @@ def one_gpu() -> bool:
     return _ONE_GPU[0]
 
 
-def probe(x: Any) -> tuple[int, Any, int, int] | None:
-    """``(address, key, producer stream, device)`` for an array that can skip the
-    adapters, else None. ``key`` is what must match for the rest of a previous check of
+def forget_kinds() -> None:
+    """Forget every type's kind (the plugin registry was reset: the followers may differ)."""
+    for tx in [t for t, k in KINDS.items() if k not in (PLAIN,)]:
+        KINDS.pop(tx, None)
+
+
+def kind_of(tx: type) -> Any:
+    """The kind of arguments of exact type ``tx`` (see :data:`KINDS`): decided once per
+    type. A type is a follower's when an array adapter that follows an imported module
+    (``ArrayAdapter.follows``) claims it (:meth:`~thork_core.ArrayAdapter.claims`); only
+    those adapters are asked (the plugin index says which, without importing the others)."""
+    kind = KINDS.get(tx)
+    if kind is not None:
+        return kind
+    nd, da = _TYPES or _types()
+    if tx is da:
+        kind = "device"
+    elif tx is nd:
+        kind = "host"
+    else:
+        kind = CAI
+        from ._plugins import plugins
+
+        for adapter in plugins().follower_adapters():
+            if adapter.claims(tx):
+                kind = adapter
+                break
+    if len(KINDS) < _MAX_KINDS:
+        KINDS[tx] = kind
+    return kind
+
+
+def implied_stream(args: Any) -> int:
+    """The raw stream handle a launch of ``args`` given no ``stream=`` runs on: the
+    current stream of the first argument whose follower names one (torch's current stream
+    on a CUDA tensor's device), else 0 (the legacy default stream). One dict lookup per
+    argument when none is a follower's."""
+    kinds = KINDS
+    for arg in args:
+        kind = kinds.get(type(arg)) or kind_of(type(arg))
+        if kind.__class__ is str:
+            continue
+        handle = kind.launch_stream(arg)
+        if handle is not None:
+            return handle  # type: ignore[no-any-return]
+    return 0
+
+
+def followers(arrays: Any) -> list[tuple[Any, Any, int]] | None:
+    """``(array, adapter, its current stream)`` for each of ``arrays`` whose library has
+    a current stream (a CUDA tensor), else None: one dict lookup per array of any other
+    kind."""
+    found = None
+    kinds = KINDS
+    for x in arrays:
+        kind = kinds.get(type(x)) or kind_of(type(x))
+        if kind.__class__ is str:
+            continue
+        current = kind.launch_stream(x)
+        if current is not None:
+            if found is None:
+                found = []
+            found.append((x, kind, current))
+    return found
+
+
+def follow(followed: Any, handle: int, device: int) -> None:
+    """Order a launch on stream ``handle`` (on ``device``) after the current streams of the
+    ``followed`` arrays (``(array, adapter, current stream)``, from :func:`probe` or
+    :func:`followers`) that are not ``handle``, and tell their libraries about the use
+    (``used_on``: torch's ``record_stream``): what the adapters' path does for a tensor,
+    without an ArrayView. One wait per distinct stream."""
+    waited: list[int] = []
+    for x, adapter, current in followed:
+        if current == handle:
+            continue
+        if current not in waited:
+            from ._cuda import stream_wait
+
+            stream_wait(device, current, handle)
+            waited.append(current)
+        adapter.used_on(x, handle)
+
+
+def probe(x: Any) -> tuple[int, Any, int, int, Any] | None:
+    """``(address, key, producer stream, device, follower)`` for an array that can skip
+    the adapters, else None. ``key`` is what must match for the rest of a previous check of
     an array of this kind to hold: ``(shape, dtype, device)`` for a DeviceArray,
     ``(shape, numpy dtype, -1)`` for a C-contiguous NumPy array (``(shape, numpy dtype,
     strides)`` for a strided view), ``(type, shape, typestr)`` for a CAI producer (with
     its strides appended when it has some): a strided array keys by its strides, which a
     caller's plan for it holds. The producer stream is 0 when no wait can be needed (host
-    arrays and the default streams); device is -1 for host arrays."""
+    arrays and the default streams); device is -1 for host arrays. ``follower``: None, or
+    the adapter of a library with a current stream (the producer stream is that stream; a
+    caller given no ``stream=`` launches there, else waits for it and calls the adapter's
+    :meth:`~thork_core.ArrayAdapter.used_on`); such an array's key is its adapter's."""
     nd, da = _TYPES or _types()
     tx = type(x)
     if tx is da:
-        return x.ptr, (x.shape, x.dtype, x.device), x.stream, x.device
+        return x.ptr, (x.shape, x.dtype, x.device), x.stream, x.device, None
     if tx is nd:
         return x.__array_interface__["data"][0], (
-            x.shape, x.dtype, -1 if x.flags.c_contiguous else x.strides), 0, -1
+            x.shape, x.dtype, -1 if x.flags.c_contiguous else x.strides), 0, -1, None
+    kind = KINDS.get(tx) or kind_of(tx)
+    if kind.__class__ is not str:  # a follower's array: its adapter reads it
+        got = kind.fast(x)
+        return None if got is None else (*got, kind)
+    if kind is PLAIN:
+        return None
     try:
         cai = x.__cuda_array_interface__
     except Exception:  # noqa: BLE001 - e.g. torch raises for a CPU tensor
@@ -75,7 +190,7 @@ def probe(x: Any) -> tuple[int, Any, int, int] | None:
     strides = cai.get("strides")
     key = (tx, tuple(cai["shape"]), cai["typestr"])
     return (cai["data"][0], key if strides is None else (*key, tuple(strides)),
-            0 if stream in DEFAULT_STREAMS else stream, 0)
+            0 if stream in DEFAULT_STREAMS else stream, 0, None)
 
 
 def cai_pointer(x: Any, typestr: str | None, *, ndim: int = -1,
@@ -86,6 +201,9 @@ def cai_pointer(x: Any, typestr: str | None, *, ndim: int = -1,
     (the caller's adapters decide, wait or raise)."""
     if typestr is None:
         return None
+    kind = KINDS.get(type(x)) or kind_of(type(x))
+    if kind is PLAIN or kind.__class__ is not str:
+        return None  # not an array, or a follower's (whose stream the caller handles)
     try:
         cai = x.__cuda_array_interface__
     except Exception:  # noqa: BLE001

@@ -37,7 +37,7 @@ from ._binding import (
     find_view,
     scalar_value,
 )
-from ._cache import library_path, load_library
+from ._cache import library_file, library_path, load_library
 from ._compiler import Compiler
 from ._debug import DebugRecord
 from ._dtype import DType, dt
@@ -71,7 +71,8 @@ __all__ = [
     "PluginWarning", "Plugins", "RecordingLauncher", "Target", "ThorkError", "TraceError",
     "array_view",
     "check_arg_count", "check_array", "dt", "find_view", "gpu_arch", "graph_recorder",
-    "hookimpl", "hookspec", "hookspecs", "installed_fingerprint", "library_path",
+    "hookimpl", "hookspec", "hookspecs", "installed_fingerprint", "library_file",
+    "library_path",
     "load_library", "memo", "normalize_dims", "parse_arch", "path_fingerprint", "plugins",
     "scalar_value",
 ]

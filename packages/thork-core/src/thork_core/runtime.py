@@ -27,7 +27,7 @@ from ._cuda import (
     stream_handle,
     stream_wait,
 )
-from ._current_stream import implied_stream
+from ._probe import implied_stream
 from ._device import array_device, check_device, route
 from ._device_array import DeviceArray
 from ._dtype import DType, input_typestr

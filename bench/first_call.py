@@ -1,0 +1,108 @@
+"""The first ``kernel[grid, block](arrays)`` call in a fresh process, after ``import thork``
+and (GPU) context creation: the issue's cache-hit measure, median of N processes.
+
+    python bench/first_call.py [--target cpu|gpu] [--runs 10] [--profile]
+
+Each child imports Thork and NumPy (GPU: makes the context and the device arrays), then
+times the first call (registry, trace, disk-cache hit, load, native launch module,
+binding, launch: on the CPU target with NumPy arrays, on the GPU with DeviceArrays). The
+first child fills the cache and is dropped. ``--profile`` prints one child's cProfile of
+the call (cumulative time, top 25).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _floor import KERNEL_SOURCE  # noqa: E402
+
+CHILD = textwrap.dedent('''
+    import time
+    t_start = time.perf_counter()
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import thork
+    from seedkernel import matrix_add
+    target, profile = sys.argv[2], sys.argv[3] == "1"
+    n = 1024
+    a = np.arange(n, dtype=np.float32)
+    b = np.ones(n, dtype=np.float32)
+    if target == "gpu":  # the user's arrays would already have created the context
+        from thork_core import DeviceArray
+        out, da, db = (DeviceArray.from_host(np.zeros(n, np.float32)),
+                       DeviceArray.from_host(a), DeviceArray.from_host(b))
+        args, kw = (out, da, db), {}
+    else:
+        out = np.zeros(n, np.float32)
+        args, kw = (out, a, b), {"target": "cpu"}
+    t_imp = time.perf_counter()
+    if profile:
+        import cProfile, pstats
+        pr = cProfile.Profile()
+        pr.enable()
+    t0 = time.perf_counter()
+    matrix_add[n // 128, 128](*args, **kw)
+    t1 = time.perf_counter()
+    if profile:
+        pr.disable()
+        pstats.Stats(pr, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
+    res = out.to_host() if target == "gpu" else out
+    assert np.array_equal(res, a + b), "wrong result"
+    from thork_core import plugins
+    print(json.dumps({"ms": (t1 - t0) * 1e3, "import_ms": (t_imp - t_start) * 1e3,
+                      "cache": matrix_add.compile_info.cache,
+                      "plugins": plugins().loaded(),
+                      "modules": sorted(m for m in sys.modules if m.startswith(("thork", "fkl", "torch", "cupy")))}))
+''')
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default="cpu")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--profile", action="store_true")
+    opt = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="thork-first-call-"))
+    (work / "seedkernel.py").write_text(KERNEL_SOURCE)
+    (work / "child.py").write_text(CHILD)
+    env = dict(os.environ, THORK_CACHE_DIR=str(work / "cache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    results = []
+    for i in range(opt.runs + 1):
+        prof = "1" if opt.profile and i == opt.runs else "0"
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, str(work / "child.py"), str(work), opt.target,
+                            prof], capture_output=True, text=True, env=env, timeout=600)
+        if r.returncode != 0:
+            raise SystemExit(r.stderr)
+        if prof == "1":
+            print(r.stderr)
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        res["process_ms"] = (time.perf_counter() - t0) * 1e3
+        if i:
+            results.append(res)
+    ms = [r["ms"] for r in results]
+    last = results[-1]
+    print(f"first kernel[...] call, fresh process, {opt.target}: median {statistics.median(ms):.2f} ms "
+          f"(min {min(ms):.2f}, max {max(ms):.2f}, {len(ms)} processes; cache: {last['cache']}); "
+          f"imports {statistics.median(r['import_ms'] for r in results):.1f} ms; "
+          f"process {statistics.median(r['process_ms'] for r in results):.0f} ms")
+    print(f"  plugins imported: {', '.join(last['plugins'])}")
+    print(f"  modules: {', '.join(last['modules'])}")
+
+
+if __name__ == "__main__":
+    main()
