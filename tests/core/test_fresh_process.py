@@ -22,18 +22,36 @@ SCRIPT = textwrap.dedent("""
             tid: tk.Uint[tk.ThreadIdx]):
         out[tid] = a[tid] + 1.0
 
+    reads = []
     if sys.argv[1] == "cubin":
         art = add.artifact("sm_90")
         cache = "disk" if __import__("thork_core").disk_cache().stats["hits"] else "compiled"
+    elif sys.argv[1] == "call":  # the first call on the CPU target: build, load, launch
+        import numpy as np
+        from thork_core import _cache
+
+        read = _cache.read_private
+
+        def counted(path, limit):  # every file the cache reads, in order
+            reads.append(path)
+            return read(path, limit)
+
+        _cache.read_private = counted
+        a = np.arange(5, dtype=np.float32)
+        out = np.zeros(5, np.float32)
+        add[1, 5](out, a, target="cpu")
+        assert np.array_equal(out, a + 1)
+        cache = add.compile_info.cache
     else:
         cache = add.compile(sys.argv[1]).cache
     print(json.dumps({"cache": cache, "loaded": plugins().loaded(),
-                      "modules": sorted(sys.modules)}))
+                      "modules": sorted(sys.modules), "reads": reads}))
 """)
 
 #: Top-level packages of the plugins a given run must not import.
 OTHERS = {
     "cpu": ("thork_clang", "thork_nvcc", "thork_nvrtc", "fkl"),
+    "call": ("thork_clang", "thork_nvcc", "thork_nvrtc", "fkl", "thork_torch"),
     "cubin": ("thork_clang", "thork_nvcc", "thork_cpu", "fkl"),
 }
 
@@ -57,8 +75,8 @@ def run_twice(tmp_path, what):
     return out[1]
 
 
-def check_imports(hit, what, plugin):
-    assert hit["loaded"] == [plugin], hit["loaded"]
+def check_imports(hit, what, plugin, *more):
+    assert hit["loaded"] == [*more, plugin], hit["loaded"]
     imported = {m.split(".")[0] for m in hit["modules"]}
     unrelated = sorted(imported & set(OTHERS[what]))
     assert not unrelated, f"a {what} cache hit imported unrelated plugins: {unrelated}"
@@ -79,3 +97,18 @@ def test_cubin_cache_hit_imports_only_nvrtc_and_not_nvrtc_itself(tmp_path):
     check_imports(hit, "cubin", "nvrtc")
     # The cache key needs NVRTC's version, memoized: the library itself is not loaded.
     assert "cuda.bindings.nvrtc" not in hit["modules"]
+
+
+@pytest.mark.plugin("cpu")
+@pytest.mark.skipif("cpu" not in TARGETS, reason="the CPU target is not available here")
+def test_first_call_on_a_cache_hit_reads_each_library_once(tmp_path):
+    """The first ``kernel[...](arrays)`` call of a fresh process (issue 11's cache-hit
+    measure, CPU target): only the CPU plugin (and core's built-ins) are imported (the array adapters of other
+    plugins, torch's among them, are not: NumPy arrays are core's), and each library file
+    (the kernel's, the native launch module's) is read once: the disk cache's content
+    check, which loading reuses instead of reading and hashing the bytes again."""
+    hit = run_twice(tmp_path, "call")
+    check_imports(hit, "call", "cpu", "core")  # core's own plugin: the NumPy adapter
+    libs = [p for p in hit["reads"] if p.endswith(".so")]
+    assert libs, hit["reads"]  # the kernel's library came from the cache, checked
+    assert len(libs) == len(set(libs)), f"a library was read twice: {hit['reads']}"

@@ -186,9 +186,11 @@ class Plugins:
             return False
         return True
 
-    def _load(self, p: _Plugin) -> dict[str, list[_Item]] | None:
+    def _load(self, p: _Plugin, indexed: bool = False) -> dict[str, list[_Item]] | None:
         """Import ``p`` and call its hooks: the registered objects per hook, or None (with
-        a warning) when it cannot be imported. Indexes it when every hook succeeded."""
+        a warning) when it cannot be imported. Indexes it when every hook succeeded
+        (``indexed``: its index entry was found valid when the registry was built, and is
+        rewritten only when it registered something else)."""
         try:
             plugin = _load_object(p.value)
             why = _plugin_api.incompatibility(getattr(plugin, _plugin_api.ATTRIBUTE, None))
@@ -221,7 +223,8 @@ class Plugins:
                     continue
                 items[hook] = [_Item(p, _fact(hook, x), x) for x in got]
         if clean:
-            self._remember(p, plugin, items)
+            if not (indexed and _facts(items) == _facts(p.items)):
+                self._remember(p, plugin, items)
         else:
             self._forget(p)
         return items
@@ -270,7 +273,7 @@ class Plugins:
             return item.obj
         p = item.plugin
         assert not p.loaded, "items of an imported plugin carry their objects"
-        items = self._load(p)
+        items = self._load(p, indexed=True)
         if items is not None and _facts(items) == _facts(p.items):
             for hook, its in items.items():  # as indexed: the facts get their objects
                 for old, new in zip(p.items[hook], its):
