@@ -459,3 +459,31 @@ def test_dropped_kernels_unmap_their_libraries(tmp_path, monkeypatch, cpu):
         gc.collect()
     assert counts[0] > 0 and len(set(counts)) == 1  # one kernel's worth at a time
     assert mapped() == 0
+
+
+def test_a_checked_library_is_loaded_without_a_second_read(tmp_path, monkeypatch):
+    """A hostlib the cache just compared with its entry is loaded from that file without
+    reading and hashing it again (``library_file``); a file replaced since (other bytes,
+    a new modification time) is compared again and rewritten, never loaded as it is."""
+    monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path / "c"))
+    _cache._reset()
+    cache = disk_cache()
+    data = b"\x7fELF" + os.urandom(300)
+    cache.put("k" * 64, Artifact(kind="hostlib", data=data, entry="e", compiler="c",
+                                 arch="a"))
+    got = cache.get("k" * 64)
+    assert got is not None and got.data == data and got.path
+    read = _cache.read_private
+    reads: list[str] = []
+    monkeypatch.setattr(_cache, "read_private",
+                        lambda path, limit: reads.append(path) or read(path, limit))
+    assert _cache.library_file(got) == got.path and reads == []
+    with open(got.path, "r+b") as f:  # replaced in place: same size, other bytes
+        f.write(b"\x7fELF" + os.urandom(16))
+    st = os.stat(got.path)
+    os.utime(got.path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    path = _cache.library_file(got)
+    assert reads and open(path, "rb").read() == data
+    # Bytes from elsewhere (no cache path) go through library_path as before.
+    fresh = Artifact(kind="hostlib", data=data, entry="e", compiler="c", arch="a")
+    assert fresh.path == "" and open(_cache.library_file(fresh), "rb").read() == data

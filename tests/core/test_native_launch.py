@@ -533,6 +533,35 @@ def test_binder_without_cai_takes_only_device_arrays(native):
     assert len(rec.calls) == 1
 
 
+def test_binder_with_the_kinds_table_reads_only_plain_producers(native, monkeypatch):
+    """Given core's kinds table (what CudaExecutable passes), the binder reads the
+    interface only of types listed as plain producers: a follower's array (a torch tensor,
+    whose interface names no stream) and a type not decided yet go to the Python path,
+    which decides once and waits or follows."""
+    from thork_core import _probe
+
+    class Plain(Cai):
+        pass
+
+    class Followed(Cai):
+        pass
+
+    class Unseen(Cai):
+        pass
+
+    monkeypatch.setitem(_probe.KINDS, Plain, _probe.CAI)
+    monkeypatch.setitem(_probe.KINDS, Followed, object())  # an adapter object
+    rec = Recorder()
+    specs = [(F32, "<f4", 1, True), (True,), (F32, "<f4", -1, False), (False,)]
+    binder = native.Binder(rec.launcher(native), DeviceArray, 0, specs, _probe.KINDS)
+    for kind in (Followed, Unseen):
+        assert binder((1, 1, 1), (1, 1, 1), 0, 0, (kind(0x100), 1.0, _da(0x200), 0)) is False
+        assert binder((1, 1, 1), (1, 1, 1), 0, 0, (_da(0x100), 1.0, kind(0x200), 0)) is False
+    assert rec.calls == [] and Unseen not in _probe.KINDS
+    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (Plain(0x100), 1.0, _da(0x200), 0)) is True
+    assert [c["pointers"] for c in rec.calls] == [(0x100, 0x200)]
+
+
 def test_binder_checks_its_configuration(native):
     rec = Recorder()
     launcher = rec.launcher(native)

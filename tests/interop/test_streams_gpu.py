@@ -106,6 +106,82 @@ def test_torch_record_stream_keeps_memory_until_thorks_kernel_ran():
     assert torch.all(out == 5.0).item()
 
 
+@pytest.mark.parametrize("call", ["first", "hot"])
+def test_direct_kernel_call_given_another_stream_waits_for_torchs(call):
+    """kernel[...](tensors, stream=s) without thork_torch.wrap: the launch on ``s`` waits
+    for torch's current stream (the producer). "hot": the third call of one launch object
+    (armed: the C binder declines tensors, the Python fast path reads them through the
+    torch adapter's ``fast`` and waits)."""
+    torch = _torch()
+    launch = scale[GRID, 256]
+    other = _new_stream()
+    x = torch.zeros(N, device="cuda")
+    out = torch.full((N,), float("nan"), device="cuda")
+    if call == "hot":
+        for _ in range(2):
+            launch(x, 1.0, N, out, stream=other)
+        _sync(other)
+    torch.cuda.synchronize()
+    producer = torch.cuda.Stream()
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(SPIN_CYCLES)
+        x.fill_(3.0)
+        launch(x, 2.0, N, out, stream=other)
+    _sync(other)
+    torch.cuda.synchronize()
+    assert torch.all(out == 6.0).item()
+
+
+@pytest.mark.parametrize("call", ["first", "hot"])
+def test_direct_kernel_call_follows_torchs_stream_on_every_call(call):
+    """No stream=: every call (the armed C path included) runs on torch's current stream
+    ``s``: queued after a slow fill there, read by a clone queued after it on ``s``."""
+    torch = _torch()
+    launch = scale[GRID, 256]
+    x = torch.zeros(N, device="cuda")
+    out = torch.full((N,), float("nan"), device="cuda")
+    if call == "hot":
+        for _ in range(2):
+            launch(x, 1.0, N, out)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(SPIN_CYCLES)
+        x.fill_(1.5)
+        launch(x, 4.0, N, out)
+        res = out.clone()
+    torch.cuda.synchronize()
+    assert torch.all(res == 6.0).item()
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_direct_pipe_call_with_tensors_waits_or_follows_on_the_hot_path(given):
+    """fkl pipes called directly with tensors, on their hot path (calls 3+): given no
+    stream they run on torch's current stream; given another stream they wait for it
+    (and record_stream the tensors)."""
+    torch = _torch()
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target="gpu")
+    x = torch.zeros(1024, 1024, device="cuda")
+    out = torch.full((1024, 1024), float("nan"), device="cuda")
+    other = _new_stream()
+    kw = {"stream": other} if given else {}
+    for _ in range(3):
+        pipe(x, out=out, **kw)
+    _sync(other)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(SPIN_CYCLES)
+        x.fill_(3.0)
+        pipe(x, out=out, **kw)
+        res = out.clone()
+    _sync(other)
+    torch.cuda.synchronize()
+    assert torch.all(out == 6.0).item()
+    if not given:  # the clone on s came after the pipe's kernel on s
+        assert torch.all(res == 6.0).item()
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "uint8", "int64"])
 def test_torch_cuda_tensors_every_dtype_zero_copy(dtype, rng):
     torch = _torch()
