@@ -65,7 +65,8 @@ CHILD = textwrap.dedent('''
     print(json.dumps({"ms": (t1 - t0) * 1e3, "import_ms": (t_imp - t_start) * 1e3,
                       "cache": matrix_add.compile_info.cache,
                       "plugins": plugins().loaded(),
-                      "modules": sorted(m for m in sys.modules if m.startswith(("thork", "fkl", "torch", "cupy")))}))
+                      "modules": sorted(m for m in sys.modules
+                                        if m.startswith(("thork", "fkl", "torch", "cupy")))}))
 ''')
 
 
@@ -96,7 +97,8 @@ def main() -> None:
             results.append(res)
     ms = [r["ms"] for r in results]
     last = results[-1]
-    print(f"first kernel[...] call, fresh process, {opt.target}: median {statistics.median(ms):.2f} ms "
+    print(f"first kernel[...] call, fresh process, {opt.target}: "
+          f"median {statistics.median(ms):.2f} ms "
           f"(min {min(ms):.2f}, max {max(ms):.2f}, {len(ms)} processes; cache: {last['cache']}); "
           f"imports {statistics.median(r['import_ms'] for r in results):.1f} ms; "
           f"process {statistics.median(r['process_ms'] for r in results):.0f} ms")

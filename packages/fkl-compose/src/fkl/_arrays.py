@@ -21,7 +21,8 @@ from thork_core.launch import probe as fast_info
 from thork_core.plugin import find_view
 
 __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out", "follow",
-           "followers", "implied_stream", "pointer", "row_span", "stack", "stream_handle", "view", "wait"]
+           "followers", "implied_stream", "pointer", "row_span", "stack", "stream_handle",
+           "view", "wait"]
 
 #: fkl kernels index with int32: arrays have fewer elements than this.
 INT32_LIMIT = 2**31

@@ -27,7 +27,6 @@ from ._cuda import (
     stream_handle,
     stream_wait,
 )
-from ._probe import implied_stream
 from ._device import array_device, check_device, route
 from ._device_array import DeviceArray
 from ._dtype import DType, input_typestr
@@ -41,6 +40,7 @@ from ._memory import (
     pinned_empty,
     staging,
 )
+from ._probe import implied_stream
 
 __all__ = [
     "DeviceArray", "DevicePool", "Graph", "GraphNode", "PinnedBlock", "PinnedStaging",
