@@ -1,10 +1,11 @@
 """Calling a Thork kernel launch or an fkl pipe with torch tensors, on torch's stream.
 
 ``wrap(fn)`` returns a :class:`TorchCall`; its call resolves the launch stream (the
-``stream=`` given, else torch's current stream on the tensors' device), orders that stream
-after torch's current stream when they differ, runs ``fn`` with the tensors zero-copy,
-tells torch's caching allocator about the cross-stream use, and converts what Thork
-allocated when ``output="like_input"`` asks for torch tensors.
+``stream=`` given, else torch's current stream on the tensors' device), runs ``fn`` with
+the tensors zero-copy on it, and converts what Thork allocated when ``output="like_input"``
+asks for torch tensors. Ordering after torch's current stream and telling torch's caching
+allocator about the cross-stream use (``record_stream``) are the direct call's own (core's
+follower path, docs/torch.md): one mechanism for wrapped and direct calls.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from thork_core import ArgumentError
 
-from ._adapter import is_tensor, record, torch_stream
+from ._adapter import is_tensor, torch_stream
 
 __all__ = ["TorchCall", "wrap", "OUTPUTS", "is_pipe", "pipe_on"]
 
@@ -82,20 +83,15 @@ class TorchCall:
         if device is None or device.type == "cpu":
             return self._run(args, out, None, kw, "cpu" if device is not None else None)
         index = device.index if device.index is not None else 0
-        current = torch_stream(index)
         if stream is None:
-            handle = current
+            handle = torch_stream(index)
         else:
             from thork_core.runtime import stream_handle
 
             handle = stream_handle(stream)
-        if handle != current:
-            _wait(index, producer=current, consumer=handle)
-        result = self._run(args, out, handle, kw, "cuda")
-        if handle != current:
-            for t in tensors:
-                record(t, handle)
-        return result
+        # The call waits for torch's current stream and records the tensors when handle
+        # is another stream (core's follower path: thork_core._probe.follow).
+        return self._run(args, out, handle, kw, "cuda")
 
     def _run(self, args: tuple[Any, ...], out: Any, handle: int | None, kw: dict[str, Any],
              device: str | None) -> Any:
@@ -132,8 +128,3 @@ def _to_torch(result: Any, handle: int | None) -> Any:
         return torch.from_numpy(result)
     return torch.from_dlpack(result)
 
-
-def _wait(device: int, producer: int, consumer: int) -> None:
-    from thork_core.runtime import stream_wait
-
-    stream_wait(device, producer, consumer)
