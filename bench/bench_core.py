@@ -183,6 +183,17 @@ def bench_compile(work: Path, rows: list[dict[str, Any]], runs: int, gpu: bool) 
                "phases_ms": phases(warm)}
     rows.append(hit_row)
     print_phases(f"cache hit ({target})", hit_row["phases_ms"])
+    # Issue 11's measure: the first kernel[...](arrays) call after import and context
+    # creation (GPU: DeviceArrays; else the CPU target with NumPy arrays, which includes
+    # running the kernel), median of fresh processes (bench/first_call.py).
+    from first_call import first_call_runs
+
+    if gpu or have_cpu():
+        first = first_call_runs("gpu" if gpu else "cpu", runs)
+        rows.append({"what": f"first kernel[...] call, fresh process "
+                             f"({'gpu, DeviceArrays' if gpu else 'cpu, NumPy'})",
+                     "thork": median([r["ms"] for r in first]), "unit": "ms",
+                     "goal": "<= 2 ms", "plugins": first[-1]["plugins"]})
     if have_cpu():  # the CPU target's disk cache (host .so), same span
         cpu = child_runs(work, "cpu", runs + 1, cold=False)
         rows.append({"what": "  same, CPU target (host .so)",

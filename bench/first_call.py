@@ -22,6 +22,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -70,31 +71,38 @@ CHILD = textwrap.dedent('''
 ''')
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--target", default="cpu")
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--profile", action="store_true")
-    opt = ap.parse_args()
+def first_call_runs(target: str, runs: int, profile: bool = False) -> list[dict[str, Any]]:
+    """One result per fresh process (``ms``: the first call; ``import_ms``; ``cache``;
+    ``plugins``; ``modules``; ``process_ms``), the cache-filling first process dropped."""
     work = Path(tempfile.mkdtemp(prefix="thork-first-call-"))
     (work / "seedkernel.py").write_text(KERNEL_SOURCE)
     (work / "child.py").write_text(CHILD)
     env = dict(os.environ, THORK_CACHE_DIR=str(work / "cache"))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' processes import from .pyc files
     results = []
-    for i in range(opt.runs + 1):
-        prof = "1" if opt.profile and i == opt.runs else "0"
+    for i in range(runs + 1):
+        prof = "1" if profile and i == runs else "0"
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, str(work / "child.py"), str(work), opt.target,
+        r = subprocess.run([sys.executable, str(work / "child.py"), str(work), target,
                             prof], capture_output=True, text=True, env=env, timeout=600)
         if r.returncode != 0:
-            raise SystemExit(r.stderr)
+            raise RuntimeError(r.stderr)
         if prof == "1":
             print(r.stderr)
         res = json.loads(r.stdout.strip().splitlines()[-1])
         res["process_ms"] = (time.perf_counter() - t0) * 1e3
         if i:
             results.append(res)
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default="cpu")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--profile", action="store_true")
+    opt = ap.parse_args()
+    results = first_call_runs(opt.target, opt.runs, opt.profile)
     ms = [r["ms"] for r in results]
     last = results[-1]
     print(f"first kernel[...] call, fresh process, {opt.target}: "
