@@ -29,6 +29,10 @@ __all__ = ["native_module", "native_status"]
 _NAME = "_thork_native"
 _LOCK = threading.Lock()
 _STATE: dict[str, object] = {}
+#: Modules loaded in this process, by key: one module (one set of C types) per key for
+#: the process's life, whichever cache folder its file was found in (classes made from
+#: its types, e.g. thork's Launch over LaunchCall, must stay instances of them).
+_LOADED: dict[str, ModuleType] = {}
 
 
 def _cc() -> str:
@@ -134,7 +138,10 @@ def _make() -> tuple[ModuleType | None, str]:
         return None, f"unavailable: {exc}"
     try:
         path = _verified_library(src, cc, key)
-        return _load(path), f"ready {path}"
+        mod = _LOADED.get(key)
+        if mod is None:
+            mod = _LOADED[key] = _load(path)
+        return mod, f"ready {path}"
     except Exception as exc:  # any failure leaves the Python launcher in charge
         return None, f"unavailable: {exc}"
 
