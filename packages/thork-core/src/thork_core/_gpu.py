@@ -19,7 +19,7 @@ from ._arch import gpu_arch
 from ._artifact import Artifact
 from ._binding import array_view, check_array, scalar_value
 from ._device_array import DeviceArray
-from ._dtype import input_typestr
+from ._dtype import DType, input_typestr
 from ._errors import ArgumentError, LaunchError
 from ._graph import capture_relaxed
 from ._ir import KernelIR, PointerType
@@ -229,12 +229,18 @@ def _binder(launcher: Any, kernel: KernelIR, ordinal: int, cai: bool) -> Any:
         if isinstance(p.type, PointerType):
             specs.append((p.type.elem, input_typestr(p.type.elem),
                           -1 if p.ndim is None else p.ndim, p.writes))
-        else:
+        elif isinstance(p.type, DType):
             specs.append((p.type.is_float,))
+<<<<<<< HEAD
     # The binder reads __cuda_array_interface__ only of the types the probe's table lists
     # as plain producers: never a torch tensor (its stream is torch's, see _probe), and a
     # type seen for the first time goes to the Python path once, which decides its kind.
     return mod.Binder(launcher, DeviceArray, ordinal, specs, KINDS if cai else False)
+=======
+        else:  # vector or struct values: the checked path in Python binds them
+            return None
+    return mod.Binder(launcher, DeviceArray, ordinal, specs, cai)
+>>>>>>> main
 
 
 class GpuExecutable(CudaExecutable):
@@ -361,7 +367,7 @@ class GpuTarget(Target):
     """NVIDIA GPUs through cuda-python's driver API."""
 
     name = "gpu"
-    consumes = ("cubin", "ptx")
+    consumes: tuple[str, ...] = ("cubin", "ptx")
     language = "cuda"
     priority = 100
 
