@@ -231,16 +231,12 @@ def _binder(launcher: Any, kernel: KernelIR, ordinal: int, cai: bool) -> Any:
                           -1 if p.ndim is None else p.ndim, p.writes))
         elif isinstance(p.type, DType):
             specs.append((p.type.is_float,))
-<<<<<<< HEAD
+        else:  # vector or struct values: the checked path in Python binds them
+            return None
     # The binder reads __cuda_array_interface__ only of the types the probe's table lists
     # as plain producers: never a torch tensor (its stream is torch's, see _probe), and a
     # type seen for the first time goes to the Python path once, which decides its kind.
     return mod.Binder(launcher, DeviceArray, ordinal, specs, KINDS if cai else False)
-=======
-        else:  # vector or struct values: the checked path in Python binds them
-            return None
-    return mod.Binder(launcher, DeviceArray, ordinal, specs, cai)
->>>>>>> main
 
 
 class GpuExecutable(CudaExecutable):
