@@ -32,7 +32,7 @@ from ._arrays import (
     wait,
 )
 from ._launcher import Launcher
-from ._plan import Plan, add_spans, allocate, check_out, extent_bytes, make_plan
+from ._plan import Plan, add_spans, allocate, check_out, extent_bytes, make_plan, same_shape
 
 if TYPE_CHECKING:
     from ._kernels import Kernels
@@ -233,7 +233,7 @@ class CallPath:
             shape_key = (*shape_key, active[0], repr(active[1]))
         if active is not None or device is not None:
             key = None  # active and explicit-device calls keep to this path
-        strided = read.pitch_variant and g.pitch != 0  # h-video: a strided input
+        strided = read.pitch_variant and bool(g.strides)  # h-video: a strided input
         out_strides = self._out_strides(out, t, g, lay, handle) \
             if out is not None and self.chain.write.pitched else None
         if out_strides is not None:  # h-video: a strided out=, written in place
@@ -322,24 +322,25 @@ class CallPath:
         return out_maker(array_types()[1], tuple(shape), dtype, device)
 
     def _out_strides(self, out: Any, t: Any, g: Any, lay: Any,
-                     handle: int) -> tuple[int, int, int] | None:
-        """The (row, plane, pixel) strides in elements of a strided ``out=`` the final
-        write can store into in place, else None (h-video, issue 18; a mismatching
-        ``out`` is left to :func:`check_out`, which reports it)."""
+                     handle: int) -> tuple[int, ...] | None:
+        """The strides in elements of a strided ``out=`` the final write can store into
+        in place (the write's :meth:`~fkl._tensor.WriteOp.out_strides`), else None
+        (h-video, issue 18; a mismatching ``out`` is left to :func:`check_out`, which
+        reports it)."""
         if isinstance(out, (list, tuple)):
             return None
         v = view(out, "out", handle, pitched=True)
         if v.contiguous:
             return None
         from ._lowering import final_type, host_plan
-        from ._tensor import Layout, packed_strides
 
-        shape, _ = host_plan(self.chain, t, g, lay)[2][-1]
-        c = final_type(self.chain, t).channels
+        shape, d = host_plan(self.chain, t, g, lay)[2][-1]
+        if v.dtype != d or not same_shape(v.shape, shape):  # the shape first, not layout
+            raise ArgumentError(f"fkl pipe out: expected shape {shape} and dtype {d.name}, "
+                                f"got {v.shape} {v.dtype.name}")
         if v.shape != shape or len(shape) == 1:
             return None
-        olay = Layout(len(shape) - (c > 1) == 3, c > 1)
-        return packed_strides(v, "fkl pipe out", c, olay)
+        return self.chain.write.out_strides(v, final_type(self.chain, t))
 
     @staticmethod
     def _guard(plan: Plan, inputs: tuple[Any, ...], in_place: bool) -> Any:
