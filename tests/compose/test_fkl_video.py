@@ -518,7 +518,7 @@ def test_pitched_buffer_checks() -> None:
     """Bad shapes and pitches are errors before any allocation (no GPU needed)."""
     with pytest.raises(ArgumentError, match="at least the row's 60 bytes"):
         fkl.PitchedBuffer((4, 20, 3), "uint8", pitch=48)
-    with pytest.raises(ArgumentError, match="whole number of uint16"):
+    with pytest.raises(ArgumentError, match="whole number of uint16 elements"):
         fkl.PitchedBuffer((4, 20), "uint16", pitch=81)
     with pytest.raises(ArgumentError, match="shape"):
         fkl.PitchedBuffer((4,), "uint8")
