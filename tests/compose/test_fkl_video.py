@@ -749,3 +749,43 @@ def test_strided_planar_kernels_compile_for_gpu() -> None:
             for comp in compilers:
                 art = pipe.artifact(x, arch="sm_90", compiler=comp, variant=variant)
                 assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+def test_strided_device_views_planar_dual_yuv_write(rng: np.random.Generator) -> None:
+    """On the device, in place: a CuPy planar crop read by TensorPack, TensorSplit into a
+    torch slice of a larger tensor, DualRead of two CuPy crops, WriteYUV into a CuPy
+    pitched frame; values against NumPy, everything around the views untouched."""
+    cupy = pytest.importorskip("cupy")
+    big = rng.standard_normal((4, 19, 23)).astype(np.float32)
+    dev = cupy.asarray(big)
+    pack = fkl.compose(fkl.TensorPack(), fkl.Mul(2.0), fkl.TensorWrite(), target="gpu")
+    got = cupy.asnumpy(cupy.asarray(pack(dev[1:4, 2:15, 3:20])))
+    np.testing.assert_allclose(got, (big[1:4, 2:15, 3:20] * 2).transpose(1, 2, 0), rtol=1e-6)
+    x = rng.standard_normal((9, 13, 3)).astype(np.float32)
+    split = fkl.compose(fkl.TensorRead(), fkl.Add(0.5), fkl.TensorSplit(), target="gpu")
+    canvas = cupy.full((4, 12, 17), cupy.nan, cupy.float32)
+    split(cupy.asarray(x), out=canvas[1:, 2:11, 3:16])
+    host = cupy.asnumpy(canvas)
+    np.testing.assert_allclose(host[1:, 2:11, 3:16], (x + np.float32(0.5)).transpose(2, 0, 1),
+                               rtol=1e-6)
+    host[1:, 2:11, 3:16] = np.nan
+    assert np.isnan(host).all()
+    a, b = rng.standard_normal((2, 11, 15, 3)).astype(np.float32)
+    sub = fkl.compose(fkl.DualRead(), fkl.Sub(), fkl.TensorWrite(), target="gpu")
+    got = cupy.asnumpy(cupy.asarray(sub(cupy.asarray(a)[1:9, 2:14],
+                                        cupy.asarray(b)[2:10, 1:13])))
+    np.testing.assert_allclose(got, a[1:9, 2:14] - b[2:10, 1:13], rtol=1e-6)
+    yuv = (rng.integers(0, 510, (10, 14, 3)) / 2).astype(np.float32)
+    frame = cupy.full((15, 40), 255, cupy.uint8)
+    fkl.compose(fkl.TensorRead(), fkl.WriteYUV("NV12"), target="gpu")(
+        cupy.asarray(yuv), out=frame[:, 3:17])
+    host = cupy.asnumpy(frame)
+    np.testing.assert_array_equal(host[:, 3:17], pack("NV12", yuv))
+    assert (host[:, :3] == 255).all() and (host[:, 17:] == 255).all()
+    torch = pytest.importorskip("torch")
+    t = torch.full((3, 12, 20), float("nan"), device="cuda")
+    split(cupy.asarray(x), out=t[:, 1:10, 4:17])
+    np.testing.assert_allclose(t[:, 1:10, 4:17].cpu().numpy(),
+                               (x + np.float32(0.5)).transpose(2, 0, 1), rtol=1e-6)
+    assert torch.isnan(t[:, :1]).all() and torch.isnan(t[:, :, 17:]).all()
