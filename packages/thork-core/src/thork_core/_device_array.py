@@ -237,35 +237,36 @@ class DeviceArray:
         """Copy NumPy ``array`` (same number of bytes) into this array; synchronous."""
         import numpy as np
 
-        from . import _cuda
 
         host = np.ascontiguousarray(array)
         if host.nbytes != self.nbytes:
             raise ArgumentError(f"DeviceArray.copy_from_host: expected {self.nbytes} bytes "
                                 f"(shape {self.shape}), got {host.nbytes} (shape {host.shape})")
+        self._copy_bytes(host, self.nbytes, upload=True)
+
+    def _copy_bytes(self, host: Any, nbytes: int, upload: bool) -> None:
+        """Copy the first ``nbytes`` of this allocation from (``upload``) or to the
+        C-contiguous NumPy ``host``, after the work queued on its stream; synchronous."""
         drv = _cuda.driver()
         _cuda.make_current(self.device)
         _cuda.check(drv.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
-        if self.nbytes:
-            _cuda.check(drv.cuMemcpyHtoD(self.ptr, host.ctypes.data, self.nbytes),
-                        "cuMemcpyHtoD")
+        if not nbytes:
+            return
+        if upload:
+            _cuda.check(drv.cuMemcpyHtoD(self.ptr, host.ctypes.data, nbytes), "cuMemcpyHtoD")
+        else:
+            _cuda.check(drv.cuMemcpyDtoH(host.ctypes.data, self.ptr, nbytes), "cuMemcpyDtoH")
 
     def to_host(self, out: Any = None) -> Any:
         """A NumPy copy of the array, after the work queued on its stream; synchronous."""
         import numpy as np
 
-        from . import _cuda
 
         host = np.empty(self.shape, dtype=self.dtype.numpy) if out is None else out
         if host.nbytes != self.nbytes or not host.flags.c_contiguous:
             raise ArgumentError(f"DeviceArray.to_host out: expected a C-contiguous array of "
                                 f"{self.nbytes} bytes, got {host.nbytes}")
-        drv = _cuda.driver()
-        _cuda.make_current(self.device)
-        _cuda.check(drv.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
-        if self.nbytes:
-            _cuda.check(drv.cuMemcpyDtoH(host.ctypes.data, self.ptr, self.nbytes),
-                        "cuMemcpyDtoH")
+        self._copy_bytes(host, self.nbytes, upload=False)
         return host
 
     def copy_to_host(self) -> Any:

@@ -108,7 +108,6 @@ class PitchedArray(DeviceArray):
         zeros. Synchronous."""
         import numpy as np
 
-        from . import _cuda
 
         host = np.asarray(array)
         if host.shape != self.shape:
@@ -116,30 +115,19 @@ class PitchedArray(DeviceArray):
                                 f"(a pitched array), got {host.shape}")
         span = np.zeros(self.alloc_bytes, np.uint8)
         self._host_view(span)[...] = host
-        drv = _cuda.driver()
-        _cuda.make_current(self.device)
-        _cuda.check(drv.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
-        if self.alloc_bytes:
-            _cuda.check(drv.cuMemcpyHtoD(self.ptr, span.ctypes.data, self.alloc_bytes),
-                        "cuMemcpyHtoD")
+        self._copy_bytes(span, self.alloc_bytes, upload=True)
 
     def to_host(self, out: Any = None) -> Any:
         """A C-contiguous NumPy copy of the elements (``out``: one of this shape and
         dtype to fill), after the work queued on its stream; synchronous."""
         import numpy as np
 
-        from . import _cuda
 
         if out is not None and (out.shape != self.shape or out.dtype != self.dtype.numpy):
             raise ArgumentError(f"DeviceArray.to_host out: expected shape {self.shape} and "
                                 f"dtype {self.dtype.name}, got {out.shape} {out.dtype}")
         span = np.empty(self.alloc_bytes, np.uint8)
-        drv = _cuda.driver()
-        _cuda.make_current(self.device)
-        _cuda.check(drv.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
-        if self.alloc_bytes:
-            _cuda.check(drv.cuMemcpyDtoH(span.ctypes.data, self.ptr, self.alloc_bytes),
-                        "cuMemcpyDtoH")
+        self._copy_bytes(span, self.alloc_bytes, upload=False)
         if out is None:
             return np.ascontiguousarray(self._host_view(span))
         out[...] = self._host_view(span)
