@@ -152,8 +152,8 @@ def planar_strides(v: ArrayView, name: str, order: str) -> tuple[int, int, int, 
                 f"strides are whole, positive numbers of elements; got shape {shape} with "
                 f"strides {strides} (use numpy.ascontiguousarray / .contiguous())")
         st[axis] = s // isz if n > 1 else 0  # a size-1 axis is only ever indexed at 0
-    n = dict(zip(order, shape, strict=True))
-    check_span(sum((n[a] - 1) * st[a] for a in order) + 1, name)
+    size = dict(zip(order, shape, strict=True))
+    check_span(sum((size[a] - 1) * st[a] for a in order) + 1, name)
     return st["H"], st.get("B", 0), st["W"], st["C"]
 
 
