@@ -789,3 +789,24 @@ def test_strided_device_views_planar_dual_yuv_write(rng: np.random.Generator) ->
     np.testing.assert_allclose(t[:, 1:10, 4:17].cpu().numpy(),
                                (x + np.float32(0.5)).transpose(2, 0, 1), rtol=1e-6)
     assert torch.isnan(t[:, :1]).all() and torch.isnan(t[:, :, 17:]).all()
+
+
+def test_strided_in_debug_mode(target: str, rng: np.random.Generator) -> None:
+    """Debug mode (bounds-checked kernels) takes strided inputs and outputs: their spans
+    are the views' extents, and in-bounds strided accesses pass."""
+    x = rng.standard_normal((5, 7, 3)).astype(np.float32)
+    big = poisoned((8, 12, 4), np.float32)
+    fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target=target,
+                debug=True)(x[:, ::2], out=big[1:6, 2:6, :3])
+    np.testing.assert_allclose(big[1:6, 2:6, :3], x[:, ::2] * np.float32(2), rtol=1e-6)
+    planes = rng.standard_normal((3, 9, 11)).astype(np.float32)
+    canvas = poisoned((3, 10, 12), np.float32)
+    fkl.compose(fkl.TensorPack(), fkl.TensorSplit(), target=target, debug=True)(
+        planes[:, 1:8, 2:9], out=canvas[:, 2:9, 1:8])
+    np.testing.assert_array_equal(canvas[:, 2:9, 1:8], planes[:, 1:8, 2:9])
+    yuv = (rng.integers(0, 510, (10, 14, 3)) / 2).astype(np.float32)
+    frame = poisoned((15, 20), np.uint8)
+    fkl.compose(fkl.TensorRead(), fkl.WriteYUV("NV12"), target=target, debug=True)(
+        yuv, out=frame[:, 3:17])
+    np.testing.assert_array_equal(frame[:, 3:17], pack("NV12", yuv))
+    assert (frame[:, :3] == 255).all() and (frame[:, 17:] == 255).all()

@@ -261,7 +261,7 @@ class CallPath:
                           + [extent_bytes(view(a, "table")) for a in plan.tables]
                           + ([d.itemsize * math.prod(s) for s, d in plan.outs]
                              if out_strides is None else  # a strided out=: its extent
-                             [extent_bytes(view(o, "out")) for o in
+                             [extent_bytes(view(o, "out", None, True)) for o in
                               (out if isinstance(out, (list, tuple)) else [out])]))
             if active is None or len(self._plans) < 256:  # per (k, default): bounded
                 self._plans[shape_key] = plan
