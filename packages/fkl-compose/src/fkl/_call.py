@@ -323,24 +323,34 @@ class CallPath:
 
     def _out_strides(self, out: Any, t: Any, g: Any, lay: Any,
                      handle: int) -> tuple[int, ...] | None:
-        """The strides in elements of a strided ``out=`` the final write can store into
-        in place (the write's :meth:`~fkl._tensor.WriteOp.out_strides`), else None
-        (h-video, issue 18; a mismatching ``out`` is left to :func:`check_out`, which
-        reports it)."""
-        if isinstance(out, (list, tuple)):
-            return None
-        v = view(out, "out", handle, pitched=True)
-        if v.contiguous:
-            return None
-        from ._lowering import final_type, host_plan
+        """The strides in elements of a strided ``out=`` (an array, or the list of a
+        multi-output chain) the final write can store into in place (the write's
+        :meth:`~fkl._tensor.WriteOp.out_strides`), else None (h-video, issue 18; a
+        mismatching ``out`` is left to :func:`check_out`, which reports it). A
+        MidWrite's outputs must stay C-contiguous."""
+        from ._lowering import final_type, host_plan, write_dtypes
 
-        shape, d = host_plan(self.chain, t, g, lay)[2][-1]
-        if v.dtype != d or not same_shape(v.shape, shape):  # the shape first, not layout
-            raise ArgumentError(f"fkl pipe out: expected shape {shape} and dtype {d.name}, "
-                                f"got {v.shape} {v.dtype.name}")
-        if v.shape != shape or len(shape) == 1:
+        given = list(out) if isinstance(out, (list, tuple)) else [out]
+        specs = host_plan(self.chain, t, g, lay)[2]
+        if len(given) != len(specs):
             return None
-        return self.chain.write.out_strides(v, final_type(self.chain, t))
+        names = [f"out[{i}]" if isinstance(out, (list, tuple)) else "out"
+                 for i in range(len(given))]
+        views = [view(o, what, handle, pitched=True) for o, what in zip(given, names)]
+        if all(v.contiguous for v in views):
+            return None
+        ft = final_type(self.chain, t)
+        first = len(specs) - len(write_dtypes(self.chain.write, ft))  # the final write's
+        for i in range(first):  # a MidWrite's outputs have no strided form
+            if not views[i].contiguous:
+                view(given[i], names[i], handle)  # raises: needs a C-contiguous array
+        for v, what, (shape, d) in zip(views[first:], names[first:], specs[first:]):
+            if v.dtype != d or not same_shape(v.shape, shape):  # the shape, not layout
+                raise ArgumentError(f"fkl pipe {what}: expected shape {shape} and dtype "
+                                    f"{d.name}, got {v.shape} {v.dtype.name}")
+            if v.shape != shape or len(shape) == 1:
+                return None  # check_out reports the layout
+        return self.chain.write.out_strides(views[first:], ft)
 
     @staticmethod
     def _guard(plan: Plan, inputs: tuple[Any, ...], in_place: bool) -> Any:

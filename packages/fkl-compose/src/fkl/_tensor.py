@@ -467,10 +467,10 @@ class WriteOp(Op):
     #: How many int32 stride scalars the ``"pitched-out"`` kernel form takes.
     stride_count: ClassVar[int] = 3
 
-    def out_strides(self, v: ArrayView, t: PixType) -> tuple[int, ...]:
-        """The :attr:`stride_count` strides in elements of the strided ``out=`` view
-        ``v`` (of the shape this write makes, for pixels ``t``); ArgumentError when
-        the view's layout cannot be written in place."""
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
+        """The :attr:`stride_count` strides in elements of the ``out=`` views this write
+        stores (of the shapes it makes, for pixels ``t``; one of them at least strided);
+        ArgumentError when a view's layout cannot be written in place."""
         raise NotImplementedError
 
     def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
@@ -512,10 +512,10 @@ class TensorWrite(WriteOp):
     elementwise = True
     pitched = True
 
-    def out_strides(self, v: ArrayView, t: PixType) -> tuple[int, ...]:
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
         c = t.channels
-        lay = Layout(len(v.shape) - (c > 1) == 3, c > 1)
-        return packed_strides(v, "fkl pipe out", c, lay)
+        lay = Layout(len(views[0].shape) - (c > 1) == 3, c > 1)
+        return packed_strides(views[0], "fkl pipe out", c, lay)
 
     def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
                       strides: list[Value], t: PixType) -> None:
@@ -567,7 +567,8 @@ class _Planar(WriteOp):
     #: The axes of a batched output (an unbatched one is "CHW").
     order: ClassVar[str] = "BCHW"
 
-    def out_strides(self, v: ArrayView, t: PixType) -> tuple[int, ...]:
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
+        v = views[0]
         return planar_strides(v, "fkl pipe out", self.order if v.ndim == 4 else "CHW")
 
     def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
@@ -635,7 +636,25 @@ class TensorTSplit(_Planar):
 
 
 class SplitWrite(WriteOp):
-    """Write one 2-D (or (B, H, W)) array per channel; the pipe returns a tuple."""
+    """Write one 2-D (or (B, H, W)) array per channel; the pipe returns a tuple. ``out=``
+    may hold strided views (each its own strides), written in place."""
+
+    pitched = True
+    #: (row, plane, pixel) strides of each of up to 4 outputs (unused ones 0).
+    stride_count = 12
+
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
+        strides: list[int] = []
+        for k, v in enumerate(views):
+            lay = Layout(v.ndim == 3, False)
+            strides += packed_strides(v, f"fkl pipe out[{k}]", 1, lay)
+        return (*strides, *[0] * (self.stride_count - len(strides)))
+
+    def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
+                      strides: list[Value], t: PixType) -> None:
+        for k in range(t.channels):
+            row, plane, step = strides[3 * k:3 * k + 3]
+            ptrs[k][z * plane + y * row + x * step] = px[k]
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:

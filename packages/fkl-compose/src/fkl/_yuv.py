@@ -291,8 +291,8 @@ class WriteYUV(WriteOp):
             raise ArgumentError(f"{self.name}: writes one frame, got a batch of {g.batch}")
         return [(f.frame_shape(g.w, g.h), f.dtype)]
 
-    def out_strides(self, v: ArrayView, t: PixType) -> tuple[int, ...]:
-        return (_frame_geometry(self.format, v, f"{self.name} out")[2],)
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
+        return (_frame_geometry(self.format, views[0], f"{self.name} out")[2],)
 
     def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
                       strides: list[Value], t: PixType) -> None:
