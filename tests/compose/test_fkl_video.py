@@ -746,6 +746,10 @@ def test_strided_planar_kernels_compile_for_gpu() -> None:
          np.zeros((6, 8, 3), np.float32), ("pitched-out", "pitched-both")),
     ]
     compilers = [c for c in ("nvrtc", "nvcc") if has_plugin(c)]
+    # a strided view names its pixel type as a contiguous array does
+    view = np.zeros((3, 8, 12), np.float32)[:, :, :9]
+    art = cases[0][0].artifact(view, arch="sm_90", compiler="nvrtc", variant="pitched")
+    assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
     for pipe, x, variants in cases:
         for variant in variants:
             for comp in compilers:
