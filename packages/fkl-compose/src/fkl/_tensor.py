@@ -41,7 +41,7 @@ class ReadOp(Op):
     kind: ClassVar[str] = "read"
     inputs: ClassVar[int] = 1
     #: The read accepts an input with strides, read in place: its host_type checks them
-    #: and puts them in the Geom (``pitch``, ``plane``, ``step``).
+    #: and puts them in ``Geom.strides``.
     pitched: ClassVar[bool] = False
     #: A strided input needs the ``"pitched"`` kernel form: the read's scalars are
     #: followed by :attr:`stride_count` int32 scalars, the strides in elements that
@@ -299,8 +299,10 @@ class DualRead(TensorRead):
         t, g, lay = _packed(views[:1], self.name, self.batch)
         if views[0].contiguous and views[1].contiguous:
             return t.with_(pair=True), g, lay
-        strides = tuple(s for i, v in enumerate(views) for s in packed_strides(
-            v, f"{self.name} input {i}", t.channels, lay))
+        # The strided input first: its layout is what an error must name.
+        got = {i: packed_strides(views[i], f"{self.name} input {i}", t.channels, lay)
+               for i in sorted(range(2), key=lambda i: views[i].contiguous)}
+        strides = (*got[0], *got[1])
         return t.with_(pair=True), Geom(g.w, g.h, g.batch, strides=strides), lay
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
