@@ -237,7 +237,6 @@ class DeviceArray:
         """Copy NumPy ``array`` (same number of bytes) into this array; synchronous."""
         import numpy as np
 
-
         host = np.ascontiguousarray(array)
         if host.nbytes != self.nbytes:
             raise ArgumentError(f"DeviceArray.copy_from_host: expected {self.nbytes} bytes "
@@ -260,7 +259,6 @@ class DeviceArray:
     def to_host(self, out: Any = None) -> Any:
         """A NumPy copy of the array, after the work queued on its stream; synchronous."""
         import numpy as np
-
 
         host = np.empty(self.shape, dtype=self.dtype.numpy) if out is None else out
         if host.nbytes != self.nbytes or not host.flags.c_contiguous:

@@ -108,7 +108,6 @@ class PitchedArray(DeviceArray):
         zeros. Synchronous."""
         import numpy as np
 
-
         host = np.asarray(array)
         if host.shape != self.shape:
             raise ArgumentError(f"DeviceArray.copy_from_host: expected shape {self.shape} "
@@ -121,7 +120,6 @@ class PitchedArray(DeviceArray):
         """A C-contiguous NumPy copy of the elements (``out``: one of this shape and
         dtype to fill), after the work queued on its stream; synchronous."""
         import numpy as np
-
 
         if out is not None and (out.shape != self.shape or out.dtype != self.dtype.numpy):
             raise ArgumentError(f"DeviceArray.to_host out: expected shape {self.shape} and "
