@@ -99,7 +99,7 @@ def test_unsupported_dtype_for_op(target, rng):
 
 def test_non_contiguous_input(target, rng):
     """TensorRead and TensorPack read strided views in place (issue 18); a layout no read
-    can index (negative strides) and outputs without a strided form (SplitWrite's) give
+    can index (negative strides) and outputs without a strided form (a MidWrite's) give
     the clear error."""
     x = random_array(rng, (9, 22, 3), np.float32)[:, ::2]
     pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target=target)
@@ -109,10 +109,11 @@ def test_non_contiguous_input(target, rng):
     np.testing.assert_allclose(planar(p), p.transpose(1, 2, 0) * np.float32(2.0), rtol=1e-6)
     with pytest.raises(ArgumentError, match="TensorPack: a strided planar array"):
         planar(p[:, ::-1])
-    split = fkl.compose(fkl.TensorRead(), fkl.SplitWrite(), target=target)
-    outs = [np.zeros((9, 22), np.float32)[:, ::2] for _ in range(3)]
+    mid = fkl.compose(fkl.TensorRead(), fkl.MidWrite(), fkl.SplitWrite(), target=target)
+    outs = [np.zeros((9, 22, 3), np.float32)[:, ::2],
+            *[np.zeros((9, 11), np.float32) for _ in range(3)]]
     with pytest.raises(ArgumentError, match="out\\[0\\]: needs a C-contiguous array"):
-        split(x, out=outs)
+        mid(x, out=outs)
 
 
 def test_other_errors(target, rng):
