@@ -1,5 +1,6 @@
 """Video frames into a DNN tensor: NV12 / P010 (pitched too) -> RGB -> resize -> normalize
--> CHW in one kernel, and RGB -> NV12 encoding, each checked against NumPy."""
+-> CHW in one kernel, and RGB -> NV12 encoding (into a pitched frame too), each checked
+against NumPy."""
 
 from __future__ import annotations
 
@@ -68,4 +69,18 @@ ycc = np.stack([16 + 219 * yl, 128 + 224 * (f[..., 2] - yl) / (2 * (1 - kb)),
 chroma = ycc[..., 1:].reshape(H // 2, 2, W // 2, 2, 2).mean(axis=(1, 3))
 want = np.concatenate([ycc[..., 0], chroma.reshape(H // 2, W)], 0)
 assert enc.shape == (H * 3 // 2, W) and np.abs(enc - np.rint(want)).max() <= 1
+
+# ... straight into a pitched frame (rows 512 bytes apart), in place: the padding between
+# the rows is left alone.
+pitched = np.full((H * 3 // 2, 512), 3, np.uint8)
+fkl.compose(fkl.TensorRead(), fkl.RGB2YUV("bt709"), fkl.WriteYUV("NV12"),
+            target=target)(img, out=pitched[:, :W])
+np.testing.assert_array_equal(pitched[:, :W], enc)
+assert (pitched[:, W:] == 3).all()
+
+# Planar tensors in place too: the DNN tensor into a crop of a padded (3, 256, 256) canvas.
+canvas = np.zeros((3, 256, 256), np.float32)
+dnn(frame, out=canvas[:, 16:240, 16:240])
+np.testing.assert_array_equal(canvas[:, 16:240, 16:240], out)
+assert canvas[:, :16].max() == 0 and canvas[:, :, 240:].max() == 0
 print(f"video pipelines on {target}: OK")

@@ -98,14 +98,22 @@ def test_unsupported_dtype_for_op(target, rng):
 
 
 def test_non_contiguous_input(target, rng):
-    """TensorRead reads a strided view in place (issue 18); reads without a strided form
-    (planar TensorPack) still give the clear error."""
+    """TensorRead and TensorPack read strided views in place (issue 18); a layout no read
+    can index (negative strides) and outputs without a strided form (a MidWrite's) give
+    the clear error."""
     x = random_array(rng, (9, 22, 3), np.float32)[:, ::2]
     pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target=target)
     np.testing.assert_allclose(pipe(x), x * np.float32(2.0), rtol=1e-6)
     planar = fkl.compose(fkl.TensorPack(), fkl.Mul(2.0), fkl.TensorWrite(), target=target)
-    with pytest.raises(ArgumentError, match="input 0: needs a C-contiguous array"):
-        planar(random_array(rng, (3, 9, 22), np.float32)[:, :, ::2])
+    p = random_array(rng, (3, 9, 22), np.float32)[:, :, ::2]
+    np.testing.assert_allclose(planar(p), p.transpose(1, 2, 0) * np.float32(2.0), rtol=1e-6)
+    with pytest.raises(ArgumentError, match="TensorPack: a strided planar array"):
+        planar(p[:, ::-1])
+    mid = fkl.compose(fkl.TensorRead(), fkl.MidWrite(), fkl.SplitWrite(), target=target)
+    outs = [np.zeros((9, 22, 3), np.float32)[:, ::2],
+            *[np.zeros((9, 11), np.float32) for _ in range(3)]]
+    with pytest.raises(ArgumentError, match="out\\[0\\]: needs a C-contiguous array"):
+        mid(x, out=outs)
 
 
 def test_other_errors(target, rng):

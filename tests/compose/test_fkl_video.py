@@ -5,11 +5,13 @@ to YUV definitions, inverted with NumPy), not from fkl's closed forms."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import fkl
 import numpy as np
 import pytest
-from helpers import poisoned
+from helpers import has_plugin, poisoned
 from thork_core import ArgumentError
 
 KRKB = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722), "bt2020": (0.2627, 0.0593)}
@@ -424,9 +426,15 @@ def test_strided_read_errors() -> None:
         pipe(x[..., ::-1])
     with pytest.raises(ArgumentError, match="channels are adjacent"):
         pipe(x[:, ::-1])
-    with pytest.raises(ArgumentError, match="contiguous"):
-        fkl.compose(fkl.DualRead(), fkl.Add(), fkl.TensorWrite(), target="cpu")(x[:, :4],
-                                                                             x[:, :4])
+    dual = fkl.compose(fkl.DualRead(), fkl.Add(), fkl.TensorWrite(), target="cpu")
+    with pytest.raises(ArgumentError, match="DualRead input 1.*channels are adjacent"):
+        dual(x[:, :4], x[:, :4, ::-1])
+    pack = fkl.compose(fkl.TensorPack(), fkl.TensorWrite(), target="cpu")
+    with pytest.raises(ArgumentError, match="TensorPack.*whole, positive"):
+        pack(x.transpose(2, 0, 1)[:, ::-1])
+    odd = np.lib.stride_tricks.as_strided(np.zeros(64, np.uint16), (3, 4, 5), (40, 10, 3))
+    with pytest.raises(ArgumentError, match="whole, positive"):
+        pack(odd)  # pixels 3 bytes apart: not a whole number of uint16 elements
 
 
 @pytest.mark.gpu
@@ -486,8 +494,10 @@ def test_strided_out(target: str, rng: np.random.Generator) -> None:
 def test_strided_out_errors() -> None:
     x = np.zeros((7, 9, 3), np.float32)
     split = fkl.compose(fkl.TensorRead(), fkl.TensorSplit(), target="cpu")
-    with pytest.raises(ArgumentError, match="C-contiguous"):
-        split(x, out=np.zeros((3, 7, 12), np.float32)[:, :, :9])
+    with pytest.raises(ArgumentError, match="whole, positive"):
+        split(x, out=np.zeros((3, 7, 9), np.float32)[:, :, ::-1])
+    with pytest.raises(ArgumentError, match="expected shape"):
+        split(x, out=np.zeros((3, 7, 12), np.float32)[:, :, :8])
     write = fkl.compose(fkl.TensorRead(), fkl.TensorWrite(), target="cpu")
     with pytest.raises(ArgumentError, match="channels are adjacent"):
         write(x, out=np.zeros((7, 9, 6), np.float32)[..., ::2])
@@ -508,7 +518,7 @@ def test_pitched_buffer_checks() -> None:
     """Bad shapes and pitches are errors before any allocation (no GPU needed)."""
     with pytest.raises(ArgumentError, match="at least the row's 60 bytes"):
         fkl.PitchedBuffer((4, 20, 3), "uint8", pitch=48)
-    with pytest.raises(ArgumentError, match="whole number of uint16"):
+    with pytest.raises(ArgumentError, match="whole number of uint16 elements"):
         fkl.PitchedBuffer((4, 20), "uint16", pitch=81)
     with pytest.raises(ArgumentError, match="shape"):
         fkl.PitchedBuffer((4,), "uint8")
@@ -560,3 +570,284 @@ def test_strided_span_beyond_int32_is_an_error() -> None:
     frame = np.lib.stride_tricks.as_strided(base, shape=(6, 4), strides=(2**29, 1))
     with pytest.raises(ArgumentError, match="fewer than 2\\*\\*31"):
         fkl.compose(fkl.ReadYUV("NV12"), fkl.TensorWrite(), target="cpu")(frame)
+
+
+# -- strided planar reads and writes, DualRead, WriteYUV -----------------------------------
+def _outside_kept(big: np.ndarray, before: np.ndarray, inside: tuple[Any, ...]) -> None:
+    """Everything of ``big`` outside ``big[inside]`` is bit for bit what it was."""
+    after = big.copy()
+    after[inside] = before[inside]
+    np.testing.assert_array_equal(after.view(np.uint8), before.view(np.uint8))
+
+
+def test_strided_tensor_pack(target: str, rng: np.random.Generator) -> None:
+    """Planar views — a crop of every plane, a subset of the planes, every other plane, a
+    batch of crops, channel-major batches — read in place, against NumPy."""
+    big = rng.standard_normal((2, 5, 19, 23)).astype(np.float32)
+    chw = [big[0, 1:4, 2:15, 3:20], big[1, ::2, :, 1:22], big[0, :3, ::2, ::3],
+           big[1, 4:5, 3:10, 2:9]]
+    pipe = fkl.compose(fkl.TensorPack(), fkl.Mul(2.0), fkl.Add(1.0), fkl.TensorWrite(),
+                       target=target)
+    for x in chw:
+        assert not x.flags.c_contiguous
+        want = (x * np.float32(2) + np.float32(1)).transpose(1, 2, 0)
+        out = pipe(x, out=poisoned(want.shape if x.shape[0] > 1 else want.shape[:2],
+                                   np.float32))
+        np.testing.assert_allclose(out.reshape(want.shape), want, rtol=1e-6)
+    batch = big[:, 1:4, 2:13, 5:16]  # (B, C, H, W) crops
+    np.testing.assert_allclose(pipe(batch), (batch * np.float32(2) + np.float32(1))
+                               .transpose(0, 2, 3, 1), rtol=1e-6)
+    tpack = fkl.compose(fkl.TensorTPack(), fkl.Sub(0.25), fkl.TensorWrite(), target=target)
+    cb = big.transpose(1, 0, 2, 3)[1:4, :, 3:12, 1:20]  # (C, B, H, W) view
+    np.testing.assert_allclose(tpack(cb), (cb - np.float32(0.25)).transpose(1, 2, 3, 0),
+                               rtol=1e-6)
+    geo = fkl.compose(fkl.TensorPack(), fkl.Resize(7, 5), fkl.TensorSplit(), target=target)
+    np.testing.assert_allclose(geo(chw[0]), geo(np.ascontiguousarray(chw[0])), rtol=1e-6)
+
+
+def test_strided_tensor_split_out(target: str, rng: np.random.Generator) -> None:
+    """TensorSplit / TensorTSplit into a view of a poisoned larger array: the view gets
+    the planes, everything around it keeps its poison; strided in and out together; new
+    strides reuse the kernel."""
+    x = rng.standard_normal((9, 13, 3)).astype(np.float32)
+    want = (x * np.float32(2) + np.float32(0.5)).transpose(2, 0, 1)
+    split = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(0.5), fkl.TensorSplit(),
+                        target=target)
+    for rnd in range(2):  # the second round starts on the hot path
+        if rnd:
+            fkl.reset_stats()
+        for big, inside in ((poisoned((4, 12, 17), np.float32), np.s_[1:, 2:11, 3:16]),
+                            (poisoned((3, 10, 30), np.float32), np.s_[:, :9, 1:27:2]),
+                            (poisoned((6, 9, 13), np.float32), np.s_[::2])):
+            before = big.copy()
+            got = split(x, out=big[inside])
+            assert got.base is not None
+            np.testing.assert_allclose(big[inside], want, rtol=1e-6)
+            _outside_kept(big, before, inside)
+        if rnd:
+            assert fkl.stats()["builds"] == 0
+    xb = rng.standard_normal((2, 11, 7, 4)).astype(np.float32)[:, 1:10, 2:7, :3]
+    bsplit = fkl.compose(fkl.TensorRead(), fkl.Sub(1.0), fkl.TensorSplit(), target=target)
+    big = poisoned((2, 3, 10, 9), np.float32)
+    before = big.copy()
+    bsplit(xb, out=big[:, :, 1:, 2:7])  # strided in (crops) and out
+    np.testing.assert_allclose(big[:, :, 1:, 2:7], (xb - np.float32(1)).transpose(0, 3, 1, 2),
+                               rtol=1e-6)
+    _outside_kept(big, before, np.s_[:, :, 1:, 2:7])
+    tsplit = fkl.compose(fkl.TensorRead(), fkl.Sub(1.0), fkl.TensorTSplit(), target=target)
+    big = poisoned((5, 2, 11, 6), np.float32)
+    before = big.copy()
+    tsplit(xb, out=big[1:4, :, :9, 1:6])
+    np.testing.assert_allclose(big[1:4, :, :9, 1:6], (xb - np.float32(1)).transpose(3, 0, 1, 2),
+                               rtol=1e-6)
+    _outside_kept(big, before, np.s_[1:4, :, :9, 1:6])
+    # planar in, planar out, both strided (a padded u8 canvas)
+    planes = rng.integers(0, 256, (3, 15, 21)).astype(np.uint8)[:, 2:13, 1:20]
+    canvas = np.full((3, 12, 32), 7, np.uint8)
+    fkl.compose(fkl.TensorPack(), fkl.TensorSplit(), target=target)(
+        planes, out=canvas[:, 1:12, 4:23])
+    np.testing.assert_array_equal(canvas[:, 1:12, 4:23], planes)
+    assert (canvas[:, 0] == 7).all() and (canvas[:, :, :4] == 7).all() \
+        and (canvas[:, :, 23:] == 7).all()
+
+
+def test_strided_dual_read(target: str, rng: np.random.Generator) -> None:
+    """DualRead of views with different strides (a crop and RGB of RGBA), or one view and
+    one contiguous array, in place, against NumPy; into a strided out too."""
+    a_big = rng.standard_normal((13, 21, 3)).astype(np.float32)
+    b_big = rng.standard_normal((9, 17, 4)).astype(np.float32)
+    a, b = a_big[2:9, 3:16], b_big[1:8, 2:15, :3]
+    sub = fkl.compose(fkl.DualRead(), fkl.Sub(), fkl.TensorWrite(), target=target)
+    for _ in range(2):  # the second round takes the hot path
+        np.testing.assert_allclose(sub(a, b), a - b, rtol=1e-6)
+        np.testing.assert_allclose(sub(a, np.ascontiguousarray(b)), a - b, rtol=1e-6)
+        np.testing.assert_allclose(sub(np.ascontiguousarray(a), b), a - b, rtol=1e-6)
+    canvas = poisoned((10, 20, 3), np.float32)
+    before = canvas.copy()
+    sub(a, b, out=canvas[1:8, 4:17])
+    np.testing.assert_allclose(canvas[1:8, 4:17], a - b, rtol=1e-6)
+    _outside_kept(canvas, before, np.s_[1:8, 4:17])
+    ia = rng.integers(0, 256, (3, 11, 15)).astype(np.uint8)
+    ib = rng.integers(0, 256, (3, 12, 16)).astype(np.uint8)
+    mx = fkl.compose(fkl.DualRead(batch=True), fkl.Max(), fkl.TensorWrite(), target=target)
+    np.testing.assert_array_equal(mx(ia[:, 1:10, ::2], ib[:, 2:11, 1::2]),
+                                  np.maximum(ia[:, 1:10, ::2], ib[:, 2:11, 1::2]))
+
+
+SEMI_PACKED = ["NV12", "NV21", "P010", "P016", "P210", "P216", "UYVY", "Y210", "Y216",
+               "Y416"]
+
+
+@pytest.mark.parametrize("fmt", SEMI_PACKED)
+def test_write_yuv_pitched_out(fmt: str, target: str, rng: np.random.Generator) -> None:
+    """WriteYUV into a pitched frame (a padded allocation; a crop of a wider frame starting
+    mid-row): the frame is the NumPy reference, the padding keeps its poison, and a new
+    pitch reuses the kernel."""
+    w, h = 14, 10 if FORMATS[fmt][3][1] == 2 else 7
+    m = 2 ** FORMATS[fmt][1] - 1
+    ch = 4 if fmt == "Y416" else 3
+    yuv = (rng.integers(-4, 2 * m + 8, (h, w, ch)) / 2).astype(np.float32)
+    expect = pack(fmt, yuv)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.WriteYUV(fmt), target=target)
+    for rnd, (pad, start) in enumerate(((6, 0), (9, 0), (11, 3))):
+        if rnd == 2:
+            fkl.reset_stats()
+        big = poisoned((expect.shape[0], expect.shape[1] + pad, *expect.shape[2:]),
+                       expect.dtype)
+        before = big.copy()
+        inside = np.s_[:, start:start + expect.shape[1]]
+        got = pipe(yuv, out=big[inside])
+        assert got.base is not None
+        np.testing.assert_array_equal(big[inside], expect)
+        _outside_kept(big, before, inside)
+    assert fkl.stats()["builds"] == 0
+    # read a pitched frame, write a pitched frame: the same samples
+    if FORMATS[fmt][2] == 0:
+        src = np.full((expect.shape[0], expect.shape[1] + 4, *expect.shape[2:]), 9,
+                      expect.dtype)
+        src[:, 2:2 + expect.shape[1]] = expect
+        big = poisoned(src.shape, expect.dtype)
+        fkl.compose(fkl.ReadYUV(fmt), fkl.WriteYUV(fmt), target=target)(
+            src[:, 2:2 + expect.shape[1]], out=big[:, 1:1 + expect.shape[1]])
+        np.testing.assert_array_equal(big[:, 1:1 + expect.shape[1]], expect)
+
+
+def test_write_yuv_pitched_out_errors() -> None:
+    rgb = np.zeros((4, 6, 3), np.uint8)
+    for fmt in ("I420", "YV12"):
+        pipe = fkl.compose(fkl.TensorRead(), fkl.WriteYUV(fmt), target="cpu")
+        with pytest.raises(ArgumentError, match=f"WriteYUV\\({fmt}\\) out.*must be "
+                           "contiguous"):
+            pipe(rgb, out=np.zeros((6, 9), np.uint8)[:, :6])
+    nv12 = fkl.compose(fkl.TensorRead(), fkl.WriteYUV("NV12"), target="cpu")
+    with pytest.raises(ArgumentError, match="column stride"):
+        nv12(rgb, out=np.zeros((6, 12), np.uint8)[:, ::2])
+    uyvy = fkl.compose(fkl.TensorRead(), fkl.WriteYUV("UYVY"), target="cpu")
+    with pytest.raises(ArgumentError, match="packed pixels"):
+        uyvy(rgb, out=np.zeros((4, 6, 4), np.uint8)[..., :2])
+
+
+def test_strided_planar_kernels_compile_for_gpu() -> None:
+    """The strided planar, dual and YUV-write forms compile to sm_90 cubin with NVRTC and
+    nvcc without a GPU."""
+    pytest.importorskip("thork_nvrtc")
+    cases = [
+        (fkl.compose(fkl.TensorPack(), fkl.Mul(2.0), fkl.TensorSplit(), target="gpu"),
+         np.zeros((3, 6, 8), np.float32), ("pitched", "pitched-out", "pitched-both")),
+        (fkl.compose(fkl.TensorTPack(), fkl.TensorTSplit(), target="gpu"),
+         np.zeros((3, 2, 6, 8), np.uint8), ("pitched", "pitched-both")),
+        (fkl.compose(fkl.DualRead(), fkl.Sub(), fkl.TensorWrite(), target="gpu"),
+         [np.zeros((6, 8, 3), np.float32)] * 2, ("pitched", "pitched-both")),
+        (fkl.compose(fkl.TensorRead(), fkl.RGB2YUV(), fkl.WriteYUV("NV12"), target="gpu"),
+         np.zeros((6, 8, 3), np.uint8), ("pitched-out",)),
+        (fkl.compose(fkl.ReadYUV("Y416"), fkl.WriteYUV("Y416"), target="gpu"),
+         np.zeros((6, 8, 4), np.uint16), ("pitched-out",)),
+        (fkl.compose(fkl.TensorRead(), fkl.SplitWrite(), target="gpu"),
+         np.zeros((6, 8, 3), np.float32), ("pitched-out", "pitched-both")),
+    ]
+    compilers = [c for c in ("nvrtc", "nvcc") if has_plugin(c)]
+    # a strided view names its pixel type as a contiguous array does
+    view = np.zeros((3, 8, 12), np.float32)[:, :, :9]
+    art = cases[0][0].artifact(view, arch="sm_90", compiler="nvrtc", variant="pitched")
+    assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
+    for pipe, x, variants in cases:
+        for variant in variants:
+            for comp in compilers:
+                art = pipe.artifact(x, arch="sm_90", compiler=comp, variant=variant)
+                assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+def test_strided_device_views_planar_dual_yuv_write(rng: np.random.Generator) -> None:
+    """On the device, in place: a CuPy planar crop read by TensorPack, TensorSplit into a
+    torch slice of a larger tensor, DualRead of two CuPy crops, WriteYUV into a CuPy
+    pitched frame; values against NumPy, everything around the views untouched."""
+    cupy = pytest.importorskip("cupy")
+    big = rng.standard_normal((4, 19, 23)).astype(np.float32)
+    dev = cupy.asarray(big)
+    pack = fkl.compose(fkl.TensorPack(), fkl.Mul(2.0), fkl.TensorWrite(), target="gpu")
+    got = cupy.asnumpy(cupy.asarray(pack(dev[1:4, 2:15, 3:20])))
+    np.testing.assert_allclose(got, (big[1:4, 2:15, 3:20] * 2).transpose(1, 2, 0), rtol=1e-6)
+    x = rng.standard_normal((9, 13, 3)).astype(np.float32)
+    split = fkl.compose(fkl.TensorRead(), fkl.Add(0.5), fkl.TensorSplit(), target="gpu")
+    canvas = cupy.full((4, 12, 17), cupy.nan, cupy.float32)
+    split(cupy.asarray(x), out=canvas[1:, 2:11, 3:16])
+    host = cupy.asnumpy(canvas)
+    np.testing.assert_allclose(host[1:, 2:11, 3:16], (x + np.float32(0.5)).transpose(2, 0, 1),
+                               rtol=1e-6)
+    host[1:, 2:11, 3:16] = np.nan
+    assert np.isnan(host).all()
+    a, b = rng.standard_normal((2, 11, 15, 3)).astype(np.float32)
+    sub = fkl.compose(fkl.DualRead(), fkl.Sub(), fkl.TensorWrite(), target="gpu")
+    got = cupy.asnumpy(cupy.asarray(sub(cupy.asarray(a)[1:9, 2:14],
+                                        cupy.asarray(b)[2:10, 1:13])))
+    np.testing.assert_allclose(got, a[1:9, 2:14] - b[2:10, 1:13], rtol=1e-6)
+    yuv = (rng.integers(0, 510, (10, 14, 3)) / 2).astype(np.float32)
+    frame = cupy.full((15, 40), 255, cupy.uint8)
+    fkl.compose(fkl.TensorRead(), fkl.WriteYUV("NV12"), target="gpu")(
+        cupy.asarray(yuv), out=frame[:, 3:17])
+    host = cupy.asnumpy(frame)
+    np.testing.assert_array_equal(host[:, 3:17], pack("NV12", yuv))
+    assert (host[:, :3] == 255).all() and (host[:, 17:] == 255).all()
+    torch = pytest.importorskip("torch")
+    t = torch.full((3, 12, 20), float("nan"), device="cuda")
+    split(cupy.asarray(x), out=t[:, 1:10, 4:17])
+    np.testing.assert_allclose(t[:, 1:10, 4:17].cpu().numpy(),
+                               (x + np.float32(0.5)).transpose(2, 0, 1), rtol=1e-6)
+    assert torch.isnan(t[:, :1]).all() and torch.isnan(t[:, :, 17:]).all()
+
+
+def test_strided_in_debug_mode(target: str, rng: np.random.Generator) -> None:
+    """Debug mode (bounds-checked kernels) takes strided inputs and outputs: their spans
+    are the views' extents, and in-bounds strided accesses pass."""
+    x = rng.standard_normal((5, 7, 3)).astype(np.float32)
+    big = poisoned((8, 12, 4), np.float32)
+    fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target=target,
+                debug=True)(x[:, ::2], out=big[1:6, 2:6, :3])
+    np.testing.assert_allclose(big[1:6, 2:6, :3], x[:, ::2] * np.float32(2), rtol=1e-6)
+    planes = rng.standard_normal((3, 9, 11)).astype(np.float32)
+    canvas = poisoned((3, 10, 12), np.float32)
+    fkl.compose(fkl.TensorPack(), fkl.TensorSplit(), target=target, debug=True)(
+        planes[:, 1:8, 2:9], out=canvas[:, 2:9, 1:8])
+    np.testing.assert_array_equal(canvas[:, 2:9, 1:8], planes[:, 1:8, 2:9])
+    yuv = (rng.integers(0, 510, (10, 14, 3)) / 2).astype(np.float32)
+    frame = poisoned((15, 20), np.uint8)
+    fkl.compose(fkl.TensorRead(), fkl.WriteYUV("NV12"), target=target, debug=True)(
+        yuv, out=frame[:, 3:17])
+    np.testing.assert_array_equal(frame[:, 3:17], pack("NV12", yuv))
+    assert (frame[:, :3] == 255).all() and (frame[:, 17:] == 255).all()
+
+
+def test_strided_split_write_outputs(target: str, rng: np.random.Generator) -> None:
+    """SplitWrite into views (each output its own strides, contiguous ones mixed in), in
+    place, against NumPy; a MidWrite's output must stay contiguous."""
+    x = rng.standard_normal((7, 9, 3)).astype(np.float32)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(3.0), fkl.SplitWrite(), target=target)
+    bigs = [poisoned((10, 12), np.float32), poisoned((7, 18), np.float32),
+            np.empty((7, 9), np.float32)]
+    befores = [b.copy() for b in bigs]
+    inside = [np.s_[2:9, 1:10], np.s_[:, ::2], np.s_[:, :]]
+    for _ in range(2):  # the second round starts on the hot path
+        got = pipe(x, out=[b[i] for b, i in zip(bigs, inside, strict=True)])
+        for k in range(3):
+            np.testing.assert_allclose(bigs[k][inside[k]], x[..., k] * np.float32(3),
+                                       rtol=1e-6)
+            assert got[k].base is not None or got[k] is bigs[k]
+        for k in range(2):
+            _outside_kept(bigs[k], befores[k], inside[k])
+    xb = rng.standard_normal((2, 5, 6, 2)).astype(np.float32)
+    outs = [poisoned((2, 7, 8), np.float32)[:, 1:6, 2:8], poisoned((2, 5, 6), np.float32)]
+    fkl.compose(fkl.TensorRead(), fkl.Add(1.0), fkl.SplitWrite(), target=target)(xb,
+                                                                                 out=outs)
+    for k in range(2):
+        np.testing.assert_allclose(outs[k], xb[..., k] + np.float32(1), rtol=1e-6)
+    mid = fkl.compose(fkl.TensorRead(), fkl.MidWrite(), fkl.Mul(2.0), fkl.SplitWrite(),
+                      target=target)
+    with pytest.raises(ArgumentError, match="out\\[0\\]: needs a C-contiguous array"):
+        mid(x, out=[np.zeros((7, 12, 3), np.float32)[:, :9],
+                    *[np.zeros((7, 9), np.float32) for _ in range(3)]])
+    ok = [np.zeros((7, 9, 3), np.float32), np.zeros((7, 12), np.float32)[:, 1:10],
+          np.zeros((7, 9), np.float32), np.zeros((7, 9), np.float32)]
+    mid(x, out=ok)
+    np.testing.assert_array_equal(ok[0], x)
+    np.testing.assert_allclose(ok[1], x[..., 0] * np.float32(2), rtol=1e-6)

@@ -34,7 +34,7 @@ from ._arrays import (
     wait,
 )
 from ._launcher import Launcher
-from ._plan import Plan, add_spans, allocate, check_out, extent_bytes, make_plan
+from ._plan import Plan, add_spans, allocate, check_out, extent_bytes, make_plan, same_shape
 
 if TYPE_CHECKING:
     from ._kernels import Kernels
@@ -249,7 +249,7 @@ class CallPath:
             shape_key = (*shape_key, active[0], repr(active[1]))
         if active is not None or device is not None:
             key = None  # active and explicit-device calls keep to this path
-        strided = read.pitch_variant and g.pitch != 0  # h-video: a strided input
+        strided = read.pitch_variant and bool(g.strides)  # h-video: a strided input
         out_strides = self._out_strides(out, t, g, lay, handle) \
             if out is not None and self.chain.write.pitched else None
         if out_strides is not None:  # h-video: a strided out=, written in place
@@ -277,7 +277,7 @@ class CallPath:
                           + [extent_bytes(view(a, "table")) for a in plan.tables]
                           + ([d.itemsize * math.prod(s) for s, d in plan.outs]
                              if out_strides is None else  # a strided out=: its extent
-                             [extent_bytes(view(o, "out")) for o in
+                             [extent_bytes(view(o, "out", None, True)) for o in
                               (out if isinstance(out, (list, tuple)) else [out])]))
             if active is None or len(self._plans) < 256:  # per (k, default): bounded
                 self._plans[shape_key] = plan
@@ -341,24 +341,35 @@ class CallPath:
         return out_maker(array_types()[1], tuple(shape), dtype, device)
 
     def _out_strides(self, out: Any, t: Any, g: Any, lay: Any,
-                     handle: int) -> tuple[int, int, int] | None:
-        """The (row, plane, pixel) strides in elements of a strided ``out=`` the final
-        write can store into in place, else None (h-video, issue 18; a mismatching
-        ``out`` is left to :func:`check_out`, which reports it)."""
-        if isinstance(out, (list, tuple)):
-            return None
-        v = view(out, "out", handle, pitched=True)
-        if v.contiguous:
-            return None
-        from ._lowering import final_type, host_plan
-        from ._tensor import Layout, packed_strides
+                     handle: int) -> tuple[int, ...] | None:
+        """The strides in elements of a strided ``out=`` (an array, or the list of a
+        multi-output chain) the final write can store into in place (the write's
+        :meth:`~fkl._tensor.WriteOp.out_strides`), else None (h-video, issue 18; a
+        mismatching ``out`` is left to :func:`check_out`, which reports it). A
+        MidWrite's outputs must stay C-contiguous."""
+        from ._lowering import final_type, host_plan, write_dtypes
 
-        shape, _ = host_plan(self.chain, t, g, lay)[2][-1]
-        c = final_type(self.chain, t).channels
-        if v.shape != shape or len(shape) == 1:
+        given = list(out) if isinstance(out, (list, tuple)) else [out]
+        specs = host_plan(self.chain, t, g, lay)[2]
+        if len(given) != len(specs):
             return None
-        olay = Layout(len(shape) - (c > 1) == 3, c > 1)
-        return packed_strides(v, "fkl pipe out", c, olay)
+        names = [f"out[{i}]" if isinstance(out, (list, tuple)) else "out"
+                 for i in range(len(given))]
+        views = [view(o, what, handle, pitched=True) for o, what in zip(given, names)]
+        if all(v.contiguous for v in views):
+            return None
+        ft = final_type(self.chain, t)
+        first = len(specs) - len(write_dtypes(self.chain.write, ft))  # the final write's
+        for i in range(first):  # a MidWrite's outputs have no strided form
+            if not views[i].contiguous:
+                view(given[i], names[i], handle)  # raises: needs a C-contiguous array
+        for v, what, (shape, d) in zip(views[first:], names[first:], specs[first:]):
+            if v.dtype != d or not same_shape(v.shape, shape):  # the shape, not layout
+                raise ArgumentError(f"fkl pipe {what}: expected shape {shape} and dtype "
+                                    f"{d.name}, got {v.shape} {v.dtype.name}")
+            if v.shape != shape or len(shape) == 1:
+                return None  # check_out reports the layout
+        return self.chain.write.out_strides(views[first:], ft)
 
     @staticmethod
     def _guard(plan: Plan, inputs: tuple[Any, ...], in_place: bool) -> Any:

@@ -227,9 +227,10 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
           pitched: bool = False, pitched_out: bool = False) -> Lowered:
     """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
 
-    ``pitched``: the read takes its input's row, plane and pixel strides
-    (:attr:`fkl._tensor.ReadOp.pitch_variant`); ``pitched_out``: the final write takes
-    its output's (three more int32 scalars after the ops', :meth:`WriteOp.store_strided`).
+    ``pitched``: the read takes its input's strides
+    (:attr:`fkl._tensor.ReadOp.pitch_variant`, ``stride_count`` int32 scalars after its
+    own); ``pitched_out``: the final write takes its output's (``stride_count`` more
+    int32 scalars after the ops', :meth:`WriteOp.store_strided`).
 
     ``active``: the kernel takes two more scalar groups after the ops' — the active batch
     ``k`` (int32) and a default pixel (the written type, one value per channel) — and
@@ -240,12 +241,13 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
     try:
         # Parameters in a fixed order: inputs, read scalars, then each op's scalars.
         in_ptrs = b.inputs(chain.read.input_dtypes(t))
-        # ``pitched``: the read's input has strides (row, plane, pixel: 3 int32 scalars).
-        pitch = [dt.int32] * 3 if pitched else []
+        # ``pitched``: the read's input has strides (int32 scalars: row, plane, pixel...).
+        pitch = [dt.int32] * chain.read.stride_count if pitched else []
         stage: Stage = chain.read.stage(
             in_ptrs, b.scalars([*chain.read.scalar_types(t), *pitch]), t)
         op_params = b.op_scalars(chain, t)
-        out_strides = b.scalars([dt.int32] * 3) if pitched_out else None
+        out_strides = b.scalars([dt.int32] * chain.write.stride_count) if pitched_out \
+            else None
         if active:
             if any(op.kind == "midwrite" for op in chain.middle):
                 raise ArgumentError("fkl pipe active_batch: a chain with a MidWrite has no "
@@ -278,7 +280,8 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
         nb = cast(Value(Special(dt.uint32, "gridDim.z")), dt.int32)
         bw, bh = write_block(chain.write)
         if (bw, bh) != (1, 1):  # a write that stores a block per thread (YUV chroma)
-            _block_write(b, chain, stage, op_params, x, y, z, nb, ty, (bw, bh), active)
+            _block_write(b, chain, stage, op_params, x, y, z, nb, ty, (bw, bh), active,
+                         out_strides)
             return b.finish(name, trace, BLOCK)
         with if_((x >= stage.w) | (y >= stage.h)):
             return_()
@@ -316,9 +319,11 @@ def write_block(op: WriteOp) -> tuple[int, int]:
 
 def _block_write(b: Params, chain: Chain, stage: Stage, op_params: list[list[Any]],
                  x: Value, y: Value, z: Value, nb: Value, t: PixType,
-                 block: tuple[int, int], active: bool) -> None:
+                 block: tuple[int, int], active: bool,
+                 out_strides: list[Value] | None = None) -> None:
     """The kernel body for a block write: thread (x, y) runs the ops after the last
-    ReadBack on each pixel of block (x, y) and hands the block to the write."""
+    ReadBack on each pixel of block (x, y) and hands the block to the write (with the
+    output's strides for a strided ``out=``)."""
     last = chain.last_readback
     if active or any(op.kind == "midwrite" for op in chain.middle):
         raise ArgumentError(f"{chain.write.name} writes a block of pixels per thread; a "
@@ -340,7 +345,7 @@ def _block_write(b: Params, chain: Chain, stage: Stage, op_params: list[list[Any
         rows.append(row)
     w = chain.write
     w.store_block(b.outputs(write_dtypes(w, ty)), rows, x, y, z,  # type: ignore[attr-defined]
-                  stage.w, stage.h, nb, ty)
+                  stage.w, stage.h, nb, ty, out_strides)
 
 
 def _fused(stage: Stage, op: Op, p: list[Value], t: PixType) -> Stage:

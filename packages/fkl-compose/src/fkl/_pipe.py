@@ -197,8 +197,8 @@ class Pipe(CallPath):
         from ._arrays import view
 
         if x is not None:
-            views = [view(a, f"input {i}") for i, a in enumerate(
-                x if isinstance(x, (list, tuple)) else [x])]
+            views = [view(a, f"input {i}", None, self.chain.read.pitched)  # views too
+                     for i, a in enumerate(x if isinstance(x, (list, tuple)) else [x])]
             return self.chain.read.host_type(views)[0]
         if isinstance(self.chain.read, ReadSet):
             return self.chain.read.host_type([])[0]

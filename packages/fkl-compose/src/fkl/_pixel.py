@@ -49,17 +49,16 @@ class Geom:
     ``ragged``: the planes differ in size (a batch of crops of different sizes); ``w`` and
     ``h`` are then the largest, and only a Resize may follow (it gives one size again).
 
-    ``pitch``, ``plane``, ``step``: elements between the rows, the planes and the pixels
-    of a strided input a read accepts (0: contiguous); only the read uses them."""
+    ``strides``: the strides in elements of a strided input a read accepts, in the order
+    the read's pitched form takes them (:attr:`fkl._tensor.ReadOp.stride_count`; a
+    frame read's row pitch); empty for contiguous input. Only the read uses them."""
 
     w: int
     h: int
     batch: int = 1
     unbounded: bool = False
     ragged: bool = False
-    pitch: int = 0
-    plane: int = 0
-    step: int = 0
+    strides: tuple[int, ...] = ()
 
 
 @dataclass

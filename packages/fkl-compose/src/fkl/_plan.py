@@ -21,7 +21,7 @@ from ._pixel import PixType, per_channel
 from ._tensor import Layout
 
 __all__ = ["Plan", "add_spans", "allocate", "check_out", "extent_bytes", "fill_args",
-           "make_plan"]
+           "make_plan", "same_shape"]
 
 
 @dataclass
@@ -73,16 +73,17 @@ class Plan:
 
 def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
               variant: str, ops: Sequence[Op], active: tuple[int, Any] | None = None,
-              out_strides: tuple[int, int, int] | None = None, ordinal: int = 0) -> Plan:
+              out_strides: tuple[int, ...] | None = None, ordinal: int = 0) -> Plan:
     """The plan of ``variant`` for inputs of pixel type ``t``, geometry ``g``;
     ``active`` is ``(k, default)`` for the ``"active"`` variant, ``out_strides`` the
-    output's (row, plane, pixel) strides in elements for ``"pitched-out"``/``"-both"``;
+    output's strides in elements for ``"pitched-out"``/``"-both"`` (the final write's
+    :meth:`~fkl._tensor.WriteOp.out_strides`);
     ``ordinal`` the CUDA device the call runs on."""
     chain = kernels.chain
     values, og, outs = host_plan(chain, t, g, lay)
     if variant in ("pitched", "pitched-both"):  # the read's strides follow its scalars
         n = len(chain.read.values(t, g))
-        values = [*values[:n], g.pitch, g.plane, g.step, *values[n:]]
+        values = [*values[:n], *g.strides, *values[n:]]
     if variant in ("pitched-out", "pitched-both"):  # the write's, after the ops'
         assert out_strides is not None
         values = [*values, *out_strides]
@@ -191,7 +192,7 @@ def check_out(specs: list[tuple[tuple[int, ...], DType]], out: Any,
     for i, (o, (shape, d)) in enumerate(zip(given, specs, strict=False)):
         what = f"out[{i}]" if len(given) > 1 else "out"
         v = view(o, what, None, strided)
-        if v.dtype != d or not _same_shape(v.shape, shape):
+        if v.dtype != d or not same_shape(v.shape, shape):
             raise ArgumentError(
                 f"fkl pipe {what}: expected shape {shape} and dtype {d.name}, got "
                 f"{v.shape} {v.dtype.name}")
@@ -215,7 +216,9 @@ def allocate(plan: Plan, device: int, handle: int) -> list[Any]:
     return [np.empty(shape, dtype=d.numpy) for shape, d in plan.outs]
 
 
-def _same_shape(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+def same_shape(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether an ``out=`` of shape ``a`` fits an output of shape ``b`` (a trailing axis
+    of one channel may be there or not)."""
     def strip(s: tuple[int, ...]) -> tuple[int, ...]:
         return s[:-1] if s and s[-1] == 1 else s
 

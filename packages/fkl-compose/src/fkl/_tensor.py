@@ -17,7 +17,7 @@ from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel
 
 __all__ = [
     "ReadOp", "WriteOp", "Layout", "Run", "Stream", "vector_width", "packed_strides",
-    "check_span", "TensorRead", "TensorPack",
+    "planar_strides", "c_strides", "check_span", "TensorRead", "TensorPack",
     "TensorTPack", "DualRead",
     "ReadSet", "TensorWrite", "TensorSplit", "TensorTSplit", "SplitWrite", "MidWrite",
 ]
@@ -41,12 +41,15 @@ class ReadOp(Op):
     kind: ClassVar[str] = "read"
     inputs: ClassVar[int] = 1
     #: The read accepts an input with strides, read in place: its host_type checks them
-    #: and puts them in the Geom (``pitch``, ``plane``, ``step``).
+    #: and puts them in ``Geom.strides``.
     pitched: ClassVar[bool] = False
     #: A strided input needs the ``"pitched"`` kernel form: the read's scalars are
-    #: followed by three int32 scalars, the row, plane and pixel strides in elements,
-    #: and :meth:`stage` gets them as ``p[-3:]`` (reads that always take a pitch: False).
+    #: followed by :attr:`stride_count` int32 scalars, the strides in elements that
+    #: host_type put in ``Geom.strides``, and :meth:`stage` gets them after its own
+    #: scalars (reads that always take a pitch, as ReadYUV: False).
     pitch_variant: ClassVar[bool] = False
+    #: How many stride scalars the pitched form takes (TensorRead: row, plane, pixel).
+    stride_count: ClassVar[int] = 3
 
     # For the memory ops, ``channel_uniform()`` (:meth:`Op.channel_uniform`) means: the op
     # reads (writes) an image of N pixels x C channels as one packed run of N * C elements
@@ -105,16 +108,16 @@ def _packed(views: list[ArrayView], name: str, batch: bool | None) -> tuple[PixT
                             f"({c} channels)")
     if h < 1 or w < 1 or b < 1:
         raise ArgumentError(f"{name}: empty input of shape {shape}")
-    pitch, plane, step = packed_strides(v, name, c, lay) if not v.contiguous else (0, 0, 0)
-    return PixType(v.dtype, c), Geom(w, h, b, pitch=pitch, plane=plane, step=step), lay
+    strides = packed_strides(v, name, c, lay) if not v.contiguous else ()
+    return PixType(v.dtype, c), Geom(w, h, b, strides=strides), lay
 
 
 def packed_strides(v: ArrayView, name: str, c: int, lay: Layout) -> tuple[int, int, int]:
     """The row, plane and pixel strides (in elements) of a strided packed input: its
     channels must be adjacent; pixels, rows and planes may be further apart (a crop view,
     a slice, every other column, RGB of an RGBA array, a padded allocation)."""
-    isz, shape, strides = v.dtype.itemsize, v.shape, v.strides
-    assert strides is not None
+    isz, shape = v.dtype.itemsize, v.shape
+    strides = v.strides if v.strides is not None else c_strides(shape, isz)
     names = (["B"] if lay.batch else []) + ["H", "W"] + (["C"] if lay.channel_axis else [])
     if lay.flat or len(names) != len(shape):
         raise ArgumentError(f"{name}: a 1-D input must be contiguous, got strides {strides}")
@@ -132,6 +135,35 @@ def packed_strides(v: ArrayView, name: str, c: int, lay: Layout) -> tuple[int, i
     row, plane, step = row // isz, plane // isz, step // isz
     check_span((n.get("B", 1) - 1) * plane + (n["H"] - 1) * row + n["W"] * step, name)
     return row, plane, step
+
+
+def planar_strides(v: ArrayView, name: str, order: str) -> tuple[int, int, int, int]:
+    """The (row, plane, pixel, channel) strides in elements of a planar array whose axes
+    are ``order`` (``"CHW"``, ``"BCHW"`` or ``"CBHW"``): every plane may be a view of a
+    larger one (a crop, a padded pitch, planes apart); strides must be positive whole
+    numbers of elements (an axis of size 1 may have any stride)."""
+    isz, shape = v.dtype.itemsize, v.shape
+    strides = v.strides if v.strides is not None else c_strides(shape, isz)
+    st: dict[str, int] = {}
+    for axis, n, s in zip(order, shape, strides, strict=True):
+        if n > 1 and (s <= 0 or s % isz):
+            raise ArgumentError(
+                f"{name}: a strided planar array is read or written in place when its "
+                f"strides are whole, positive numbers of elements; got shape {shape} with "
+                f"strides {strides} (use numpy.ascontiguousarray / .contiguous())")
+        st[axis] = s // isz if n > 1 else 0  # a size-1 axis is only ever indexed at 0
+    size = dict(zip(order, shape, strict=True))
+    check_span(sum((size[a] - 1) * st[a] for a in order) + 1, name)
+    return st["H"], st.get("B", 0), st["W"], st["C"]
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Byte strides of a C-contiguous array of ``shape``."""
+    out, acc = [], itemsize
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
 
 
 def check_span(elements: int, name: str) -> None:
@@ -220,7 +252,7 @@ class TensorRead(ReadOp):
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         src, w, h, c = ptrs[0], p[0], p[1], t.channels
-        if len(p) == 5:  # the pitched form: row, plane and pixel strides in elements
+        if len(p) > 2:  # the pitched form: row, plane and pixel strides in elements
             row, plane, step = p[2], p[3], p[4]
 
             def pitched(x: Value, y: Value, z: Value) -> Pixel:
@@ -254,8 +286,9 @@ class DualRead(TensorRead):
     two-input op (``fkl.Add()``, ``fkl.Sub()``, ... ``fkl.Equal()``) combines."""
 
     inputs = 2
-    pitched = False
-    pitch_variant = False
+    #: The pitched form takes each input's (row, plane, pixel) strides: either input
+    #: may be a view (the other's are then its contiguous strides).
+    stride_count = 6
 
     def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
         if views[0].shape != views[1].shape or views[0].dtype != views[1].dtype:
@@ -263,13 +296,20 @@ class DualRead(TensorRead):
                 f"{self.name}: both inputs need the same shape and dtype, got "
                 f"{views[0].shape} {views[0].dtype.name} and {views[1].shape} "
                 f"{views[1].dtype.name}")
-        t, g, lay = _packed(views, self.name, self.batch)
-        return t.with_(pair=True), g, lay
+        t, g, lay = _packed(views[:1], self.name, self.batch)
+        if views[0].contiguous and views[1].contiguous:
+            return t.with_(pair=True), g, lay
+        # The strided input first: its layout is what an error must name.
+        got = {i: packed_strides(views[i], f"{self.name} input {i}", t.channels, lay)
+               for i in sorted(range(2), key=lambda i: views[i].contiguous)}
+        strides = (*got[0], *got[1])
+        return t.with_(pair=True), Geom(g.w, g.h, g.batch, strides=strides), lay
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         one = PixType(t.dtype, t.channels)
-        a = TensorRead.stage(self, ptrs[:1], p, one)
-        b = TensorRead.stage(self, ptrs[1:], p, one)
+        pa, pb = (p, p) if len(p) == 2 else ([*p[:2], *p[2:5]], [*p[:2], *p[5:8]])
+        a = TensorRead.stage(self, ptrs[:1], pa, one)
+        b = TensorRead.stage(self, ptrs[1:], pb, one)
 
         def read(x: Value, y: Value, z: Value) -> Any:
             return (a.read(x, y, z), b.read(x, y, z))
@@ -289,16 +329,22 @@ class TensorPack(ReadOp):
     (C, H, W) or (B, C, H, W) array (the inverse of TensorSplit)."""
 
     transposed: ClassVar[bool] = False
+    pitched = True
+    pitch_variant = True
+    #: The pitched form's strides: row, batch plane, pixel and channel plane.
+    stride_count = 4
 
     def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
         v = views[0]
         if v.ndim == 3:
-            (c, h, w), b, lay = v.shape, 1, Layout(False, True)
+            (c, h, w), b, lay, order = v.shape, 1, Layout(False, True), "CHW"
         elif v.ndim == 4:
             if self.transposed:
                 c, b, h, w = v.shape
+                order = "CBHW"
             else:
                 b, c, h, w = v.shape
+                order = "BCHW"
             lay = Layout(True, True)
         else:
             axes = "(C, B, H, W)" if self.transposed else "(B, C, H, W)"
@@ -307,7 +353,8 @@ class TensorPack(ReadOp):
         if not 1 <= c <= 4:
             raise ArgumentError(f"{self.name}: a pixel has 1 to 4 channels, got {c} planes "
                                 f"in shape {v.shape}")
-        return PixType(v.dtype, c), Geom(w, h, b), lay
+        strides = planar_strides(v, self.name, order) if not v.contiguous else ()
+        return PixType(v.dtype, c), Geom(w, h, b, strides=strides), lay
 
     def scalar_types(self, t: PixType) -> list[DType]:
         return [dt.int32, dt.int32, dt.int32]
@@ -317,6 +364,14 @@ class TensorPack(ReadOp):
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         src, w, h, nb, c = ptrs[0], p[0], p[1], p[2], t.channels
+        if len(p) > 3:  # the pitched form: row, batch plane, pixel, channel strides
+            row, plane, step, chan = p[3], p[4], p[5], p[6]
+
+            def pitched(x: Value, y: Value, z: Value) -> Pixel:
+                base = z * plane + y * row + x * step
+                return [src[base + chan * k] if k else src[base] for k in range(c)]
+
+            return Stage(pitched, w, h, t)
 
         def read(x: Value, y: Value, z: Value) -> Pixel:
             out = []
@@ -409,13 +464,21 @@ class WriteOp(Op):
         return t
 
     #: The final write can store into a strided ``out=`` in place
-    #: (:meth:`store_strided`).
+    #: (:meth:`out_strides`, :meth:`store_strided`).
     pitched: ClassVar[bool] = False
+    #: How many int32 stride scalars the ``"pitched-out"`` kernel form takes.
+    stride_count: ClassVar[int] = 3
+
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
+        """The :attr:`stride_count` strides in elements of the ``out=`` views this write
+        stores (of the shapes it makes, for pixels ``t``; one of them at least strided);
+        ArgumentError when a view's layout cannot be written in place."""
+        raise NotImplementedError
 
     def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
                       strides: list[Value], t: PixType) -> None:
-        """Store into an output whose (row, plane, pixel) strides in elements are the
-        traced ``strides`` (channels adjacent)."""
+        """Store into an output whose strides in elements (:meth:`out_strides`) are the
+        traced ``strides``."""
         raise NotImplementedError
 
     #: Whether the flat kernel must see each plane as its own segment (planar outputs).
@@ -450,6 +513,11 @@ class TensorWrite(WriteOp):
 
     elementwise = True
     pitched = True
+
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
+        c = t.channels
+        lay = Layout(len(views[0].shape) - (c > 1) == 3, c > 1)
+        return packed_strides(views[0], "fkl pipe out", c, lay)
 
     def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
                       strides: list[Value], t: PixType) -> None:
@@ -491,9 +559,26 @@ class MidWrite(TensorWrite):
 
 class _Planar(WriteOp):
     """Shared flat form of the planar writes: channel ``k`` of a run goes to plane
-    ``_plane(z, nb, k, c)`` of ``npl`` pixels, contiguously."""
+    ``_plane(z, nb, k, c)`` of ``npl`` pixels, contiguously. A strided ``out=`` (planes
+    that are crops of larger ones, padded rows) is written in place with its (row, batch
+    plane, pixel, channel plane) strides."""
 
     flat_planar = True
+    pitched = True
+    stride_count = 4
+    #: The axes of a batched output (an unbatched one is "CHW").
+    order: ClassVar[str] = "BCHW"
+
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
+        v = views[0]
+        return planar_strides(v, "fkl pipe out", self.order if v.ndim == 4 else "CHW")
+
+    def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
+                      strides: list[Value], t: PixType) -> None:
+        row, plane, step, chan = strides
+        base = z * plane + y * row + x * step
+        for k in range(t.channels):
+            ptrs[0][base + chan * k if k else base] = px[k]
 
     def flat_streams(self, t: PixType) -> list[Stream] | None:
         return [(1, t.dtype)] * t.channels
@@ -534,6 +619,8 @@ class TensorSplit(_Planar):
 class TensorTSplit(_Planar):
     """Write planar, channel-major: ``out[c, z, y, x]`` of a (C, B, H, W) array."""
 
+    order = "CBHW"
+
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
         if lay.batch:
@@ -551,7 +638,25 @@ class TensorTSplit(_Planar):
 
 
 class SplitWrite(WriteOp):
-    """Write one 2-D (or (B, H, W)) array per channel; the pipe returns a tuple."""
+    """Write one 2-D (or (B, H, W)) array per channel; the pipe returns a tuple. ``out=``
+    may hold strided views (each its own strides), written in place."""
+
+    pitched = True
+    #: (row, plane, pixel) strides of each of up to 4 outputs (unused ones 0).
+    stride_count = 12
+
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
+        strides: list[int] = []
+        for k, v in enumerate(views):
+            lay = Layout(v.ndim == 3, False)
+            strides += packed_strides(v, f"fkl pipe out[{k}]", 1, lay)
+        return (*strides, *[0] * (self.stride_count - len(strides)))
+
+    def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
+                      strides: list[Value], t: PixType) -> None:
+        for k in range(t.channels):
+            row, plane, step = strides[3 * k:3 * k + 3]
+            ptrs[k][z * plane + y * row + x * step] = px[k]
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:

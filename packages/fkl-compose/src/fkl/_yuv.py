@@ -5,9 +5,10 @@ A frame is one array holding every plane, as decoders and OpenCV hand it over:
 NV12/NV21/P010/P016 and YV12/I420 are ``(3H/2, W)``, P210/P216 ``(2H, W)``,
 UYVY/Y210/Y216 ``(H, 2W)`` or ``(H, W, 2)``, Y416 ``(H, 4W)`` or ``(H, W, 4)``. The read
 accepts a *pitched* frame — a view whose rows are further apart than their width (a
-crop, a slice, a padded allocation) — in place: the row pitch is a runtime value, so a
-new pitch plans again but never compiles again. The planar formats (YV12/I420) pack two
-half-width chroma rows per row, so they must be contiguous.
+crop, a slice, a padded allocation) — in place, and the write stores into a pitched
+``out=`` in place (everything between its rows left alone): the row pitch is a runtime
+value, so a new pitch plans again but never compiles again. The planar formats
+(YV12/I420) pack two half-width chroma rows per row, so they must be contiguous.
 
 The read produces (Y, U, V) pixels on the format's depth (P010 samples shifted down to
 0..1023), plus alpha for Y416; chroma is replicated over its 2x2 (4:2:0) or 2x1 (4:2:2)
@@ -27,7 +28,7 @@ from thork.tracing import math as tkm
 from thork_core import ArgumentError, ArrayView, DType, dt
 
 from ._pixel import Geom, Pixel, PixType, Stage
-from ._tensor import Layout, ReadOp, WriteOp, check_span
+from ._tensor import Layout, ReadOp, WriteOp, c_strides, check_span
 
 __all__ = ["YUVFormat", "YUV_FORMATS", "ReadYUV", "WriteYUV", "yuv_format"]
 
@@ -99,7 +100,7 @@ def _frame_geometry(f: YUVFormat, v: ArrayView, what: str) -> tuple[int, int, in
         raise ArgumentError(f"{what}: a {f.name} frame holds {f.dtype.name} samples, got "
                             f"dtype {v.dtype.name}")
     shape = v.shape
-    strides = v.strides if v.strides is not None else _c_strides(shape, isz)
+    strides = v.strides if v.strides is not None else c_strides(shape, isz)
     if f.layout == "packed" and len(shape) == 3:
         k = 2 if f.sub == (2, 1) else 4
         if shape[2] != k or strides[2] != isz or strides[1] != k * isz:
@@ -154,14 +155,6 @@ def _frame_geometry(f: YUVFormat, v: ArrayView, what: str) -> tuple[int, int, in
     return w, h, pitch
 
 
-def _c_strides(shape: tuple[int, ...], isz: int) -> tuple[int, ...]:
-    out, acc = [], isz
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return tuple(reversed(out))
-
-
 class ReadYUV(ReadOp):
     """Read a YUV frame of ``format`` (``"NV12"``, ``"P010"``, ``"UYVY"``...): pixels
     (Y, U, V) — (Y, U, V, A) for Y416 — on the format's depth, as uint8 or uint16.
@@ -197,7 +190,7 @@ class ReadYUV(ReadOp):
         t = PixType(f.dtype, f.channels)
         if self.to_rgb is not None:
             t = self.to_rgb.out_type(t)
-        return t, Geom(w, h, 1, pitch=pitch), Layout(False, True)
+        return t, Geom(w, h, 1, strides=(pitch,)), Layout(False, True)
 
     def _raw(self) -> PixType:
         return PixType(self.format.dtype, self.format.channels)
@@ -211,7 +204,7 @@ class ReadYUV(ReadOp):
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
         extra = self.to_rgb.values(self._raw(), g) if self.to_rgb is not None else []
-        return [g.w, g.h, g.pitch or g.w, *extra]
+        return [g.w, g.h, g.strides[0] if g.strides else g.w, *extra]
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         src, w, h, pitch = ptrs[0], p[0], p[1], p[2]
@@ -254,7 +247,13 @@ class ReadYUV(ReadOp):
 class WriteYUV(WriteOp):
     """Write a YUV frame of ``format`` from (Y, U, V) pixels — (Y, U, V[, A]) for Y416,
     alpha = 2**16-1 when the pixel has none — on the format's depth (module docstring for
-    rounding and chroma). The output is a contiguous frame of the format's shape."""
+    rounding and chroma). The output is a new contiguous frame of the format's shape, or
+    ``out=`` of that shape with any row stride (a pitched frame, written in place; not
+    for YV12/I420)."""
+
+    pitched = True
+    #: The pitched form takes the row pitch in samples.
+    stride_count = 1
 
     def __init__(self, format: str) -> None:  # noqa: A002
         self.format = yuv_format(format, "fkl.WriteYUV format")
@@ -292,6 +291,14 @@ class WriteYUV(WriteOp):
             raise ArgumentError(f"{self.name}: writes one frame, got a batch of {g.batch}")
         return [(f.frame_shape(g.w, g.h), f.dtype)]
 
+    def out_strides(self, views: list[ArrayView], t: PixType) -> tuple[int, ...]:
+        return (_frame_geometry(self.format, views[0], f"{self.name} out")[2],)
+
+    def store_strided(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value,
+                      strides: list[Value], t: PixType) -> None:
+        # Reached for 4:4:4 (Y416: a block of one pixel); the pitch is all it needs.
+        self.store_block(ptrs, [[px]], x, y, z, None, None, None, t, strides)
+
     def _quantize(self, v: Value) -> Value:
         """A sample on the format's depth: rounded half to even, clamped, shifted up."""
         f = self.format
@@ -311,11 +318,15 @@ class WriteYUV(WriteOp):
         self.store_block(ptrs, [[px]], x, y, z, w, h, nb, t)
 
     def store_block(self, ptrs: list[Pointer], pixels: list[list[Pixel]], x: Value,
-                    y: Value, z: Value, w: Value, h: Value, nb: Value, t: PixType) -> None:
-        """Store the block of ``pixels[dy][dx]`` whose chroma sample is (x, y)."""
+                    y: Value, z: Value, w: Any, h: Any, nb: Any, t: PixType,
+                    strides: list[Value] | None = None) -> None:
+        """Store the block of ``pixels[dy][dx]`` whose chroma sample is (x, y);
+        ``strides``: ``[pitch]``, the row pitch in samples of a pitched ``out=`` (None: a
+        contiguous frame, rows ``w`` samples apart or one packed row of pixels)."""
         f, out = self.format, ptrs[0]
         sx, sy = f.sub
         flat = [px for row in pixels for px in row]
+        pitch = strides[0] if strides is not None else None
 
         def chroma(k: int) -> Value:
             if len(flat) == 1:
@@ -328,7 +339,7 @@ class WriteYUV(WriteOp):
         u, v = chroma(1), chroma(2)
         if f.layout == "packed":
             if f.sub == (1, 1):
-                base = (y * w + x) * 4
+                base = (y * w + x) * 4 if pitch is None else y * pitch + x * 4
                 alpha = flat[0][3] if t.channels == 4 else None
                 vals = [flat[0][0], flat[0][1], flat[0][2]]
                 samples = [self._sample(s, t) for s in vals]
@@ -337,7 +348,7 @@ class WriteYUV(WriteOp):
                 for k, s in zip(f.pos, samples, strict=True):
                     out[base + k if k else base] = s
                 return
-            base = (y * (w >> 1) + x) * 4
+            base = (y * (w >> 1) + x) * 4 if pitch is None else y * pitch + x * 4
             y0, up, vp = f.pos
             out[base + y0 if y0 else base] = self._sample(flat[0][0], t)
             out[base + y0 + 2] = self._sample(flat[1][0], t)
@@ -345,11 +356,12 @@ class WriteYUV(WriteOp):
             out[base + vp] = v
             return
         x0, y0_ = x * sx, y * sy
+        row = w if pitch is None else pitch
         for dy in range(sy):
             for dx in range(sx):
-                out[(y0_ + dy) * w + x0 + dx] = self._sample(pixels[dy][dx][0], t)
+                out[(y0_ + dy) * row + x0 + dx] = self._sample(pixels[dy][dx][0], t)
         if f.layout == "semi":
-            cbase = (h + y) * w + x * 2
+            cbase = (h + y) * row + x * 2
             out[cbase + f.pos[0] if f.pos[0] else cbase] = u
             out[cbase + f.pos[1] if f.pos[1] else cbase] = v
         else:

@@ -5,6 +5,10 @@ to it, on the stream it was allocated on, when the array is garbage collected. T
 exposes ``__cuda_array_interface__`` v3 and DLPack (``__dlpack__`` with legacy and
 versioned capsules, ``__dlpack_device__``), so CuPy, PyTorch, JAX and Thork's own kernels
 use it without copies. cuda-python is imported only when device memory is touched.
+
+``DeviceArray(shape, dtype, pitch=...)`` allocates a *pitched* array instead (rows padded
+to ``pitch`` bytes, as ``cudaMallocPitch`` does): a :class:`~thork_core._pitched_array.
+PitchedArray`, the same class with strides.
 """
 
 from __future__ import annotations
@@ -70,43 +74,79 @@ class DeviceArray:
     ``ptr`` is the device address, ``device`` the CUDA ordinal, ``stream`` the raw handle
     of the stream that last wrote it (0: legacy default). ``to_host()`` copies it back;
     ``DeviceArray.from_host(a)`` uploads a NumPy array.
+
+    ``pitch`` (bytes, or True for the row's bytes rounded up to 512, as
+    ``cudaMallocPitch`` picks) makes a pitched array instead: the index along
+    ``pitch_axis`` (default 0: the rows of an (H, W) or (H, W, C) image; 1 for a batch
+    (B, H, W[, C])) steps ``pitch`` bytes, the axes after it are packed, the axes before
+    it step whole padded planes. It is a :class:`~thork_core._pitched_array.PitchedArray`
+    (a DeviceArray subclass) whose ``strides``, ``__cuda_array_interface__`` and DLPack
+    export carry the pitch; fkl reads and writes it in place, Thork kernels (which need
+    C-contiguous arrays) reject it.
     """
 
     __slots__ = ("ptr", "shape", "dtype", "device", "stream", "_owner", "_owns", "__weakref__")
 
+    def __new__(cls, *args: Any, pitch: Any = None, **kwargs: Any) -> DeviceArray:
+        if pitch is not None and cls is DeviceArray:  # a pitched allocation
+            from ._pitched_array import PitchedArray
+
+            return object.__new__(PitchedArray)
+        return object.__new__(cls)
+
     def __init__(self, shape: Any, dtype: Any = "float32", *, device: int = 0,
-                 stream: Any = None) -> None:
+                 stream: Any = None, pitch: Any = None, pitch_axis: int | None = None) -> None:
         self._owns = False
         self.shape = _shape(shape)
         self.dtype = _dtype(dtype)
+        if pitch is not None or pitch_axis is not None:
+            nbytes = self._set_pitch(pitch, pitch_axis)
+        else:
+            nbytes = self.nbytes
         if not isinstance(device, int) or device < 0:
             raise ArgumentError(f"DeviceArray device: expected a CUDA ordinal >= 0, got "
                                 f"{device!r}")
         self.device = device
         _cuda.make_current(device)
         self.stream = _cuda.stream_handle(stream)
-        self.ptr = device_pool(device).alloc(self.nbytes, self.stream)
+        self.ptr = device_pool(device).alloc(nbytes, self.stream)
         self._owner = None
         self._owns = True
 
+    def _set_pitch(self, pitch: Any, pitch_axis: int | None) -> int:
+        """Only a pitched array (:class:`PitchedArray`) takes a pitch: here, ``pitch_axis``
+        came without one."""
+        raise ArgumentError(f"DeviceArray pitch_axis: applies to a pitched array; give "
+                            f"pitch= (bytes, or True) with it, got pitch_axis={pitch_axis!r}")
+
     @classmethod
     def wrap(cls, ptr: int, shape: Any, dtype: Any, *, device: int = 0, stream: int = 0,
-             owner: Any = None) -> DeviceArray:
+             owner: Any = None, pitch: int | None = None,
+             pitch_axis: int | None = None) -> DeviceArray:
         """A view of existing device memory at ``ptr`` (kept alive through ``owner``;
-        never freed by this object)."""
-        self = cls.__new__(cls)
+        never freed by this object). ``pitch``/``pitch_axis`` as in the constructor: a
+        pitched view, e.g. of a decoder's frame (``pitch`` must then be given in bytes)."""
+        self = cls.__new__(cls, pitch=pitch)
         self._owns = False
         self.ptr, self.shape, self.dtype = int(ptr), _shape(shape), _dtype(dtype)
+        if pitch is not None or pitch_axis is not None:
+            if pitch is True:
+                raise ArgumentError("DeviceArray.wrap pitch: the memory exists; give its "
+                                    "pitch in bytes, got True")
+            self._set_pitch(pitch, pitch_axis)
         self.device, self.stream, self._owner = device, int(stream), owner
         return self
 
     @classmethod
-    def from_host(cls, array: Any, *, device: int = 0, stream: Any = None) -> DeviceArray:
-        """Upload ``array`` (anything NumPy can read; made C-contiguous). Synchronous."""
+    def from_host(cls, array: Any, *, device: int = 0, stream: Any = None,
+                  pitch: Any = None, pitch_axis: int | None = None) -> DeviceArray:
+        """Upload ``array`` (anything NumPy can read; made C-contiguous). Synchronous.
+        ``pitch``/``pitch_axis`` as in the constructor: upload into a pitched array."""
         import numpy as np
 
         host = np.ascontiguousarray(array)
-        out = cls(host.shape, host.dtype, device=device, stream=stream)
+        out = cls(host.shape, host.dtype, device=device, stream=stream, pitch=pitch,
+                  pitch_axis=pitch_axis)
         out.copy_from_host(host)
         return out
 
@@ -138,9 +178,11 @@ class DeviceArray:
 
     @classmethod
     def empty(cls, shape: Any, dtype: Any = "float32", *, device: int = 0,
-              stream: Any = None) -> DeviceArray:
+              stream: Any = None, pitch: Any = None,
+              pitch_axis: int | None = None) -> DeviceArray:
         """Uninitialized device memory (same as the constructor)."""
-        return cls(shape, dtype, device=device, stream=stream)
+        return cls(shape, dtype, device=device, stream=stream, pitch=pitch,
+                   pitch_axis=pitch_axis)
 
     # -- properties ----------------------------------------------------------------------
     @property
@@ -195,35 +237,34 @@ class DeviceArray:
         """Copy NumPy ``array`` (same number of bytes) into this array; synchronous."""
         import numpy as np
 
-        from . import _cuda
-
         host = np.ascontiguousarray(array)
         if host.nbytes != self.nbytes:
             raise ArgumentError(f"DeviceArray.copy_from_host: expected {self.nbytes} bytes "
                                 f"(shape {self.shape}), got {host.nbytes} (shape {host.shape})")
+        self._copy_bytes(host, self.nbytes, upload=True)
+
+    def _copy_bytes(self, host: Any, nbytes: int, upload: bool) -> None:
+        """Copy the first ``nbytes`` of this allocation from (``upload``) or to the
+        C-contiguous NumPy ``host``, after the work queued on its stream; synchronous."""
         drv = _cuda.driver()
         _cuda.make_current(self.device)
         _cuda.check(drv.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
-        if self.nbytes:
-            _cuda.check(drv.cuMemcpyHtoD(self.ptr, host.ctypes.data, self.nbytes),
-                        "cuMemcpyHtoD")
+        if not nbytes:
+            return
+        if upload:
+            _cuda.check(drv.cuMemcpyHtoD(self.ptr, host.ctypes.data, nbytes), "cuMemcpyHtoD")
+        else:
+            _cuda.check(drv.cuMemcpyDtoH(host.ctypes.data, self.ptr, nbytes), "cuMemcpyDtoH")
 
     def to_host(self, out: Any = None) -> Any:
         """A NumPy copy of the array, after the work queued on its stream; synchronous."""
         import numpy as np
 
-        from . import _cuda
-
         host = np.empty(self.shape, dtype=self.dtype.numpy) if out is None else out
         if host.nbytes != self.nbytes or not host.flags.c_contiguous:
             raise ArgumentError(f"DeviceArray.to_host out: expected a C-contiguous array of "
                                 f"{self.nbytes} bytes, got {host.nbytes}")
-        drv = _cuda.driver()
-        _cuda.make_current(self.device)
-        _cuda.check(drv.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
-        if self.nbytes:
-            _cuda.check(drv.cuMemcpyDtoH(host.ctypes.data, self.ptr, self.nbytes),
-                        "cuMemcpyDtoH")
+        self._copy_bytes(host, self.nbytes, upload=False)
         return host
 
     def copy_to_host(self) -> Any:
@@ -272,15 +313,22 @@ class DeviceArray:
         t.ndim = ndim
         t.dtype = _dl_dtype(self.dtype)
         t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-        t.strides = None  # compact row-major
+        # None: compact row-major; a pitched array's strides in elements.
+        strides = self._dl_strides()
+        t.strides = None if strides is None else \
+            ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
         t.byte_offset = 0
         managed.manager_ctx = None
         managed.deleter = ctypes.cast(_dl_deleter, ctypes.c_void_p)
         addr = ctypes.addressof(managed)
         with _EXPORTS_LOCK:
-            _EXPORTS[addr] = (managed, shape, self)
+            _EXPORTS[addr] = (managed, shape, strides, self)
         name = b"dltensor_versioned" if versioned else b"dltensor"
         return _capsule_new(addr, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+    def _dl_strides(self) -> Any:
+        """The DLPack strides array (elements), or None for the compact layout."""
+        return None
 
     # -- lifetime ------------------------------------------------------------------------
     def __del__(self) -> None:

@@ -40,10 +40,12 @@ from ._memory import (
     pinned_empty,
     staging,
 )
+from ._pitched_array import PITCH_ALIGN, PitchedArray
 from ._probe import implied_stream
 
 __all__ = [
-    "DeviceArray", "DevicePool", "Graph", "GraphNode", "PinnedBlock", "PinnedStaging",
+    "DeviceArray", "DevicePool", "PITCH_ALIGN", "PitchedArray", "Graph", "GraphNode",
+    "PinnedBlock", "PinnedStaging",
     "array_device", "check", "check_device", "compute_capability", "context",
     "device_count", "device_name", "device_pool", "driver", "function_address",
     "gpu_status", "implied_stream", "make_current", "pinned_base", "pinned_empty",
