@@ -18,7 +18,7 @@ from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel
 __all__ = [
     "ReadOp", "WriteOp", "Layout", "Run", "Stream", "vector_width", "packed_strides",
     "check_span", "TensorRead", "TensorPack",
-    "TensorTPack", "DualRead",
+    "TensorTPack", "TupleRead", "DualRead", "MAX_SOURCES",
     "ReadSet", "TensorWrite", "TensorSplit", "TensorTSplit", "SplitWrite", "MidWrite",
 ]
 
@@ -39,7 +39,8 @@ class ReadOp(Op):
     """Base of the ops that start a chain. ``inputs`` is how many arrays it reads."""
 
     kind: ClassVar[str] = "read"
-    inputs: ClassVar[int] = 1
+    #: How many arrays the read takes (a tuple read sets it per instance).
+    inputs: int = 1
     #: The read accepts an input with strides, read in place: its host_type checks them
     #: and puts them in the Geom (``pitch``, ``plane``, ``step``).
     pitched: ClassVar[bool] = False
@@ -249,39 +250,72 @@ class TensorRead(ReadOp):
         return [vals[i * c:(i + 1) * c] for i in range(run.count)]
 
 
-class DualRead(TensorRead):
-    """Read two same-shape packed arrays: the chain carries a pair of pixels, which a
-    two-input op (``fkl.Add()``, ``fkl.Sub()``, ... ``fkl.Equal()``) combines."""
+#: The most sources a tuple read takes (each is one kernel pointer parameter).
+MAX_SOURCES = 16
 
-    inputs = 2
+
+class TupleRead(TensorRead):
+    """Read ``n`` same-shape packed arrays (FKL's tuple forms): the chain carries a tuple
+    of ``n`` pixels, which a value-less two-input op (``fkl.Add()``, ``fkl.Max()``, ...)
+    combines as a left fold ``op(... op(op(s0, s1), s2) ..., s_{n-1})``."""
+
     pitched = False
     pitch_variant = False
 
+    def __init__(self, n: int, batch: bool | None = None) -> None:
+        if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= MAX_SOURCES:
+            raise ArgumentError(f"{self.name} n: expected the number of sources, an int "
+                                f"from 2 to {MAX_SOURCES}, got {n!r}")
+        super().__init__(batch)
+        self.inputs = n
+
+    def key(self) -> tuple[Any, ...]:
+        return (type(self).__name__, self.inputs)
+
     def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
-        if views[0].shape != views[1].shape or views[0].dtype != views[1].dtype:
-            raise ArgumentError(
-                f"{self.name}: both inputs need the same shape and dtype, got "
-                f"{views[0].shape} {views[0].dtype.name} and {views[1].shape} "
-                f"{views[1].dtype.name}")
+        first = views[0]
+        for i, v in enumerate(views[1:], 1):
+            if v.shape != first.shape or v.dtype != first.dtype:
+                raise ArgumentError(
+                    f"{self.name}: every source needs the shape and dtype of source 0, "
+                    f"{first.shape} {first.dtype.name}; source {i} is {v.shape} "
+                    f"{v.dtype.name}")
+        # Not pitched: the call refuses strided sources before this (fkl._arrays.view).
         t, g, lay = _packed(views, self.name, self.batch)
-        return t.with_(pair=True), g, lay
+        return t.with_(sources=self.inputs), g, lay
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         one = PixType(t.dtype, t.channels)
-        a = TensorRead.stage(self, ptrs[:1], p, one)
-        b = TensorRead.stage(self, ptrs[1:], p, one)
+        srcs = [TensorRead.stage(self, [ptr], p, one) for ptr in ptrs]
 
         def read(x: Value, y: Value, z: Value) -> Any:
-            return (a.read(x, y, z), b.read(x, y, z))
+            return tuple(s.read(x, y, z) for s in srcs)
 
-        return Stage(read, a.w, a.h, t)
+        return Stage(read, srcs[0].w, srcs[0].h, t)
 
     def flat_read(self, ptrs: list[Pointer], p: list[Value], t: PixType,
                   run: Run) -> list[Any]:
         one = PixType(t.dtype, t.channels)
-        a = TensorRead.flat_read(self, ptrs[:1], p, one, run)
-        b = TensorRead.flat_read(self, ptrs[1:], p, one, run)
-        return list(zip(a, b, strict=True))
+        runs = [TensorRead.flat_read(self, [ptr], p, one, run) for ptr in ptrs]
+        return list(zip(*runs, strict=True))
+
+    def __repr__(self) -> str:
+        return f"{self.name}({self.inputs})"
+
+
+class DualRead(TupleRead):
+    """Read two same-shape packed arrays: the chain carries a pair of pixels, which a
+    two-input op (``fkl.Add()``, ``fkl.Sub()``, ... ``fkl.Equal()``) combines.
+    ``TupleRead(2)``."""
+
+    def __init__(self, batch: bool | None = None) -> None:
+        super().__init__(2, batch)
+
+    def key(self) -> tuple[Any, ...]:
+        return (type(self).__name__,)
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
 
 
 class TensorPack(ReadOp):
