@@ -82,12 +82,18 @@ class ReadOp(Op):
         raise NotImplementedError
 
 
-def _packed(views: list[ArrayView], name: str, batch: bool | None) -> tuple[PixType, Geom,
-                                                                             Layout]:
+def _packed(views: list[ArrayView], name: str, batch: bool | None,
+            vector: bool = False) -> tuple[PixType, Geom, Layout]:
     v = views[0]
     shape = v.shape
+    if vector and (batch or v.ndim > 2):
+        raise ArgumentError(
+            f"{name} vector=True: reads a vector of pixels, (N,) or (N, C), got shape "
+            f"{shape}{' with batch=True' if batch else ''}")
     if v.ndim == 1:  # a plain vector, as in seed 004's example: one row of pixels
         (w,), h, c, b, lay = shape, 1, 1, 1, Layout(False, False, flat=True)
+    elif v.ndim == 2 and vector:  # FKL's 1-D read of vector pixels: (N, C)
+        (w, c), h, b, lay = shape, 1, 1, Layout(False, True, flat=True)
     elif v.ndim == 2:
         (h, w), c, b, lay = shape, 1, 1, Layout(False, False)
     elif v.ndim == 3 and (batch or shape[2] > 4):
@@ -207,17 +213,22 @@ class Run:
 
 class TensorRead(ReadOp):
     """Read packed pixels: ``t[z, y, x, :]`` of an (H, W), (H, W, C) or (B, H, W[, C])
-    array. A 3-D array whose last axis is 1..4 is (H, W, C) unless ``batch=True``."""
+    array. A 3-D array whose last axis is 1..4 is (H, W, C) unless ``batch=True``.
+    A vector (N,) is one row of N pixels; with ``vector=True`` an (N, C) array is N
+    pixels of C channels (FKL's 1-D per-thread read), else it is an (H, W) image."""
 
     elementwise = True
     pitched = True
     pitch_variant = True
 
-    def __init__(self, batch: bool | None = None) -> None:
+    def __init__(self, batch: bool | None = None, vector: bool = False) -> None:
+        if not isinstance(vector, bool):
+            raise ArgumentError(f"{self.name} vector: expected True or False, got {vector!r}")
         self.batch = batch
+        self.vector = vector
 
     def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
-        return _packed(views, self.name, self.batch)
+        return _packed(views, self.name, self.batch, self.vector)
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         src, w, h, c = ptrs[0], p[0], p[1], t.channels
@@ -262,11 +273,11 @@ class TupleRead(TensorRead):
     pitched = False
     pitch_variant = False
 
-    def __init__(self, n: int, batch: bool | None = None) -> None:
+    def __init__(self, n: int, batch: bool | None = None, vector: bool = False) -> None:
         if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= MAX_SOURCES:
             raise ArgumentError(f"{self.name} n: expected the number of sources, an int "
                                 f"from 2 to {MAX_SOURCES}, got {n!r}")
-        super().__init__(batch)
+        super().__init__(batch, vector)
         self.inputs = n
 
     def key(self) -> tuple[Any, ...]:
@@ -281,7 +292,7 @@ class TupleRead(TensorRead):
                     f"{first.shape} {first.dtype.name}; source {i} is {v.shape} "
                     f"{v.dtype.name}")
         # Not pitched: the call refuses strided sources before this (fkl._arrays.view).
-        t, g, lay = _packed(views, self.name, self.batch)
+        t, g, lay = _packed(views, self.name, self.batch, self.vector)
         return t.with_(sources=self.inputs), g, lay
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
@@ -308,8 +319,8 @@ class DualRead(TupleRead):
     two-input op (``fkl.Add()``, ``fkl.Sub()``, ... ``fkl.Equal()``) combines.
     ``TupleRead(2)``."""
 
-    def __init__(self, batch: bool | None = None) -> None:
-        super().__init__(2, batch)
+    def __init__(self, batch: bool | None = None, vector: bool = False) -> None:
+        super().__init__(2, batch, vector)
 
     def key(self) -> tuple[Any, ...]:
         return (type(self).__name__,)
@@ -466,9 +477,15 @@ class WriteOp(Op):
         raise NotImplementedError
 
 
+def _one_row(g: Geom, lay: Layout) -> bool:
+    """A 1-D chain (the read took a vector) whose output is still one row: it writes 1-D
+    arrays (docs/fkl.md, "1-D and 3-D per-thread reads and writes")."""
+    return lay.flat and g.h == 1 and not lay.batch
+
+
 def _packed_shape(t: PixType, g: Geom, lay: Layout) -> tuple[int, ...]:
-    if lay.flat and g.h == 1 and t.channels == 1 and not lay.batch:
-        return (g.w,)
+    if _one_row(g, lay):
+        return (g.w,) if t.channels == 1 else (g.w, t.channels)
     shape: tuple[int, ...] = (g.h, g.w)
     if lay.batch:
         shape = (g.batch, *shape)
@@ -551,6 +568,8 @@ class TensorSplit(_Planar):
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
+        if _one_row(g, lay):
+            return [((t.channels, g.w), t.dtype)]
         shape: tuple[int, ...] = (t.channels, g.h, g.w)
         return [((g.batch, *shape) if lay.batch else shape, t.dtype)]
 
@@ -570,6 +589,8 @@ class TensorTSplit(_Planar):
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
+        if _one_row(g, lay):
+            return [((t.channels, g.w), t.dtype)]
         if lay.batch:
             return [((t.channels, g.batch, g.h, g.w), t.dtype)]
         return [((t.channels, g.h, g.w), t.dtype)]
@@ -589,7 +610,8 @@ class SplitWrite(WriteOp):
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
-        shape = (g.batch, g.h, g.w) if lay.batch else (g.h, g.w)
+        shape = (g.w,) if _one_row(g, lay) else \
+            (g.batch, g.h, g.w) if lay.batch else (g.h, g.w)
         return [(shape, t.dtype)] * t.channels
 
     def store(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value, w: Value,
