@@ -42,6 +42,15 @@ def near(got: np.ndarray, want: np.ndarray) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-3)
 
 
+def letterboxed(x: np.ndarray, dw: int, dh: int, background: int, flag: int) -> np.ndarray:
+    """OpenCV's resize with ``flag`` into fkl's PRESERVE_AR placement on ``background``."""
+    h, w = x.shape[:2]
+    tw, th, x1, y1 = fkl.letterbox(w, h, dw, dh, fkl.PRESERVE_AR)
+    want = np.full((dh, dw, *x.shape[2:]), background, x.dtype)
+    want[y1:y1 + th, x1:x1 + tw] = cv2.resize(x, (tw, th), interpolation=flag)
+    return want
+
+
 def odd(rng: np.random.Generator, lo: int, hi: int) -> int:
     return int(rng.integers(lo, hi)) * 2 + 1
 
@@ -120,11 +129,7 @@ def test_resize_nearest_exact_letterboxed_and_batched(target, rng):
     got = run(target, x, fkl.Resize(31, 31, interpolation=IM.CV_NEAREST_EXACT,
                                      aspect_ratio=fkl.PRESERVE_AR, background=7),
               (31, 31, 3))
-    tw, th, x1, y1 = fkl.letterbox(43, 29, 31, 31, fkl.PRESERVE_AR)
-    want = np.full((31, 31, 3), 7, np.uint8)
-    want[y1:y1 + th, x1:x1 + tw] = cv2.resize(x, (tw, th),
-                                              interpolation=cv2.INTER_NEAREST_EXACT)
-    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, letterboxed(x, 31, 31, 7, cv2.INTER_NEAREST_EXACT))
     rects = [(1, 2, 17, 13), (5, 3, 31, 25), (0, 0, 9, 21)]
     got = run(target, x, fkl.Crop(rects), (3, 15, 19, 3),
               fkl.Resize(19, 15, interpolation=IM.CV_NEAREST_EXACT))
@@ -161,10 +166,7 @@ def test_resize_cv_letterbox(target, rng):
     got = run(target, x, fkl.Resize(31, 31, interpolation=IM.CV_CUBIC,
                                     aspect_ratio=fkl.PRESERVE_AR, background=114),
               (31, 31, 3))
-    tw, th, x1, y1 = fkl.letterbox(45, 21, 31, 31, fkl.PRESERVE_AR)
-    want = np.full((31, 31, 3), 114, np.uint8)
-    want[y1:y1 + th, x1:x1 + tw] = cv2.resize(x, (tw, th), interpolation=cv2.INTER_CUBIC)
-    near(got, want)
+    near(got, letterboxed(x, 31, 31, 114, cv2.INTER_CUBIC))
 
 
 def test_resize_cv_batch(target, rng):
