@@ -16,11 +16,13 @@ Rows (GPU rows run when a GPU is visible; anchors when torch / CuPy / torchvisio
     resize_crop_convert_reformat (when `import cvcuda` works) and 8 single calls; 64 crops
     of a 4K frame in one call vs 64 calls and a same-bytes copy; compose_divergent vs its
     two chains alone; CircularTensor.update vs a same-bytes copy
-  * neighbourhood filters (issue 21), 1920x1080x3 u8 in and out: 3x3 box and Gaussian vs a
+  * neighbourhood filters (issue 21), 1920x1080x3 u8 in and out, untiled and tiled
+    (shared-memory tile + halo): 3x3 box and Gaussian vs a
     same-bytes cuMemcpyDtoD (goal >= 80%), median 5x5 and a 15x15 LinearFilter reported;
     CV-CUDA gaussian / median_blur anchors when `import cvcuda` works
   * OpenCV resize modes (issue 21), 1080p x 3 u8 -> 1280x720 u8: cv_linear, cv_area,
-    cv_cubic and a cv_linear replicate warp; CV-CUDA resize / warp_affine anchors
+    cv_cubic, cv_nearest, cv_nearest_exact and a cv_linear replicate warp; CV-CUDA
+    resize / warp_affine anchors
 
 GPU times are CUDA events (medians of fresh-input repetitions after a warm-up), three
 ways: around one call from an idle GPU (host launch latency included), around 20 calls
@@ -752,16 +754,30 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
         drv.cuMemcpyDtoDAsync(dst.ptr, src.ptr, nbytes, 0), "copy"), batch_reps)
     row("filters", "cuMemcpyDtoD same bytes", t_copy, "us", "in + out = 2 x 6.2 MB")
     kernel15 = rng.normal(size=(15, 15)).astype(np.float32)
+    # The tiled rows (tiled=True: the block's tile + halo staged in shared memory first,
+    # docs/fkl-filters.md) run next to the untiled ones, so one GPU run compares both.
     cases = {
         "box 3x3": (fkl.BoxFilter(3), True),
+        "box 3x3 tiled": (fkl.BoxFilter(3, tiled=True), True),
         "gaussian 3x3": (fkl.GaussianBlur(3, 0.8), True),
+        "gaussian 3x3 tiled": (fkl.GaussianBlur(3, 0.8, tiled=True), True),
         "median 5x5": (fkl.MedianBlur(5), False),
+        "median 5x5 tiled": (fkl.MedianBlur(5, tiled=True), False),
         "linear 15x15": (fkl.LinearFilter(kernel15), False),
+        "linear 15x15 tiled": (fkl.LinearFilter(kernel15, tiled=True), False),
     }
     times: dict[str, float] = {}
+    results: dict[str, Any] = {}
     for name, (op, goal) in cases.items():
         pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
         pipe(src, out=dst)
+        results[name] = dst.to_host()
+        untiled = results.get(name.removesuffix(" tiled"))
+        if name.endswith(" tiled") and untiled is not None:
+            # The same pixels as the untiled kernel (an FMA contracted differently may
+            # move a uint8 result by one at a rounding boundary: docs/fkl-filters.md).
+            diff = np.abs(results[name].astype(np.int32) - untiled.astype(np.int32))
+            assert diff.max() <= 1, f"{name}: differs from untiled by {diff.max()}"
         t = ev.stream_us(lambda pipe=pipe: pipe(src, out=dst), batch_reps)
         times[name] = t
         note = f"at {100 * t_copy / t:.0f}% of copy" + (" (goal >= 80%)" if goal else "")
@@ -814,6 +830,8 @@ def bench_resize(ev: Events, rng: Any, reps: int) -> None:
         "cv_linear": fkl.Resize(dw, dh, interpolation="cv_linear"),
         "cv_area": fkl.Resize(dw, dh, interpolation="cv_area"),
         "cv_cubic": fkl.Resize(dw, dh, interpolation="cv_cubic"),
+        "cv_nearest": fkl.Resize(dw, dh, interpolation="cv_nearest"),
+        "cv_nearest_exact": fkl.Resize(dw, dh, interpolation="cv_nearest_exact"),
         "warp cv_linear replicate": fkl.Warping(m, dw, dh, interpolation="cv_linear",
                                                 border="REPLICATE"),
     }
@@ -832,6 +850,7 @@ def bench_resize(ev: Events, rng: Any, reps: int) -> None:
         "cv_linear": lambda s: cvcuda.resize(s, (1, dh, dw, C), cvcuda.Interp.LINEAR),
         "cv_area": lambda s: cvcuda.resize(s, (1, dh, dw, C), cvcuda.Interp.AREA),
         "cv_cubic": lambda s: cvcuda.resize(s, (1, dh, dw, C), cvcuda.Interp.CUBIC),
+        "cv_nearest": lambda s: cvcuda.resize(s, (1, dh, dw, C), cvcuda.Interp.NEAREST),
         "warp cv_linear replicate": lambda s: cvcuda.warp_affine(
             s, m.astype(np.float32), cvcuda.Interp.LINEAR | cvcuda.Interp.WARP_INVERSE_MAP,
             border_mode=cvcuda.Border.REPLICATE, border_value=[0.0]),

@@ -62,6 +62,11 @@ np.testing.assert_array_equal(run(fkl.Dilate((5, 3), border=B.REFLECT)), w3.max(
 med = np.median(windows(img, 5, "edge").reshape(*img.shape, 25), axis=-1)
 np.testing.assert_array_equal(run(fkl.MedianBlur(5)), med.astype(np.uint8))
 
+# The tiled form (shared-memory tile + halo per block) computes the same pixels.
+np.testing.assert_array_equal(run(fkl.MedianBlur(5, tiled=True)), med.astype(np.uint8))
+np.testing.assert_allclose(run(fkl.LinearFilter(k15, border=B.WRAP, tiled=True), x=f), want,
+                           rtol=1e-4, atol=1e-4)
+
 try:
     import cv2
 except ImportError:

@@ -1,6 +1,6 @@
 """OpenCV's resize and warp conventions in fkl (docs/fkl-resize.md), checked against NumPy
 references written from those conventions: INTER_AREA as block means, INTER_LINEAR with
-half-pixel centres, and a replicated-border warp."""
+half-pixel centres, a replicated-border warp and INTER_NEAREST_EXACT's centre picks."""
 
 from __future__ import annotations
 
@@ -55,4 +55,10 @@ small = chain(fkl.Resize(21, 15, interpolation="cv_area"))(u8)
 assert small.dtype == np.uint8
 want = np.rint(u8.reshape(15, 3, 21, 3, 3).astype(np.float64).mean(axis=(1, 3)))
 assert np.abs(small.astype(int) - want).max() <= 1
+# INTER_NEAREST_EXACT: the source pixel whose centre is nearest to the destination
+# centre, floor((x + 0.5) * sw / dw) (OpenCV's 16-bit fixed-point form of it agrees here).
+exact = chain(fkl.Resize(40, 29, interpolation="cv_nearest_exact"))(u8)
+ix = np.minimum(((np.arange(40) + 0.5) * 63 / 40).astype(int), 62)
+iy = np.minimum(((np.arange(29) + 0.5) * 45 / 29).astype(int), 44)
+np.testing.assert_array_equal(exact, u8[iy][:, ix])
 print(f"OpenCV resize and warp modes on {target}: OK")

@@ -268,3 +268,118 @@ def test_gaussian_derived_size_limit_per_dtype(target, rng):
     pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target=target)
     with pytest.raises(fkl.ArgumentError, match="derived ksize for float32"):
         pipe(image(rng, np.float32))
+
+
+# -- the tiled form (docs/fkl-filters.md, "Tiled form") ----------------------------------
+#: Sizes against the 32 x 8 block: odd and not multiples, smaller than one tile (and than
+#: the window), exact multiples, one pixel over a multiple.
+TILE_SIZES = [(37, 45), (5, 3), (2, 1), (8, 32), (9, 33), (17, 65)]
+
+#: (make(border, tiled), ksize, OpenCV fn, dtype, channels): every border mode, each op
+#: kind, kw != kh, uint8 and float32, 1 to 4 channels.
+TILED = {
+    B.REFLECT_101: (lambda b, t: fkl.GaussianBlur((5, 3), 1.1, 0.7, border=b, tiled=t),
+                    (5, 3), lambda a, b: cv2.GaussianBlur(a, (5, 3), 1.1, sigmaY=0.7,
+                                                          borderType=b), np.uint8, 3),
+    B.CONSTANT: (lambda b, t: fkl.BoxFilter(3, border=b, value=17, tiled=t), (3, 3),
+                 lambda a, b: cv2.blur(a, (3, 3), borderType=b), np.float32, 1),
+    B.REPLICATE: (lambda b, t: fkl.MedianBlur(5, border=b, tiled=t), (5, 5),
+                  lambda a, b: cv2.medianBlur(a, 5), np.uint8, 4),
+    B.REFLECT: (lambda b, t: fkl.Sobel(1, 1, scale=0.5, border=b, tiled=t), (3, 3),
+                lambda a, b: cv2.Sobel(a, cv2.CV_32F, 1, 1, ksize=3, scale=0.5,
+                                       borderType=b), np.uint8, 2),
+    B.WRAP: (lambda b, t: fkl.Dilate((3, 5), border=b, tiled=t), (3, 5),
+             lambda a, b: cv2.dilate(a, np.ones((5, 3), np.uint8), borderType=b),
+             np.float32, 3),
+}
+
+
+@pytest.mark.parametrize("border", list(TILED))
+def test_tiled_equals_untiled_and_opencv(target, rng, border):
+    """The tiled kernel (shared-memory tile + halo) gives exactly the untiled results,
+    and OpenCV's, for every border mode on sizes that do and do not fit the block."""
+    make, ksize, fn, dtype, channels = TILED[border]
+    untiled = fkl.compose(fkl.TensorRead(), make(border, False), fkl.TensorWrite(),
+                          target=target)
+    tiled = fkl.compose(fkl.TensorRead(), make(border, True), fkl.TensorWrite(),
+                        target=target)
+    # debug=True: every access of the tiled kernel is bounds-checked (a block that
+    # overhangs the plane must read nothing outside it: BoundsError otherwise).
+    checked = fkl.compose(fkl.TensorRead(), make(border, True), fkl.TensorWrite(),
+                          target=target, debug=True)
+    for h, w in TILE_SIZES:
+        shape = (h, w, channels) if channels > 1 else (h, w)
+        x = random_array(rng, shape, dtype)
+        out = poisoned(shape, np.float32 if border == B.REFLECT else dtype)
+        assert tiled(x, out=out) is out
+        ref = untiled(x)
+        np.testing.assert_array_equal(checked(x), out)
+        if target == "cpu":  # the same arithmetic in the same order (docs: bit-identical)
+            np.testing.assert_array_equal(out, ref, err_msg=f"{h}x{w}")
+        else:  # the GPU compiler may contract a multiply-add differently in each kernel
+            near(out, ref, out.dtype)
+        value = 17 if border == B.CONSTANT else 0
+        # The median's and WRAP's references go through padding (OpenCV has no such
+        # border there); windows larger than the image need it too.
+        native = border not in (B.REPLICATE, B.WRAP) and min(h, w) > max(ksize) // 2
+        want = reference(fn, x, ksize, border, value, native=native)
+        if border == B.CONSTANT and native:
+            want = cv2.copyMakeBorder(x, 1, 1, 1, 1, cv2.BORDER_CONSTANT, value=[17] * 4)
+            want = cv2.blur(want, (3, 3), borderType=cv2.BORDER_REPLICATE)[1:-1, 1:-1]
+        near(out, want.reshape(out.shape), out.dtype)
+
+
+def test_tiled_with_fused_ops_below_batch_and_compute_after(target, rng):
+    """Ops fused below the filter run on each tile entry; planes of a batch tile
+    separately; ops after the filter run on the output; a filter that is not the last
+    geometry op (under a Crop) runs untiled, with the same results."""
+    x = random_array(rng, (3, 21, 43, 3), np.uint8)
+    ops = [fkl.Cast("float32"), fkl.Mul(0.5), fkl.GaussianBlur(3, 0.8, tiled=True),
+           fkl.Add(1.0)]
+    got = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target=target)(x)
+    want = np.stack([cv2.GaussianBlur(p.astype(np.float32) * np.float32(0.5), (3, 3), 0.8)
+                     for p in x]) + np.float32(1.0)
+    near(got, want, np.float32)
+    under = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3, tiled=True), fkl.Crop((2, 3, 9, 7)),
+                        fkl.TensorWrite(), target=target)
+    np.testing.assert_array_equal(under(x[0]), fkl.compose(
+        fkl.TensorRead(), fkl.BoxFilter(3), fkl.Crop((2, 3, 9, 7)), fkl.TensorWrite(),
+        target=target)(x[0]))
+    # The active batch: inactive planes get the default and (tiled) leave before the tile.
+    pipe = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3, tiled=True), fkl.TensorWrite(),
+                       target=target)
+    out = poisoned(x.shape, np.uint8)
+    pipe(x, out=out, active_batch=2, default=5)
+    near(out[:2], np.stack([cv2.blur(p, (3, 3)) for p in x[:2]]), np.uint8)
+    assert (out[2] == 5).all()
+
+
+def test_tiled_is_part_of_the_kernel_identity():
+    x = np.zeros((9, 11), np.float32)
+    a = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3), fkl.TensorWrite(), target="cpu")
+    b = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3, tiled=True), fkl.TensorWrite(),
+                    target="cpu")
+    assert a.source(x) != b.source(x)
+    with pytest.raises(fkl.ArgumentError, match="tiled: expected True or False"):
+        fkl.BoxFilter(3, tiled=1)
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_tiled_filters_compile_for_sm90(compiler):
+    """The tiled GPU kernels build to cubin without a GPU, up to the largest tile
+    (15 x 15 on 4-channel float64: 32 KiB of shared memory)."""
+    from helpers import has_plugin
+
+    if not has_plugin(compiler):
+        pytest.skip(f"the {compiler} plugin is not installed")
+    cases = [(fkl.BoxFilter(3, tiled=True), np.uint8, 3),
+             (fkl.GaussianBlur(3, 0.8, tiled=True), np.uint8, 3),
+             (fkl.MedianBlur(5, tiled=True), np.float32, 1),
+             (fkl.LinearFilter(np.ones((15, 15)), border=B.WRAP, tiled=True), np.float64, 4),
+             (fkl.Erode(3, border=B.CONSTANT, tiled=True), np.uint8, 4)]
+    for op, dtype, c in cases:
+        x = np.zeros((31, 45, c), dtype)
+        pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
+        art = pipe.artifact(x, arch="sm_90", compiler=compiler)
+        assert art.kind == "cubin" and art.data[:4] == b"\x7fELF", op
+        assert "__syncthreads" in pipe.source(x)

@@ -185,7 +185,7 @@ def t_of(dtype: str, channels: int, pair: bool = False):
     from fkl._pixel import PixType
     from thork_core import dtype_of
 
-    return PixType(dtype_of(dtype), channels, pair)
+    return PixType(dtype_of(dtype), channels, 2 if pair else 1)
 
 
 FOLDS = [

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.plugin("compose")
 
 IM = fkl.Interpolation
 CV = {IM.CV_LINEAR: cv2.INTER_LINEAR, IM.CV_AREA: cv2.INTER_AREA, IM.CV_CUBIC: cv2.INTER_CUBIC,
-      IM.CV_NEAREST: cv2.INTER_NEAREST}
+      IM.CV_NEAREST: cv2.INTER_NEAREST, IM.CV_NEAREST_EXACT: cv2.INTER_NEAREST_EXACT}
 
 
 def run(target: str, x: np.ndarray, op: fkl.Op, shape: tuple[int, ...], *more: fkl.Op,
@@ -40,6 +40,15 @@ def near(got: np.ndarray, want: np.ndarray) -> None:
     else:
         # Summation order differs: a few float32 ulps of the 0..255 range.
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-3)
+
+
+def letterboxed(x: np.ndarray, dw: int, dh: int, background: int, flag: int) -> np.ndarray:
+    """OpenCV's resize with ``flag`` into fkl's PRESERVE_AR placement on ``background``."""
+    h, w = x.shape[:2]
+    tw, th, x1, y1 = fkl.letterbox(w, h, dw, dh, fkl.PRESERVE_AR)
+    want = np.full((dh, dw, *x.shape[2:]), background, x.dtype)
+    want[y1:y1 + th, x1:x1 + tw] = cv2.resize(x, (tw, th), interpolation=flag)
+    return want
 
 
 def odd(rng: np.random.Generator, lo: int, hi: int) -> int:
@@ -85,6 +94,51 @@ def test_resize_nearest_vs_opencv(target, rng, dtype):
                                                       interpolation=cv2.INTER_NEAREST))
 
 
+@pytest.mark.parametrize("dtype,channels", [(np.uint8, 3), (np.float32, 1), (np.float32, 4),
+                                            (np.uint8, 2)])
+def test_resize_nearest_exact_vs_opencv(target, rng, dtype, channels):
+    """INTER_NEAREST_EXACT picks (centre to centre, 16-bit fixed point): exact, on odd
+    up, down and mixed scales, and sizes where it and INTER_NEAREST pick differently."""
+    h, w = odd(rng, 12, 25), odd(rng, 12, 25)
+    shape = (h, w, channels) if channels > 1 else (h, w)
+    x = random_array(rng, shape, dtype)
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Resize(3, 3, interpolation=IM.CV_NEAREST_EXACT),
+                       fkl.TensorWrite(), target=target)
+    pipe(x)
+    builds = fkl.stats()["builds"]
+    differs = False
+    for dw, dh in [(odd(rng, 4, 10), odd(rng, 4, 10)), (odd(rng, 30, 45), odd(rng, 30, 45)),
+                   (odd(rng, 4, 10), odd(rng, 30, 45)), (w, h), (1, 1), (3 * w, h // 3)]:
+        out = poisoned((dh, dw, *shape[2:]), dtype)
+        pipe = fkl.compose(fkl.TensorRead(),
+                           fkl.Resize(dw, dh, interpolation=IM.CV_NEAREST_EXACT),
+                           fkl.TensorWrite(), target=target)
+        assert pipe(x, out=out) is out
+        want = cv2.resize(x, (dw, dh), interpolation=cv2.INTER_NEAREST_EXACT)
+        np.testing.assert_array_equal(out, want, err_msg=f"{w}x{h} -> {dw}x{dh}")
+        differs |= not np.array_equal(want, cv2.resize(x, (dw, dh),
+                                                       interpolation=cv2.INTER_NEAREST))
+    assert differs  # the sizes tell the two nearest conventions apart
+    assert fkl.stats()["builds"] == builds  # new sizes are runtime values
+
+
+def test_resize_nearest_exact_letterboxed_and_batched(target, rng):
+    """Letterboxing resizes to the placed size; a batch of crops of different sizes uses
+    each crop's own size."""
+    x = random_array(rng, (29, 43, 3), np.uint8)
+    got = run(target, x, fkl.Resize(31, 31, interpolation=IM.CV_NEAREST_EXACT,
+                                     aspect_ratio=fkl.PRESERVE_AR, background=7),
+              (31, 31, 3))
+    np.testing.assert_array_equal(got, letterboxed(x, 31, 31, 7, cv2.INTER_NEAREST_EXACT))
+    rects = [(1, 2, 17, 13), (5, 3, 31, 25), (0, 0, 9, 21)]
+    got = run(target, x, fkl.Crop(rects), (3, 15, 19, 3),
+              fkl.Resize(19, 15, interpolation=IM.CV_NEAREST_EXACT))
+    for k, (cx, cy, cw, ch) in enumerate(rects):
+        np.testing.assert_array_equal(
+            got[k], cv2.resize(x[cy:cy + ch, cx:cx + cw], (19, 15),
+                               interpolation=cv2.INTER_NEAREST_EXACT))
+
+
 def test_resize_area_half_rounds_as_opencv(target, rng):
     """Exactly half the size: OpenCV's 2 x 2 uint8 path rounds .5 up; fkl too."""
     h, w = odd(rng, 10, 20) * 2, odd(rng, 10, 20) * 2
@@ -112,10 +166,7 @@ def test_resize_cv_letterbox(target, rng):
     got = run(target, x, fkl.Resize(31, 31, interpolation=IM.CV_CUBIC,
                                     aspect_ratio=fkl.PRESERVE_AR, background=114),
               (31, 31, 3))
-    tw, th, x1, y1 = fkl.letterbox(45, 21, 31, 31, fkl.PRESERVE_AR)
-    want = np.full((31, 31, 3), 114, np.uint8)
-    want[y1:y1 + th, x1:x1 + tw] = cv2.resize(x, (tw, th), interpolation=cv2.INTER_CUBIC)
-    near(got, want)
+    near(got, letterboxed(x, 31, 31, 114, cv2.INTER_CUBIC))
 
 
 def test_resize_cv_batch(target, rng):
@@ -243,6 +294,7 @@ def test_opencv_modes_compile_for_sm90():
     ops = [fkl.Resize(9, 7, interpolation=IM.CV_LINEAR),
            fkl.Resize(31, 27, interpolation=IM.CV_CUBIC),
            fkl.Resize(31, 5, interpolation=IM.CV_NEAREST),
+           fkl.Resize(31, 5, interpolation=IM.CV_NEAREST_EXACT),
            fkl.Resize(9, 7, interpolation=IM.CV_AREA, aspect_ratio=fkl.PRESERVE_AR),
            fkl.Warping(m, 9, 7, interpolation=IM.CV_LINEAR, border=B.WRAP, value=3),
            fkl.Warping(m[:2], 9, 7, interpolation=IM.CV_NEAREST, border=B.CONSTANT, value=3)]

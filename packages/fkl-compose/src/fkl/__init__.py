@@ -99,6 +99,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         TensorTPack,
         TensorTSplit,
         TensorWrite,
+        TupleRead,
     )
     from ._yuv import YUV_FORMATS, ReadYUV, WriteYUV
     from ._yuvcolor import RGB2YUV, YUV2RGB, rgb_to_yuv_matrix, yuv_to_rgb_matrix
@@ -163,6 +164,7 @@ _EXPORTS = {
     "StaticLoop": "._loop",
     "Sub": "._ops",
     "TensorPack": "._tensor",
+    "TupleRead": "._tensor",
     "TensorRead": "._tensor",
     "TensorSplit": "._tensor",
     "TensorTPack": "._tensor",
@@ -238,8 +240,8 @@ __all__ = [
     "PRESERVE_AR_RN_EVEN", "ReadSet", "reset_stats", "Resize", "Saturate", "SaturateCast",
     "SaturateFloat", "ShiftLeft", "ShiftRight", "Sobel", "SplitWrite", "Sqr", "Sqrt",
     "StaticLoop", "stats", "Sub", "TensorPack", "TensorRead", "TensorSplit", "TensorTPack",
-    "TensorTSplit", "TensorWrite", "VectorAnd", "VectorOr", "VectorReduce", "VectorReorder",
-    "VectorReorderRT",
+    "TensorTSplit", "TensorWrite", "TupleRead", "VectorAnd", "VectorOr", "VectorReduce",
+    "VectorReorder", "VectorReorderRT",
     "Warping", "Xor", "ReadYUV", "WriteYUV", "YUV_FORMATS", "YUV2RGB", "RGB2YUV",
     "yuv_to_rgb_matrix", "rgb_to_yuv_matrix", "ColorDepth", "NormalizePixel",
     "DenormalizePixel", "SaturateDepth", "AddOpaqueAlpha", "PitchedBuffer",

@@ -22,9 +22,9 @@ __all__ = ["in_place_safe", "check_out_aliasing"]
 def in_place_safe(chain: Any) -> bool:
     """Whether ``chain`` (a :class:`fkl._lowering.Chain`) reads, at each output pixel,
     only the same pixel of its inputs: then ``out`` may be exactly an input."""
-    from ._tensor import DualRead, TensorRead, TensorWrite
+    from ._tensor import DualRead, TensorRead, TensorWrite, TupleRead
 
-    return (type(chain.read) in (TensorRead, DualRead)
+    return (type(chain.read) in (TensorRead, DualRead, TupleRead)
             and all(op.elementwise for op in chain.middle)
             and isinstance(chain.write, TensorWrite))
 

@@ -10,9 +10,11 @@ new set of coefficients of the same size never recompiles.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
-from thork.tracing import Value, cast, cond, where
+from thork import shared_array, syncthreads
+from thork.tracing import Value, cast, cond, if_, where
 from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
 
@@ -103,19 +105,26 @@ class Filter(ReadBack):
     """Base of the neighbourhood filters: a ``kw`` x ``kh`` window centred on the output
     pixel, read through the stage below with ``border`` (a :class:`BorderMode`) for taps
     outside its plane; ``value`` is the constant of ``CONSTANT`` (scalar or per channel,
-    a runtime value)."""
+    a runtime value). ``tiled``: where the filter is the chain's last geometry op, the
+    block stages its input neighbourhood in shared memory first (:meth:`tile`; the same
+    results)."""
 
     #: Whether the output is float32 whatever the input (Sobel), else the input dtype.
     float_out: ClassVar[bool] = False
 
-    def __init__(self, ksize: tuple[int, int], border: str, value: Any) -> None:
+    def __init__(self, ksize: tuple[int, int], border: str, value: Any,
+                 tiled: bool = False) -> None:
         if border not in BorderMode.ALL:
             raise ArgumentError(f"{self.name} border: expected one of {BorderMode.ALL}, got "
                                 f"{border!r}")
+        if not isinstance(tiled, bool):
+            raise ArgumentError(f"{self.name} tiled: expected True or False, got {tiled!r}")
         self.ksize, self.border, self.value = ksize, border, value
+        #: Stage the block's input neighbourhood in shared memory (:meth:`tile`).
+        self.tiled = tiled
 
     def key(self) -> tuple[Any, ...]:
-        return (type(self).__name__, self.ksize, self.border)
+        return (type(self).__name__, self.ksize, self.border, self.tiled)
 
     def out_type(self, t: PixType) -> PixType:
         super().out_type(t)
@@ -155,10 +164,75 @@ class Filter(ReadBack):
         traced values ``c`` of :meth:`coefs`."""
         raise NotImplementedError
 
+    def _split(self, p: list[Value], t: PixType) -> tuple[list[Value], list[Value]]:
+        """The traced parameters as (border constants, the filter's own values)."""
+        nconst = t.channels if self.border == BorderMode.CONSTANT else 0
+        return p[:nconst], p[nconst:]
+
+    def _tap(self, src: Stage, x: Value, y: Value, z: Value, inside: Value | None,
+             consts: list[Value]) -> Pixel:
+        """The tap at the border-mapped ``(x, y)``; with ``inside`` (CONSTANT), the
+        border constant where it is false."""
+        px = src.read(x, y, z)
+        if inside is None:
+            return list(px)
+        return [where(inside, v, consts[k]) for k, v in enumerate(px)]
+
+    def tile(self, src: Stage, p: list[Value], block: tuple[int, int], bx: Value,
+             by: Value, tx: Value, ty: Value, z: Value) -> Callable[[], Pixel]:
+        """The tiled form (``docs/fkl-filters.md``, "Tiled form"): emit the cooperative
+        load of this block's tile of ``src`` into shared memory and the barrier, and
+        return what computes the thread's output pixel from the tile. Every thread of
+        the block must run this (it holds a ``syncthreads``); ``block`` is the block's
+        (width, height) in threads, ``bx, by`` its index, ``tx, ty`` the thread's."""
+        t = src.type
+        consts, coefs = self._split(p, t)
+        kw, kh = self.window(t)
+        rx, ry = kw // 2, kh // 2
+        bw, bh = block
+        tw, th = bw + 2 * rx, bh + 2 * ry
+        mode = self.border
+        tiles = [shared_array(t.dtype, (th, tw)) for _ in range(t.channels)]
+        i32 = dt.int32
+        ox, oy = cast(bx, i32) * bw - rx, cast(by, i32) * bh - ry
+        lx0, ly0 = cast(tx, i32), cast(ty, i32)
+        tid = cast(ty, dt.uint32) * bw + cast(tx, dt.uint32)  # unsigned: cheap // and %
+        threads, entries = bw * bh, tw * th
+
+        def load(idx: Value) -> None:
+            uy = idx // tw
+            lx, ly = cast(idx - uy * tw, i32), cast(uy, i32)
+            # Past w - 1 + rx (h - 1 + ry) no output pixel of the plane reads the entry:
+            # clamp it there, so a block overhanging the plane reads nothing outside.
+            gx = tkm.min(ox + lx, src.w - 1 + rx)
+            gy = tkm.min(oy + ly, src.h - 1 + ry)
+            mx = _tap_indices([gx], src.w, rx, mode)[0]
+            my = _tap_indices([gy], src.h, ry, mode)[0]
+            inside = ((gx >= 0) & (gx < src.w) & (gy >= 0) & (gy < src.h)) \
+                if mode == BorderMode.CONSTANT else None
+            px = self._tap(src, mx, my, z, inside, consts)
+            for k in range(t.channels):
+                tiles[k][ly, lx] = px[k]
+
+        for r in range(-(-entries // threads)):
+            idx = tid + r * threads if r else tid
+            if (r + 1) * threads > entries:  # the last round: part of the block loads
+                with if_(idx < entries):
+                    load(idx)
+            else:
+                load(idx)
+        syncthreads()
+
+        def window() -> Pixel:
+            win = [[[tiles[k][ly0 + j, lx0 + i] for k in range(t.channels)]
+                    for i in range(kw)] for j in range(kh)]
+            return self.combine(win, coefs, t)
+
+        return window
+
     def sample(self, src: Stage, p: list[Value]) -> Stage:
         t = src.type
-        nconst = t.channels if self.border == BorderMode.CONSTANT else 0
-        consts, coefs = p[:nconst], p[nconst:]
+        consts, coefs = self._split(p, t)
         kw, kh = self.window(t)
         mode = self.border
 
@@ -175,11 +249,8 @@ class Filter(ReadBack):
             for j in range(kh):
                 row = []
                 for i in range(kw):
-                    px = src.read(mx[i], my[j], z)
-                    if mode == BorderMode.CONSTANT:
-                        inside = inx[i] & iny[j]
-                        px = [where(inside, v, consts[k]) for k, v in enumerate(px)]
-                    row.append(px)
+                    inside = inx[i] & iny[j] if mode == BorderMode.CONSTANT else None
+                    row.append(self._tap(src, mx[i], my[j], z, inside, consts))
                 win.append(row)
             return self.combine(win, coefs, t)
 
@@ -218,7 +289,7 @@ class LinearFilter(Filter):
     values: another kernel of the same size reuses the compiled code."""
 
     def __init__(self, kernel: Any, ksize: Any = None, border: str = BorderMode.REFLECT_101,
-                 value: Any = 0) -> None:
+                 value: Any = 0, tiled: bool = False) -> None:
         import numpy as np
 
         try:
@@ -239,7 +310,7 @@ class LinearFilter(Filter):
                                     f"{size[0] * size[1]} coefficients, got {k.size}")
         if not np.isfinite(k).all():
             raise ArgumentError("fkl.LinearFilter kernel: coefficients must be finite")
-        super().__init__(size, border, value)
+        super().__init__(size, border, value, tiled)
         self.kernel = k.reshape(size[1], size[0])
 
     def coef_types(self, t: PixType) -> list[DType]:
@@ -266,8 +337,8 @@ class BoxFilter(Filter):
     normalize=False)`` (the window sum), stored in the input dtype."""
 
     def __init__(self, ksize: Any, border: str = BorderMode.REFLECT_101, value: Any = 0,
-                 normalize: bool = True) -> None:
-        super().__init__(_ksize(ksize, "fkl.BoxFilter ksize"), border, value)
+                 normalize: bool = True, tiled: bool = False) -> None:
+        super().__init__(_ksize(ksize, "fkl.BoxFilter ksize"), border, value, tiled)
         self.normalize = bool(normalize)
 
     def coef_types(self, t: PixType) -> list[DType]:
@@ -317,7 +388,8 @@ class GaussianBlur(Filter):
     while the window size stays the same."""
 
     def __init__(self, ksize: Any, sigma_x: float, sigma_y: float = 0.0,
-                 border: str = BorderMode.REFLECT_101, value: Any = 0) -> None:
+                 border: str = BorderMode.REFLECT_101, value: Any = 0,
+                 tiled: bool = False) -> None:
         try:
             sx, sy = float(sigma_x), float(sigma_y)
         except (TypeError, ValueError):
@@ -339,14 +411,14 @@ class GaussianBlur(Filter):
         self.sizes = {u8: self._side(u8) for u8 in (True, False)}
         if min(max(s) for s in self.sizes.values()) > MAX_KSIZE:
             _ksize(self.sizes[True], "fkl.GaussianBlur derived ksize")  # raises
-        super().__init__(self.sizes[True], border, value)
+        super().__init__(self.sizes[True], border, value, tiled)
 
     def _side(self, u8: bool) -> tuple[int, int]:
         kw, kh = self._given
         return (kw or _auto_side(self.sigma[0], u8), kh or _auto_side(self.sigma[1], u8))
 
     def key(self) -> tuple[Any, ...]:
-        return ("GaussianBlur", self.sizes[True], self.sizes[False], self.border)
+        return ("GaussianBlur", self.sizes[True], self.sizes[False], self.border, self.tiled)
 
     def window(self, t: PixType) -> tuple[int, int]:
         return _ksize(self.sizes[t.dtype == dt.uint8],
@@ -382,14 +454,15 @@ class Sobel(Filter):
     float_out = True
 
     def __init__(self, dx: int, dy: int, ksize: int = 3, scale: float = 1.0,
-                 border: str = BorderMode.REFLECT_101, value: Any = 0) -> None:
+                 border: str = BorderMode.REFLECT_101, value: Any = 0,
+                 tiled: bool = False) -> None:
         if ksize != 3:
             raise ArgumentError(f"fkl.Sobel ksize: only 3 is supported, got {ksize!r}")
         if not (_is_int(dx) and _is_int(dy) and 0 <= dx <= 2 and 0 <= dy <= 2
                 and dx + dy >= 1):
             raise ArgumentError(f"fkl.Sobel dx, dy: expected derivative orders 0..2 with "
                                 f"dx + dy >= 1, got dx={dx!r}, dy={dy!r}")
-        super().__init__((3, 3), border, value)
+        super().__init__((3, 3), border, value, tiled)
         self.order = (int(dx), int(dy))
         self.scale = float(scale)
 
@@ -417,8 +490,8 @@ class _Morphology(Filter):
     use_max: ClassVar[bool] = False
 
     def __init__(self, ksize: Any, border: str = BorderMode.CONSTANT,
-                 value: Any = None) -> None:
-        super().__init__(_ksize(ksize, f"{self.name} ksize"), border, value)
+                 value: Any = None, tiled: bool = False) -> None:
+        super().__init__(_ksize(ksize, f"{self.name} ksize"), border, value, tiled)
 
     def _constants(self, t: PixType) -> list[Any]:
         if self.border != BorderMode.CONSTANT:
@@ -469,10 +542,11 @@ class MedianBlur(Filter):
     channel, exact in any dtype. OpenCV always replicates the border; here any mode may be
     chosen (``REPLICATE`` by default, OpenCV's)."""
 
-    def __init__(self, ksize: int, border: str = BorderMode.REPLICATE, value: Any = 0) -> None:
+    def __init__(self, ksize: int, border: str = BorderMode.REPLICATE, value: Any = 0,
+                 tiled: bool = False) -> None:
         if ksize not in (3, 5) or isinstance(ksize, bool):
             raise ArgumentError(f"fkl.MedianBlur ksize: expected 3 or 5, got {ksize!r}")
-        super().__init__((ksize, ksize), border, value)
+        super().__init__((ksize, ksize), border, value, tiled)
 
     def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
         out = []

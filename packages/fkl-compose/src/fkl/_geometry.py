@@ -27,6 +27,7 @@ from ._resampling import (
     cv_cubic,
     cv_linear,
     cv_nearest,
+    cv_nearest_exact,
     cv_resize_scale,
     cv_warp_sample,
 )
@@ -256,8 +257,9 @@ class Resize(ReadBack):
 
     - ``"linear"`` (the default, FKL's): corner-aligned bilinear, ``src_x = x * sw / dw``;
       output float32. ``"nearest"``: ``src[floor(x * sw / dw)]``, float32.
-    - ``"cv_linear"``, ``"cv_area"`` (downscaling only), ``"cv_cubic"``, ``"cv_nearest"``:
-      ``cv2.resize``'s INTER_LINEAR, INTER_AREA, INTER_CUBIC and INTER_NEAREST with
+    - ``"cv_linear"``, ``"cv_area"`` (downscaling only), ``"cv_cubic"``, ``"cv_nearest"``,
+      ``"cv_nearest_exact"``: ``cv2.resize``'s INTER_LINEAR, INTER_AREA, INTER_CUBIC,
+      INTER_NEAREST and INTER_NEAREST_EXACT with
       OpenCV's pixel centres, borders and uint8 fixed-point arithmetic; output in the
       input dtype (docs/fkl-resize.md).
 
@@ -393,6 +395,8 @@ class Resize(ReadBack):
                     vals = cv_cubic(src, xi, yi, z, csx, csy)
                 elif mode == Interpolation.CV_NEAREST:
                     vals = cv_nearest(src, xi, yi, z, csx, csy)
+                elif mode == Interpolation.CV_NEAREST_EXACT:
+                    vals = cv_nearest_exact(src, xi, yi, z, tw, th)
                 else:
                     assert half_up is not None  # set for the area mode above
                     vals = cv_area(src, xi, yi, z, csx, csy, half_up)

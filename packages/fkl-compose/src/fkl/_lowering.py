@@ -258,10 +258,18 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             default = b.scalars([ft.dtype] * ft.channels)
 
         last = chain.last_readback
+        bw, bh = write_block(chain.write)
+        # A tiled filter as the last ReadBack reads its tile below, at the block level
+        # (its output is read once per thread at the thread's pixel: what a tile needs).
+        tiled = last >= 0 and (bw, bh) == (1, 1) and getattr(chain.middle[last], "tiled",
+                                                              False)
         ty = t
+        below = stage
         for i, op in enumerate(chain.middle[: last + 1]):
             p = op_params[i]
-            if op.kind == "readback":
+            if op.kind == "readback" and tiled and i == last:
+                below = stage  # the filter's source; its own geometry keeps the size
+            elif op.kind == "readback":
                 stage = op.sample(stage, p)
             elif op.kind == "compute":
                 stage = _fused(stage, op, p, ty)
@@ -278,19 +286,36 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
         y = cast(by * dy + ty_, dt.int32)
         z = cast(bz, dt.int32)
         nb = cast(Value(Special(dt.uint32, "gridDim.z")), dt.int32)
-        bw, bh = write_block(chain.write)
         if (bw, bh) != (1, 1):  # a write that stores a block per thread (YUV chroma)
             _block_write(b, chain, stage, op_params, x, y, z, nb, ty, (bw, bh), active,
                          out_strides)
             return b.finish(name, trace, BLOCK)
-        with if_((x >= stage.w) | (y >= stage.h)):
-            return_()
+        outside = (x >= stage.w) | (y >= stage.h)
+        if not tiled:
+            with if_(outside):
+                return_()
         if active:
             out_ptrs = b.outputs(write_dtypes(chain.write, ft))
             with if_(z >= act):  # an inactive plane: the default, no reads
-                chain.write.store(out_ptrs, list(default), x, y, z, stage.w, stage.h, nb, ft)
+                # (z is the block's plane: a tiled kernel's whole block returns here)
+                if tiled:
+                    with if_((x < stage.w) & (y < stage.h)):
+                        chain.write.store(out_ptrs, list(default), x, y, z, stage.w,
+                                          stage.h, nb, ft)
+                else:
+                    chain.write.store(out_ptrs, list(default), x, y, z, stage.w, stage.h,
+                                      nb, ft)
                 return_()
-        px = stage.read(x, y, z)
+        if tiled:
+            # Every thread of the block loads its part of the tile and meets the barrier;
+            # only then do the threads outside the plane leave.
+            window = chain.middle[last].tile(  # type: ignore[attr-defined]
+                below, op_params[last], BLOCK[:2], bx, by, tx, ty_, z)
+            with if_(outside):
+                return_()
+            px = window()
+        else:
+            px = stage.read(x, y, z)
         for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
             p = op_params[i]
             if op.kind == "midwrite":

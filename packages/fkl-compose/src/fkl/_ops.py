@@ -232,15 +232,22 @@ class _Binary(Op):
     def _check(self, a: DType, b: DType) -> None:
         """Reject dtype combinations the op does not define."""
 
+    #: The op folds over a tuple of more than two sources (Equal does not: a fold of
+    #: ``==`` would compare a bool with a pixel).
+    _folds: ClassVar[bool] = True
+
     def out_type(self, t: PixType) -> PixType:
         if self.value is None:
             if not t.pair:
                 raise ArgumentError(
-                    f"{self.name}() without a value combines the two pixels of a "
-                    "dual-source read (fkl.DualRead); give a value, e.g. "
+                    f"{self.name}() without a value combines the pixels of a multi-source "
+                    "read (fkl.DualRead, fkl.TupleRead); give a value, e.g. "
                     f"{self.name}(2.0), for a single input")
-            self._check(t.dtype, t.dtype)
-            return PixType(self._result(t.dtype, t.dtype), t.channels)
+            if t.sources > 2 and not self._folds:
+                raise ArgumentError(
+                    f"{self.name}() combines exactly two sources, got a tuple of "
+                    f"{t.sources} (fkl.TupleRead({t.sources})); use fkl.DualRead()")
+            return PixType(self._fold_types(t)[-1], t.channels)
         self._no_pair(t)
         for item in self._items or [self._flat]:
             if len(item) > 1:
@@ -248,6 +255,17 @@ class _Binary(Op):
         pt = self._ptype(t)
         self._check(t.dtype, pt)
         return PixType(self._result(t.dtype, pt), t.channels)
+
+    def _fold_types(self, t: PixType) -> list[DType]:
+        """The result dtype of each step of the left fold over a tuple of ``t.sources``
+        pixels: step k combines the running result with source k + 1."""
+        steps: list[DType] = []
+        acc = t.dtype
+        for _ in range(t.sources - 1):
+            self._check(acc, t.dtype)
+            acc = self._result(acc, t.dtype)
+            steps.append(acc)
+        return steps
 
     def scalar_types(self, t: PixType) -> list[DType]:
         if self.value is None or self._items is not None:
@@ -270,9 +288,11 @@ class _Binary(Op):
 
     def apply(self, px: Any, p: list[Value], t: PixType) -> Pixel:
         c_n = t.channels
-        if self.value is None:
-            a, b = px
-            out = [self.fn(a[c], b[c]) for c in range(c_n)]
+        if self.value is None:  # left fold over the tuple's pixels, channel by channel
+            acc = list(px[0])
+            for src, rt in zip(px[1:], self._fold_types(t), strict=True):
+                acc = [cast(self.fn(acc[c], src[c]), rt) for c in range(c_n)]
+            return acc
         elif self._items is not None:  # this plane's values, from the table
             from ._batch import plane
 
@@ -348,6 +368,8 @@ class AbsDiff(_Binary):
 
 class Equal(_Binary):
     """``x == value`` per channel; the result is bool."""
+
+    _folds = False
 
     def _result(self, a: DType, b: DType) -> DType:
         return dt.bool

@@ -205,7 +205,7 @@ class Pipe(CallPath):
         from ._pixel import as_dtype
 
         return PixType(as_dtype(dtype or "float32", "dtype"), channels,
-                       pair=self.chain.read.inputs == 2)
+                       sources=self.chain.read.inputs)
 
 
 def _check_chain(ops: tuple[Any, ...], target: str | None, thread_fusion: bool) -> None:

@@ -2,7 +2,8 @@
 
 A pixel is a C-vector (C in 1..4) of one scalar dtype. While a chain is traced, each
 channel is a separate traced scalar, so the generated code keeps every channel in a
-register. A dual-source read produces a *pair* of pixels until a two-input op combines it.
+register. A multi-source read produces a *tuple* of pixels (a pair for two) until a two-input
+op combines it.
 """
 
 from __future__ import annotations
@@ -25,20 +26,35 @@ Reader = Callable[[Any, Any, Any], Any]
 
 @dataclass(frozen=True)
 class PixType:
-    """The type of the pixels at one point of a chain: dtype, channel count, pair-ness."""
+    """The type of the pixels at one point of a chain: dtype, channel count, and how many
+    pixels travel together (``sources``: 1, or n for the tuple of an n-source read)."""
 
     dtype: DType
     channels: int
-    pair: bool = False
+    sources: int = 1
+
+    def __post_init__(self) -> None:
+        # ``sources`` was the bool ``pair`` once: a bool here would silently mean 1 or 0.
+        if isinstance(self.sources, bool) or not isinstance(self.sources, int) \
+                or self.sources < 1:
+            raise TypeError(f"PixType sources: expected an int >= 1 (pixels in the tuple), "
+                            f"got {self.sources!r}")
+
+    @property
+    def pair(self) -> bool:
+        """A tuple of pixels from a multi-source read (two or more), not yet combined."""
+        return self.sources > 1
 
     def __str__(self) -> str:
         core = f"{self.dtype.name}x{self.channels}"
-        return f"pair<{core}>" if self.pair else core
+        if self.sources == 1:
+            return core
+        return f"pair<{core}>" if self.sources == 2 else f"tuple{self.sources}<{core}>"
 
     def with_(self, dtype: DType | None = None, channels: int | None = None,
-              pair: bool | None = None) -> PixType:
+              sources: int | None = None) -> PixType:
         return PixType(dtype or self.dtype, self.channels if channels is None else channels,
-                       self.pair if pair is None else pair)
+                       self.sources if sources is None else sources)
 
 
 @dataclass(frozen=True)

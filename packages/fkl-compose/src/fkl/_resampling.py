@@ -1,7 +1,7 @@
 """OpenCV's resampling conventions, traced: ``cv2.resize`` (INTER_LINEAR, INTER_AREA,
-INTER_CUBIC) and ``cv2.warpAffine``/``warpPerspective`` (INTER_LINEAR, INTER_NEAREST with a
-border mode). The exact rules, and where uint8 results may differ from OpenCV by one grey
-level, are in ``docs/fkl-resize.md``.
+INTER_CUBIC, INTER_NEAREST, INTER_NEAREST_EXACT) and ``cv2.warpAffine``/``warpPerspective``
+(INTER_LINEAR, INTER_NEAREST with a border mode). The exact rules, and where uint8
+results may differ from OpenCV by one grey level, are in ``docs/fkl-resize.md``.
 
 Every sampler reads the stage below through ``src.read`` (backward fusion) and returns the
 pixel in the source dtype, as OpenCV does: uint8 uses OpenCV's fixed-point arithmetic,
@@ -21,8 +21,8 @@ from thork_core import DType, dt
 from ._ops import saturate_value
 from ._pixel import Pixel, Stage
 
-__all__ = ["Interpolation", "cv_resize_scale", "cv_nearest", "cv_linear", "cv_cubic", "cv_area",
-           "cv_warp_sample"]
+__all__ = ["Interpolation", "cv_resize_scale", "cv_nearest", "cv_nearest_exact", "cv_linear",
+           "cv_cubic", "cv_area", "cv_warp_sample"]
 
 
 class Interpolation:
@@ -34,9 +34,10 @@ class Interpolation:
     CV_AREA = "cv_area"      # cv2.INTER_AREA (downscaling only), input dtype out
     CV_CUBIC = "cv_cubic"    # cv2.INTER_CUBIC (a = -0.75), input dtype out
     CV_NEAREST = "cv_nearest"  # cv2.INTER_NEAREST (Resize and Warping), input dtype out
-    RESIZE = (LINEAR, NEAREST, CV_LINEAR, CV_AREA, CV_CUBIC, CV_NEAREST)
+    CV_NEAREST_EXACT = "cv_nearest_exact"  # cv2.INTER_NEAREST_EXACT (Resize), input dtype
+    RESIZE = (LINEAR, NEAREST, CV_LINEAR, CV_AREA, CV_CUBIC, CV_NEAREST, CV_NEAREST_EXACT)
     WARP = (LINEAR, CV_LINEAR, CV_NEAREST)
-    OPENCV = (CV_LINEAR, CV_AREA, CV_CUBIC, CV_NEAREST)
+    OPENCV = (CV_LINEAR, CV_AREA, CV_CUBIC, CV_NEAREST, CV_NEAREST_EXACT)
 
 
 #: OpenCV's INTER_RESIZE_COEF_SCALE: uint8 resize weights are 11-bit fixed point.
@@ -80,6 +81,27 @@ def cv_nearest(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value) -
     double scale (no half-pixel shift; OpenCV's INTER_NEAREST_EXACT would add one)."""
     ix = tkm.min(_i32(tkm.floor(_f64(x) * sx)), src.w - 1)
     iy = tkm.min(_i32(tkm.floor(_f64(y) * sy)), src.h - 1)
+    return list(src.read(ix, iy, z))
+
+
+def _nearest_exact_index(d: Value, sn: Any, dn: Any) -> Value:
+    """OpenCV's INTER_NEAREST_EXACT source index of destination index ``d``: the pixel
+    whose centre is nearest, in 16-bit fixed point. ``step = ((sn << 16) + dn / 2) / dn``
+    (integer division), ``start = step / 2 - sn % 2``, index ``(start + d * step) >> 16``
+    clamped into ``[0, sn - 1]``. In int64: OpenCV's int arithmetic overflows from
+    ``sn = 32768`` on, where this keeps the exact value."""
+    s64, d64 = cast(sn, dt.int64), cast(dn, dt.int64)
+    step = ((s64 << 16) + d64 // 2) // d64
+    start = step // 2 - s64 % 2
+    return _clamp(_i32((start + cast(d, dt.int64) * step) >> 16), 0, sn - 1)
+
+
+def cv_nearest_exact(src: Stage, x: Value, y: Value, z: Value, dw: Any, dh: Any) -> Pixel:
+    """``cv2.resize(..., INTER_NEAREST_EXACT)`` at destination ``(x, y)`` of a ``dw`` x
+    ``dh`` result: the source pixel whose centre is nearest to the destination centre
+    (as Pillow and TensorFlow pick it), OpenCV's fixed-point rule per axis."""
+    ix = _nearest_exact_index(x, src.w, dw)
+    iy = _nearest_exact_index(y, src.h, dh)
     return list(src.read(ix, iy, z))
 
 

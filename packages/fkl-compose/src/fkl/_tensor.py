@@ -18,7 +18,7 @@ from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel
 __all__ = [
     "ReadOp", "WriteOp", "Layout", "Run", "Stream", "vector_width", "packed_strides",
     "planar_strides", "c_strides", "check_span", "TensorRead", "TensorPack",
-    "TensorTPack", "DualRead",
+    "TensorTPack", "TupleRead", "DualRead", "MAX_SOURCES",
     "ReadSet", "TensorWrite", "TensorSplit", "TensorTSplit", "SplitWrite", "MidWrite",
 ]
 
@@ -39,7 +39,8 @@ class ReadOp(Op):
     """Base of the ops that start a chain. ``inputs`` is how many arrays it reads."""
 
     kind: ClassVar[str] = "read"
-    inputs: ClassVar[int] = 1
+    #: How many arrays the read takes (a tuple read sets it per instance).
+    inputs: int = 1
     #: The read accepts an input with strides, read in place: its host_type checks them
     #: and puts them in ``Geom.strides``.
     pitched: ClassVar[bool] = False
@@ -48,8 +49,9 @@ class ReadOp(Op):
     #: host_type put in ``Geom.strides``, and :meth:`stage` gets them after its own
     #: scalars (reads that always take a pitch, as ReadYUV: False).
     pitch_variant: ClassVar[bool] = False
-    #: How many stride scalars the pitched form takes (TensorRead: row, plane, pixel).
-    stride_count: ClassVar[int] = 3
+    #: How many stride scalars the pitched form takes (TensorRead: row, plane, pixel; a
+    #: tuple read sets it per instance: three per source).
+    stride_count: int = 3
 
     # For the memory ops, ``channel_uniform()`` (:meth:`Op.channel_uniform`) means: the op
     # reads (writes) an image of N pixels x C channels as one packed run of N * C elements
@@ -84,12 +86,18 @@ class ReadOp(Op):
         raise NotImplementedError
 
 
-def _packed(views: list[ArrayView], name: str, batch: bool | None) -> tuple[PixType, Geom,
-                                                                             Layout]:
+def _packed(views: list[ArrayView], name: str, batch: bool | None,
+            vector: bool = False) -> tuple[PixType, Geom, Layout]:
     v = views[0]
     shape = v.shape
+    if vector and (batch or v.ndim > 2):
+        raise ArgumentError(
+            f"{name} vector=True: reads a vector of pixels, (N,) or (N, C), got shape "
+            f"{shape}{' with batch=True' if batch else ''}")
     if v.ndim == 1:  # a plain vector, as in seed 004's example: one row of pixels
         (w,), h, c, b, lay = shape, 1, 1, 1, Layout(False, False, flat=True)
+    elif v.ndim == 2 and vector:  # FKL's 1-D read of vector pixels: (N, C)
+        (w, c), h, b, lay = shape, 1, 1, Layout(False, True, flat=True)
     elif v.ndim == 2:
         (h, w), c, b, lay = shape, 1, 1, Layout(False, False)
     elif v.ndim == 3 and (batch or shape[2] > 4):
@@ -238,17 +246,22 @@ class Run:
 
 class TensorRead(ReadOp):
     """Read packed pixels: ``t[z, y, x, :]`` of an (H, W), (H, W, C) or (B, H, W[, C])
-    array. A 3-D array whose last axis is 1..4 is (H, W, C) unless ``batch=True``."""
+    array. A 3-D array whose last axis is 1..4 is (H, W, C) unless ``batch=True``.
+    A vector (N,) is one row of N pixels; with ``vector=True`` an (N, C) array is N
+    pixels of C channels (FKL's 1-D per-thread read), else it is an (H, W) image."""
 
     elementwise = True
     pitched = True
     pitch_variant = True
 
-    def __init__(self, batch: bool | None = None) -> None:
+    def __init__(self, batch: bool | None = None, vector: bool = False) -> None:
+        if not isinstance(vector, bool):
+            raise ArgumentError(f"{self.name} vector: expected True or False, got {vector!r}")
         self.batch = batch
+        self.vector = vector
 
     def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
-        return _packed(views, self.name, self.batch)
+        return _packed(views, self.name, self.batch, self.vector)
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         src, w, h, c = ptrs[0], p[0], p[1], t.channels
@@ -281,47 +294,83 @@ class TensorRead(ReadOp):
         return [vals[i * c:(i + 1) * c] for i in range(run.count)]
 
 
-class DualRead(TensorRead):
-    """Read two same-shape packed arrays: the chain carries a pair of pixels, which a
-    two-input op (``fkl.Add()``, ``fkl.Sub()``, ... ``fkl.Equal()``) combines."""
+#: The most sources a tuple read takes (each is one kernel pointer parameter).
+MAX_SOURCES = 16
 
-    inputs = 2
-    #: The pitched form takes each input's (row, plane, pixel) strides: either input
-    #: may be a view (the other's are then its contiguous strides).
-    stride_count = 6
+
+class TupleRead(TensorRead):
+    """Read ``n`` same-shape packed arrays (FKL's tuple forms): the chain carries a tuple
+    of ``n`` pixels, which a value-less two-input op (``fkl.Add()``, ``fkl.Max()``, ...)
+    combines as a left fold ``op(... op(op(s0, s1), s2) ..., s_{n-1})``."""
+
+    # The pitched form takes each source's (row, plane, pixel) strides: any source may
+    # be a view (the others' are then their contiguous strides).
+
+    def __init__(self, n: int, batch: bool | None = None, vector: bool = False) -> None:
+        if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= MAX_SOURCES:
+            raise ArgumentError(f"{self.name} n: expected the number of sources, an int "
+                                f"from 2 to {MAX_SOURCES}, got {n!r}")
+        super().__init__(batch, vector)
+        self.inputs = n
+        self.stride_count = 3 * n
+
+    def key(self) -> tuple[Any, ...]:
+        return (type(self).__name__, self.inputs)
 
     def host_type(self, views: list[ArrayView]) -> tuple[PixType, Geom, Layout]:
-        if views[0].shape != views[1].shape or views[0].dtype != views[1].dtype:
-            raise ArgumentError(
-                f"{self.name}: both inputs need the same shape and dtype, got "
-                f"{views[0].shape} {views[0].dtype.name} and {views[1].shape} "
-                f"{views[1].dtype.name}")
-        t, g, lay = _packed(views[:1], self.name, self.batch)
-        if views[0].contiguous and views[1].contiguous:
-            return t.with_(pair=True), g, lay
-        # The strided input first: its layout is what an error must name.
-        got = {i: packed_strides(views[i], f"{self.name} input {i}", t.channels, lay)
-               for i in sorted(range(2), key=lambda i: views[i].contiguous)}
-        strides = (*got[0], *got[1])
-        return t.with_(pair=True), Geom(g.w, g.h, g.batch, strides=strides), lay
+        first = views[0]
+        for i, v in enumerate(views[1:], 1):
+            if v.shape != first.shape or v.dtype != first.dtype:
+                raise ArgumentError(
+                    f"{self.name}: every source needs the shape and dtype of source 0, "
+                    f"{first.shape} {first.dtype.name}; source {i} is {v.shape} "
+                    f"{v.dtype.name}")
+        t, g, lay = _packed(views[:1], self.name, self.batch, self.vector)
+        t = t.with_(sources=self.inputs)
+        if all(v.contiguous for v in views):
+            return t, g, lay
+        # The strided sources first: their layout is what an error must name.
+        one = t.channels
+        got = {i: packed_strides(views[i], f"{self.name} input {i}", one, lay)
+               for i in sorted(range(len(views)), key=lambda i: views[i].contiguous)}
+        strides = tuple(x for i in range(len(views)) for x in got[i])
+        return t, Geom(g.w, g.h, g.batch, strides=strides), lay
 
     def stage(self, ptrs: list[Pointer], p: list[Value], t: PixType) -> Stage:
         one = PixType(t.dtype, t.channels)
-        pa, pb = (p, p) if len(p) == 2 else ([*p[:2], *p[2:5]], [*p[:2], *p[5:8]])
-        a = TensorRead.stage(self, ptrs[:1], pa, one)
-        b = TensorRead.stage(self, ptrs[1:], pb, one)
+        # Own scalars (w, h), then in the pitched form three strides per source.
+        ps = [p if len(p) == 2 else [*p[:2], *p[2 + 3 * i:5 + 3 * i]]
+              for i in range(len(ptrs))]
+        srcs = [TensorRead.stage(self, [ptr], q, one) for ptr, q in zip(ptrs, ps)]
 
         def read(x: Value, y: Value, z: Value) -> Any:
-            return (a.read(x, y, z), b.read(x, y, z))
+            return tuple(s.read(x, y, z) for s in srcs)
 
-        return Stage(read, a.w, a.h, t)
+        return Stage(read, srcs[0].w, srcs[0].h, t)
 
     def flat_read(self, ptrs: list[Pointer], p: list[Value], t: PixType,
                   run: Run) -> list[Any]:
         one = PixType(t.dtype, t.channels)
-        a = TensorRead.flat_read(self, ptrs[:1], p, one, run)
-        b = TensorRead.flat_read(self, ptrs[1:], p, one, run)
-        return list(zip(a, b, strict=True))
+        runs = [TensorRead.flat_read(self, [ptr], p, one, run) for ptr in ptrs]
+        return list(zip(*runs, strict=True))
+
+    def __repr__(self) -> str:
+        return f"{self.name}({self.inputs})"
+
+
+class DualRead(TupleRead):
+    """Read two same-shape packed arrays: the chain carries a pair of pixels, which a
+    two-input op (``fkl.Add()``, ``fkl.Sub()``, ... ``fkl.Equal()``) combines.
+    ``TupleRead(2)``."""
+
+    def __init__(self, batch: bool | None = None, vector: bool = False) -> None:
+        super().__init__(2, batch, vector)
+
+    def key(self) -> tuple[Any, ...]:
+        return (type(self).__name__,)
+
+    def __repr__(self) -> str:
+        return f"{self.name}()"
 
 
 class TensorPack(ReadOp):
@@ -495,9 +544,15 @@ class WriteOp(Op):
         raise NotImplementedError
 
 
+def _one_row(g: Geom, lay: Layout) -> bool:
+    """A 1-D chain (the read took a vector) whose output is still one row: it writes 1-D
+    arrays (docs/fkl.md, "1-D and 3-D per-thread reads and writes")."""
+    return lay.flat and g.h == 1 and not lay.batch
+
+
 def _packed_shape(t: PixType, g: Geom, lay: Layout) -> tuple[int, ...]:
-    if lay.flat and g.h == 1 and t.channels == 1 and not lay.batch:
-        return (g.w,)
+    if _one_row(g, lay):
+        return (g.w,) if t.channels == 1 else (g.w, t.channels)
     shape: tuple[int, ...] = (g.h, g.w)
     if lay.batch:
         shape = (g.batch, *shape)
@@ -602,6 +657,8 @@ class TensorSplit(_Planar):
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
+        if _one_row(g, lay):
+            return [((t.channels, g.w), t.dtype)]
         shape: tuple[int, ...] = (t.channels, g.h, g.w)
         return [((g.batch, *shape) if lay.batch else shape, t.dtype)]
 
@@ -623,6 +680,8 @@ class TensorTSplit(_Planar):
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
+        if _one_row(g, lay):
+            return [((t.channels, g.w), t.dtype)]
         if lay.batch:
             return [((t.channels, g.batch, g.h, g.w), t.dtype)]
         return [((t.channels, g.h, g.w), t.dtype)]
@@ -660,7 +719,8 @@ class SplitWrite(WriteOp):
 
     def out_specs(self, t: PixType, g: Geom, lay: Layout) -> list[tuple[tuple[int, ...],
                                                                          DType]]:
-        shape = (g.batch, g.h, g.w) if lay.batch else (g.h, g.w)
+        shape = (g.w,) if _one_row(g, lay) else \
+            (g.batch, g.h, g.w) if lay.batch else (g.h, g.w)
         return [(shape, t.dtype)] * t.channels
 
     def store(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value, w: Value,
