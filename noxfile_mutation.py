@@ -279,11 +279,54 @@ def _load(results: Path) -> dict[str, dict[str, object]]:
     return out
 
 
-def select(modules: list[str], sample: int | None, seed: int) -> list[Mutant]:
+def select(modules: list[str], sample: int | None, seed: int,
+           per_module: int | None = None) -> list[Mutant]:
+    """The mutants to run: all of ``modules``, a seeded random ``sample`` of them, or
+    (``per_module``) a seeded random sample of that many from *each* module (all of a
+    smaller module), interleaved module by module so that a run stopped early is still a
+    stratified sample."""
+    if per_module is not None:
+        rng = random.Random(seed)
+        strata = []
+        for path in modules:
+            every = mutants_of(path)
+            strata.append(rng.sample(every, min(per_module, len(every))))
+        return [s[k] for k in range(max(map(len, strata), default=0))
+                for s in strata if k < len(s)]
     pool = [m for path in modules for m in mutants_of(path)]
     if sample is not None and sample < len(pool):
         pool = random.Random(seed).sample(pool, sample)
     return pool
+
+
+def estimate(per: dict[str, dict[str, int]]) -> dict[str, object]:
+    """The mutation score over *every* mutant of the modules, estimated from a stratified
+    sample: each module's kill rate (killed / (killed + survived) among its sampled,
+    non-equivalent mutants) weighted by its number of mutants, with a 95 % normal interval
+    whose variance adds each stratum's (with the finite-population correction, so a module
+    run in full contributes no sampling error). Weights count every mutant of a module,
+    equivalent ones included (their share is not known for unsampled mutants)."""
+    total = 0
+    rate = 0.0
+    var = 0.0
+    for path, row in per.items():
+        big_n = len(mutants_of(path))
+        n = row["killed"] + row["survived"]
+        if n == 0:
+            continue
+        p = row["killed"] / n
+        total += big_n
+        rate += big_n * p
+        if n > 1:
+            fpc = max(0.0, (big_n - n) / (big_n - 1)) if big_n > 1 else 0.0
+            var += big_n ** 2 * fpc * p * (1 - p) / (n - 1)
+    if not total:
+        return {}
+    est = rate / total
+    half = 1.96 * (var ** 0.5) / total
+    return {"estimate": round(100 * est, 1), "ci95": [round(100 * max(0.0, est - half), 1),
+                                                      round(100 * min(1.0, est + half), 1)],
+            "population": total}
 
 
 def report(results: Path, modules: list[str] | None = None) -> dict[str, object]:
@@ -303,7 +346,12 @@ def report(results: Path, modules: list[str] | None = None) -> dict[str, object]
     killed = sum(r["killed"] for r in per.values())
     survived = sum(r["survived"] for r in per.values())
     scored = killed + survived
+    for path, row in per.items():
+        row["mutants"] = len(mutants_of(path))
+        row["ran"] = row["killed"] + row["survived"] + row["equivalent"] + row["timeout"] + row[
+            "error"]
     return {"modules": per, "killed": killed, "survived": survived,
+            "stratified": estimate(per),
             "equivalent": sum(r["equivalent"] for r in per.values()),
             "timeout": sum(r["timeout"] for r in per.values()),
             "score": round(100.0 * killed / scored, 1) if scored else None,
@@ -317,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("command", choices=["list", "run", "report"])
     ap.add_argument("--module", action="append", help="a key of TARGETS (default: all)")
     ap.add_argument("--sample", type=int, help="run a seeded random sample of N mutants")
+    ap.add_argument("--per-module", type=int,
+                    help="a seeded random sample of N mutants from each module (stratified)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=900.0,
                     help="seconds per mutant (a timeout is reported, not scored)")
@@ -332,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         if mod not in TARGETS:
             ap.error(f"unknown module {mod!r}; one of {sorted(TARGETS)}")
     if args.command == "list":
-        for m in select(modules, args.sample, args.seed):
+        for m in select(modules, args.sample, args.seed, args.per_module):
             print(m.id)
         return 0
     if args.command == "report":
@@ -340,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     done = _load(args.results)
     eq = equivalent_ids()
-    todo = select(modules, args.sample, args.seed)
+    todo = select(modules, args.sample, args.seed, args.per_module)
     if args.match:
         todo = [m for m in select(modules, None, args.seed) if args.match in m.id]
     if args.only_survivors:

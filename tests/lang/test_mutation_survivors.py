@@ -419,3 +419,43 @@ def test_int_literals_beyond_64_bits_are_an_error():
         out[0] = out[0] + 2**64
     with pytest.raises((OverflowError, tk.TraceError), match="64 bits"):
         tk.jit(k).ir
+
+
+# -- survivors of the full-run sample (issue 17, session 5) --------------------------------
+
+
+def test_cuda_cp_async_uses_cg_for_16_bytes_only():
+    # PTX ISA, cp.async: the .cg qualifier (cache in L2 only) is defined for a cp-size of
+    # 16 bytes only; 4- and 8-byte copies must use .ca.
+    def cpa(a: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 16)
+        t = tk.thread_idx().x
+        tk.cp_async(s, 4 * t, a, 4 * t, 16)
+        tk.cp_async(s, 4 * t, a, 4 * t, 8)
+        tk.cp_async(s, 4 * t, a, 4 * t, 4)
+        tk.cp_async_commit()
+        tk.cp_async_wait(0)
+    src = tk.jit(cpa).cuda_source
+    for nbytes, cache in ((16, "cg"), (8, "ca"), (4, "ca")):
+        assert f"thork_cp_async_{nbytes}(" in _kernel_text(src, "cpa")
+        helper = src[src.index(f"void thork_cp_async_{nbytes}("):]
+        helper = helper[:helper.index("}")]
+        assert f'"cp.async.{cache}.shared.global [%0], [%1], {nbytes}, %2;' in helper, helper
+
+
+def test_cpu_static_shared_arrays_start_16_byte_aligned():
+    # The CPU target lays static shared arrays out in the block's buffer in declaration
+    # order, each at a multiple of 16 bytes (as CUDA aligns __shared__ arrays of
+    # vectors): float32[3] (12 bytes) at 0, float64[5] (40 bytes) at 16, int8[1] at 64.
+    def lay(out: tk.DevicePointer[f32]):
+        a = tk.shared_array(f32, 3)
+        b = tk.shared_array(f64, 5)
+        c = tk.shared_array(tk.dt.int8, 1)
+        a[0] = 1.0
+        b[0] = 2.0
+        c[0] = 3
+        out[0] = a[0] + tk.cast(b[0], f32) + tk.cast(c[0], f32)
+    src = tk.jit(lay).source_for("cpu")
+    offsets = [int(line.split("smem + ")[1].split(")")[0])
+               for line in src.splitlines() if "thork_blk->smem + " in line]
+    assert offsets == [0, 16, 64], offsets
