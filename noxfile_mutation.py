@@ -58,19 +58,25 @@ TARGETS: dict[str, list[str]] = {
     "packages/thork-core/src/thork_core/_renderer.py": [
         "tests/lang/test_mutation_survivors.py", "tests/core/test_defined_arithmetic.py",
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_math.py",
-        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_classic.py"],
+        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_classic.py",
+        "tests/lang/test_lang_mma.py", "tests/core/test_shift_counts.py",
+        "tests/lang/test_debug_mode.py"],
     "packages/target-cpu/src/thork_cpu/_renderer.py": [
         "tests/lang/test_mutation_survivors.py", "tests/core/test_defined_arithmetic.py",
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_classic.py",
-        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_memory.py"],
+        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_memory.py",
+        "tests/lang/test_lang_mma.py", "tests/core/test_shift_counts.py",
+        "tests/lang/test_debug_mode.py", "tests/lang/test_lang_vectors.py"],
     "packages/fkl-compose/src/fkl/_geometry.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
-        "tests/compose/test_fkl_batch.py"],
+        "tests/compose/test_fkl_batch.py", "tests/compose/test_fkl_resize_opencv.py"],
     "packages/fkl-compose/src/fkl/_ops.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
-        "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py"],
+        "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py",
+        "tests/compose/test_fkl_ops_extra.py"],
     "packages/fkl-compose/src/fkl/_color.py": [
-        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py"],
+        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
+        "tests/compose/test_fkl_vector_path.py"],
 }
 
 _BINOP_SWAPS: dict[type, list[type]] = {
