@@ -124,3 +124,12 @@ def test_border_reader_default_constant_is_zero(target, rng):
     x = rng.uniform(1.0, 2.0, (5, 7)).astype(np.float32)
     got = pipe(target, fkl.BorderReader(), fkl.Crop((-2, -1, 10, 8)))(x)
     np.testing.assert_array_equal(got, np.pad(x, ((1, 2), (2, 1))))
+
+
+def test_crop_takes_four_integers_as_one_rect(target, rng):
+    # fkl.Crop(x, y, w, h) is fkl.Crop((x, y, w, h)) (docs/fkl.md): NumPy's slice.
+    x = random_array(rng, (int(rng.integers(9, 20)) | 1, 17, 3), np.uint8)
+    got = pipe(target, fkl.Crop(3, 2, 7, 5))(x)
+    np.testing.assert_array_equal(got, x[2:7, 3:10])
+    with pytest.raises(ArgumentError, match="four integers"):
+        fkl.Crop(3, 2, 7)

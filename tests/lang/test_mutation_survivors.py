@@ -191,8 +191,11 @@ def test_bfloat16_scalar_rounds_to_nearest_even(target):
     ml = pytest.importorskip("ml_dtypes")
     k = _scalar_kernel(bf16)
     out = poisoned(1, np.float64)
+    # Just below a tie, float32 rounds *up* onto the tie: rounding to odd must first step
+    # back toward zero (1 + 2**-8 - 2**-40 is below halfway: 1.0, not 1 + 2**-7).
     values = [1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, 1 + 2**-8 + 2**-40,
-              -(1 + 2**-7 + 2**-9), 3.0e38, -2.5, 1e-40]
+              -(1 + 2**-7 + 2**-9), 3.0e38, -2.5, 1e-40, 1 + 2**-8 - 2**-40,
+              -(1 + 2**-8 - 2**-40), 1 + 3 * 2**-8 - 2**-40]
     for v in values:
         k[1, 1](out, v, target=target)
         want = np.array([_exact_half_bits(v, 7, -126, ml.bfloat16)], np.uint16)
