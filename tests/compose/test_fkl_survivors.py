@@ -133,3 +133,21 @@ def test_crop_takes_four_integers_as_one_rect(target, rng):
     np.testing.assert_array_equal(got, x[2:7, 3:10])
     with pytest.raises(ArgumentError, match="four integers"):
         fkl.Crop(3, 2, 7)
+
+
+@pytest.mark.parametrize("shapes", [[(4, 4)], [(2, 3), (3, 3)], [(3, 3), (2, 3)]])
+def test_warping_matrices_are_all_2x3_or_all_3x3(shapes):
+    # docs/fkl.md: a 2x3 affine or a 3x3 perspective matrix, per item all of one kind.
+    ms = [np.eye(*s) for s in shapes]
+    with pytest.raises(ArgumentError, match="expected a 2x3 affine or 3x3 perspective"):
+        fkl.Warping(ms[0] if len(ms) == 1 else fkl.PerItem(ms), 8, 6)
+
+
+def test_per_item_values_need_one_number_per_channel(target):
+    # Two numbers per item for a 3-channel pixel: neither one number nor one per channel;
+    # an error when the pixel type is known, before any array is seen (pipe.source) too.
+    x = np.zeros((2, 5, 7, 3), np.float32)
+    p = pipe(target, fkl.Mul(fkl.PerItem([(1.0, 2.0), (3.0, 4.0)])))
+    for call in (lambda: p(x), lambda: p.source(dtype="float32", channels=3)):
+        with pytest.raises(ArgumentError, match="got 2 values but the pixel has 3 channel"):
+            call()

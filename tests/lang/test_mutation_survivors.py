@@ -462,3 +462,39 @@ def test_cpu_static_shared_arrays_start_16_byte_aligned():
     offsets = [int(line.split("smem + ")[1].split(")")[0])
                for line in src.splitlines() if "thork_blk->smem + " in line]
     assert offsets == [0, 16, 64], offsets
+
+
+@tk.jit
+def warp_votes(out: tk.DevicePointer[u32], k: tk.DevicePointer[u32]):
+    lane = tk.lane_id()
+    w = tk.thread_idx().x // 32
+    out[tk.thread_idx().x * 3 + 0] = tk.cast(tk.warp_all(lane != k[w]), u32)
+    out[tk.thread_idx().x * 3 + 1] = tk.cast(tk.warp_any(lane == k[w]), u32)
+    out[tk.thread_idx().x * 3 + 2] = tk.ballot((lane == k[w]) | (lane == 3))
+
+
+def test_warp_votes_see_the_one_lane_that_differs(target, rng):
+    # Warp w's predicate differs from the rest in lane k[w] only (k = 32: in no lane).
+    k = np.array([int(rng.integers(0, 32)), 3, 32, 0], np.uint32)
+    out = poisoned(128 * 3, np.uint32)
+    warp_votes[1, 128](out, k, target=target)
+    got = out.reshape(4, 32, 3)
+    for w in range(4):
+        one = k[w] < 32
+        want_ballot = (1 << 3) | ((1 << int(k[w])) if one else 0)
+        assert (got[w, :, 0] == (0 if one else 1)).all(), (w, got[w, :, 0])
+        assert (got[w, :, 1] == (1 if one else 0)).all(), (w, got[w, :, 1])
+        assert (got[w, :, 2] == want_ballot).all(), (w, got[w, :, 2])
+
+
+@pytest.mark.parametrize("op", ["ballot", "warp_any", "warp_all"])
+def test_cuda_votes_pass_the_mask_first(op):
+    # __ballot_sync / __any_sync / __all_sync(mask, predicate) (CUDA programming guide).
+    def vote_k(out: tk.DevicePointer[u32], m: u32, a: tk.DevicePointer[i32]):
+        i = tk.thread_idx().x
+        out[i] = tk.cast(getattr(tk, op)(a[i] > 7, m), u32)
+    src = _kernel_text(tk.jit(vote_k).cuda_source, "vote_k")
+    name = {"ballot": "ballot", "warp_any": "any", "warp_all": "all"}[op]
+    call = src[src.index(f"__{name}_sync("):]
+    first, second = call[len(f"__{name}_sync("):call.index(")")].split(",")
+    assert first.strip() == "m" and second.strip() not in ("m", ""), call[:80]
