@@ -449,19 +449,22 @@ def test_cuda_cp_async_uses_cg_for_16_bytes_only():
 def test_cpu_static_shared_arrays_start_16_byte_aligned():
     # The CPU target lays static shared arrays out in the block's buffer in declaration
     # order, each at a multiple of 16 bytes (as CUDA aligns __shared__ arrays of
-    # vectors): float32[3] (12 bytes) at 0, float64[5] (40 bytes) at 16, int8[1] at 64.
+    # vectors): float32[3] (12 bytes) at 0, float64[5] (40 bytes) at 16, int32[4]
+    # (exactly 16 bytes) at 64, int8[1] at 80.
     def lay(out: tk.DevicePointer[f32]):
         a = tk.shared_array(f32, 3)
         b = tk.shared_array(f64, 5)
-        c = tk.shared_array(tk.dt.int8, 1)
+        c = tk.shared_array(i32, 4)
+        d = tk.shared_array(tk.dt.int8, 1)
         a[0] = 1.0
         b[0] = 2.0
         c[0] = 3
-        out[0] = a[0] + tk.cast(b[0], f32) + tk.cast(c[0], f32)
+        d[0] = 4
+        out[0] = a[0] + tk.cast(b[0], f32) + tk.cast(c[0], f32) + tk.cast(d[0], f32)
     src = tk.jit(lay).source_for("cpu")
     offsets = [int(line.split("smem + ")[1].split(")")[0])
                for line in src.splitlines() if "thork_blk->smem + " in line]
-    assert offsets == [0, 16, 64], offsets
+    assert offsets == [0, 16, 64, 80], offsets
 
 
 @tk.jit
