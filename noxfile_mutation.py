@@ -18,13 +18,20 @@ Mutants listed in ``mutation_equivalent.txt`` (``<mutant id>  # reason``) are eq
 to the original (no input can tell them apart) and are left out of the score.
 
     python noxfile_mutation.py list [--module M]            # the mutants and their ids
-    python noxfile_mutation.py run [--module M] [--sample N] [--seed S] [--jobs J]
-                                   [--results FILE] [--only-survivors]
+    python noxfile_mutation.py run [--module M] [--sample N | --per-module N] [--seed S]
+                                   [--results FILE] [--only-survivors] [--ids FILE]
+                                   [--reverse] [--limit N]
+    python noxfile_mutation.py report [--results FILE]
 
 ``run`` appends one JSON line per mutant to ``--results`` (default
 ``.mutation/results.jsonl``) and skips mutants already there, so a long run can be done in
-chunks; ``--only-survivors`` re-runs the survivors of a previous run (after new tests).
-``report`` prints the score of a results file.
+chunks; ``--only-survivors`` re-runs the survivors of a previous run (after new tests),
+``--ids`` the mutants listed in a file. ``--per-module N`` is a stratified sample (N of
+each module, interleaved: stopped early, it is still one); a second process may run the
+same selection from its end (``--reverse --results .mutation/results-rev.jsonl``): files
+``<stem>-*.jsonl`` next to the results file are read with it. ``report`` prints the
+counts per module, the score of the mutants run, and the score over *all* mutants
+estimated from the stratified sample with a 95 % interval (:func:`estimate`).
 """
 
 from __future__ import annotations
@@ -380,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-survivors", action="store_true")
     ap.add_argument("--limit", type=int, help="stop after N mutants (a chunk)")
     ap.add_argument("--match", help="only mutants whose id contains this text")
+    ap.add_argument("--ids", type=Path,
+                    help="only the mutants listed in this file (one id a line), e.g. the "
+                         "survivors of another results file, re-run after new tests")
     ap.add_argument("--reverse", action="store_true",
                     help="run the selection from its end (a second process shares a sample)")
     args = ap.parse_args(argv)
@@ -399,6 +409,10 @@ def main(argv: list[str] | None = None) -> int:
     todo = select(modules, args.sample, args.seed, args.per_module)
     if args.match:
         todo = [m for m in select(modules, None, args.seed) if args.match in m.id]
+    if args.ids is not None:
+        wanted = {line.split("#")[0].strip() for line in args.ids.read_text().splitlines()}
+        todo = [m for m in select(modules, None, args.seed) if m.id in wanted]
+        done = {k: v for k, v in done.items() if k not in wanted}  # re-run them
     if args.only_survivors:
         todo = [m for m in todo if done.get(m.id, {}).get("status") == "survived"]
     else:
