@@ -151,3 +151,26 @@ def test_per_item_values_need_one_number_per_channel(target):
     for call in (lambda: p(x), lambda: p.source(dtype="float32", channels=3)):
         with pytest.raises(ArgumentError, match="got 2 values but the pixel has 3 channel"):
             call()
+
+
+@pytest.mark.parametrize(("src", "dst"), [((4, 4), (1, 1)), ((8, 12), (2, 3)),
+                                          ((2, 2), (1, 1)), ((6, 4), (3, 2))])
+def test_area_downscale_rounds_uint8_halves_as_opencv(target, src, dst):
+    # Means that end in exactly .5: OpenCV's INTER_AREA rounds them to even on its general
+    # path (4x: 0.5 -> 0, 2.5 -> 2) but up on its exact 2 x 2 path (0.5 -> 1).
+    cv2 = pytest.importorskip("cv2")
+    (h, w), (dh, dw) = src, dst
+    cell = (h // dh) * (w // dw)
+    x = np.zeros((h, w), np.uint8)
+    for k, (r, c) in enumerate((r, c) for r in range(0, h, h // dh) for c in range(0, w, w // dw)):
+        x[r, c] = (2 * (k % 3) + 1) * cell // 2  # means 0.5, 1.5, 2.5, 0.5, ...
+    got = pipe(target, fkl.Resize(dw, dh, interpolation=fkl.Interpolation.CV_AREA))(x)
+    want = cv2.resize(x, (dw, dh), interpolation=cv2.INTER_AREA)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("size", [(0, 5), (5, 0), (-1, 5)])
+def test_warping_size_must_be_positive(size):
+    with pytest.raises(ArgumentError, match="expected positive ints w, h"):
+        fkl.Warping(np.eye(3)[:2], *size)
+    fkl.Warping(np.eye(3)[:2], 1, 1)  # the smallest size is fine
