@@ -174,3 +174,33 @@ def test_warping_size_must_be_positive(size):
     with pytest.raises(ArgumentError, match="expected positive ints w, h"):
         fkl.Warping(np.eye(3)[:2], *size)
     fkl.Warping(np.eye(3)[:2], 1, 1)  # the smallest size is fine
+
+
+def test_letterbox_background_defaults_to_zero(target, rng):
+    # A 10x4 image letterboxed (PRESERVE_AR) into 10x10: rows above and below it are the
+    # background, 0 unless given (docs/fkl-resize.md).
+    x = rng.uniform(1.0, 2.0, (4, 10, 3)).astype(np.float32)
+    got = pipe(target, fkl.Resize(10, 10, aspect_ratio=fkl.AspectRatio.PRESERVE_AR))(x)
+    rows = np.nonzero((got != 0).any(axis=(1, 2)))[0]
+    assert len(rows) == 4 and (got[:rows[0]] == 0).all() and (got[rows[-1] + 1:] == 0).all()
+    np.testing.assert_array_equal(got[rows[0]:rows[-1] + 1], x)  # same size: a copy
+
+
+def test_linear_warp_takes_a_zero_value_per_channel(target, rng):
+    # 'linear' reads 0 outside the source; a zero given per channel (3 channels here) is
+    # that same value. Identity matrix into a larger canvas: NumPy's zero padding.
+    x = rng.uniform(1.0, 2.0, (5, 7, 3)).astype(np.float32)
+    for value in (0, (0, 0, 0), np.zeros(3)):
+        warp = fkl.Warping(np.eye(3)[:2], 9, 8, value=value)
+        np.testing.assert_array_equal(pipe(target, warp)(x),
+                                      np.pad(x, ((0, 3), (0, 2), (0, 0))))
+    with pytest.raises(ArgumentError, match="expected a number or one number per channel"):
+        fkl.Warping(np.eye(3)[:2], 9, 8, value="zero")
+
+
+@pytest.mark.parametrize("op", [fkl.And, fkl.Or, fkl.Xor, fkl.ShiftLeft])
+def test_bitwise_ops_refuse_float_pixels_and_values(target, op):
+    with pytest.raises(ArgumentError, match="bitwise ops need integer pixels"):
+        pipe(target, op(3))(np.zeros((3, 5), np.float32))
+    with pytest.raises(ArgumentError, match="bitwise ops need integer pixels"):
+        pipe(target, op(1.5))(np.zeros((3, 5), np.uint8))
