@@ -501,3 +501,17 @@ def test_cuda_votes_pass_the_mask_first(op):
     call = src[src.index(f"__{name}_sync("):]
     first, second = call[len(f"__{name}_sync("):call.index(")")].split(",")
     assert first.strip() == "m" and second.strip() not in ("m", ""), call[:80]
+
+
+@pytest.mark.parametrize(("t", "narrow"), [(f32, False), (i32, False), (u32, False),
+                                           (tk.dt.int16, True), (tk.dt.uint8, True)])
+def test_cuda_shuffles_pass_32_bit_values_unconverted(t, narrow):
+    # __shfl_sync has int/unsigned/float overloads (CUDA programming guide): a 32-bit value
+    # goes as it is; narrower integers travel as int and are converted back.
+    def shfl32(out: tk.DevicePointer[t], a: tk.DevicePointer[t]):
+        i = tk.thread_idx().x
+        out[i] = tk.shfl_down(a[i], 1)
+    src = _kernel_text(tk.jit(shfl32).cuda_source, "shfl32")
+    call = src[src.index("__shfl_down_sync("):]
+    call = call[:call.index(";")]
+    assert ("(int)(" in call) == narrow, call
