@@ -9,6 +9,8 @@ bounds off by one; bfloat16 scalars truncated; the CPU shuffle ignoring ``width`
 for ``cvt.rn``, ``shfl_up`` as ``shfl_down``) that no CPU run can see.
 """
 
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -515,3 +517,39 @@ def test_cuda_shuffles_pass_32_bit_values_unconverted(t, narrow):
     call = src[src.index("__shfl_down_sync("):]
     call = call[:call.index(";")]
     assert ("(int)(" in call) == narrow, call
+
+
+_NO_MEMORY_CHILD = r'''
+import resource, numpy as np, thork as tk
+i32 = tk.dt.int32
+
+@tk.jit
+def rot(x: tk.DevicePointer[i32], out: tk.DevicePointer[i32]):
+    n = tk.cast(tk.grid_dim().x * tk.block_dim().x, i32)
+    i = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
+    x[i] = x[i] * 2
+    tk.grid_sync()
+    out[i] = x[(i + 1) % n]
+
+x = np.zeros(4 * 1024, np.int32); out = np.zeros_like(x)
+rot[4, 1024](x, out, target="cpu")  # compiled, loaded and run once with memory to spare
+vm = int([l for l in open("/proc/self/status") if l.startswith("VmSize")][0].split()[1])
+# 32 MiB more address space: not the 4 x 1024 fiber stacks (64 KiB each) of the blocks
+resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 32 * 2**20, resource.RLIM_INFINITY))
+try:
+    rot[4, 1024](x, out, target="cpu")
+    print("no error")
+except tk.LaunchError as e:
+    print("LaunchError:", e)
+'''
+
+
+@pytest.mark.plugin("cpu")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and RLIMIT_AS")
+def test_cpu_cooperative_launch_out_of_memory_says_so():
+    # Each code the CPU entry returns has its own message: out of memory is not reported as
+    # a grid barrier that some block skipped.
+    proc = subprocess.run([sys.executable, "-c", _NO_MEMORY_CHILD], capture_output=True,
+                          text=True, timeout=300)
+    assert "could not start a thread or allocate memory" in proc.stdout, \
+        proc.stdout + proc.stderr
