@@ -317,8 +317,10 @@ def estimate(per: dict[str, dict[str, int]]) -> dict[str, object]:
     sample: each module's kill rate (killed / (killed + survived) among its sampled,
     non-equivalent mutants) weighted by its number of mutants, with a 95 % normal interval
     whose variance adds each stratum's (with the finite-population correction, so a module
-    run in full contributes no sampling error). Weights count every mutant of a module,
-    equivalent ones included (their share is not known for unsampled mutants)."""
+    run in full contributes no sampling error). A stratum's variance uses the
+    Agresti-Coull rate (killed + 2) / (n + 4) over n + 4, so that a small sample with no
+    survivor does not claim certainty. Weights count every mutant of a module, equivalent
+    ones included (their share is not known for unsampled mutants)."""
     total = 0
     rate = 0.0
     var = 0.0
@@ -330,9 +332,9 @@ def estimate(per: dict[str, dict[str, int]]) -> dict[str, object]:
         p = row["killed"] / n
         total += big_n
         rate += big_n * p
-        if n > 1:
-            fpc = max(0.0, (big_n - n) / (big_n - 1)) if big_n > 1 else 0.0
-            var += big_n ** 2 * fpc * p * (1 - p) / (n - 1)
+        fpc = max(0.0, (big_n - n) / (big_n - 1)) if big_n > 1 else 0.0
+        q = (row["killed"] + 2) / (n + 4)
+        var += big_n ** 2 * fpc * q * (1 - q) / (n + 4)
     if not total:
         return {}
     est = rate / total
