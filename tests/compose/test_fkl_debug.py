@@ -69,6 +69,13 @@ def test_thork_debug_makes_pipes_checked(monkeypatch: pytest.MonkeyPatch) -> Non
 # error names the pipe, the parameter (and what it holds), the index and the bound.
 
 
+def _shrink(monkeypatch: pytest.MonkeyPatch, module: object, ndim: int) -> None:
+    """The extents ``module`` gives debug mode's checks halved for its ``ndim``-D arrays."""
+    real = module.extent_bytes  # type: ignore[attr-defined]
+    monkeypatch.setattr(module, "extent_bytes",
+                        lambda v: real(v) // 2 if len(v.shape) == ndim else real(v))
+
+
 def _cubin(ir: object) -> None:
     """The checked kernel also builds for the GPU (NVRTC, sm_90; no GPU needed)."""
     if not has_plugin("nvrtc"):
@@ -108,10 +115,7 @@ def test_debug_divergent_pipe_reports_an_access_past_its_array(
         target: str, monkeypatch: pytest.MonkeyPatch, shrunk: str) -> None:
     import fkl._divergent as divergent
 
-    real = divergent.extent_bytes
-    ndim = 1 if shrunk == "plane map" else 4  # the map table is 1-D, the batch 4-D
-    monkeypatch.setattr(divergent, "extent_bytes",
-                        lambda v: real(v) // 2 if len(v.shape) == ndim else real(v))
+    _shrink(monkeypatch, divergent, 1 if shrunk == "plane map" else 4)  # map 1-D, batch 4-D
     div = _divergent(target, debug=True)
     x = np.zeros((5, 9, 13, 3), np.uint8)
     with pytest.raises(BoundsError) as info:
@@ -159,10 +163,7 @@ def test_debug_circular_tensor_reports_an_access_past_its_array(
         target: str, monkeypatch: pytest.MonkeyPatch, shrunk: str) -> None:
     import fkl._circular as circular
 
-    real = circular.extent_bytes
-    ndim = 3 if shrunk == "frame" else 4  # the frame is (H, W, C), the window (B, H, W, C)
-    monkeypatch.setattr(circular, "extent_bytes",
-                        lambda v: real(v) // 2 if len(v.shape) == ndim else real(v))
+    _shrink(monkeypatch, circular, 3 if shrunk == "frame" else 4)  # (H, W, C), (B, H, W, C)
     ring = fkl.CircularTensor(11, 9, batch=3, target=target, debug=True)
     frame = np.zeros((9, 11, 3), np.uint8)
     with pytest.raises(BoundsError) as info:
@@ -191,9 +192,7 @@ def test_debug_batch_pipe_with_per_item_values(target: str, rng: np.random.Gener
     want = x * np.asarray(factors, np.float32)[:, None, None, None]
     np.testing.assert_array_equal(pipe(x), want)
     np.testing.assert_array_equal(pipe(x, active_batch=3)[:3], want[:3])  # active variant
-    real = call.extent_bytes
-    monkeypatch.setattr(call, "extent_bytes",
-                        lambda v: real(v) // 2 if len(v.shape) == 1 else real(v))
+    _shrink(monkeypatch, call, 1)
     shrunk = fkl.compose(fkl.TensorRead(), fkl.Mul(fkl.PerItem(factors)), fkl.TensorWrite(),
                          target=target, debug=True)
     with pytest.raises(BoundsError) as info:
