@@ -11,7 +11,7 @@ docs, the toolchain matrix and CI's rotation.
     nox -s docs                           # mkdocs build --strict
     nox -s rotation                       # CI's rotating cells (see docs/development.md)
     nox -s fuzz -- 600                    # the differential fuzz test for 600 s (not in CI)
-    nox -s mutation -- --sample 100       # mutation testing (noxfile_mutation.py; not in CI)
+    nox -s mutation                       # mutation testing (noxfile_mutation.py; not in CI)
 
 Sessions that install Thork install it from the wheels in ``wheelhouse/`` (``requires``
 builds them first), so they test what a user installs, not the source tree. With ``uv``
@@ -225,10 +225,11 @@ def fuzz(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def mutation(session: nox.Session) -> None:
     """Mutation testing of the numeric and checking modules (noxfile_mutation.py), in the
-    current (dev) environment; long (hours for every mutant): ``nox -s mutation -- --sample
-    100 --seed 17`` runs a sample, results accumulate in ``.mutation/results.jsonl`` and
-    ``-- report`` prints the score. Not in CI's run."""
-    args = session.posargs or ["--sample", "100", "--seed", "17"]
+    current (dev) environment; long (about 18 hours for every mutant on 2 shared cores).
+    By default every mutant in a seeded stratified order (``--per-module 10000 --seed
+    2026``): stop it any time, results accumulate in ``.mutation/results.jsonl`` and ``--
+    report`` prints the score of what ran and the estimate over all mutants. Not in CI."""
+    args = session.posargs or ["--per-module", "10000", "--seed", "2026"]
     command = [] if args[0] in ("run", "list", "report") else ["run"]
     session.run("nice", "-n", "10", "python", str(ROOT / "noxfile_mutation.py"), *command,
                 *args, external=True)

@@ -18,13 +18,20 @@ Mutants listed in ``mutation_equivalent.txt`` (``<mutant id>  # reason``) are eq
 to the original (no input can tell them apart) and are left out of the score.
 
     python noxfile_mutation.py list [--module M]            # the mutants and their ids
-    python noxfile_mutation.py run [--module M] [--sample N] [--seed S] [--jobs J]
-                                   [--results FILE] [--only-survivors]
+    python noxfile_mutation.py run [--module M] [--sample N | --per-module N] [--seed S]
+                                   [--results FILE] [--only-survivors] [--ids FILE]
+                                   [--reverse] [--limit N]
+    python noxfile_mutation.py report [--results FILE]
 
 ``run`` appends one JSON line per mutant to ``--results`` (default
 ``.mutation/results.jsonl``) and skips mutants already there, so a long run can be done in
-chunks; ``--only-survivors`` re-runs the survivors of a previous run (after new tests).
-``report`` prints the score of a results file.
+chunks; ``--only-survivors`` re-runs the survivors of a previous run (after new tests),
+``--ids`` the mutants listed in a file. ``--per-module N`` is a stratified sample (N of
+each module, interleaved: stopped early, it is still one); a second process may run the
+same selection from its end (``--reverse --results .mutation/results-rev.jsonl``): files
+``<stem>-*.jsonl`` next to the results file are read with it. ``report`` prints the
+counts per module, the score of the mutants run, and the score over *all* mutants
+estimated from the stratified sample with a 95 % interval (:func:`estimate`).
 """
 
 from __future__ import annotations
@@ -58,19 +65,25 @@ TARGETS: dict[str, list[str]] = {
     "packages/thork-core/src/thork_core/_renderer.py": [
         "tests/lang/test_mutation_survivors.py", "tests/core/test_defined_arithmetic.py",
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_math.py",
-        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_classic.py"],
+        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_classic.py",
+        "tests/lang/test_lang_mma.py", "tests/core/test_shift_counts.py",
+        "tests/lang/test_debug_mode.py"],
     "packages/target-cpu/src/thork_cpu/_renderer.py": [
         "tests/lang/test_mutation_survivors.py", "tests/core/test_defined_arithmetic.py",
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_classic.py",
-        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_memory.py"],
+        "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_memory.py",
+        "tests/lang/test_lang_mma.py", "tests/core/test_shift_counts.py",
+        "tests/lang/test_debug_mode.py", "tests/lang/test_lang_vectors.py"],
     "packages/fkl-compose/src/fkl/_geometry.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
-        "tests/compose/test_fkl_batch.py"],
+        "tests/compose/test_fkl_batch.py", "tests/compose/test_fkl_resize_opencv.py"],
     "packages/fkl-compose/src/fkl/_ops.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
-        "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py"],
+        "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py",
+        "tests/compose/test_fkl_ops_extra.py"],
     "packages/fkl-compose/src/fkl/_color.py": [
-        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py"],
+        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
+        "tests/compose/test_fkl_vector_path.py"],
 }
 
 _BINOP_SWAPS: dict[type, list[type]] = {
@@ -279,11 +292,56 @@ def _load(results: Path) -> dict[str, dict[str, object]]:
     return out
 
 
-def select(modules: list[str], sample: int | None, seed: int) -> list[Mutant]:
+def select(modules: list[str], sample: int | None, seed: int,
+           per_module: int | None = None) -> list[Mutant]:
+    """The mutants to run: all of ``modules``, a seeded random ``sample`` of them, or
+    (``per_module``) a seeded random sample of that many from *each* module (all of a
+    smaller module), interleaved module by module so that a run stopped early is still a
+    stratified sample."""
+    if per_module is not None:
+        rng = random.Random(seed)
+        strata = []
+        for path in modules:
+            every = mutants_of(path)
+            strata.append(rng.sample(every, min(per_module, len(every))))
+        return [s[k] for k in range(max(map(len, strata), default=0))
+                for s in strata if k < len(s)]
     pool = [m for path in modules for m in mutants_of(path)]
     if sample is not None and sample < len(pool):
         pool = random.Random(seed).sample(pool, sample)
     return pool
+
+
+def estimate(per: dict[str, dict[str, int]]) -> dict[str, object]:
+    """The mutation score over *every* mutant of the modules, estimated from a stratified
+    sample: each module's kill rate (killed / (killed + survived) among its sampled,
+    non-equivalent mutants) weighted by its number of mutants, with a 95 % normal interval
+    whose variance adds each stratum's (with the finite-population correction, so a module
+    run in full contributes no sampling error). A stratum's variance uses the
+    Agresti-Coull rate (killed + 2) / (n + 4) over n + 4, so that a small sample with no
+    survivor does not claim certainty. Weights count every mutant of a module, equivalent
+    ones included (their share is not known for unsampled mutants)."""
+    total = 0
+    rate = 0.0
+    var = 0.0
+    for path, row in per.items():
+        big_n = len(mutants_of(path))
+        n = row["killed"] + row["survived"]
+        if n == 0:
+            continue
+        p = row["killed"] / n
+        total += big_n
+        rate += big_n * p
+        fpc = max(0.0, (big_n - n) / (big_n - 1)) if big_n > 1 else 0.0
+        q = (row["killed"] + 2) / (n + 4)
+        var += big_n ** 2 * fpc * q * (1 - q) / (n + 4)
+    if not total:
+        return {}
+    est = rate / total
+    half = 1.96 * (var ** 0.5) / total
+    return {"estimate": round(100 * est, 1), "ci95": [round(100 * max(0.0, est - half), 1),
+                                                      round(100 * min(1.0, est + half), 1)],
+            "population": total}
 
 
 def report(results: Path, modules: list[str] | None = None) -> dict[str, object]:
@@ -303,7 +361,12 @@ def report(results: Path, modules: list[str] | None = None) -> dict[str, object]
     killed = sum(r["killed"] for r in per.values())
     survived = sum(r["survived"] for r in per.values())
     scored = killed + survived
+    for path, row in per.items():
+        row["mutants"] = len(mutants_of(path))
+        row["ran"] = row["killed"] + row["survived"] + row["equivalent"] + row["timeout"] + row[
+            "error"]
     return {"modules": per, "killed": killed, "survived": survived,
+            "stratified": estimate(per),
             "equivalent": sum(r["equivalent"] for r in per.values()),
             "timeout": sum(r["timeout"] for r in per.values()),
             "score": round(100.0 * killed / scored, 1) if scored else None,
@@ -317,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("command", choices=["list", "run", "report"])
     ap.add_argument("--module", action="append", help="a key of TARGETS (default: all)")
     ap.add_argument("--sample", type=int, help="run a seeded random sample of N mutants")
+    ap.add_argument("--per-module", type=int,
+                    help="a seeded random sample of N mutants from each module (stratified)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=900.0,
                     help="seconds per mutant (a timeout is reported, not scored)")
@@ -324,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-survivors", action="store_true")
     ap.add_argument("--limit", type=int, help="stop after N mutants (a chunk)")
     ap.add_argument("--match", help="only mutants whose id contains this text")
+    ap.add_argument("--ids", type=Path,
+                    help="only the mutants listed in this file (one id a line), e.g. the "
+                         "survivors of another results file, re-run after new tests")
     ap.add_argument("--reverse", action="store_true",
                     help="run the selection from its end (a second process shares a sample)")
     args = ap.parse_args(argv)
@@ -332,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         if mod not in TARGETS:
             ap.error(f"unknown module {mod!r}; one of {sorted(TARGETS)}")
     if args.command == "list":
-        for m in select(modules, args.sample, args.seed):
+        for m in select(modules, args.sample, args.seed, args.per_module):
             print(m.id)
         return 0
     if args.command == "report":
@@ -340,9 +408,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     done = _load(args.results)
     eq = equivalent_ids()
-    todo = select(modules, args.sample, args.seed)
+    todo = select(modules, args.sample, args.seed, args.per_module)
     if args.match:
         todo = [m for m in select(modules, None, args.seed) if args.match in m.id]
+    if args.ids is not None:
+        wanted = {line.split("#")[0].strip() for line in args.ids.read_text().splitlines()}
+        todo = [m for m in select(modules, None, args.seed) if m.id in wanted]
+        done = {k: v for k, v in done.items() if k not in wanted}  # re-run them
     if args.only_survivors:
         todo = [m for m in todo if done.get(m.id, {}).get("status") == "survived"]
     else:

@@ -29,6 +29,7 @@ fi
 # debug mode's error record, fkl pipes; GPU parameters only (-k gpu).
 SUBSET=(
   tests/lang/test_debug_mode.py
+  tests/lang/test_debug_mma.py
   tests/core/test_shift_counts.py
   tests/lang/test_lang_classic.py
   tests/lang/test_lang_memory.py

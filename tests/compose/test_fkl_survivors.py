@@ -124,3 +124,83 @@ def test_border_reader_default_constant_is_zero(target, rng):
     x = rng.uniform(1.0, 2.0, (5, 7)).astype(np.float32)
     got = pipe(target, fkl.BorderReader(), fkl.Crop((-2, -1, 10, 8)))(x)
     np.testing.assert_array_equal(got, np.pad(x, ((1, 2), (2, 1))))
+
+
+def test_crop_takes_four_integers_as_one_rect(target, rng):
+    # fkl.Crop(x, y, w, h) is fkl.Crop((x, y, w, h)) (docs/fkl.md): NumPy's slice.
+    x = random_array(rng, (int(rng.integers(9, 20)) | 1, 17, 3), np.uint8)
+    got = pipe(target, fkl.Crop(3, 2, 7, 5))(x)
+    np.testing.assert_array_equal(got, x[2:7, 3:10])
+    with pytest.raises(ArgumentError, match="four integers"):
+        fkl.Crop(3, 2, 7)
+
+
+@pytest.mark.parametrize("shapes", [[(4, 4)], [(2, 3), (3, 3)], [(3, 3), (2, 3)]])
+def test_warping_matrices_are_all_2x3_or_all_3x3(shapes):
+    # docs/fkl.md: a 2x3 affine or a 3x3 perspective matrix, per item all of one kind.
+    ms = [np.eye(*s) for s in shapes]
+    with pytest.raises(ArgumentError, match="expected a 2x3 affine or 3x3 perspective"):
+        fkl.Warping(ms[0] if len(ms) == 1 else fkl.PerItem(ms), 8, 6)
+
+
+def test_per_item_values_need_one_number_per_channel(target):
+    # Two numbers per item for a 3-channel pixel: neither one number nor one per channel;
+    # an error when the pixel type is known, before any array is seen (pipe.source) too.
+    x = np.zeros((2, 5, 7, 3), np.float32)
+    p = pipe(target, fkl.Mul(fkl.PerItem([(1.0, 2.0), (3.0, 4.0)])))
+    for call in (lambda: p(x), lambda: p.source(dtype="float32", channels=3)):
+        with pytest.raises(ArgumentError, match="got 2 values but the pixel has 3 channel"):
+            call()
+
+
+@pytest.mark.parametrize(("src", "dst"), [((4, 4), (1, 1)), ((8, 12), (2, 3)),
+                                          ((2, 2), (1, 1)), ((6, 4), (3, 2))])
+def test_area_downscale_rounds_uint8_halves_as_opencv(target, src, dst):
+    # Means that end in exactly .5: OpenCV's INTER_AREA rounds them to even on its general
+    # path (4x: 0.5 -> 0, 2.5 -> 2) but up on its exact 2 x 2 path (0.5 -> 1).
+    cv2 = pytest.importorskip("cv2")
+    (h, w), (dh, dw) = src, dst
+    cell = (h // dh) * (w // dw)
+    x = np.zeros((h, w), np.uint8)
+    for k, (r, c) in enumerate((r, c) for r in range(0, h, h // dh) for c in range(0, w, w // dw)):
+        x[r, c] = (2 * (k % 3) + 1) * cell // 2  # means 0.5, 1.5, 2.5, 0.5, ...
+    got = pipe(target, fkl.Resize(dw, dh, interpolation=fkl.Interpolation.CV_AREA))(x)
+    want = cv2.resize(x, (dw, dh), interpolation=cv2.INTER_AREA)
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("size", [(0, 5), (5, 0), (-1, 5)])
+def test_warping_size_must_be_positive(size):
+    with pytest.raises(ArgumentError, match="expected positive ints w, h"):
+        fkl.Warping(np.eye(3)[:2], *size)
+    fkl.Warping(np.eye(3)[:2], 1, 1)  # the smallest size is fine
+
+
+def test_letterbox_background_defaults_to_zero(target, rng):
+    # A 10x4 image letterboxed (PRESERVE_AR) into 10x10: rows above and below it are the
+    # background, 0 unless given (docs/fkl-resize.md).
+    x = rng.uniform(1.0, 2.0, (4, 10, 3)).astype(np.float32)
+    got = pipe(target, fkl.Resize(10, 10, aspect_ratio=fkl.AspectRatio.PRESERVE_AR))(x)
+    rows = np.nonzero((got != 0).any(axis=(1, 2)))[0]
+    assert len(rows) == 4 and (got[:rows[0]] == 0).all() and (got[rows[-1] + 1:] == 0).all()
+    np.testing.assert_array_equal(got[rows[0]:rows[-1] + 1], x)  # same size: a copy
+
+
+def test_linear_warp_takes_a_zero_value_per_channel(target, rng):
+    # 'linear' reads 0 outside the source; a zero given per channel (3 channels here) is
+    # that same value. Identity matrix into a larger canvas: NumPy's zero padding.
+    x = rng.uniform(1.0, 2.0, (5, 7, 3)).astype(np.float32)
+    for value in (0, (0, 0, 0), np.zeros(3)):
+        warp = fkl.Warping(np.eye(3)[:2], 9, 8, value=value)
+        np.testing.assert_array_equal(pipe(target, warp)(x),
+                                      np.pad(x, ((0, 3), (0, 2), (0, 0))))
+    with pytest.raises(ArgumentError, match="expected a number or one number per channel"):
+        fkl.Warping(np.eye(3)[:2], 9, 8, value="zero")
+
+
+@pytest.mark.parametrize("op", [fkl.And, fkl.Or, fkl.Xor, fkl.ShiftLeft])
+def test_bitwise_ops_refuse_float_pixels_and_values(target, op):
+    with pytest.raises(ArgumentError, match="bitwise ops need integer pixels"):
+        pipe(target, op(3))(np.zeros((3, 5), np.float32))
+    with pytest.raises(ArgumentError, match="bitwise ops need integer pixels"):
+        pipe(target, op(1.5))(np.zeros((3, 5), np.uint8))

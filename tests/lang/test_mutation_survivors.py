@@ -9,6 +9,8 @@ bounds off by one; bfloat16 scalars truncated; the CPU shuffle ignoring ``width`
 for ``cvt.rn``, ``shfl_up`` as ``shfl_down``) that no CPU run can see.
 """
 
+import subprocess
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -191,8 +193,11 @@ def test_bfloat16_scalar_rounds_to_nearest_even(target):
     ml = pytest.importorskip("ml_dtypes")
     k = _scalar_kernel(bf16)
     out = poisoned(1, np.float64)
+    # Just below a tie, float32 rounds *up* onto the tie: rounding to odd must first step
+    # back toward zero (1 + 2**-8 - 2**-40 is below halfway: 1.0, not 1 + 2**-7).
     values = [1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, 1 + 2**-8 + 2**-40,
-              -(1 + 2**-7 + 2**-9), 3.0e38, -2.5, 1e-40]
+              -(1 + 2**-7 + 2**-9), 3.0e38, -2.5, 1e-40, 1 + 2**-8 - 2**-40,
+              -(1 + 2**-8 - 2**-40), 1 + 3 * 2**-8 - 2**-40]
     for v in values:
         k[1, 1](out, v, target=target)
         want = np.array([_exact_half_bits(v, 7, -126, ml.bfloat16)], np.uint16)
@@ -419,3 +424,132 @@ def test_int_literals_beyond_64_bits_are_an_error():
         out[0] = out[0] + 2**64
     with pytest.raises((OverflowError, tk.TraceError), match="64 bits"):
         tk.jit(k).ir
+
+
+# -- survivors of the full-run sample (issue 17, session 5) --------------------------------
+
+
+def test_cuda_cp_async_uses_cg_for_16_bytes_only():
+    # PTX ISA, cp.async: the .cg qualifier (cache in L2 only) is defined for a cp-size of
+    # 16 bytes only; 4- and 8-byte copies must use .ca.
+    def cpa(a: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 16)
+        t = tk.thread_idx().x
+        tk.cp_async(s, 4 * t, a, 4 * t, 16)
+        tk.cp_async(s, 4 * t, a, 4 * t, 8)
+        tk.cp_async(s, 4 * t, a, 4 * t, 4)
+        tk.cp_async_commit()
+        tk.cp_async_wait(0)
+    src = tk.jit(cpa).cuda_source
+    for nbytes, cache in ((16, "cg"), (8, "ca"), (4, "ca")):
+        assert f"thork_cp_async_{nbytes}(" in _kernel_text(src, "cpa")
+        helper = src[src.index(f"void thork_cp_async_{nbytes}("):]
+        helper = helper[:helper.index("}")]
+        assert f'"cp.async.{cache}.shared.global [%0], [%1], {nbytes}, %2;' in helper, helper
+
+
+def test_cpu_static_shared_arrays_start_16_byte_aligned():
+    # The CPU target lays static shared arrays out in the block's buffer in declaration
+    # order, each at a multiple of 16 bytes (as CUDA aligns __shared__ arrays of
+    # vectors): float32[3] (12 bytes) at 0, float64[5] (40 bytes) at 16, int32[4]
+    # (exactly 16 bytes) at 64, int8[1] at 80.
+    def lay(out: tk.DevicePointer[f32]):
+        a = tk.shared_array(f32, 3)
+        b = tk.shared_array(f64, 5)
+        c = tk.shared_array(i32, 4)
+        d = tk.shared_array(tk.dt.int8, 1)
+        a[0] = 1.0
+        b[0] = 2.0
+        c[0] = 3
+        d[0] = 4
+        out[0] = a[0] + tk.cast(b[0], f32) + tk.cast(c[0], f32) + tk.cast(d[0], f32)
+    src = tk.jit(lay).source_for("cpu")
+    offsets = [int(line.split("smem + ")[1].split(")")[0])
+               for line in src.splitlines() if "thork_blk->smem + " in line]
+    assert offsets == [0, 16, 64, 80], offsets
+
+
+@tk.jit
+def warp_votes(out: tk.DevicePointer[u32], k: tk.DevicePointer[u32]):
+    lane = tk.lane_id()
+    w = tk.thread_idx().x // 32
+    out[tk.thread_idx().x * 3 + 0] = tk.cast(tk.warp_all(lane != k[w]), u32)
+    out[tk.thread_idx().x * 3 + 1] = tk.cast(tk.warp_any(lane == k[w]), u32)
+    out[tk.thread_idx().x * 3 + 2] = tk.ballot((lane == k[w]) | (lane == 3))
+
+
+def test_warp_votes_see_the_one_lane_that_differs(target, rng):
+    # Warp w's predicate differs from the rest in lane k[w] only (k = 32: in no lane).
+    k = np.array([int(rng.integers(0, 32)), 3, 32, 0], np.uint32)
+    out = poisoned(128 * 3, np.uint32)
+    warp_votes[1, 128](out, k, target=target)
+    got = out.reshape(4, 32, 3)
+    for w in range(4):
+        one = k[w] < 32
+        want_ballot = (1 << 3) | ((1 << int(k[w])) if one else 0)
+        assert (got[w, :, 0] == (0 if one else 1)).all(), (w, got[w, :, 0])
+        assert (got[w, :, 1] == (1 if one else 0)).all(), (w, got[w, :, 1])
+        assert (got[w, :, 2] == want_ballot).all(), (w, got[w, :, 2])
+
+
+@pytest.mark.parametrize("op", ["ballot", "warp_any", "warp_all"])
+def test_cuda_votes_pass_the_mask_first(op):
+    # __ballot_sync / __any_sync / __all_sync(mask, predicate) (CUDA programming guide).
+    def vote_k(out: tk.DevicePointer[u32], m: u32, a: tk.DevicePointer[i32]):
+        i = tk.thread_idx().x
+        out[i] = tk.cast(getattr(tk, op)(a[i] > 7, m), u32)
+    src = _kernel_text(tk.jit(vote_k).cuda_source, "vote_k")
+    name = {"ballot": "ballot", "warp_any": "any", "warp_all": "all"}[op]
+    call = src[src.index(f"__{name}_sync("):]
+    first, second = call[len(f"__{name}_sync("):call.index(")")].split(",")
+    assert first.strip() == "m" and second.strip() not in ("m", ""), call[:80]
+
+
+@pytest.mark.parametrize(("t", "narrow"), [(f32, False), (i32, False), (u32, False),
+                                           (tk.dt.int16, True), (tk.dt.uint8, True)])
+def test_cuda_shuffles_pass_32_bit_values_unconverted(t, narrow):
+    # __shfl_sync has int/unsigned/float overloads (CUDA programming guide): a 32-bit value
+    # goes as it is; narrower integers travel as int and are converted back.
+    def shfl32(out: tk.DevicePointer[t], a: tk.DevicePointer[t]):
+        i = tk.thread_idx().x
+        out[i] = tk.shfl_down(a[i], 1)
+    src = _kernel_text(tk.jit(shfl32).cuda_source, "shfl32")
+    call = src[src.index("__shfl_down_sync("):]
+    call = call[:call.index(";")]
+    assert ("(int)(" in call) == narrow, call
+
+
+_NO_MEMORY_CHILD = r'''
+import resource, numpy as np, thork as tk
+i32 = tk.dt.int32
+
+@tk.jit
+def rot(x: tk.DevicePointer[i32], out: tk.DevicePointer[i32]):
+    n = tk.cast(tk.grid_dim().x * tk.block_dim().x, i32)
+    i = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
+    x[i] = x[i] * 2
+    tk.grid_sync()
+    out[i] = x[(i + 1) % n]
+
+x = np.zeros(4 * 1024, np.int32); out = np.zeros_like(x)
+rot[4, 1024](x, out, target="cpu")  # compiled, loaded and run once with memory to spare
+vm = int([l for l in open("/proc/self/status") if l.startswith("VmSize")][0].split()[1])
+# 32 MiB more address space: not the 4 x 1024 fiber stacks (64 KiB each) of the blocks
+resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 32 * 2**20, resource.RLIM_INFINITY))
+try:
+    rot[4, 1024](x, out, target="cpu")
+    print("no error")
+except tk.LaunchError as e:
+    print("LaunchError:", e)
+'''
+
+
+@pytest.mark.plugin("cpu")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and RLIMIT_AS")
+def test_cpu_cooperative_launch_out_of_memory_says_so():
+    # Each code the CPU entry returns has its own message: out of memory is not reported as
+    # a grid barrier that some block skipped.
+    proc = subprocess.run([sys.executable, "-c", _NO_MEMORY_CHILD], capture_output=True,
+                          text=True, timeout=300)
+    assert "could not start a thread or allocate memory" in proc.stdout, \
+        proc.stdout + proc.stderr

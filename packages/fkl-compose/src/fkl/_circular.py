@@ -13,13 +13,14 @@ import threading
 from typing import Any
 
 from thork.tracing import Trace, Value, cast, if_, return_, set_current
-from thork_core import ArgumentError, DeviceError, choose, dt
+from thork_core import ArgumentError, BoundsError, DeviceError, choose, debug_default, dt
 from thork_core.ir import Special
 from thork_core.runtime import check_device
 
 from ._arrays import pointer, stream_handle, view, wait
+from ._bounds import restated
 from ._divergent import chain_body, thread_xyz
-from ._kernels import Built, build_cached, target_key
+from ._kernels import Built, build_cached, checked, target_key
 from ._lowering import (
     BLOCK,
     Chain,
@@ -32,7 +33,7 @@ from ._lowering import (
 )
 from ._ops import Op
 from ._pixel import Geom, PixType, as_dtype
-from ._plan import Plan, fill_args
+from ._plan import Plan, add_spans, extent_bytes, fill_args
 from ._tensor import Layout, TensorPack, TensorRead, TensorSplit, TensorWrite
 
 __all__ = ["CircularTensor"]
@@ -49,14 +50,16 @@ class CircularTensor:
     ``(B, H, W, C)``; ``"planar"``: ``(B*C, H, W)``. ``order="newest_first"``: plane 0 is
     the newest frame; ``"oldest_first"``: plane B-1 is. Planes never filled keep
     ``fill``. ``target``: ``"gpu"`` (the window in device memory, on ``device``) or
-    ``"cpu"`` (NumPy); None: the best available.
+    ``"cpu"`` (NumPy); None: the best available. ``debug=True`` (or ``THORK_DEBUG=1``
+    when ``debug`` is not given) bounds-checks every array access of the update kernel
+    and raises :class:`~thork_core.BoundsError` (docs/debug-mode.md).
     """
 
     def __init__(self, w: int, h: int, *, batch: int, dtype: Any = "uint8",
                  channels: int = 3, layout: str = "packed", out_dtype: Any = None,
                  order: str = "newest_first", device: int | None = None,
                  target: str | None = None, compiler: str | None = None,
-                 fill: float = 0) -> None:
+                 fill: float = 0, debug: bool | None = None) -> None:
         for name, v in (("w", w), ("h", h), ("batch", batch)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ArgumentError(f"fkl.CircularTensor {name}: expected a positive int, "
@@ -79,6 +82,8 @@ class CircularTensor:
                                   "fkl.CircularTensor out_dtype")
         self.layout, self.order = layout, order
         self.target, self.compiler = target, compiler
+        #: Debug mode (h-mut): the update kernel is bounds-checked (docs/debug-mode.md).
+        self.debug = debug_default() if debug is None else bool(debug)
         self._target = choose(target, compiler)[0]
         self.device = check_device(device, "fkl.CircularTensor") if device is not None else 0
         if self.device and self._target.name == "cpu":
@@ -128,14 +133,16 @@ class CircularTensor:
                 f"window holds {window} (out_dtype, channels); end the ops with e.g. "
                 f"fkl.Cast('{self.out_dtype.name}')")
         key = ("circular", new.key(), shift.key(), t, self.batch, self.order)
+        if self.debug:  # (h-mut) the checked kernel: its own identity
+            key = (*key, "debug")
         built = self._built.get(key)
         if built is None:
             tgt, tail = target_key(self._target, self.compiler)
             if self.device:  # compiled for the window's device (h-multi)
                 tail = (*tail[:-1], tgt.arch_on(self.device))
-            built = build_cached((*key, *tail), lambda: lower_circular(
-                new, shift, t, window, self.order, kernel_name(key)), tgt, self.compiler,
-                self.device)
+            built = build_cached((*key, *tail), lambda: checked(lower_circular(
+                new, shift, t, window, self.order, kernel_name(key)), self.debug), tgt,
+                self.compiler, self.device)
             self._built[key] = built
         return built, new, shift
 
@@ -172,7 +179,7 @@ class CircularTensor:
         with self._lock:
             plan = self._plans.get(key)
             if plan is None:
-                plan = self._plan(ops, t, g, lay, values)
+                plan = self._plan(ops, t, g, lay, values, extent_bytes(v))
                 if len(self._plans) < 64:  # per chain and values: bounded
                     self._plans[key] = plan
             src, dst = self._buffers[self._current], self._buffers[1 - self._current]
@@ -187,13 +194,19 @@ class CircularTensor:
                 arrays = [frame, src, dst]
                 for (pos, _, _), k in zip(plan.pointer_slots, plan.order, strict=True):
                     args[pos] = arrays[k]
-                plan.built.exe.launch(plan.grid, plan.block, args, stream=stream)
+                try:
+                    plan.built.exe.launch(plan.grid, plan.block, args, stream=stream)
+                except BoundsError as e:  # (h-mut) debug mode: name the tensor and array
+                    raise restated(e, repr(self), {"in0": "the frame", "in1": "the window "
+                                                   "before the update", "out0": "the window "
+                                                   "after the update"}) from None
             self._current = 1 - self._current
             self.updates += 1
 
     def _plan(self, ops: tuple[Op, ...], t: PixType, g: Geom, lay: Layout,
-              values: list[Any]) -> Plan:
-        """The prepared update for frames of pixel type ``t`` and these op values."""
+              values: list[Any], frame_bytes: int) -> Plan:
+        """The prepared update for frames of pixel type ``t`` and these op values
+        (``frame_bytes``: the frame's extent, for debug mode's bounds)."""
         built, _, shift = self._build(ops, t)
         sv = view(self._buffers[0], "window")
         wt, wg, wlay = shift.read.host_type([sv])
@@ -204,6 +217,9 @@ class CircularTensor:
         grid = (-(-self.w // BLOCK[0]), -(-self.h // BLOCK[1]), self.batch)
         plan = Plan(args, pointer_slots, grid, BLOCK, [], self.on_device, order, built,
                     (t, g, lay))
+        if self.debug:  # (h-mut) the span params: the frame, the previous and next window
+            window = extent_bytes(sv)
+            add_spans(plan, [frame_bytes, window, window])
         plan.prepare()
         return plan
 

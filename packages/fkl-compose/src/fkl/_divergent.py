@@ -13,18 +13,20 @@ chains' output sizes follow it); a new length compiles one more.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from thork.tracing import Trace, Value, cast, if_, return_, set_current
-from thork_core import ArgumentError, choose, dt
+from thork_core import ArgumentError, BoundsError, choose, debug_default, dt
 from thork_core.ir import Special
 
 from ._arrays import array_types, pointer, stack, stream_handle, view, wait
+from ._bounds import restated
 from ._call import _call_device
-from ._kernels import Built, build_cached, target_key
+from ._kernels import Built, build_cached, checked, target_key
 from ._lowering import (
     BLOCK,
     Chain,
@@ -38,7 +40,7 @@ from ._lowering import (
 )
 from ._pipe import Pipe, _check_chain
 from ._pixel import Geom, PixType, Stage
-from ._plan import Plan, _tables, check_out, fill_args
+from ._plan import Plan, _tables, add_spans, check_out, extent_bytes, fill_args
 from ._tensor import Layout, WriteOp
 
 __all__ = ["Divergent", "chain_body", "compose_divergent", "thread_xyz"]
@@ -54,14 +56,17 @@ class DivergentPlan(Plan):
 
 
 def compose_divergent(plane_map: Any, *chains: Any, target: str | None = None,
-                      compiler: str | None = None) -> Divergent:
+                      compiler: str | None = None, debug: bool | None = None) -> Divergent:
     """One kernel in which plane ``z`` of the input batch runs ``chains[plane_map[z]]``.
 
     ``plane_map``: a sequence (or 1-D integer array) of chain indices, 0-based, one per
     batch plane; every chain gets at least one plane. ``chains``: pipes from
     :func:`fkl.compose` or sequences of ops (a one-input read, then ops, then a write);
-    their ``target``/``compiler`` are not used — the divergent kernel's are."""
-    return Divergent(plane_map, chains, target=target, compiler=compiler)
+    their ``target``/``compiler``/``debug`` are not used — the divergent kernel's are.
+    ``debug=True`` (or ``THORK_DEBUG=1`` when ``debug`` is not given) bounds-checks every
+    array access of the kernel and raises :class:`~thork_core.BoundsError`
+    (docs/debug-mode.md)."""
+    return Divergent(plane_map, chains, target=target, compiler=compiler, debug=debug)
 
 
 class Divergent:
@@ -73,7 +78,7 @@ class Divergent:
     shapes. ``out``: such a tuple (or list) to write instead."""
 
     def __init__(self, plane_map: Any, chains: Sequence[Any], *, target: str | None = None,
-                 compiler: str | None = None) -> None:
+                 compiler: str | None = None, debug: bool | None = None) -> None:
         if not chains:
             raise ArgumentError("fkl.compose_divergent: expected at least one chain after "
                                 "plane_map")
@@ -92,6 +97,8 @@ class Divergent:
             self.chains.append(chain)
         self.plane_map = _plane_map(plane_map, len(self.chains))
         self.target, self.compiler = target, compiler
+        #: Debug mode (h-mut): the kernel is bounds-checked (docs/debug-mode.md).
+        self.debug = debug_default() if debug is None else bool(debug)
         self._built: dict[Any, Built] = {}
         self._plans: dict[Any, DivergentPlan] = {}
         self._lock = threading.Lock()
@@ -110,8 +117,8 @@ class Divergent:
 
     def lowered(self, t: PixType) -> Lowered:
         """The traced divergent kernel for input pixels ``t``."""
-        return lower_divergent(self.chains, t, len(self.plane_map),
-                               kernel_name((self.key(), t)))
+        return checked(lower_divergent(self.chains, t, len(self.plane_map),
+                                       kernel_name((self.key(), t))), self.debug)
 
     def _build(self, t: PixType, device: int = 0) -> Built:
         """The divergent kernel for input pixels ``t``, loaded on CUDA device ``device``
@@ -122,7 +129,8 @@ class Divergent:
         tgt, tail = target_key(self.target, self.compiler)
         if device:
             tail = (*tail[:-1], tgt.arch_on(device))
-        built = build_cached((self.key(), t, "divergent", *tail), lambda: self.lowered(t),
+        built = build_cached((self.key(), t, "divergent", *tail)
+                             + (("debug",) if self.debug else ()), lambda: self.lowered(t),
                              tgt, self.compiler, device)
         self._built[(t, device)] = built
         return built
@@ -163,8 +171,25 @@ class Divergent:
                     args[pos] = x if k < 0 else plan.tables[k]
                 else:
                     args[pos] = outs[idx]
-            plan.built.exe.launch(plan.grid, plan.block, args, stream=stream)
+            try:
+                plan.built.exe.launch(plan.grid, plan.block, args, stream=stream)
+            except BoundsError as e:  # (h-mut) debug mode: name the pipe and the array
+                raise restated(e, repr(self), self._roles(plan)) from None
         return tuple(outs)
+
+    def _roles(self, plan: DivergentPlan) -> dict[str, str]:
+        """Debug mode's names for the kernel's pointer parameters (``in<k>``, ``out<k>``)."""
+        roles, k = {}, 0
+        for c, chain in enumerate(self.chains):
+            n_tables = len(host_tables(chain, *plan.source[:2]))
+            roles[f"in{k}"] = f"chain {c}'s input (the batch)"
+            for j in range(n_tables):
+                roles[f"in{k + 1 + j}"] = f"chain {c}'s value table {j}"
+            k += 1 + n_tables
+        roles[f"in{k}"] = "the plane map (chain and rank of each plane)"
+        for j in range(len(plan.outs)):
+            roles[f"out{j}"] = f"output {j}"
+        return roles
 
     def _hot(self, x: Any, out: Any, handle: int, da: Any) -> tuple[Any, ...] | None:
         """The steady-state call: a DeviceArray batch whose plan exists and ``out`` a
@@ -232,6 +257,9 @@ class Divergent:
                              built, (t, g, lay), tables=tables,
                              table_ptrs=[pointer(a, "table") for a in tables], ins=ins,
                              cpu=tgt.name == "cpu", ordinal=ordinal)
+        if self.debug:  # (h-mut) the arrays' extents fill the span params: x, tables, outs
+            add_spans(plan, [extent_bytes(v) if k < 0 else extent_bytes(view(tables[k], "table"))
+                             for k in ins] + [d.itemsize * math.prod(s) for s, d in outs_spec])
         plan.prepare()
         return plan
 

@@ -488,7 +488,7 @@ class Warping(ReadBack):
                                 f"got {border!r}")
         if interpolation == Interpolation.LINEAR and (
                 border != BorderMode.CONSTANT or isinstance(value, PerItem) or
-                any(v != 0 for v in per_channel(value, 4, "fkl.Warping value"))):
+                any(v != 0 for v in per_channel(value, None, "fkl.Warping value"))):
             raise ArgumentError(
                 f"fkl.Warping border={border!r}, value={value!r}: FKL's 'linear' warp "
                 "reads 0 outside the source; give interpolation='cv_linear' or "

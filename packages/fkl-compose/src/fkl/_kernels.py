@@ -32,7 +32,7 @@ from ._lowering import Chain, Lowered, kernel_name, lower, type_chain
 from ._pixel import PixType
 from ._variant import Variants
 
-__all__ = ["Built", "Kernels", "build_cached", "reset_stats", "stats", "target_key"]
+__all__ = ["Built", "Kernels", "build_cached", "checked", "reset_stats", "stats", "target_key"]
 
 
 @dataclass
@@ -81,6 +81,15 @@ def build_cached(key: tuple[Any, ...], trace: Callable[[], Lowered], target: Tar
         else:
             _STATS["reuses"] += 1
     return built
+
+
+def checked(lowered: Lowered, debug: bool) -> Lowered:
+    """Debug mode (h-mut hook): ``lowered`` with every array access bounds-checked
+    (:func:`thork_core.instrument`) when ``debug``, else unchanged. The checked kernel has
+    one hidden span parameter per pointer parameter, after them all:
+    :func:`fkl._plan.add_spans` fills them. Every fkl kernel form (pipes, divergent pipes,
+    circular tensors) is checked here."""
+    return dataclasses.replace(lowered, ir=instrument(lowered.ir)) if debug else lowered
 
 
 def target_key(target: Target | str | None, compiler: str | None) -> tuple[Target, tuple[
@@ -136,9 +145,7 @@ class Kernels:
             lowered = lower(self.chain, t, name, active=variant == "active",
                             pitched=variant in ("pitched", "pitched-both"),
                             pitched_out=variant in ("pitched-out", "pitched-both"))
-        if self.debug:  # spans follow the parameters: fkl._plan.add_spans fills them
-            lowered = dataclasses.replace(lowered, ir=instrument(lowered.ir))
-        return lowered
+        return checked(lowered, self.debug)
 
     def get(self, t: PixType, variant: str, device: int = 0) -> Built:
         """The built kernel for ``t`` and ``variant`` on CUDA device ``device``: this

@@ -102,8 +102,18 @@ def as_dtype(value: Any, what: str) -> DType:
         ) from None
 
 
-def per_channel(values: Any, channels: int, what: str) -> list[Any]:
-    """A scalar broadcast to ``channels`` values, or a sequence of exactly that many."""
+def per_channel(values: Any, channels: int | None, what: str) -> list[Any]:
+    """A scalar broadcast to ``channels`` values, or a sequence of exactly that many;
+    ``channels=None`` (the pixel not known yet): the value's numbers as given."""
+    if channels is None:  # (h-mut) one number or one per channel, whatever the count
+        import numpy as np
+
+        try:
+            n = int(np.asarray(values, dtype=np.float64).size)
+        except (TypeError, ValueError):
+            raise ArgumentError(f"{what}: expected a number or one number per channel, "
+                                f"got {values!r}") from None
+        return per_channel(values, n, what)
     if isinstance(values, (int, float)) and not isinstance(values, bool):
         return [values] * channels
     try:

@@ -558,10 +558,11 @@ static unsigned long long thork_dbg_scratch[8] __attribute__((aligned(64)));
 THORK_FN long long thork_dyn_count(long long offset, long long size) {
   return ((long long)thork_dbg_dyn_bytes - offset) / size;
 }
-template <class T>
-THORK_FN T* thork_at(T* p, long long i, long long lo, long long hi, int site,
-                     thork_dim3 bid, thork_dim3 tid, thork_dim3, thork_dim3, thork_block*) {
-  if (i >= lo && i < hi) return p + i;
+// (h-mut) thork_ok: the check alone, for accesses that are skipped or redirected by the
+// kernel itself (cp.async, ldmatrix); thork_at: the checked address.
+THORK_FN bool thork_ok(long long i, long long lo, long long hi, int site,
+                       thork_dim3 bid, thork_dim3 tid, thork_dim3, thork_dim3, thork_block*) {
+  if (i >= lo && i < hi) return true;
   unsigned int zero = 0u;
   if (__atomic_compare_exchange_n(&thork_dbg_record.flag, &zero, 1u, false,
                                   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
@@ -571,6 +572,13 @@ THORK_FN T* thork_at(T* p, long long i, long long lo, long long hi, int site,
     thork_dbg_record.block[2] = bid.z; thork_dbg_record.thread[0] = tid.x;
     thork_dbg_record.thread[1] = tid.y; thork_dbg_record.thread[2] = tid.z;
   }
+  return false;
+}
+template <class T>
+THORK_FN T* thork_at(T* p, long long i, long long lo, long long hi, int site,
+                     thork_dim3 bid, thork_dim3 tid, thork_dim3 bdm, thork_dim3 gdm,
+                     thork_block* blk) {
+  if (thork_ok(i, lo, hi, site, bid, tid, bdm, gdm, blk)) return p + i;
   return (T*)(void*)thork_dbg_scratch;
 }
 """

@@ -34,7 +34,9 @@ from typing import Any
 from ._dtype import dt
 from ._errors import BoundsError
 from ._ir import (
+    LDMATRIX_OPS,
     Assign,
+    AsyncCopy,
     Atomic,
     Binary,
     CallFunc,
@@ -52,6 +54,7 @@ from ._ir import (
     Offset,
     Param,
     PointerType,
+    Select,
     SharedDecl,
     Special,
     Stmt,
@@ -60,6 +63,7 @@ from ._ir import (
     VecLoad,
     VecStore,
     VectorType,
+    Warp,
     While,
 )
 from ._target import Executable
@@ -229,6 +233,8 @@ class _Instrumenter:
             head = self.block(s.head, env, mutable)
             return [dataclasses.replace(s, head=head, cond=x(s.cond),
                                         body=self.block(s.body, env, mutable))]
+        if isinstance(s, AsyncCopy):
+            return self.async_copy(s, env, loc)
         # Everything else: rewrite the expressions it holds.
         changes: dict[str, Any] = {}
         for f in dataclasses.fields(s):
@@ -238,6 +244,91 @@ class _Instrumenter:
             elif isinstance(v, tuple) and v and all(isinstance(a, Expr) for a in v):
                 changes[f.name] = tuple(x(a) for a in v)
         return [dataclasses.replace(s, **changes) if changes else s]
+
+    def ok(self, pointer: Expr, index: Expr, env: dict[str, _Range], loc: Loc | None,
+           access: str, width: Expr | int) -> Expr | None:
+        """``thork_ok(index, lo, hi, site)``: whether ``pointer[index]`` and the ``width``
+        elements from there (an int, or an int64 expression of at least 1) are in range,
+        recording the violation otherwise; None for a pointer of unknown range. For the
+        accesses that cannot be redirected to the scratch cell (shared-memory-only PTX).
+        A run-time width checks the first and the last element (the report names the
+        element that is out)."""
+        r = self.range_of(pointer, env)
+        if r is None:
+            return None
+        idx = self.expr(index, env, loc)
+        idx = idx if idx.type == _I64 else Cast(_I64, idx)
+
+        def check(i: Expr, n: int) -> Expr:
+            site = len(self.sites)
+            self.sites.append(Site(self.ir.name, r.array, r.space, r.param_index, access,
+                                   loc, n, r.function))
+            hi = r.hi if n == 1 else Binary(_I64, "sub", r.hi, Const(_I64, n - 1))
+            return CallFunc(dt.bool, "thork_ok", (i, r.lo, hi, Const(dt.int32, site)))
+
+        if isinstance(width, int):
+            return check(idx, width)
+        last = Binary(_I64, "sub", Binary(_I64, "add", idx, width), Const(_I64, 1))
+        return Binary(dt.bool, "land", check(idx, 1), check(last, 1))
+
+    def async_copy(self, s: AsyncCopy, env: dict[str, _Range], loc: Loc | None
+                   ) -> list[Stmt]:
+        """``cp.async``: the copy runs only when its destination (``nbytes``, zero fill
+        included) and the ``src_bytes`` it reads are inside their arrays (a shared address
+        cannot be swapped for the global scratch cell). ``src_bytes == 0`` reads nothing,
+        so its source is not checked (a tile's edge may pass any address there)."""
+        new = dataclasses.replace(s, dst=self.expr(s.dst, env, loc),
+                                  dst_index=self.expr(s.dst_index, env, loc),
+                                  src=self.expr(s.src, env, loc),
+                                  src_index=self.expr(s.src_index, env, loc),
+                                  src_bytes=self.expr(s.src_bytes, env, loc))
+        dt_, st = s.dst.type, s.src.type
+        assert isinstance(dt_, PointerType) and isinstance(st, PointerType)
+        out: list[Stmt] = [new]
+        isz = st.elem.itemsize
+        sb = s.src_bytes
+        if isinstance(sb, Const):
+            n = int(sb.value)
+            ok_src = None if n == 0 else self.ok(s.src, s.src_index, env, loc,
+                                                 "cp.async load", -(-n // isz))
+        else:  # ceil(src_bytes / itemsize) elements, none for 0
+            b = Cast(_I64, self.expr(sb, env, loc))
+            width = Binary(_I64, "div", Binary(_I64, "add", b, Const(_I64, isz - 1)),
+                           Const(_I64, isz))
+            check = self.ok(s.src, s.src_index, env, loc, "cp.async load", width)
+            ok_src = None if check is None else Binary(
+                dt.bool, "lor", Binary(dt.bool, "eq", b, Const(_I64, 0)), check)
+        ok_dst = self.ok(s.dst, s.dst_index, env, loc, "cp.async store",
+                         s.nbytes // dt_.elem.itemsize)
+        for cond in (ok_src, ok_dst):  # the destination is checked first, then the source
+            if cond is not None:
+                out = [If(cond, out, [], loc=loc)]
+        return out
+
+    def ldmatrix(self, e: Warp, env: dict[str, _Range], loc: Loc | None) -> Expr:
+        """``ldmatrix``: each of lanes ``0 .. 8 * num - 1`` passes the start of one 16-byte
+        row (the other lanes' addresses are not read). The instruction is warp-wide, so a
+        row out of range is recorded and replaced by the array's start (a valid shared
+        address) rather than skipped."""
+        (addr,) = e.args
+        r = self.range_of(addr, env)
+        new = dataclasses.replace(e, args=(self.expr(addr, env, loc),))
+        assert isinstance(addr.type, PointerType)
+        width = 16 // addr.type.elem.itemsize
+        ok = self.ok(addr, Const(_I64, 0), env, loc, "ldmatrix load", width)
+        if ok is None or r is None:
+            return new
+        num = int(e.op.split(".")[1][1:])  # "ldmatrix.x{num}[.trans]"
+        if num < 4:  # lanes past 8 * num pass any address: not checked
+            u = dt.uint32
+            t_, d_ = (lambda a: Special(u, f"threadIdx.{a}")), \
+                (lambda a: Special(u, f"blockDim.{a}"))
+            linear = Binary(u, "add", t_("x"), Binary(u, "mul", d_("x"), Binary(
+                u, "add", t_("y"), Binary(u, "mul", d_("y"), t_("z")))))
+            lane = Binary(u, "and", linear, Const(u, 31))
+            ok = Binary(dt.bool, "lor", Binary(dt.bool, "ge", lane, Const(u, 8 * num)), ok)
+        start = Offset(addr.type, new.args[0], r.lo)
+        return dataclasses.replace(e, args=(Select(addr.type, ok, new.args[0], start),))
 
     # -- expressions ----------------------------------------------------------------------
     def range_of(self, p: Expr, env: dict[str, _Range]) -> _Range | None:
@@ -280,6 +371,8 @@ class _Instrumenter:
             if ptr is not None:
                 args = tuple(self.expr(a, env, loc) for a in e.args)
                 return dataclasses.replace(e, pointer=ptr, index=Const(dt.int32, 0), args=args)
+        elif isinstance(e, Warp) and e.op in LDMATRIX_OPS:
+            return self.ldmatrix(e, env, loc)
         elif isinstance(e, CallFunc) and e.name in self.fn_pointers:
             call_args: list[Expr] = [self.expr(a, env, loc) for a in e.args]
             for i in self.fn_pointers[e.name]:
@@ -333,6 +426,11 @@ THORK_FN void thork_dbg_fail(int site, long long i, long long lo, long long hi) 
     thork_dbg_record.thread[1] = threadIdx.y; thork_dbg_record.thread[2] = threadIdx.z;
     __threadfence();
   }
+}
+THORK_FN bool thork_ok(long long i, long long lo, long long hi, int site) {
+  if (i >= lo && i < hi) return true;
+  thork_dbg_fail(site, i, lo, hi);
+  return false;
 }
 template <class T>
 THORK_FN T* thork_at(T* p, long long i, long long lo, long long hi, int site) {
