@@ -26,6 +26,7 @@ from ._errors import (
     ArgumentError,
     BoundsError,
     BundleError,
+    ArchError,
     CompileError,
     DeviceError,
     LaunchError,
@@ -47,7 +48,8 @@ from ._target import Dim3, Executable, Target, normalize_dims
 
 __all__ = [
     "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "BoundsError",
-    "ArrayView", "Artifact", "BundleError", "CODEGEN_VERSION", "CompileError", "CompileInfo",
+    "ArchError", "ArrayView", "Artifact", "BundleError", "CODEGEN_VERSION", "CompileError",
+    "CompileInfo",
     "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "DeviceError", "Dim3", "DiskCache",
     "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc",

@@ -22,7 +22,8 @@ __all__ = [
     "BlockReduce", "CallFunc", "For", "While", "Break", "Continue", "SharedDecl", "Sync",
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
     "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
-    "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS",
+    "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS", "Hopper",
+    "HOPPER_OPS", "WGMMA_N", "uses_hopper",
 ]
 
 
@@ -246,6 +247,35 @@ WARP_OPS = frozenset({
 class Warp(Expr):
     """A warp primitive (:data:`WARP_OPS`); ``ballot``/``activemask`` give uint32,
     ``any``/``all`` bool, shuffles the value's type."""
+
+    op: str
+    args: tuple[Expr, ...]
+
+
+#: The N of ``wgmma.mma_async.m64nNk16`` Thork offers (PTX allows every multiple of 8 up
+#: to 256; these are the ones a GEMM tile uses, each a separate inline-asm helper).
+WGMMA_N = (8, 16, 32, 64, 128, 256)
+#: Hopper (sm_90a) operations of the asynchronous proxy, as :class:`Hopper` expressions.
+#: ``wgmma.m64n{N}k16.{f16,bf16}``: args (A descriptor uint64, B descriptor uint64,
+#: scale_d int32 0/1, N/2 float32 accumulators) → ``VectorType(float32, N / 2)``;
+#: ``wgmma.fence``, ``wgmma.commit``, ``wgmma.wait.{0..7}``, ``fence.proxy.async``: () →
+#: void; ``smem_addr``: (Offset into shared,) → uint32, the shared-window address;
+#: ``mbarrier.init``: (Offset to a uint64 barrier, count uint32); ``mbarrier.arrive``:
+#: (barrier,); ``mbarrier.expect_tx``: (barrier, bytes uint32) — arrive and expect
+#: ``bytes``; ``mbarrier.wait``: (barrier, parity uint32) — block until the phase of that
+#: parity completed; ``tma.load.2d``: (destination Offset into shared, tensor map uint64
+#: pointer, column int32, row int32, barrier). Layouts: docs/language-wgmma.md.
+HOPPER_OPS = frozenset(
+    {f"wgmma.m64n{n}k16.{t}" for n in WGMMA_N for t in ("f16", "bf16")}
+    | {f"wgmma.wait.{n}" for n in range(8)}
+    | {"wgmma.fence", "wgmma.commit", "fence.proxy.async", "smem_addr", "mbarrier.init",
+       "mbarrier.arrive", "mbarrier.expect_tx", "mbarrier.wait", "tma.load.2d"})
+
+
+@dataclass(frozen=True, eq=False)
+class Hopper(Expr):
+    """A Hopper operation (:data:`HOPPER_OPS`); a void one has type None and stands in an
+    :class:`Eval`. Kernels using any are compiled for ``sm_90a`` only."""
 
     op: str
     args: tuple[Expr, ...]
@@ -534,6 +564,12 @@ class KernelIR:
                         return 80
         return 75
 
+    @cached_property
+    def hopper_feature(self) -> str | None:
+        """The first Hopper-only operation the kernel uses (``wgmma``, ``mbarrier``,
+        ``tma``...), or None: such a kernel compiles for ``sm_90a`` and nothing else."""
+        return uses_hopper(self)
+
     def param(self, name: str) -> Param:
         for p in self.params:
             if p.name == name:
@@ -609,7 +645,7 @@ def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
     elif isinstance(e, Pack):
         for a in e.items:
             yield from walk_exprs(a)
-    elif isinstance(e, (Call, Warp, CallFunc)):
+    elif isinstance(e, (Call, Warp, CallFunc, Hopper)):
         for a in e.args:
             yield from walk_exprs(a)
     elif isinstance(e, Field):
@@ -619,3 +655,16 @@ def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
         yield from walk_exprs(e.offset)
     elif isinstance(e, BlockReduce):
         yield from walk_exprs(e.pred)
+
+
+def uses_hopper(kernel: KernelIR) -> str | None:
+    """The first :class:`Hopper` operation (its family: ``wgmma``, ``mbarrier``, ``tma``,
+    ``fence.proxy.async``, ``smem_addr``) in the kernel or a device function it calls."""
+    for body in [kernel.body] + [f.body for f in kernel.functions]:
+        for s in walk_stmts(body):
+            for top in stmt_exprs(s):
+                for e in walk_exprs(top):
+                    if isinstance(e, Hopper):
+                        return "fence.proxy.async" if e.op == "fence.proxy.async" \
+                            else e.op.split(".", 1)[0]
+    return None

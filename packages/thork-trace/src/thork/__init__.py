@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from thork_core import (
     ArgumentError,
+    ArchError,
     CompileError,
     DType,
     Graph,
@@ -110,6 +111,7 @@ from ._math import (
     tanh,
     trunc,
 )
+from ._mbarrier import mbarrier_arrive, mbarrier_expect_tx, mbarrier_init, mbarrier_wait
 from ._mma import cp_async, cp_async_commit, cp_async_wait, ldmatrix, mma
 from ._print import print_ as print
 from ._random import (
@@ -122,6 +124,17 @@ from ._random import (
     uniform_float,
 )
 from ._shaped import ShapedPointer
+from ._tma import tensor_map, tma_load
+from ._wgmma import (
+    fence_proxy_async,
+    smem_address,
+    swizzle,
+    wgmma,
+    wgmma_commit,
+    wgmma_descriptor,
+    wgmma_fence,
+    wgmma_wait,
+)
 from ._shaped import length as len
 from ._shared import LocalArray, SharedArray, dynamic_shared, local_array, shared_array
 from ._sync import (
@@ -172,7 +185,7 @@ from ._warp import (
 select = cond
 
 __all__ = [
-    "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "Constexpr", "DType",
+    "ArchError", "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "Constexpr", "DType",
     "DeviceFunction", "DevicePointer", "FULL_MASK", "Graph", "GridDim", "Kernel", "Launch",
     "LaunchError", "Local", "PluginError", "SharedArray", "ThreadIdx", "ThorkError",
     "TraceError", "Uint", "Uint3", "WARP_SIZE", "ShapedPointer", "len",
@@ -200,6 +213,10 @@ __all__ = [
     "warp_all", "activemask", "warp_reduce", "warp_sum", "warp_max", "warp_min",
     # tensor cores and asynchronous copies
     "mma", "ldmatrix", "cp_async", "cp_async_commit", "cp_async_wait",
+    # Hopper (sm_90a): warpgroup MMA, TMA, mbarriers
+    "wgmma", "wgmma_descriptor", "wgmma_fence", "wgmma_commit", "wgmma_wait",
+    "fence_proxy_async", "smem_address", "swizzle", "tma_load", "tensor_map",
+    "mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait",
     # math
     "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
     "copysign", "cos", "cosh", "erf", "erfc", "exp", "exp2", "exp10", "expm1", "floor", "fma",
