@@ -435,7 +435,8 @@ static int thork_run_block(thork_block* b) {
       b->cur = t;
       swapcontext(&b->sched, &b->fibers[t]);
     }
-    if (!b->progress && b->alive > 0) return %(deadlock)d;
+    // A failure recorded earlier (a bad tensor map...) is the cause of a later deadlock.
+    if (!b->progress && b->alive > 0) return b->err ? b->err : %(deadlock)d;
   }
   return b->err;
 }

@@ -553,8 +553,10 @@ class KernelIR:
     @cached_property
     def min_sm(self) -> int:
         """The oldest GPU architecture (``sm_XY`` as XY) whose instructions the kernel uses:
-        80 for ``mma`` and ``cp.async``, 75 otherwise (Thork's floor; ``ldmatrix`` is 75).
-        Cached, as :attr:`cooperative`."""
+        90 (compiled as sm_90a) for Hopper operations, 80 for ``mma`` and ``cp.async``, 75
+        otherwise (Thork's floor; ``ldmatrix`` is 75). Cached, as :attr:`cooperative`."""
+        if self.hopper_feature is not None:
+            return 90
         for body in [self.body] + [f.body for f in self.functions]:
             for s in walk_stmts(body):
                 if isinstance(s, (AsyncCopy, AsyncGroup)):
