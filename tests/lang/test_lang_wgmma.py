@@ -241,6 +241,19 @@ def test_tensor_map_validation():
         tk.tensor_map(a, (8, 8), swizzle=16)
     with pytest.raises(tk.ArgumentError, match="element type"):
         tk.tensor_map(np.zeros((8, 8), np.complex64), (8, 8))
+
+
+    class FakeGpuArray:  # the checks come before the driver is asked
+        def __init__(self, ptr, shape, strides=None):
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f2",
+                                             "data": (ptr, False), "strides": strides,
+                                             "version": 3}
+    with pytest.raises(tk.ArgumentError, match="address must be a multiple of 16"):
+        tk.tensor_map(FakeGpuArray(0x10008, (64, 64)), (64, 64), 128)
+    with pytest.raises(tk.ArgumentError, match="row stride"):
+        tk.tensor_map(FakeGpuArray(0x10000, (64, 64), (100, 2)), (64, 64), 128)
+    with pytest.raises(tk.ArgumentError, match="box cols must be from 1 to 256"):
+        tk.tensor_map(FakeGpuArray(0x10000, (64, 512)), (64, 264))
     words = tk.tensor_map(a, (16, 8), 0)
     assert words.dtype == np.uint64 and words.shape == (16,)
     assert words[1] == a.ctypes.data and list(words[2:9]) == [40, 40, 80, 8, 16, 2, 0]

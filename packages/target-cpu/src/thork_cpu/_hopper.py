@@ -95,7 +95,8 @@ THORK_FN void thork_mbarrier_arrive(thork_block* b, void* p) {
   thork_mbar* m = (thork_mbar*)p; m->pending -= 1; thork_mbar_check(b, m);
 }
 THORK_FN void thork_mbarrier_expect_tx(thork_block* b, void* p, unsigned int bytes) {
-  thork_mbar* m = (thork_mbar*)p; m->tx += (long long)bytes; m->pending -= 1; thork_mbar_check(b, m);
+  thork_mbar* m = (thork_mbar*)p;
+  m->tx += (long long)bytes; m->pending -= 1; thork_mbar_check(b, m);
 }
 THORK_FN void thork_mbarrier_wait(thork_block* b, void* p, unsigned int parity) {
   thork_mbar* m = (thork_mbar*)p;
@@ -117,7 +118,8 @@ THORK_FN void thork_tma_load_2d(thork_block* b, void* dst, const unsigned long l
       const long long x = (long long)c0 + c, y = (long long)c1 + r;
       unsigned char* out = b->smem + thork_swizzle(d0 + (unsigned int)((r * cols + c) * es), swz);
       if (x < 0 || y < 0 || x >= width || y >= height) memset(out, 0, (size_t)es);
-      else memcpy(out, base + (unsigned long long)y * stride + (unsigned long long)x * es, (size_t)es);
+      else memcpy(out, base + (unsigned long long)y * stride + (unsigned long long)x * es,
+                  (size_t)es);
     }
   thork_mbar* m = (thork_mbar*)bar;
   m->tx -= (long long)rows * cols * es;

@@ -23,10 +23,10 @@ from ._debug import debug_default, instrument
 from ._device_array import DeviceArray
 from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
 from ._errors import (
+    ArchError,
     ArgumentError,
     BoundsError,
     BundleError,
-    ArchError,
     CompileError,
     DeviceError,
     LaunchError,

@@ -13,18 +13,23 @@ __all__ = ["cuda_hopper_helpers", "hopper_ops", "helper_name"]
 
 _COMMON = r"""
 THORK_FN void thork_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-THORK_FN void thork_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+THORK_FN void thork_wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
 template <int N> THORK_FN void thork_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
-THORK_FN void thork_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+THORK_FN void thork_fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 THORK_FN unsigned int thork_smem_addr32(const void* p) {
   unsigned int a;
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
 }
 THORK_FN void thork_mbarrier_init(const void* bar, unsigned int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(thork_smem_addr32(bar)), "r"(count) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"
+               :: "r"(thork_smem_addr32(bar)), "r"(count) : "memory");
 }
 THORK_FN void thork_mbarrier_arrive(const void* bar) {
   asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }"

@@ -9,8 +9,8 @@ Without a GPU the same kernel runs on the CPU target. The language is documented
 from __future__ import annotations
 
 from thork_core import (
-    ArgumentError,
     ArchError,
+    ArgumentError,
     CompileError,
     DType,
     Graph,
@@ -124,17 +124,6 @@ from ._random import (
     uniform_float,
 )
 from ._shaped import ShapedPointer
-from ._tma import tensor_map, tma_load
-from ._wgmma import (
-    fence_proxy_async,
-    smem_address,
-    swizzle,
-    wgmma,
-    wgmma_commit,
-    wgmma_descriptor,
-    wgmma_fence,
-    wgmma_wait,
-)
 from ._shaped import length as len
 from ._shared import LocalArray, SharedArray, dynamic_shared, local_array, shared_array
 from ._sync import (
@@ -151,6 +140,7 @@ from ._sync import (
     threadfence_block,
     threadfence_system,
 )
+from ._tma import tensor_map, tma_load
 from ._trace import TraceWarning, cast, where
 from ._types import (
     BlockDim,
@@ -178,6 +168,16 @@ from ._warp import (
     warp_min,
     warp_reduce,
     warp_sum,
+)
+from ._wgmma import (
+    fence_proxy_async,
+    smem_address,
+    swizzle,
+    wgmma,
+    wgmma_commit,
+    wgmma_descriptor,
+    wgmma_fence,
+    wgmma_wait,
 )
 
 #: ``tk.select(c, a, b)`` is ``tk.cond``: C's ``c ? a : b``; a side given as a function

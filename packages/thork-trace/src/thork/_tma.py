@@ -16,10 +16,9 @@ description of the same copy (base address, extents, row stride, box, swizzle).
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
-
 from thork_core import ArgumentError, TraceError, dt
 from thork_core.ir import Eval, Hopper
 
@@ -61,7 +60,7 @@ def tma_load(dst: Any, dst_index: Any, tmap: Any, col: Any, row: Any, bar: Any,
                                (d, tmap.expr, coords[0], coords[1], b))))
 
 
-def _fail(msg: str) -> None:
+def _fail(msg: str) -> NoReturn:
     raise ArgumentError(f"tk.tensor_map(): {msg}")
 
 
@@ -82,19 +81,7 @@ def tensor_map(array: Any, box: tuple[int, int], swizzle: int = 0) -> np.ndarray
         rows, cols = (int(box[0]), int(box[1]))
     except (TypeError, ValueError, IndexError):
         _fail(f"box must be (rows, cols), got {box!r}")
-    iface = getattr(array, "__cuda_array_interface__", None)
-    if iface is None and not isinstance(array, np.ndarray):
-        _fail(f"the array must be a NumPy array or a GPU array, got {type(array).__name__}")
-    if iface is not None:
-        shape, typestr = tuple(iface["shape"]), iface["typestr"]
-        ptr = int(iface["data"][0])
-        dtype = np.dtype(typestr) if "V" not in typestr else None
-        strides = iface.get("strides")
-    else:
-        shape, dtype, ptr = array.shape, array.dtype, array.ctypes.data
-        strides = array.strides
-    name = "bfloat16" if dtype is None or str(dtype) in ("bfloat16", "V2", "|V2") else \
-        np.dtype(dtype).name
+    ptr, shape, strides, name, on_gpu = _describe(array)
     if name not in _TMA_DTYPES:
         _fail(f"element type must be one of {', '.join(_TMA_DTYPES)}, got {name}")
     esize = 2 if name == "bfloat16" else np.dtype(name).itemsize
@@ -118,11 +105,34 @@ def tensor_map(array: Any, box: tuple[int, int], swizzle: int = 0) -> np.ndarray
     if swizzle and cols * esize > swizzle:
         _fail(f"with the {swizzle}-byte swizzle a box row must be at most {swizzle} bytes, "
               f"got {cols * esize}")
-    if iface is None:
+    if not on_gpu:
         words = [CPU_TENSOR_MAP_MAGIC, ptr, width, height, row_stride, cols, rows, esize,
                  swizzle] + [0] * 7
         return np.array(words, dtype=np.uint64)
     return _encode_gpu(ptr, name, width, height, row_stride, cols, rows, swizzle)
+
+
+def _describe(array: Any) -> tuple[int, tuple[int, ...], tuple[int, ...] | None, str, bool]:
+    """Address, shape, byte strides (None: contiguous), element type name and whether it is
+    GPU memory, of a NumPy array, a CUDA torch tensor or a ``__cuda_array_interface__``
+    array (a Thork DeviceArray...)."""
+    if isinstance(array, np.ndarray):
+        return array.ctypes.data, array.shape, array.strides, array.dtype.name, False
+    if callable(getattr(array, "data_ptr", None)) and getattr(array, "is_cuda", False):
+        es = int(array.element_size())  # torch: bfloat16 has no __cuda_array_interface__
+        return (int(array.data_ptr()), tuple(array.shape),
+                tuple(int(x) * es for x in array.stride()),
+                str(array.dtype).replace("torch.", ""), True)
+    iface = getattr(array, "__cuda_array_interface__", None)
+    if iface is None:
+        _fail(f"the array must be a NumPy array or a GPU array, got {type(array).__name__}")
+    dtype = getattr(array, "dtype", None)
+    name = getattr(dtype, "name", None)
+    if name is None:
+        name = np.dtype(iface["typestr"]).name
+    strides = iface.get("strides")
+    return (int(iface["data"][0]), tuple(iface["shape"]),
+            tuple(strides) if strides is not None else None, str(name), True)
 
 
 def _encode_gpu(ptr: int, name: str, width: int, height: int, row_stride: int, cols: int,
@@ -138,12 +148,16 @@ def _encode_gpu(ptr: int, name: str, width: int, height: int, row_stride: int, c
                                 "(pip install cuda-python)") from None
     swz = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B",
            64: "CU_TENSOR_MAP_SWIZZLE_64B", 128: "CU_TENSOR_MAP_SWIZZLE_128B"}[swizzle]
-    err, tmap = cu.cuTensorMapEncodeTiled(
-        cu.CUtensorMapDataType(_TMA_DTYPES[name]), 2, ptr, [width, height], [row_stride],
-        [cols, rows], [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(cu.CUtensorMapSwizzle, swz),
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    try:
+        err, tmap = cu.cuTensorMapEncodeTiled(
+            cu.CUtensorMapDataType(_TMA_DTYPES[name]), 2, ptr, [width, height], [row_stride],
+            [cols, rows], [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(cu.CUtensorMapSwizzle, swz),
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    except Exception as exc:  # no driver library, an old binding...: say what failed
+        raise ArgumentError(f"tk.tensor_map(): cuTensorMapEncodeTiled could not run "
+                            f"({type(exc).__name__}: {exc})") from exc
     if int(err) != 0:
         raise ArgumentError(f"tk.tensor_map(): cuTensorMapEncodeTiled failed ({err!r}) for "
                             f"a {height}x{width} {name} array, box {rows}x{cols}, "
