@@ -93,6 +93,60 @@ def test_environment_checks_names_against_installed_plugins():
         assert c.name in got["THORK_COMPILER"]
 
 
+def test_every_variable_the_packages_read_is_documented_by_thork_info():
+    """Each ``THORK_*`` name read in a package's source is in ``ENVIRONMENT``, so ``thork
+    info`` never calls a variable Thork reads 'not a variable Thork reads'."""
+    import re
+    from pathlib import Path
+
+    from thork_core._cli import ENVIRONMENT
+
+    root = Path(__file__).resolve().parents[2] / "packages"
+    read = set()
+    for src in root.glob("*/src/**/*.py"):
+        read |= set(re.findall(r"""environ(?:\.get\(|\[)\s*["'](THORK_[A-Z0-9_]+)""",
+                               src.read_text()))
+    assert {"THORK_DEBUG", "THORK_CACHE_DIR"} <= read  # the scan itself works
+    assert read <= set(ENVIRONMENT), sorted(read - set(ENVIRONMENT))
+    harness = {e["name"]: e["error"] for e in environment(
+        {"THORK_BENCH_TIMEOUT": "90", "THORK_FUZZ_SEED": "1", "THORK_DEBUGG": "1"})}
+    assert harness == {"THORK_BENCH_TIMEOUT": None, "THORK_FUZZ_SEED": None,
+                       "THORK_DEBUGG": "not a variable Thork reads"}
+
+
+@pytest.mark.parametrize("value, ok", [("native", True), ("python", True), ("ctypes", True),
+                                       (" Native ", True), ("bindings", False),
+                                       ("natve", False)])
+def test_launcher_variable_accepts_exactly_what_the_launcher_reads(monkeypatch, value, ok):
+    from thork_core._launch import launcher_choice
+
+    got = {e["name"]: e["error"] for e in environment({"THORK_LAUNCHER": value})}
+    monkeypatch.setenv("THORK_LAUNCHER", value)
+    if ok:
+        assert got["THORK_LAUNCHER"] is None
+        assert launcher_choice() == ("python" if value == "ctypes" else value.strip().lower())
+    else:
+        assert "expected one of native, python, ctypes" in got["THORK_LAUNCHER"]
+        with pytest.raises(thork_core.LaunchError, match=f"THORK_LAUNCHER='{value}'"):
+            launcher_choice()
+
+
+@pytest.mark.parametrize("raw, error", [("1048576", None), ("0", "positive"),
+                                        ("-5", "positive"), ("2GB", "whole number"),
+                                        ("1e9", "whole number")])
+def test_cache_size_variable_is_checked_and_a_bad_value_warns(monkeypatch, raw, error):
+    from thork_core._cache import _DEFAULT_MAX, CacheWarning, max_bytes
+
+    got = {e["name"]: e["error"] for e in environment({"THORK_CACHE_MAX_BYTES": raw})}
+    monkeypatch.setenv("THORK_CACHE_MAX_BYTES", raw)
+    if error is None:
+        assert got["THORK_CACHE_MAX_BYTES"] is None and max_bytes() == int(raw)
+    else:
+        assert error in got["THORK_CACHE_MAX_BYTES"]
+        with pytest.warns(CacheWarning, match="THORK_CACHE_MAX_BYTES"):
+            assert max_bytes() == _DEFAULT_MAX
+
+
 @pytest.mark.parametrize("n", [0, 1, 1023, 1024, 1536, 5 * 1024**2 + 1, 3 * 1024**3])
 def test_human_size(n):
     text = human_size(n)

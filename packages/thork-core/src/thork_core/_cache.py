@@ -36,6 +36,7 @@ import os
 import stat
 import struct
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -119,11 +120,23 @@ def cache_dir() -> Path:
 def max_bytes() -> int:
     """``THORK_CACHE_MAX_BYTES`` (bytes; default 2 GiB): the size eviction keeps below."""
     raw = os.environ.get("THORK_CACHE_MAX_BYTES", "")
-    try:
-        value = int(raw) if raw.strip() else _DEFAULT_MAX
-    except ValueError:
+    if not raw.strip():
         return _DEFAULT_MAX
-    return value if value > 0 else _DEFAULT_MAX
+    error = max_bytes_error(raw)
+    if error is not None:  # a typo must not silently change the cache's size
+        warnings.warn(f"THORK_CACHE_MAX_BYTES={raw!r} ignored: {error}; using the default "
+                      f"{_DEFAULT_MAX} bytes", CacheWarning, stacklevel=2)
+        return _DEFAULT_MAX
+    return int(raw)
+
+
+def max_bytes_error(raw: str) -> str | None:
+    """Why ``raw`` is not a valid ``THORK_CACHE_MAX_BYTES`` value, or None."""
+    try:
+        value = int(raw)
+    except ValueError:
+        return "expected a whole number of bytes"
+    return None if value > 0 else "expected a positive number of bytes"
 
 
 def _secure(path: str) -> str:

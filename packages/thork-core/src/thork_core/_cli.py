@@ -33,7 +33,8 @@ def _is_bool(value: str) -> str | None:
 
 
 def _is_launcher(value: str) -> str | None:
-    ok = ("native", "ctypes", "bindings")
+    from ._launch import LAUNCHERS as ok
+
     return None if value.strip().lower() in ok else f"expected one of {', '.join(ok)}"
 
 
@@ -76,6 +77,19 @@ def _is_target(value: str) -> str | None:
     return None if value in names else f"no target of that name; installed: {', '.join(names)}"
 
 
+def _is_cache_size(value: str) -> str | None:
+    from ._cache import max_bytes_error
+
+    return max_bytes_error(value)
+
+
+def _is_name_list(value: str) -> str | None:
+    names = [n.strip() for n in value.split(",")]
+    if not all(n.isidentifier() for n in names):
+        return "expected comma-separated names (address,undefined,...)"
+    return None
+
+
 def _is_plugin_list(value: str) -> str | None:
     names = [n.strip() for n in value.split(",")]
     if any(not n for n in names) and value.strip():
@@ -91,14 +105,24 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "THORK_CACHE_DIR": ("the cache folder", _is_folder),
     "THORK_DISABLE_PLUGINS": ("entry-point names of plugins not to load", _is_plugin_list),
     "THORK_PLUGINS_AUTOLOAD": ("0: load no plugin from entry points", _is_bool),
-    "THORK_LAUNCHER": ("GPU launch path: native, ctypes, bindings", _is_launcher),
+    "THORK_LAUNCHER": ("GPU launch path: native, python (or ctypes)", _is_launcher),
     "THORK_NATIVE": ("0: do not build the native launch module", _is_bool),
     "THORK_NVCC": ("the nvcc to use", _is_file),
     "THORK_CLANG": ("the clang++ to use", _is_file),
     "THORK_CLANG_FALLBACK": ("0: no nvcc fallback when clang fails", _is_bool),
+    "THORK_CACHE_MAX_BYTES": ("the size the cache is kept below by eviction, in bytes "
+                              "(default 2 GiB)", _is_cache_size),
+    "THORK_DEBUG": ("1: build every kernel and pipe in debug mode (bounds checks)", _is_bool),
+    "THORK_CPU_SANITIZE": ("CPU target: build with these sanitizers (address,undefined,"
+                           "thread,leak)", _is_name_list),
     "THORK_CACHE_BUNDLE": ("an ahead-of-time bundle (`thork precompile`) consulted before "
                            "the disk cache", _is_folder),
 }
+
+
+#: Prefixes of variables read by Thork's own tests, benches and CI, not by the library.
+_HARNESS = ("THORK_TEST_", "THORK_BENCH_", "THORK_FUZZ_", "THORK_CI_", "THORK_SANITIZER_",
+            "THORK_MUTATION")
 
 
 def environment(env: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -119,7 +143,7 @@ def environment(env: dict[str, str] | None = None) -> list[dict[str, Any]]:
                         "error": error})
         else:
             out.append({"name": name, "value": value, "known": False, "what": "",
-                        "error": None if name.startswith("THORK_TEST_") else
+                        "error": None if name.startswith(_HARNESS) else
                         "not a variable Thork reads"})
     return out
 

@@ -77,10 +77,21 @@ def param_kinds(params: Sequence[Param]) -> str:
     return "".join(out)
 
 
+#: The values ``THORK_LAUNCHER`` accepts (``ctypes`` is a synonym of ``python``).
+LAUNCHERS = ("native", "python", "ctypes")
+
+
 def launcher_choice() -> str:
     """``THORK_LAUNCHER``: ``native`` (default: the C launcher where it can be built) or
-    ``python`` (``ctypes`` is accepted as a synonym): :class:`PyLauncher` always."""
-    choice = os.environ.get("THORK_LAUNCHER", "native").strip().lower() or "native"
+    ``python`` (``ctypes`` is accepted as a synonym): :class:`PyLauncher` always. Any
+    other value raises :class:`~thork_core.LaunchError` (a typo must not silently pick
+    the slow path)."""
+    raw = os.environ.get("THORK_LAUNCHER", "native")
+    choice = raw.strip().lower() or "native"
+    if choice not in LAUNCHERS:
+        from ._errors import LaunchError
+
+        raise LaunchError(f"THORK_LAUNCHER={raw!r}: expected one of {', '.join(LAUNCHERS)}")
     return "python" if choice == "ctypes" else choice
 
 
