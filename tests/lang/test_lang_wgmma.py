@@ -19,6 +19,18 @@ u64, i32, u32 = tk.dt.uint64, tk.dt.int32, tk.dt.uint32
 P = tk.DevicePointer
 
 
+@pytest.fixture
+def hopper(target):
+    """The ``target`` fixture, skipping GPUs other than sm_90 (where these kernels are an
+    ArchError: test_hopper_kernels_need_sm90 checks that)."""
+    if target == "gpu":
+        from thork_core import gpu_arch
+
+        if not gpu_arch().startswith("sm_90"):
+            pytest.skip(f"the GPU is {gpu_arch()}, not a Hopper (sm_90)")
+    return target
+
+
 # -- PTX facts, written out ---------------------------------------------------------------
 def d_coord(tid, i):
     """(row, col) of accumulator register i of thread tid (0..127) of the warpgroup:
@@ -108,7 +120,8 @@ def _kfirst_sum(a, b, c):
 
 
 @pytest.mark.parametrize("n,dtype", [(8, "float16"), (32, "bfloat16"), (256, "float16")])
-def test_wgmma_fragment_and_values(target, rng, n, dtype):
+def test_wgmma_fragment_and_values(hopper, rng, n, dtype):
+    target = hopper
     if dtype == "bfloat16":
         pytest.importorskip("ml_dtypes")
     kern = _plain_kernel(n, {"float16": f16, "bfloat16": bf16}[dtype])
@@ -133,6 +146,17 @@ def test_wgmma_fragment_and_values(target, rng, n, dtype):
 
 
 # -- TMA (swizzled) + mbarrier + wgmma over several k16 steps -------------------------------
+def _map(target, array, box, sw, keep):
+    """The tensor map of ``array`` for ``target``: of a device copy on the GPU (the driver's
+    CUtensorMap, the copy kept alive in ``keep``), of the NumPy array itself on the CPU."""
+    if target == "gpu":
+        from thork_core import DeviceArray
+
+        keep.append(DeviceArray.from_host(np.ascontiguousarray(array)))
+        return tk.tensor_map(keep[-1], box, sw)
+    return tk.tensor_map(array, box, sw)
+
+
 def _tma_kernel(sw, n):
     cols = sw // 2  # 16-bit elements per swizzled row: the K tile
 
@@ -171,15 +195,15 @@ def _tma_kernel(sw, n):
 
 
 @pytest.mark.parametrize("sw,n", [(128, 16), (64, 64), (32, 8)])
-def test_tma_swizzled_wgmma_with_out_of_bounds(target, rng, sw, n):
-    if target == "gpu":
-        pytest.skip("tk.tensor_map of a GPU array: see test_tma_gpu (needs the driver)")
+def test_tma_swizzled_wgmma_with_out_of_bounds(hopper, rng, sw, n):
+    target = hopper
     cols = sw // 2
     m, k, nn = 51, cols - 8, n - 3  # odd sizes: TMA zero-fills rows, columns and K
     a = _odd(rng, (m, k), np.float16)
     b = _odd(rng, (nn, k), np.float16)
     d = poisoned((m, nn), np.float32)
-    ta, tb = tk.tensor_map(a, (64, cols), sw), tk.tensor_map(b, (n, cols), sw)
+    keep: list = []
+    ta, tb = _map(target, a, (64, cols), sw, keep), _map(target, b, (n, cols), sw, keep)
     _tma_kernel(sw, n)[1, 128](ta, tb, d, m, nn, target=target)
     np.testing.assert_array_equal(d, a.astype(np.float32) @ b.astype(np.float32).T)
 
@@ -202,17 +226,18 @@ def tma_raw(tmap: P[u64], out: P[tk.dt.uint16], rows: i32, cols: i32, x: i32, y:
 
 
 @pytest.mark.parametrize("sw", [0, 32, 64, 128])
-def test_tma_shared_layout_is_the_swizzle(target, rng, sw):
+def test_tma_shared_layout_is_the_swizzle(hopper, rng, sw):
     """The shared tile after a TMA load: element (r, c) of the box at byte
-    swizzle(r * row_bytes + 2c) (the tile is 1024-byte aligned), zeros outside the array."""
-    if target == "gpu":
-        pytest.skip("tk.tensor_map of a GPU array: see test_tma_gpu (needs the driver)")
+    swizzle(r * row_bytes + 2c) (the tile is 1024-byte aligned), zeros outside the array.
+    On the GPU this checks the model against the hardware's TMA."""
+    target = hopper
     cols = (sw or 64) // 2
     rows = 24
     src = rng.integers(1, 60000, (37, 72)).astype(np.uint16)
     x, y = 56, 20  # the box hangs over the right and bottom edges
     out = poisoned((rows * cols,), np.uint16)
-    tma_raw[1, 128](tk.tensor_map(src, (rows, cols), sw), out, rows, cols, x, y,
+    keep: list = []
+    tma_raw[1, 128](_map(target, src, (rows, cols), sw, keep), out, rows, cols, x, y,
                     target=target)
     want = np.zeros(rows * cols, np.uint16)
     for r in range(rows):
@@ -270,7 +295,8 @@ def test_wrong_map_and_partial_warpgroup_fail_the_launch():
                     target="cpu")
 
 
-def test_mbarrier_phases_and_deadlock(target):
+def test_mbarrier_phases_and_deadlock(hopper):
+    target = hopper
     @tk.jit
     def phases(out: P[i32], rounds: i32):
         """Warp 1 produces a value per round; warp 0 waits on 'full' (parity flips each
@@ -399,22 +425,3 @@ def test_wgmma_errors():
         bar = tk.shared_array(u64, (1,))
         tk.tma_load(s, 0, x, 0, 0, bar, 0)
     assert "uint64 array parameter" in trace(not_a_map)
-
-
-@pytest.mark.gpu
-def test_tma_gpu(rng):
-    """On an H200: the driver's tensor map, a TMA load and the swizzle land where the
-    CPU model puts them, and the swizzled TMA + wgmma path multiplies right."""
-    cols, rows, sw = 64, 24, 128
-    src = rng.integers(1, 60000, (37, 72)).astype(np.uint16)
-    dsrc = tk.to_device(src) if hasattr(tk, "to_device") else src
-    out = poisoned((rows * cols,), np.uint16)
-    tma_raw[1, 128](tk.tensor_map(dsrc, (rows, cols), sw), out, rows, cols, 56, 20,
-                    target="gpu")
-    want = np.zeros(rows * cols, np.uint16)
-    for r in range(rows):
-        for c in range(cols):
-            yy, xx = 20 + r, 56 + c
-            v = src[yy, xx] if yy < 37 and xx < 72 else 0
-            want[tk.swizzle((r * cols + c) * 2, sw) // 2] = v
-    np.testing.assert_array_equal(out, want)
