@@ -258,8 +258,10 @@ def test_tensor_map_validation():
         tk.tensor_map(np.zeros((8, 9), np.float16), (8, 8))
     with pytest.raises(tk.ArgumentError, match="address must be a multiple of 16"):
         tk.tensor_map(np.zeros((8, 80), np.uint8)[:, 1:65], (8, 16))
-    with pytest.raises(tk.ArgumentError, match="at most 64"):
+    with pytest.raises(tk.ArgumentError, match="exactly 64 bytes"):
         tk.tensor_map(np.zeros((8, 64), np.float16), (8, 64), swizzle=64)
+    with pytest.raises(tk.ArgumentError, match="exactly 128 bytes"):
+        tk.tensor_map(np.zeros((8, 64), np.float16), (8, 32), swizzle=128)
     with pytest.raises(tk.ArgumentError, match="2-D"):
         tk.tensor_map(np.zeros(64, np.float16), (8, 8))
     with pytest.raises(tk.ArgumentError, match="swizzle must be"):

@@ -71,7 +71,7 @@ def tensor_map(array: Any, box: tuple[int, int], swizzle: int = 0) -> np.ndarray
     Checked here, with an :class:`ArgumentError` naming the rule: the base address and the
     row stride multiples of 16 bytes, the stride below 2**40 bytes, each box extent from 1
     to 256, the box's row (cols x element size) a multiple of 16 bytes and, with a swizzle,
-    at most the swizzle width. A NumPy array gives the CPU model's map; a GPU array
+    exactly the swizzle width (the rows a swizzled wgmma descriptor reads). A NumPy array gives the CPU model's map; a GPU array
     (``DeviceArray``, a CUDA torch tensor: anything with ``__cuda_array_interface__``)
     the driver's ``CUtensorMap`` (needs cuda-python). The array must outlive the map's use.
     """
@@ -102,9 +102,11 @@ def tensor_map(array: Any, box: tuple[int, int], swizzle: int = 0) -> np.ndarray
             _fail(f"box {what} must be from 1 to 256, got {n}")
     if cols * esize % 16:
         _fail(f"a box row ({cols} x {esize} bytes) must be a multiple of 16 bytes")
-    if swizzle and cols * esize > swizzle:
-        _fail(f"with the {swizzle}-byte swizzle a box row must be at most {swizzle} bytes, "
-              f"got {cols * esize}")
+    if swizzle and cols * esize != swizzle:
+        # The driver allows shorter rows; their shared layout is not what wgmma's swizzled
+        # descriptors read (rows of exactly the swizzle width), so Thork does not offer it.
+        _fail(f"with the {swizzle}-byte swizzle a box row must be exactly {swizzle} bytes "
+              f"({swizzle // esize} elements), got {cols * esize}")
     if not on_gpu:
         words = [CPU_TENSOR_MAP_MAGIC, ptr, width, height, row_stride, cols, rows, esize,
                  swizzle] + [0] * 7
