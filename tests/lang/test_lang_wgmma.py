@@ -9,6 +9,8 @@ CPU results are compared bit-exactly with NumPy doing the same; on the GPU withi
 tensor cores' bound. No GPU here: the GPU paths compile to cubin for sm_90a.
 """
 
+import pickle
+
 import numpy as np
 import pytest
 import thork as tk
@@ -350,6 +352,8 @@ def test_hopper_kernels_need_sm90(monkeypatch):
         assert (e.kernel, e.feature, e.arch) == ("wg_plain", "fence.proxy.async", arch)
         assert "sm_90a" in str(e) and arch in str(e) and "wg_plain" in str(e)
         assert isinstance(e, tk.CompileError)
+        again = pickle.loads(pickle.dumps(e))
+        assert (again.kernel, again.arch, str(again)) == (e.kernel, e.arch, str(e))
     # the device description: THORK_ARCH stands for the GPU a build targets
     from thork_core import gpu_arch
     from thork_core._build import resolve_arch

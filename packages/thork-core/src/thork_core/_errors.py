@@ -38,6 +38,11 @@ class ArchError(CompileError):
         self.kernel = kernel
         self.feature = feature
         self.arch = arch
+        self.need = need
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:
+        # Pickles (process pools, Dask) rebuild it from its fields, not from the message.
+        return (type(self), (self.kernel, self.feature, self.arch, self.need))
 
 
 class LaunchError(ThorkError):
