@@ -32,7 +32,6 @@ from thork_core.ir import (
     Atomic,
     BlockReduce,
     DType,
-    Hopper,
     PointerType,
     Print,
     SharedDecl,
@@ -703,14 +702,11 @@ class CppRenderer(Renderer):
         return (f"thork_shfl<{t.ctype}>(thork_blk, {_WARP_MODE[e.op]}, {mask}, {value}, "
                 f"{lane}, {width})")
 
-    def hopper(self, e: Hopper) -> str:
-        if e.op.startswith("wgmma.m64n"):
-            shape, name = e.op.split(".")[1:]
-            args = [self.expr(a) for a in e.args]
-            acc = f"thork_vec<float, {len(args) - 3}>{{{{{', '.join(args[3:])}}}}}"
-            return (f"thork_wgmma<{int(shape[4:-3])}, {int(name == 'bf16')}>"
-                    f"(thork_blk, {', '.join(args[:3])}, {acc})")
-        return super().hopper(e)
+    def hopper_helper(self, op: str) -> str:
+        if op.startswith("wgmma.m64n"):  # one template for every shape and input type
+            shape, name = op.split(".")[1:]
+            return f"thork_wgmma<{int(shape[4:-3])}, {int(name == 'bf16')}>"
+        return super().hopper_helper(op)
 
     def async_copy(self, s: AsyncCopy) -> str:
         dst = f"({self.expr(s.dst)} + {self.expr(s.dst_index)})"

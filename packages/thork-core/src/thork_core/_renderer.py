@@ -652,7 +652,11 @@ class Renderer:
         if e.op.startswith("wgmma.m64n"):
             acc = f"thork_vec<float, {len(args) - 3}>{{{{{', '.join(args[3:])}}}}}"
             args = [*args[:3], acc]
-        return f"{helper_name(e.op)}({', '.join([*self.hopper_context, *args])})"
+        return f"{self.hopper_helper(e.op)}({', '.join([*self.hopper_context, *args])})"
+
+    def hopper_helper(self, op: str) -> str:
+        """The name of the helper implementing Hopper operation ``op``."""
+        return helper_name(op)
 
     def binary(self, e: Binary) -> str:
         operand_t = e.lhs.type

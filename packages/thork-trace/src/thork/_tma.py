@@ -71,7 +71,8 @@ def tensor_map(array: Any, box: tuple[int, int], swizzle: int = 0) -> np.ndarray
     Checked here, with an :class:`ArgumentError` naming the rule: the base address and the
     row stride multiples of 16 bytes, the stride below 2**40 bytes, each box extent from 1
     to 256, the box's row (cols x element size) a multiple of 16 bytes and, with a swizzle,
-    exactly the swizzle width (the rows a swizzled wgmma descriptor reads). A NumPy array gives the CPU model's map; a GPU array
+    exactly the swizzle width (the rows a swizzled wgmma descriptor reads). A NumPy array
+    gives the CPU model's map; a GPU array
     (``DeviceArray``, a CUDA torch tensor: anything with ``__cuda_array_interface__``)
     the driver's ``CUtensorMap`` (needs cuda-python). The array must outlive the map's use.
     """
