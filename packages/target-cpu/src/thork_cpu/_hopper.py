@@ -102,6 +102,14 @@ THORK_FN void thork_mbarrier_wait(thork_block* b, void* p, unsigned int parity) 
   thork_mbar* m = (thork_mbar*)p;
   while (m->phase == (parity & 1u)) thork_yield(b, b->cur);  // phase 'parity' not done yet
 }
+// A failed try lets the other threads run (so a spin loop around it makes progress, and one
+// that never can is found by the deadlock check).
+THORK_FN bool thork_mbarrier_try_wait(thork_block* b, void* p, unsigned int parity) {
+  thork_mbar* m = (thork_mbar*)p;
+  if (m->phase != (parity & 1u)) return true;
+  thork_yield(b, b->cur);
+  return m->phase != (parity & 1u);
+}
 // TMA: the CPU tensor map (tk.tensor_map of a NumPy array): magic, base, width, height,
 // row stride (bytes), box cols, box rows, element size, swizzle (bytes).
 THORK_FN void thork_tma_load_2d(thork_block* b, void* dst, const unsigned long long* map,

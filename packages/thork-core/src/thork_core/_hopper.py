@@ -39,13 +39,15 @@ THORK_FN void thork_mbarrier_expect_tx(const void* bar, unsigned int bytes) {
   asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }"
                :: "r"(thork_smem_addr32(bar)), "r"(bytes) : "memory");
 }
+THORK_FN bool thork_mbarrier_try_wait(const void* bar, unsigned int parity) {
+  unsigned int done;
+  asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+               "selp.u32 %0, 1, 0, p; }"
+               : "=r"(done) : "r"(thork_smem_addr32(bar)), "r"(parity) : "memory");
+  return done != 0u;
+}
 THORK_FN void thork_mbarrier_wait(const void* bar, unsigned int parity) {
-  const unsigned int a = thork_smem_addr32(bar);
-  unsigned int done = 0;
-  while (!done) {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-                 "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(a), "r"(parity) : "memory");
-  }
+  while (!thork_mbarrier_try_wait(bar, parity)) { }
 }
 // A 2-D TMA tile load; the tensor map lives in global memory (built on the host, copied
 // before the launch, so no tensormap proxy fence is needed).

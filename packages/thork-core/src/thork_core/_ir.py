@@ -263,13 +263,15 @@ WGMMA_N = (8, 16, 32, 64, 128, 256)
 #: ``mbarrier.init``: (Offset to a uint64 barrier, count uint32); ``mbarrier.arrive``:
 #: (barrier,); ``mbarrier.expect_tx``: (barrier, bytes uint32) — arrive and expect
 #: ``bytes``; ``mbarrier.wait``: (barrier, parity uint32) — block until the phase of that
-#: parity completed; ``tma.load.2d``: (destination Offset into shared, tensor map uint64
-#: pointer, column int32, row int32, barrier). Layouts: docs/language-wgmma.md.
+#: parity completed; ``mbarrier.try_wait``: the same args → bool, whether it completed;
+#: ``tma.load.2d``: (destination Offset into shared, tensor map uint64 pointer, column
+#: int32, row int32, barrier). Layouts: docs/language-wgmma.md.
 HOPPER_OPS = frozenset(
     {f"wgmma.m64n{n}k16.{t}" for n in WGMMA_N for t in ("f16", "bf16")}
     | {f"wgmma.wait.{n}" for n in range(8)}
     | {"wgmma.fence", "wgmma.commit", "fence.proxy.async", "smem_addr", "mbarrier.init",
-       "mbarrier.arrive", "mbarrier.expect_tx", "mbarrier.wait", "tma.load.2d"})
+       "mbarrier.arrive", "mbarrier.expect_tx", "mbarrier.wait", "mbarrier.try_wait",
+       "tma.load.2d"})
 
 
 @dataclass(frozen=True, eq=False)

@@ -111,7 +111,13 @@ from ._math import (
     tanh,
     trunc,
 )
-from ._mbarrier import mbarrier_arrive, mbarrier_expect_tx, mbarrier_init, mbarrier_wait
+from ._mbarrier import (
+    mbarrier_arrive,
+    mbarrier_expect_tx,
+    mbarrier_init,
+    mbarrier_try_wait,
+    mbarrier_wait,
+)
 from ._mma import cp_async, cp_async_commit, cp_async_wait, ldmatrix, mma
 from ._print import print_ as print
 from ._random import (
@@ -217,6 +223,7 @@ __all__ = [
     "wgmma", "wgmma_descriptor", "wgmma_fence", "wgmma_commit", "wgmma_wait",
     "fence_proxy_async", "smem_address", "swizzle", "tma_load", "tensor_map",
     "mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait",
+    "mbarrier_try_wait",
     # math
     "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
     "copysign", "cos", "cosh", "erf", "erfc", "exp", "exp2", "exp10", "expm1", "floor", "fma",

@@ -14,10 +14,10 @@ from typing import Any
 from thork_core import TraceError, dt
 from thork_core.ir import Eval, Hopper, Offset, PointerType
 
-from ._trace import Memory, _to, as_value, current
+from ._trace import Memory, Value, _to, as_value, current
 
 __all__ = ["mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait",
-           "barrier_operand"]
+           "mbarrier_try_wait", "barrier_operand"]
 
 
 def barrier_operand(who: str, bar: Any, index: Any) -> Offset:
@@ -73,3 +73,12 @@ def mbarrier_wait(bar: Any, index: Any, parity: Any) -> None:
     op = barrier_operand("tk.mbarrier_wait()", bar, index)
     p = _u32("tk.mbarrier_wait()", "parity", parity)
     current().emit(Eval(Hopper(None, "mbarrier.wait", (op, p))))  # type: ignore[arg-type]
+
+
+def mbarrier_try_wait(bar: Any, index: Any, parity: Any) -> Value:
+    """Whether the phase of ``bar[index]`` with parity ``parity`` completed (bool), waiting
+    a hardware-chosen while first (PTX ``mbarrier.try_wait.parity.shared::cta.b64``): for
+    loops that do other work between tries. :func:`mbarrier_wait` is the plain loop."""
+    op = barrier_operand("tk.mbarrier_try_wait()", bar, index)
+    p = _u32("tk.mbarrier_try_wait()", "parity", parity)
+    return Value(current().temp(Hopper(dt.bool, "mbarrier.try_wait", (op, p)), "ready"))
