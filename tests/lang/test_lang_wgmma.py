@@ -345,13 +345,14 @@ def test_mbarrier_phases_and_deadlock(hopper):
 # -- targeting -----------------------------------------------------------------------------
 def test_hopper_kernels_need_sm90(monkeypatch):
     kern = _plain_kernel(16, f16)
-    assert kern.ir.hopper_feature == "fence.proxy.async"
+    assert kern.ir.hopper_feature == "tk.wgmma"
+    assert tma_raw.ir.hopper_feature == "tk.tma_load"
     assert kern.ir.min_sm == 90
     for arch in ("sm_80", "sm_89", "sm_100", "sm_120"):
         with pytest.raises(tk.ArchError) as info:
             kern.artifact(arch, compiler="nvrtc" if has_plugin("nvrtc") else None)
         e = info.value
-        assert (e.kernel, e.feature, e.arch) == ("wg_plain", "fence.proxy.async", arch)
+        assert (e.kernel, e.feature, e.arch) == ("wg_plain", "tk.wgmma", arch)
         assert "sm_90a" in str(e) and arch in str(e) and "wg_plain" in str(e)
         assert isinstance(e, tk.CompileError)
         again = pickle.loads(pickle.dumps(e))

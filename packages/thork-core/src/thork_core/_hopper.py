@@ -7,9 +7,9 @@ sm_90): :func:`thork_core._build.resolve_arch` compiles such kernels for ``sm_90
 
 from __future__ import annotations
 
-from ._ir import Hopper, KernelIR, stmt_exprs, walk_exprs, walk_stmts
+from ._ir import KernelIR, hopper_ops
 
-__all__ = ["cuda_hopper_helpers", "hopper_ops", "helper_name"]
+__all__ = ["cuda_hopper_helpers", "helper_name"]
 
 _COMMON = r"""
 THORK_FN void thork_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -75,13 +75,6 @@ def _wgmma_helper(n: int, name: str) -> str:
         f'      : {outs}\n'
         '      : "l"(da), "l"(db), "r"(scale_d) : "memory");\n'
         "  return d;\n}\n")
-
-
-def hopper_ops(kernel: KernelIR) -> set[str]:
-    """The :class:`Hopper` operations the kernel and its device functions use."""
-    return {e.op for body in [kernel.body] + [f.body for f in kernel.functions]
-            for s in walk_stmts(body) for top in stmt_exprs(s) for e in walk_exprs(top)
-            if isinstance(e, Hopper)}
 
 
 def helper_name(op: str) -> str:

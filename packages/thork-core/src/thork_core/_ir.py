@@ -23,7 +23,7 @@ __all__ = [
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
     "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
     "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS", "Hopper",
-    "HOPPER_OPS", "WGMMA_N", "uses_hopper",
+    "HOPPER_OPS", "WGMMA_N", "uses_hopper", "hopper_ops",
 ]
 
 
@@ -570,8 +570,9 @@ class KernelIR:
 
     @cached_property
     def hopper_feature(self) -> str | None:
-        """The first Hopper-only operation the kernel uses (``wgmma``, ``mbarrier``,
-        ``tma``...), or None: such a kernel compiles for ``sm_90a`` and nothing else."""
+        """The Hopper-only feature the kernel uses (``tk.wgmma``, ``tk.tma_load``,
+        ``tk.mbarrier``...), or None: such a kernel compiles for ``sm_90a`` and nothing
+        else. Cached, as :attr:`cooperative`."""
         return uses_hopper(self)
 
     def param(self, name: str) -> Param:
@@ -661,14 +662,23 @@ def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
         yield from walk_exprs(e.pred)
 
 
+#: How errors name each family of Hopper operations, most significant first.
+_HOPPER_FEATURES = (("wgmma.m64n", "tk.wgmma"), ("tma.", "tk.tma_load"),
+                    ("mbarrier.", "tk.mbarrier"), ("wgmma.", "tk.wgmma_fence/commit/wait"),
+                    ("fence.proxy.async", "tk.fence_proxy_async"),
+                    ("smem_addr", "tk.smem_address"))
+
+
+def hopper_ops(kernel: KernelIR) -> set[str]:
+    """The :class:`Hopper` operations the kernel and its device functions use."""
+    return {e.op for body in [kernel.body] + [f.body for f in kernel.functions]
+            for s in walk_stmts(body) for top in stmt_exprs(s) for e in walk_exprs(top)
+            if isinstance(e, Hopper)}
+
+
 def uses_hopper(kernel: KernelIR) -> str | None:
-    """The first :class:`Hopper` operation (its family: ``wgmma``, ``mbarrier``, ``tma``,
-    ``fence.proxy.async``, ``smem_addr``) in the kernel or a device function it calls."""
-    for body in [kernel.body] + [f.body for f in kernel.functions]:
-        for s in walk_stmts(body):
-            for top in stmt_exprs(s):
-                for e in walk_exprs(top):
-                    if isinstance(e, Hopper):
-                        return "fence.proxy.async" if e.op == "fence.proxy.async" \
-                            else e.op.split(".", 1)[0]
-    return None
+    """The most significant Hopper feature the kernel (or a device function it calls) uses,
+    as errors name it (``tk.wgmma``, ``tk.tma_load``, ``tk.mbarrier``...), or None."""
+    ops = hopper_ops(kernel)
+    return next((name for prefix, name in _HOPPER_FEATURES
+                 if any(op.startswith(prefix) for op in ops)), None)
