@@ -364,6 +364,15 @@ def test_hopper_kernels_need_sm90(monkeypatch):
     monkeypatch.setenv("THORK_ARCH", "sm_89")
     with pytest.raises(tk.ArchError, match="sm_89"):
         resolve_arch(kern.ir, gpu_arch())
+    # the launch's build path on a GPU that describes itself as sm_80 / sm_100: the error
+    # comes before anything is compiled or loaded (no GPU needed)
+    from thork_core._build import build
+    from thork_core._gpu import GpuTarget
+
+    for arch in ("sm_80", "sm_100"):
+        fake = type("FakeGpu", (GpuTarget,), {"arch": lambda self, a=arch: a})
+        with pytest.raises(tk.ArchError, match=f"wg_plain.*tk.wgmma.*{arch}"):
+            build(kern.ir, kern.cuda_source, fake(), object())  # type: ignore[arg-type]
     assert resolve_arch(kern.ir, "sm_90") == "sm_90a"
     assert resolve_arch(kern.ir, "cpu") == "cpu"
 
