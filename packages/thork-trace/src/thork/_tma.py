@@ -72,9 +72,9 @@ def tensor_map(array: Any, box: tuple[int, int], swizzle: int = 0) -> np.ndarray
     row stride multiples of 16 bytes, the stride below 2**40 bytes, each box extent from 1
     to 256, the box's row (cols x element size) a multiple of 16 bytes and, with a swizzle,
     exactly the swizzle width (the rows a swizzled wgmma descriptor reads). A NumPy array
-    gives the CPU model's map; a GPU array
-    (``DeviceArray``, a CUDA torch tensor: anything with ``__cuda_array_interface__``)
-    the driver's ``CUtensorMap`` (needs cuda-python). The array must outlive the map's use.
+    gives the CPU model's map; a GPU array (``DeviceArray``, a CUDA torch tensor: anything
+    with ``__cuda_array_interface__``) the driver's ``CUtensorMap`` (needs the
+    cuda-bindings package). The array must outlive the map's use.
     """
     if swizzle not in SWIZZLE_MODES or isinstance(swizzle, bool):
         _fail(f"swizzle must be 0, 32, 64 or 128 (bytes), got {swizzle!r}")
@@ -147,8 +147,9 @@ def _encode_gpu(ptr: int, name: str, width: int, height: int, row_stride: int, c
         try:
             from cuda import cuda as cu  # type: ignore[no-redef]
         except ImportError:
-            raise ArgumentError("tk.tensor_map(): a GPU array needs cuda-python "
-                                "(pip install cuda-python)") from None
+            raise ArgumentError("tk.tensor_map(): a GPU array needs the CUDA driver bindings "
+                                "(cuda-bindings, which thork-backend-nvrtc brings: pip "
+                                "install --find-links wheelhouse 'thork[nvrtc]')") from None
     swz = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B",
            64: "CU_TENSOR_MAP_SWIZZLE_64B", 128: "CU_TENSOR_MAP_SWIZZLE_128B"}[swizzle]
     try:
