@@ -52,7 +52,8 @@ COMBINATIONS = {
     "core+trace+nvrtc": ["core", "trace", "nvrtc"],
     "core+trace+cpu": ["core", "trace", "cpu"],
 }
-TEST_DEPS = ["pytest>=8", "hypothesis>=6", "ml_dtypes>=0.4", "opencv-python-headless>=4.8"]
+TEST_DEPS = ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6", "ml_dtypes>=0.4",
+             "opencv-python-headless>=4.8"]
 #: Tests every install runs (the CLI, the plugin registry, the seed example), then the
 #: tests of what each extra adds. The whole suite runs per extra in the rotation.
 SMOKE = ["tests/core/test_cli.py", "tests/plugins/test_plugin_api.py", "tests/lang/test_seed.py"]
@@ -117,7 +118,9 @@ def _check_installed(session: nox.Session, extra: str) -> None:
 
 def _pytest(session: nox.Session, files: list[str], **env: str) -> None:
     files = [f for f in files if (ROOT / f).exists()]
-    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *files,
+    # The whole suite on every core (pytest-xdist); a few smoke files are quicker in one.
+    workers = ["-n", "auto"] if files == ["tests"] else []
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *workers, *files,
                 *session.posargs, env=env, success_codes=[0, 5])
 
 

@@ -183,6 +183,13 @@ def test_pipe_device_checks():
         pipe(x, device=-2)
     with pytest.raises(DeviceError, match=r"out\[0\] is on cuda:1, the call runs on cuda:0"):
         pipe(x, out=FakeDL(2, 1))
+    # A divergent pipe follows the same rule (the host batch runs on "device 0").
+    div = fkl.compose_divergent([0, 0], [fkl.TensorRead(), fkl.Mul(3.0), fkl.TensorWrite()],
+                                target="cpu")
+    xs = np.stack([x, x + 1])[..., None].repeat(3, axis=-1)  # (N, H, W, C)
+    np.testing.assert_allclose(div(xs)[0], xs * 3)
+    with pytest.raises(DeviceError, match=r"out\[0\] is on cuda:1, the call runs on cuda:0"):
+        div(xs, out=[FakeDL(2, 1)])
     with pytest.raises(DeviceError, match=r"fkl.CircularTensor: the cpu target has no CUDA"):
         fkl.CircularTensor(8, 4, batch=2, target="cpu", device=1)
     with pytest.raises(DeviceError, match=r"fkl.CircularTensor: device must be"):

@@ -169,10 +169,26 @@ def test_dlpack_export_of_a_buffer_on_device_1(rng):
     np.testing.assert_array_equal(t.cpu().numpy(), x)
 
 
-def test_divergent_pipes_refuse_device_1_by_name():
+def test_divergent_pipes_on_both_gpus_from_two_threads(rng):
+    """One divergent pipe called from a thread per device: each call runs where its batch
+    is (kernel, tables and outputs there), results against NumPy; an out= on the other
+    device is refused by name."""
     fkl = pytest.importorskip("fkl")
-    div = fkl.compose_divergent([0], [fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite()],
-                                target="gpu")
-    x = fkl.DeviceBuffer.from_host(np.ones((1, 5, 7), np.float32), device=1)
-    with pytest.raises(DeviceError, match=r"fkl.Divergent: the input is on cuda:1"):
-        div(x)
+    div = fkl.compose_divergent(
+        [1, 0, 1], [fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite()],
+        [fkl.TensorRead(), fkl.Add(-3.0), fkl.Mul(0.5), fkl.TensorWrite()], target="gpu")
+    xs = {d: rng.standard_normal((3, 13, 17, 3)).astype(np.float32) for d in (0, 1)}
+
+    def work(device: int, r: int) -> None:
+        x = xs[device] + r
+        outs = div(fkl.DeviceBuffer.from_host(x, device=device))
+        assert [o.device for o in outs] == [device, device]
+        np.testing.assert_allclose(outs[0].to_host(), x[[1]] * 2.0, rtol=1e-6)
+        np.testing.assert_allclose(outs[1].to_host(), (x[[0, 2]] - 3.0) * 0.5, rtol=1e-6)
+
+    _both(work)
+    x1 = fkl.DeviceBuffer.from_host(xs[1], device=1)
+    wrong = [fkl.DeviceBuffer((1, 13, 17, 3), "float32", device=0),
+             fkl.DeviceBuffer((2, 13, 17, 3), "float32", device=0)]
+    with pytest.raises(DeviceError, match=r"out\[0\] is on cuda:0, the call runs on cuda:1"):
+        div(x1, out=wrong)

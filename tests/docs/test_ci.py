@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_ci_runs_the_readme_test_command_verbatim_before_anything_else():
     readme = (ROOT / "README.md").read_text()
     command = re.search(r"^(python3 -m pip install -r requirements-dev.txt && python3 -m "
-                        r"pytest)\s", readme, re.M)
+                        r"pytest -n auto)\s", readme, re.M)
     assert command is not None
     run = (ROOT / ".ci" / "run").read_text()
     lines = [ln for ln in run.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]

@@ -126,7 +126,8 @@ def convert(v: np.ndarray, src: str, dst: str, ok: np.ndarray) -> tuple[np.ndarr
         with np.errstate(invalid="ignore"):
             t = np.trunc(f)
         lo, hi = _range(dst)
-        good = np.isfinite(t) & (t >= lo) & (t <= hi)
+        # compared as exact integers: in float64, 2**64 <= 2**64 - 1 (the bound rounds up)
+        good = np.array([bool(np.isfinite(x)) and lo <= int(x) <= hi for x in t.tolist()])
         out = np.array([int(x) if g else 0 for x, g in zip(t, good)], dtype=object)
         return out.astype(_np(dst)), ok & good
     if not _is_float(dst):  # integer to integer: wrap modulo 2**bits
@@ -501,7 +502,12 @@ def test_random_expressions_match_the_documented_model():
     seed = int(os.environ.get("THORK_FUZZ_SEED", str(int.from_bytes(os.urandom(4), "little"))))
     start, checked, batches = time.monotonic(), 0, 0
     while batches == 0 or time.monotonic() - start < budget:
-        checked += run_batch(seed + batches)
+        try:
+            checked += run_batch(seed + batches)
+        except Exception as exc:  # the model's own errors must name the seed too
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"THORK_FUZZ_SEED={seed + batches} reproduces this batch")
+            raise
         batches += 1
     print(f"fuzz: seed {seed}, {batches} kernel(s), {checked} expressions")
 

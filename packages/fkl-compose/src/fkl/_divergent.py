@@ -23,6 +23,7 @@ from thork_core import ArgumentError, choose, dt
 from thork_core.ir import Special
 
 from ._arrays import array_types, pointer, stack, stream_handle, view, wait
+from ._call import _call_device
 from ._kernels import Built, build_cached, target_key
 from ._lowering import (
     BLOCK,
@@ -112,14 +113,18 @@ class Divergent:
         return lower_divergent(self.chains, t, len(self.plane_map),
                                kernel_name((self.key(), t)))
 
-    def _build(self, t: PixType) -> Built:
-        built = self._built.get(t)
+    def _build(self, t: PixType, device: int = 0) -> Built:
+        """The divergent kernel for input pixels ``t``, loaded on CUDA device ``device``
+        (compiled for that device's architecture)."""
+        built = self._built.get((t, device))
         if built is not None:
             return built
         tgt, tail = target_key(self.target, self.compiler)
+        if device:
+            tail = (*tail[:-1], tgt.arch_on(device))
         built = build_cached((self.key(), t, "divergent", *tail), lambda: self.lowered(t),
-                             tgt, self.compiler)
-        self._built[t] = built
+                             tgt, self.compiler, device)
+        self._built[(t, device)] = built
         return built
 
     def __call__(self, x: Any, *, out: Any = None, stream: Any = None) -> tuple[Any, ...]:
@@ -132,15 +137,13 @@ class Divergent:
         if isinstance(x, (list, tuple)):
             x = stack(x, "input", handle)
         v = view(x, "input")
-        if v.device == "cuda" and v.device_id:  # (h-multi) its kernel loads on device 0
-            from thork_core import DeviceError
-
-            raise DeviceError(f"fkl.Divergent: the input is on cuda:{v.device_id}; divergent "
-                              "pipes run on device 0 only (docs/multi-gpu.md)")
+        # The input's device runs the call (its kernel and tables live there); an out= on
+        # another device is a DeviceError naming it.
+        ordinal = _call_device([v], out, None, "")
         key = (v.shape, v.dtype, v.device, v.device_id)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plan(v, x)
+            plan = self._plan(v, x, ordinal)
             with self._lock:
                 self._plans[key] = plan
         on_device = v.device == "cuda"
@@ -185,8 +188,9 @@ class Divergent:
         plan.launcher.launch(plan.arrange(ptrs), handle)
         return tuple(out)
 
-    def _plan(self, v: Any, x: Any) -> DivergentPlan:
-        """Everything a call with inputs like ``v`` needs, made once per input kind."""
+    def _plan(self, v: Any, x: Any, ordinal: int = 0) -> DivergentPlan:
+        """Everything a call with inputs like ``v`` needs, made once per input kind, on
+        CUDA device ``ordinal`` for device inputs."""
         n = len(self.plane_map)
         t, g, lay = self.chains[0].read.host_type([v])
         if g.batch != n or not lay.batch:
@@ -210,16 +214,16 @@ class Divergent:
             _, og, specs = host_plan(chain, t, Geom(g.w, g.h, counts[c], g.unbounded),
                                      Layout(True, lay.channel_axis))
             values += vals
-            own = _tables(host_tables(chain, t, g), on_device, chain.middle)
+            own = _tables(host_tables(chain, t, g), on_device, chain.middle, ordinal)
             ins += [-1, *range(len(tables), len(tables) + len(own))]
             tables += own
             outs_spec += specs
             width, height = max(width, og.w), max(height, og.h)
         rank = [self.planes(m).index(z) for z, m in enumerate(self.plane_map)]
         ins.append(len(tables))
-        tables += _tables([(dt.int32, [*self.plane_map, *rank])], on_device, [])
+        tables += _tables([(dt.int32, [*self.plane_map, *rank])], on_device, [], ordinal)
         values += counts
-        built = self._build(t)
+        built = self._build(t, ordinal)
         args, pointer_slots = fill_args(built.lowered, values, [])
         n_in = len(ins)
         order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
@@ -227,7 +231,7 @@ class Divergent:
         plan = DivergentPlan(args, pointer_slots, grid, BLOCK, outs_spec, on_device, order,
                              built, (t, g, lay), tables=tables,
                              table_ptrs=[pointer(a, "table") for a in tables], ins=ins,
-                             cpu=tgt.name == "cpu")
+                             cpu=tgt.name == "cpu", ordinal=ordinal)
         plan.prepare()
         return plan
 

@@ -22,9 +22,9 @@ def _find_cxx_in(env: str | None, path: str) -> str | None:
     if env:
         return _which(env) or (env if os.path.exists(env) else None)
     for name in ("g++", "clang++", "c++"):
-        path = _which(name)
-        if path:
-            return path
+        found = _which(name)
+        if found:
+            return found
     return None
 
 

@@ -401,7 +401,7 @@ class DiskCache:
     def _files(self) -> list[tuple[str, os.stat_result]]:
         """Every entry and library file with its ``lstat``."""
         root = self._root_str()
-        out = []
+        out: list[tuple[str, os.stat_result]] = []
         try:
             subs = [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
         except OSError:

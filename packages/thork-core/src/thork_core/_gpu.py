@@ -20,7 +20,7 @@ from ._artifact import Artifact
 from ._binding import array_view, check_array, scalar_value
 from ._current_stream import implied_stream
 from ._device_array import DeviceArray
-from ._dtype import input_typestr
+from ._dtype import DType, input_typestr
 from ._errors import ArgumentError, LaunchError
 from ._graph import capture_relaxed
 from ._ir import KernelIR, PointerType
@@ -216,8 +216,10 @@ def _binder(launcher: Any, kernel: KernelIR, ordinal: int, cai: bool) -> Any:
         if isinstance(p.type, PointerType):
             specs.append((p.type.elem, input_typestr(p.type.elem),
                           -1 if p.ndim is None else p.ndim, p.writes))
-        else:
+        elif isinstance(p.type, DType):
             specs.append((p.type.is_float,))
+        else:  # vector or struct values: the checked path in Python binds them
+            return None
     return mod.Binder(launcher, DeviceArray, ordinal, specs, cai)
 
 
@@ -345,7 +347,7 @@ class GpuTarget(Target):
     """NVIDIA GPUs through cuda-python's driver API."""
 
     name = "gpu"
-    consumes = ("cubin", "ptx")
+    consumes: tuple[str, ...] = ("cubin", "ptx")
     language = "cuda"
     priority = 100
 

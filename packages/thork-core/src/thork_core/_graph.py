@@ -288,7 +288,7 @@ class Graph:
         _, count = _cuda.check(drv.cuGraphGetNodes(self._graph, 0), "cuGraphGetNodes")
         nodes, _ = _cuda.check(drv.cuGraphGetNodes(self._graph, count), "cuGraphGetNodes") \
             if count else ([], 0)
-        out = []
+        out: list[Any] = []
         for node in nodes:
             kind = _cuda.check(drv.cuGraphNodeGetType(node), "cuGraphNodeGetType")
             if kind != drv.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:

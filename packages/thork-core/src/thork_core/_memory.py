@@ -54,6 +54,8 @@ class DevicePool:
         # The pool calls go to libcuda through private ctypes prototypes (~0.3 us a call,
         # against ~2 us through cuda-bindings' checked wrappers): fkl's allocating
         # pipe(x) and every DeviceArray pay them.
+        self._alloc: Any
+        self._free: Any
         try:
             self._alloc = _ALLOC(function_address("cuMemAllocAsync"))
             self._free = _FREE_ASYNC(function_address("cuMemFreeAsync"))

@@ -169,11 +169,13 @@ class Plugins:
         from ._memo import path_fingerprint
 
         entry = self._index.get(p.key)
+        if entry is None:
+            return False
         try:
             files = entry["files"]
             if path_fingerprint(f[0] for f in files) != files:
                 return False
-            if _plugin_api.incompatibility(entry.get("api")) is not None:  # type: ignore[union-attr]
+            if _plugin_api.incompatibility(entry.get("api")) is not None:
                 return False  # core changed under it: import it to say why it is skipped
             p.items = {hook: [_Item(p, fact) for fact in facts]
                        for hook, facts in entry["registered"].items()}
@@ -234,8 +236,7 @@ class Plugins:
             for i in its:
                 files.update(_file_of(c) for c in type(i.obj).__mro__
                              if c.__module__ not in ("builtins", "abc"))
-        files.discard(None)
-        entry = {"files": path_fingerprint(sorted(files)),  # type: ignore[type-var]
+        entry = {"files": path_fingerprint(sorted(f for f in files if f is not None)),
                  "registered": facts}
         declared = getattr(plugin, _plugin_api.ATTRIBUTE, None)
         if isinstance(declared, str):

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from thork_core import TraceError, dt
-from thork_core.ir import Break, Const, Continue, For, Var, While
+from thork_core.ir import Break, Const, Continue, Expr, For, Var, While
 
 from ._local import Local
 from ._trace import Value, _to, as_value, current
@@ -88,6 +88,7 @@ def while_(cond: Callable[[], Any] | Local | bool | None = None) -> Iterator[Non
     trace.emit(stmt)
     trace.push(stmt.head)
     try:
+        c: Expr
         if cond is None or cond is True:
             c = Const(dt.bool, True)
         elif callable(cond) and not isinstance(cond, Value):

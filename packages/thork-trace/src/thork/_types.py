@@ -162,7 +162,11 @@ Int = _BuiltinFactory(vector=False, signed=True)
 Int3 = _BuiltinFactory(vector=True, signed=True)
 
 
-def spec_of(annotation: Any, param: str, func: str) -> PointerSpec | BuiltinSpec | ScalarSpec:
+#: What a parameter annotation means.
+Spec = PointerSpec | BuiltinSpec | ScalarSpec | ConstexprSpec | StructSpec
+
+
+def spec_of(annotation: Any, param: str, func: str) -> Spec:
     """Interpret one parameter annotation; errors name the function and parameter."""
     if annotation is Constexpr:
         return ConstexprSpec(None)
