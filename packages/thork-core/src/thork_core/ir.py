@@ -81,6 +81,7 @@ from ._ir import (
     VectorType,
     Warp,
     While,
+    hopper_ops,
     stmt_exprs,
     uses_hopper,
     walk_exprs,
@@ -99,7 +100,7 @@ from ._renderer import (
 
 __all__ = [
     "AsyncCopy", "AsyncGroup", "LDMATRIX_OPS", "MMA_OPS", "HOPPER_OPS", "Hopper", "WGMMA_N",
-    "uses_hopper",
+    "uses_hopper", "hopper_ops",
     "ALL_DTYPES", "ATOMIC_OPS", "Assign", "Atomic", "Binary", "BlockReduce", "Break",
     "CODEGEN_VERSION", "Call", "CallFunc", "Cast", "Const", "Continue", "CudaRenderer",
     "DType", "Eval", "Expr", "Field", "For", "Function", "GlobalDecl", "HALF_CONVERSIONS",
