@@ -14,8 +14,12 @@
 Medians of ``triton.testing.do_bench`` (CUDA events, warm-up; torch events without
 Triton). torch and Triton are optional: their columns are left empty without them.
 
+3. The Hopper GEMM (examples/gemm_wgmma.py: a TMA producer warpgroup, 1-2 wgmma consumer
+   warpgroups, STAGES mbarrier-handed buffers; sm_90a) at the same sizes and dtypes, best of
+   WGMMA_CONFIGS, against the same torch.matmul and Triton columns (``wgmma`` rows).
+
     python bench/bench_mma.py --out DIR [--quick]
-    python bench/bench_mma.py --check     # no GPU: build the kernels for sm_90 only
+    python bench/bench_mma.py --check     # no GPU: build the kernels for sm_90(a) only
 """
 
 from __future__ import annotations
@@ -39,11 +43,15 @@ H200_DENSE_PEAK = 989.5
 CONFIGS = ((128, 128, 32, 64, 64, 4), (128, 256, 32, 64, 64, 3), (256, 128, 32, 64, 64, 3))
 
 
-def _example() -> Any:
-    spec = importlib.util.spec_from_file_location("gemm_mma_example",
-                                                  ROOT / "examples" / "gemm_mma.py")
+#: Hopper GEMM configurations tried (BN, CONSUMERS, STAGES): block tile 64 CONSUMERS x BN.
+WGMMA_CONFIGS = ((128, 2, 4), (256, 2, 3), (256, 1, 4))
+
+
+def _example(name: str = "gemm_mma") -> Any:
+    spec = importlib.util.spec_from_file_location(f"{name}_example",
+                                                  ROOT / "examples" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules["gemm_mma_example"] = mod
+    sys.modules[f"{name}_example"] = mod
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod
 
@@ -129,7 +137,52 @@ def check_build() -> int:
                                                  STAGES=st, ALIGNED=True)
             print(f"gemm {name} {bm}x{bn}x{bk}/{st}: sm_90 cubin "
                   f"{len(k.artifact('sm_90').data)} bytes")
+    hopper = _example("gemm_wgmma")
+    for name in ("float16", "bfloat16"):
+        for bn, cons, st in WGMMA_CONFIGS:
+            art = hopper.gemm_kernel(name).specialize(BN=bn, CONSUMERS=cons, STAGES=st) \
+                .artifact("sm_90")
+            print(f"wgmma gemm {name} {64 * cons}x{bn}x64/{st}: {art.arch} cubin "
+                  f"{len(art.data)} bytes")
     return 0
+
+
+def bench_wgmma(hopper: Any, a: Any, b: Any, ref: Any, name: str, n: int,
+                do_bench: Any) -> dict[str, Any]:
+    """The Hopper GEMM's configurations on torch tensors a, b (n x n): TFLOP/s each and
+    whether each matched ``ref``. Tensor maps and bᵀ are made once, outside the timing."""
+    import torch
+    from thork_core import DeviceArray
+
+    bt = b.t().contiguous()
+    c = torch.empty(n, n, device="cuda", dtype=torch.float32)
+    out: dict[str, Any] = {"configs": {}, "check": True}
+    for bn, cons, st in WGMMA_CONFIGS:
+        ta = DeviceArray.from_host(tk.tensor_map(a, (64 * cons, hopper.BK), swizzle=128))
+        tb = DeviceArray.from_host(tk.tensor_map(bt, (bn, hopper.BK), swizzle=128))
+        kern = hopper.gemm_kernel(name)[(n // bn, n // (64 * cons)), 128 * (1 + cons),
+                                        hopper.shared_bytes(bn, cons, st)]
+
+        def fn(kern: Any = kern, ta: Any = ta, tb: Any = tb, bn: int = bn, cons: int = cons,
+               st: int = st) -> None:
+            kern(c, ta, tb, n, n, n, bn, cons, st, target="gpu")
+        c.fill_(float("nan"))
+        try:
+            fn()
+            torch.cuda.synchronize()
+        except Exception as exc:  # noqa: BLE001 - report, keep the other rows
+            print(f"  {n}^3 {name} wgmma {64 * cons}x{bn}/{st}: failed "
+                  f"({type(exc).__name__}: {exc})"[:400])
+            out["check"] = False
+            continue
+        good = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))
+        out["check"] = out["check"] and good
+        tf = 2.0 * n ** 3 / do_bench(fn, return_mode="median") / 1e9
+        out["configs"][f"{64 * cons}x{bn}x64/{st}"] = tf
+        print(f"  {n}^3 {name} wgmma {64 * cons}x{bn}x64/{st}: {tf:8.1f} TFLOP/s "
+              f"{'ok' if good else 'MISMATCH'}")
+    out["thork"] = max(out["configs"].values(), default=float("nan"))
+    return out
 
 
 def main() -> int:
@@ -166,7 +219,8 @@ def main() -> int:
             return sorted(times)[len(times) // 2]
 
     mod = _example()
-    info: dict[str, Any] = {"ceiling": {}, "gemm": []}
+    hopper = _example("gemm_wgmma") if torch.cuda.get_device_capability(0) == (9, 0) else None
+    info: dict[str, Any] = {"ceiling": {}, "gemm": [], "wgmma": []}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     dev = torch.cuda.get_device_name(0)
     print(f"device: {dev}, {sms} SMs")
@@ -236,6 +290,14 @@ def main() -> int:
                   f"{row['thork'] / trit if trit else float('nan'):>8.2f}  "
                   f"{'ok' if ok else 'MISMATCH'}")
             info["gemm"].append(row)
+            if hopper is not None:
+                wg = bench_wgmma(hopper, a, b, ref, name, n, do_bench)
+                wg.update(n=n, dtype=name, torch=row["torch"], triton=trit)
+                print(f"{n}^3 {name:<12} wgmma {wg['thork']:>10.1f} TF/s "
+                      f"/torch {wg['thork'] / row['torch']:.2f} "
+                      f"/triton {wg['thork'] / trit if trit else float('nan'):.2f}  "
+                      f"{'ok' if wg['check'] else 'MISMATCH'}")
+                info["wgmma"].append(wg)
             del a, b, c
             torch.cuda.empty_cache()
     if opts.out is not None:

@@ -133,7 +133,8 @@ class NvccCompiler(Compiler):
                 f"nvcc produces {', '.join(self.produces)} artifacts, not {kind!r}")
         tk = self.toolkit()
         archs = supported_archs(tk)
-        if archs and arch not in archs:
+        # --list-gpu-code names the base archs; sm_90a/sm_100f build wherever sm_90/sm_100 do.
+        if archs and arch not in archs and arch.rstrip("af") not in archs:
             raise CompileError(
                 f"nvcc {tk.version} cannot compile for {arch}; it supports {', '.join(archs)}")
         if kind == "hostlib":

@@ -38,12 +38,16 @@ from thork_core.ir import (
     Sync,
     Warp,
     stmt_exprs,
+    uses_hopper,
     uses_mma,
     walk_exprs,
     walk_stmts,
 )
 
-__all__ = ["CppRenderer", "ENTRY", "DEADLOCK", "GRID_FAILED", "NO_MEMORY", "PARTIAL_WARP"]
+from ._hopper import BAD_TENSOR_MAP, CPU_HOPPER, PARTIAL_WARPGROUP  # noqa: F401 (re-exported)
+
+__all__ = ["CppRenderer", "ENTRY", "DEADLOCK", "GRID_FAILED", "NO_MEMORY", "PARTIAL_WARP",
+           "PARTIAL_WARPGROUP", "BAD_TENSOR_MAP"]
 
 #: Symbol of the C-ABI entry every CPU artifact exports.
 ENTRY = "thork_entry"
@@ -87,6 +91,7 @@ struct thork_block {
   ucontext_t sched;
   unsigned int warp_alive[32], warp_mask[32], warp_gen[32], warp_snap[32];
   int warp_arrived[32];
+  unsigned int wg_arrived[8], wg_gen[8];  // warpgroup meetings (tk.wgmma)
   struct thork_out* outs;         // tk.print: one buffer per block index (or null)
   long long bi;                   // the block's linear index
   struct thork_grid* grid;        // cooperative launches: the grid barrier
@@ -411,6 +416,7 @@ static int thork_run_block(thork_block* b) {
     b->warp_alive[w] = lanes >= 32 ? 0xffffffffu : lanes <= 0 ? 0u : ((1u << lanes) - 1u);
     b->warp_arrived[w] = 0; b->warp_gen[w] = 0; b->warp_mask[w] = 0;
   }
+  for (int w = 0; w < 8; ++w) { b->wg_arrived[w] = 0; b->wg_gen[w] = 0; }
   unsigned long long self = (unsigned long long)b;
   for (int t = 0; t < n; ++t) {
     ucontext_t* f = &b->fibers[t];
@@ -428,7 +434,8 @@ static int thork_run_block(thork_block* b) {
       b->cur = t;
       swapcontext(&b->sched, &b->fibers[t]);
     }
-    if (!b->progress && b->alive > 0) return %(deadlock)d;
+    // A failure recorded earlier (a bad tensor map...) is the cause of a later deadlock.
+    if (!b->progress && b->alive > 0) return b->err ? b->err : %(deadlock)d;
   }
   return b->err;
 }
@@ -615,7 +622,7 @@ def needs_fibers(kernel: KernelIR) -> bool:
                 for e in walk_exprs(top):
                     if isinstance(e, (Warp, BlockReduce)):
                         return True
-    return False
+    return uses_hopper(kernel) is not None  # mbarrier waits yield the fiber
 
 
 class CppRenderer(Renderer):
@@ -626,17 +633,19 @@ class CppRenderer(Renderer):
     function_prefix = "static inline"
     hidden_params = _HIDDEN
     hidden_args = ("blockIdx", "threadIdx", "blockDim", "gridDim", "thork_blk")
+    hopper_context = ("thork_blk",)
 
     def render(self, kernel: KernelIR) -> str:
         # Static shared arrays get fixed offsets in the block's buffer (16-byte aligned).
         self._offsets: dict[int, int] = {}
         total = 0
+        align = 1024 if uses_hopper(kernel) else 16  # as CudaRenderer.shared_align
         for body in [kernel.body] + [f.body for f in kernel.functions]:
             for s in walk_stmts(body):
                 if isinstance(s, SharedDecl) and not s.dynamic:
                     assert isinstance(s.var.type, PointerType)
                     self._offsets[id(s)] = total
-                    total += (s.count * s.var.type.elem.itemsize + 15) // 16 * 16
+                    total += (s.count * s.var.type.elem.itemsize + align - 1) // align * align
         self._static_smem = total
         return super().render(kernel)
 
@@ -701,6 +710,12 @@ class CppRenderer(Renderer):
         return (f"thork_shfl<{t.ctype}>(thork_blk, {_WARP_MODE[e.op]}, {mask}, {value}, "
                 f"{lane}, {width})")
 
+    def hopper_helper(self, op: str) -> str:
+        if op.startswith("wgmma.m64n"):  # one template for every shape and input type
+            shape, name = op.split(".")[1:]
+            return f"thork_wgmma<{int(shape[4:-3])}, {int(name == 'bf16')}>"
+        return super().hopper_helper(op)
+
     def async_copy(self, s: AsyncCopy) -> str:
         dst = f"({self.expr(s.dst)} + {self.expr(s.dst_index)})"
         src = f"({self.expr(s.src)} + {self.expr(s.src_index)})"
@@ -750,12 +765,14 @@ class CppRenderer(Renderer):
             "debug_entry": _DEBUG_ENTRY if kernel.debug_sites is not None else "",
         }
         queue = uses_async_copy(kernel)
+        hopper = uses_hopper(kernel) is not None
         setup = ("  thork_cpq q; q.n = 0; q.groups = 0;\n"
                  "  THORK_LANE(b, lin)[3] = (unsigned long long)&q;\n") if queue else ""
         finish = "  thork_cp_async_wait(b, 0u, 1);\n" if queue else ""
         return (
             _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + INT_ARITHMETIC + "\n"
-            + (_MMA if uses_mma(kernel) else "")
+            + (_MMA if uses_mma(kernel) or hopper else "")
+            + (CPU_HOPPER if hopper else "")
             + (_DEBUG_PRELUDE if kernel.debug_sites is not None else "")
             + self.functions_text
             + f"static inline void {kernel.name}({sig})\n{{\n{body}\n}}\n\n"

@@ -28,7 +28,16 @@ from thork_core.plugin import (
 )
 
 from ._compiler import host_arch
-from ._renderer import DEADLOCK, ENTRY, GRID_FAILED, NO_MEMORY, PARTIAL_WARP, CppRenderer
+from ._renderer import (
+    BAD_TENSOR_MAP,
+    DEADLOCK,
+    ENTRY,
+    GRID_FAILED,
+    NO_MEMORY,
+    PARTIAL_WARP,
+    PARTIAL_WARPGROUP,
+    CppRenderer,
+)
 
 __all__ = ["CpuTarget", "CpuExecutable"]
 
@@ -109,7 +118,8 @@ class CpuExecutable(Executable):
         kernel = self.kernel
         if rc == DEADLOCK:
             raise LaunchError(
-                f"{kernel.name}: a barrier (tk.syncthreads or a warp primitive) could never "
+                f"{kernel.name}: a barrier (tk.syncthreads, a warp primitive or "
+                "tk.mbarrier_wait) could never "
                 "complete on the CPU target: some threads of a block wait at a barrier that "
                 "the others never reach (a barrier inside a branch that is not uniform per "
                 "block, or a warp primitive whose mask names lanes that do not call it)")
@@ -126,6 +136,15 @@ class CpuExecutable(Executable):
                 f"{kernel.name}: tk.mma / tk.ldmatrix ran in a warp missing lanes; every lane "
                 "of the warp takes part (PTX .sync.aligned): launch whole warps (a block "
                 "size that is a multiple of 32) and keep every lane running up to the call")
+        if rc == PARTIAL_WARPGROUP:
+            raise LaunchError(
+                f"{kernel.name}: tk.wgmma ran in a warpgroup missing threads; all 128 threads "
+                "of the warpgroup (4 whole warps) take part: launch a multiple of 128 threads "
+                "and keep them all running up to the call")
+        if rc == BAD_TENSOR_MAP:
+            raise LaunchError(
+                f"{kernel.name}: tk.tma_load was given an array that is not a CPU tensor map: "
+                "build it with tk.tensor_map(numpy_array, box) for the CPU target")
         raise LaunchError(f"{kernel.name} failed on the CPU target (code {rc})")
 
 

@@ -23,6 +23,7 @@ from ._debug import debug_default, instrument
 from ._device_array import DeviceArray
 from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
 from ._errors import (
+    ArchError,
     ArgumentError,
     BoundsError,
     BundleError,
@@ -47,7 +48,8 @@ from ._target import Dim3, Executable, Target, normalize_dims
 
 __all__ = [
     "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "BoundsError",
-    "ArrayView", "Artifact", "BundleError", "CODEGEN_VERSION", "CompileError", "CompileInfo",
+    "ArchError", "ArrayView", "Artifact", "BundleError", "CODEGEN_VERSION", "CompileError",
+    "CompileInfo",
     "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "DeviceError", "Dim3", "DiskCache",
     "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc",

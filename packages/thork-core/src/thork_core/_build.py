@@ -17,13 +17,13 @@ from typing import Any
 from ._artifact import Artifact
 from ._cache import cache_key, disk_cache
 from ._compiler import Compiler
-from ._errors import CompileError
+from ._errors import ArchError, CompileError
 from ._ir import KernelIR
 from ._plugins import plugins
 from ._target import Executable, Target
 
 __all__ = ["CompileInfo", "build", "build_kernel", "build_stats", "choose", "compile_artifact",
-           "key_parts", "precompile", "recording"]
+           "key_parts", "precompile", "recording", "resolve_arch"]
 
 #: What builds in this process did: ``compiles`` (a compiler ran), ``bundle`` (an
 #: ahead-of-time bundle served the artifact), ``disk`` (the disk cache did).
@@ -134,9 +134,28 @@ def compile_artifact(
 
     Returns the artifact, its cache key and whether it was a cache hit. Needs no GPU.
     """
+    arch = resolve_arch(kernel, arch)
     ident, flags = key_parts(compiler, kind, arch)
     artifact, key, how = _fetch(kernel, source, compiler, kind, arch, ident, flags)
     return artifact, key, how != "compiled"
+
+
+def resolve_arch(kernel: KernelIR, arch: str) -> str:
+    """The architecture to compile ``kernel`` for on a GPU of architecture ``arch``: the
+    arch-specific ``sm_90a`` for a kernel using Hopper operations (``wgmma``, TMA,
+    ``mbarrier`` transactions) on an sm_90 GPU — part of the cache key and of every
+    compiler's flags — else ``arch`` itself. Raises :class:`ArchError` for a Hopper kernel
+    on any other GPU (sm_90a code runs on sm_90 only) and :class:`CompileError` where the
+    kernel needs a newer GPU (``mma``: sm_80)."""
+    if not arch.startswith(("sm_", "compute_")):
+        return arch  # not a GPU architecture (the CPU target)
+    feature = kernel.hopper_feature
+    if feature is None:
+        _check_arch(kernel, arch)
+        return arch
+    if arch.split("_", 1)[1].rstrip("af") != "90":
+        raise ArchError(kernel.name, feature, arch, "sm_90a (Hopper: H100/H200)")
+    return arch.split("_", 1)[0] + "_90a"
 
 
 def _check_arch(kernel: KernelIR, arch: str) -> None:
@@ -156,8 +175,7 @@ def _fetch(
     flags: list[str],
 ) -> tuple[Artifact, str, str]:
     """The artifact, its key and where it came from: ``bundle``, ``disk`` or
-    ``compiled``."""
-    _check_arch(kernel, arch)
+    ``compiled``. ``arch`` has been through :func:`resolve_arch`."""
     key = cache_key(source, ident, flags, kind, arch)
     from ._bundle import bundle_get
 
@@ -202,7 +220,7 @@ def build(
     kernel: KernelIR, source: str, target: Target, compiler: Compiler, device: int = 0,
 ) -> tuple[Executable, CompileInfo]:
     """:func:`build_kernel` for ``source`` already rendered for ``target``."""
-    arch = target.arch_on(device) if device else target.arch()
+    arch = resolve_arch(kernel, target.arch_on(device) if device else target.arch())
     kind = next(k for k in target.consumes if k in compiler.produces)
     t0 = time.perf_counter()
     ident, flags = key_parts(compiler, kind, arch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = [
     "ThorkError", "TraceError", "CompileError", "LaunchError", "ArgumentError",
     "PluginError", "NoTargetError", "BoundsError", "DeviceError",
-    "BundleError",
+    "BundleError", "ArchError",
 ]
 
 
@@ -25,6 +25,24 @@ class CompileError(ThorkError):
         super().__init__(message + (f"\n{log}" if log else ""))
         self.log = log
         self.source = source
+
+
+class ArchError(CompileError):
+    """A kernel uses an instruction the target GPU architecture lacks (Hopper's ``wgmma``,
+    TMA and ``mbarrier`` transactions exist on ``sm_90a`` only). ``kernel``, ``feature``
+    and ``arch`` (the architecture asked for) name what clashed."""
+
+    def __init__(self, kernel: str, feature: str, arch: str, need: str) -> None:
+        super().__init__(f"kernel '{kernel}' uses {feature}, which needs {need}; the target "
+                         f"GPU is {arch}, which lacks it")
+        self.kernel = kernel
+        self.feature = feature
+        self.arch = arch
+        self.need = need
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:
+        # Pickles (process pools, Dask) rebuild it from its fields, not from the message.
+        return (type(self), (self.kernel, self.feature, self.arch, self.need))
 
 
 class LaunchError(ThorkError):

@@ -22,7 +22,8 @@ __all__ = [
     "BlockReduce", "CallFunc", "For", "While", "Break", "Continue", "SharedDecl", "Sync",
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
     "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
-    "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS",
+    "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS", "Hopper",
+    "HOPPER_OPS", "WGMMA_N", "uses_hopper", "hopper_ops",
 ]
 
 
@@ -246,6 +247,37 @@ WARP_OPS = frozenset({
 class Warp(Expr):
     """A warp primitive (:data:`WARP_OPS`); ``ballot``/``activemask`` give uint32,
     ``any``/``all`` bool, shuffles the value's type."""
+
+    op: str
+    args: tuple[Expr, ...]
+
+
+#: The N of ``wgmma.mma_async.m64nNk16`` Thork offers (PTX allows every multiple of 8 up
+#: to 256; these are the ones a GEMM tile uses, each a separate inline-asm helper).
+WGMMA_N = (8, 16, 32, 64, 128, 256)
+#: Hopper (sm_90a) operations of the asynchronous proxy, as :class:`Hopper` expressions.
+#: ``wgmma.m64n{N}k16.{f16,bf16}``: args (A descriptor uint64, B descriptor uint64,
+#: scale_d int32 0/1, N/2 float32 accumulators) → ``VectorType(float32, N / 2)``;
+#: ``wgmma.fence``, ``wgmma.commit``, ``wgmma.wait.{0..7}``, ``fence.proxy.async``: () →
+#: void; ``smem_addr``: (Offset into shared,) → uint32, the shared-window address;
+#: ``mbarrier.init``: (Offset to a uint64 barrier, count uint32); ``mbarrier.arrive``:
+#: (barrier,); ``mbarrier.expect_tx``: (barrier, bytes uint32) — arrive and expect
+#: ``bytes``; ``mbarrier.wait``: (barrier, parity uint32) — block until the phase of that
+#: parity completed; ``mbarrier.try_wait``: the same args → bool, whether it completed;
+#: ``tma.load.2d``: (destination Offset into shared, tensor map uint64 pointer, column
+#: int32, row int32, barrier). Layouts: docs/language-wgmma.md.
+HOPPER_OPS = frozenset(
+    {f"wgmma.m64n{n}k16.{t}" for n in WGMMA_N for t in ("f16", "bf16")}
+    | {f"wgmma.wait.{n}" for n in range(8)}
+    | {"wgmma.fence", "wgmma.commit", "fence.proxy.async", "smem_addr", "mbarrier.init",
+       "mbarrier.arrive", "mbarrier.expect_tx", "mbarrier.wait", "mbarrier.try_wait",
+       "tma.load.2d"})
+
+
+@dataclass(frozen=True, eq=False)
+class Hopper(Expr):
+    """A Hopper operation (:data:`HOPPER_OPS`); a void one has type None and stands in an
+    :class:`Eval`. Kernels using any are compiled for ``sm_90a`` only."""
 
     op: str
     args: tuple[Expr, ...]
@@ -523,8 +555,10 @@ class KernelIR:
     @cached_property
     def min_sm(self) -> int:
         """The oldest GPU architecture (``sm_XY`` as XY) whose instructions the kernel uses:
-        80 for ``mma`` and ``cp.async``, 75 otherwise (Thork's floor; ``ldmatrix`` is 75).
-        Cached, as :attr:`cooperative`."""
+        90 (compiled as sm_90a) for Hopper operations, 80 for ``mma`` and ``cp.async``, 75
+        otherwise (Thork's floor; ``ldmatrix`` is 75). Cached, as :attr:`cooperative`."""
+        if self.hopper_feature is not None:
+            return 90
         for body in [self.body] + [f.body for f in self.functions]:
             for s in walk_stmts(body):
                 if isinstance(s, (AsyncCopy, AsyncGroup)):
@@ -533,6 +567,13 @@ class KernelIR:
                     if any(isinstance(e, Warp) and e.op in MMA_OPS for e in walk_exprs(top)):
                         return 80
         return 75
+
+    @cached_property
+    def hopper_feature(self) -> str | None:
+        """The Hopper-only feature the kernel uses (``tk.wgmma``, ``tk.tma_load``,
+        ``tk.mbarrier``...), or None: such a kernel compiles for ``sm_90a`` and nothing
+        else. Cached, as :attr:`cooperative`."""
+        return uses_hopper(self)
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -609,7 +650,7 @@ def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
     elif isinstance(e, Pack):
         for a in e.items:
             yield from walk_exprs(a)
-    elif isinstance(e, (Call, Warp, CallFunc)):
+    elif isinstance(e, (Call, Warp, CallFunc, Hopper)):
         for a in e.args:
             yield from walk_exprs(a)
     elif isinstance(e, Field):
@@ -619,3 +660,25 @@ def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
         yield from walk_exprs(e.offset)
     elif isinstance(e, BlockReduce):
         yield from walk_exprs(e.pred)
+
+
+#: How errors name each family of Hopper operations, most significant first.
+_HOPPER_FEATURES = (("wgmma.m64n", "tk.wgmma"), ("tma.", "tk.tma_load"),
+                    ("mbarrier.", "tk.mbarrier"), ("wgmma.", "tk.wgmma_fence/commit/wait"),
+                    ("fence.proxy.async", "tk.fence_proxy_async"),
+                    ("smem_addr", "tk.smem_address"))
+
+
+def hopper_ops(kernel: KernelIR) -> set[str]:
+    """The :class:`Hopper` operations the kernel and its device functions use."""
+    return {e.op for body in [kernel.body] + [f.body for f in kernel.functions]
+            for s in walk_stmts(body) for top in stmt_exprs(s) for e in walk_exprs(top)
+            if isinstance(e, Hopper)}
+
+
+def uses_hopper(kernel: KernelIR) -> str | None:
+    """The most significant Hopper feature the kernel (or a device function it calls) uses,
+    as errors name it (``tk.wgmma``, ``tk.tma_load``, ``tk.mbarrier``...), or None."""
+    ops = hopper_ops(kernel)
+    return next((name for prefix, name in _HOPPER_FEATURES
+                 if any(op.startswith(prefix) for op in ops)), None)

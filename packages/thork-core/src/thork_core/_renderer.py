@@ -12,6 +12,7 @@ import math
 import struct
 
 from ._dtype import DType, dt
+from ._hopper import cuda_hopper_helpers, helper_name
 from ._ir import (
     LDMATRIX_OPS,
     MMA_OPS,
@@ -33,6 +34,7 @@ from ._ir import (
     For,
     Function,
     GlobalDecl,
+    Hopper,
     If,
     KernelIR,
     Let,
@@ -521,8 +523,15 @@ class Renderer:
             self._emit(f"{t.elem.ctype}* const {s.var.name} = "
                        f"({t.elem.ctype}*)(thork_dynamic_smem + {s.offset});", s.loc)
         else:
-            self._emit(f"__shared__ __attribute__((aligned(16))) {t.elem.ctype} "
-                       f"{s.var.name}[{s.count}];", s.loc)
+            self._emit(f"__shared__ __attribute__((aligned({self.shared_align}))) "
+                       f"{t.elem.ctype} {s.var.name}[{s.count}];", s.loc)
+
+    @property
+    def shared_align(self) -> int:
+        """Alignment in bytes of shared arrays: 1024 in kernels using Hopper operations
+        (a 128-byte swizzle pattern repeats every 1024 bytes of address), else 16."""
+        kernel = getattr(self, "_kernel", None)
+        return 1024 if kernel is not None and kernel.hopper_feature else 16
 
     def sync(self, s: Sync) -> None:
         text = {
@@ -629,7 +638,25 @@ class Renderer:
             return self.warp(e)
         if isinstance(e, BlockReduce):
             return self.block_reduce(e)
+        if isinstance(e, Hopper):
+            return self.hopper(e)
         raise TypeError(f"{type(self).__name__} cannot render {type(e).__name__}")
+
+    #: Leading arguments of every Hopper helper call (the CPU model passes its block).
+    hopper_context: tuple[str, ...] = ()
+
+    def hopper(self, e: Hopper) -> str:
+        """A call of the helper implementing a Hopper operation (docs/language-wgmma.md);
+        wgmma's accumulators travel as one ``thork_vec``."""
+        args = [self.expr(a) for a in e.args]
+        if e.op.startswith("wgmma.m64n"):
+            acc = f"thork_vec<float, {len(args) - 3}>{{{{{', '.join(args[3:])}}}}}"
+            args = [*args[:3], acc]
+        return f"{self.hopper_helper(e.op)}({', '.join([*self.hopper_context, *args])})"
+
+    def hopper_helper(self, op: str) -> str:
+        """The name of the helper implementing Hopper operation ``op``."""
+        return helper_name(op)
 
     def binary(self, e: Binary) -> str:
         operand_t = e.lhs.type
@@ -868,7 +895,7 @@ class CudaRenderer(Renderer):
         return self._head() + self._code(kernel, body)
 
     def _head(self) -> str:
-        dyn = ("extern __shared__ __attribute__((aligned(16))) unsigned char "
+        dyn = (f"extern __shared__ __attribute__((aligned({self.shared_align}))) unsigned char "
                "thork_dynamic_smem[];\n")
         # -- debug mode (h-debug): the error record and thork_at, for instrumented IR only
         if getattr(self, "_kernel", None) is not None and self._kernel.debug_sites is not None:
@@ -876,7 +903,8 @@ class CudaRenderer(Renderer):
 
             dyn += CUDA_DEBUG_PRELUDE
         # -- end debug mode
-        mma = _cuda_mma_helpers() if uses_mma(self._kernel) else ""
+        mma = (_cuda_mma_helpers() if uses_mma(self._kernel) else "") \
+            + cuda_hopper_helpers(self._kernel)
         return f"{self.prelude()}{mma}{dyn}\n"
 
     def _code(self, kernel: KernelIR, body: str) -> str:

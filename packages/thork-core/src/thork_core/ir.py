@@ -28,11 +28,13 @@ from ._dtype import (
 )
 from ._ir import (
     ATOMIC_OPS,
+    HOPPER_OPS,
     LDMATRIX_OPS,
     MMA_OPS,
     SPECIALS,
     SYNC_KINDS,
     WARP_OPS,
+    WGMMA_N,
     Assign,
     AsyncCopy,
     AsyncGroup,
@@ -51,6 +53,7 @@ from ._ir import (
     For,
     Function,
     GlobalDecl,
+    Hopper,
     If,
     KernelIR,
     Let,
@@ -78,7 +81,9 @@ from ._ir import (
     VectorType,
     Warp,
     While,
+    hopper_ops,
     stmt_exprs,
+    uses_hopper,
     walk_exprs,
     walk_stmts,
 )
@@ -94,7 +99,8 @@ from ._renderer import (
 )
 
 __all__ = [
-    "AsyncCopy", "AsyncGroup", "LDMATRIX_OPS", "MMA_OPS",
+    "AsyncCopy", "AsyncGroup", "LDMATRIX_OPS", "MMA_OPS", "HOPPER_OPS", "Hopper", "WGMMA_N",
+    "uses_hopper", "hopper_ops",
     "ALL_DTYPES", "ATOMIC_OPS", "Assign", "Atomic", "Binary", "BlockReduce", "Break",
     "CODEGEN_VERSION", "Call", "CallFunc", "Cast", "Const", "Continue", "CudaRenderer",
     "DType", "Eval", "Expr", "Field", "For", "Function", "GlobalDecl", "HALF_CONVERSIONS",

@@ -9,6 +9,7 @@ Without a GPU the same kernel runs on the CPU target. The language is documented
 from __future__ import annotations
 
 from thork_core import (
+    ArchError,
     ArgumentError,
     CompileError,
     DType,
@@ -110,6 +111,13 @@ from ._math import (
     tanh,
     trunc,
 )
+from ._mbarrier import (
+    mbarrier_arrive,
+    mbarrier_expect_tx,
+    mbarrier_init,
+    mbarrier_try_wait,
+    mbarrier_wait,
+)
 from ._mma import cp_async, cp_async_commit, cp_async_wait, ldmatrix, mma
 from ._print import print_ as print
 from ._random import (
@@ -138,6 +146,7 @@ from ._sync import (
     threadfence_block,
     threadfence_system,
 )
+from ._tma import tensor_map, tma_load
 from ._trace import TraceWarning, cast, where
 from ._types import (
     BlockDim,
@@ -166,13 +175,23 @@ from ._warp import (
     warp_reduce,
     warp_sum,
 )
+from ._wgmma import (
+    fence_proxy_async,
+    smem_address,
+    swizzle,
+    wgmma,
+    wgmma_commit,
+    wgmma_descriptor,
+    wgmma_fence,
+    wgmma_wait,
+)
 
 #: ``tk.select(c, a, b)`` is ``tk.cond``: C's ``c ? a : b``; a side given as a function
 #: (``lambda: a[k]``) is evaluated only where it is chosen, plain values as ``tk.where``.
 select = cond
 
 __all__ = [
-    "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "Constexpr", "DType",
+    "ArchError", "ArgumentError", "BlockDim", "BlockIdx", "CompileError", "Constexpr", "DType",
     "DeviceFunction", "DevicePointer", "FULL_MASK", "Graph", "GridDim", "Kernel", "Launch",
     "LaunchError", "Local", "PluginError", "SharedArray", "ThreadIdx", "ThorkError",
     "TraceError", "Uint", "Uint3", "WARP_SIZE", "ShapedPointer", "len",
@@ -200,6 +219,11 @@ __all__ = [
     "warp_all", "activemask", "warp_reduce", "warp_sum", "warp_max", "warp_min",
     # tensor cores and asynchronous copies
     "mma", "ldmatrix", "cp_async", "cp_async_commit", "cp_async_wait",
+    # Hopper (sm_90a): warpgroup MMA, TMA, mbarriers
+    "wgmma", "wgmma_descriptor", "wgmma_fence", "wgmma_commit", "wgmma_wait",
+    "fence_proxy_async", "smem_address", "swizzle", "tma_load", "tensor_map",
+    "mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait",
+    "mbarrier_try_wait",
     # math
     "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
     "copysign", "cos", "cosh", "erf", "erfc", "exp", "exp2", "exp10", "expm1", "floor", "fma",

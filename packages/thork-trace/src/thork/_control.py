@@ -27,6 +27,7 @@ from thork_core.ir import (
     BlockReduce,
     CallFunc,
     Const,
+    Hopper,
     If,
     Let,
     Return,
@@ -39,7 +40,7 @@ from ._trace import Value, _to, as_value, current, where
 
 __all__ = ["if_", "elif_", "else_", "return_", "cond"]
 
-_EFFECTS = (Atomic, Warp, BlockReduce, CallFunc)
+_EFFECTS = (Atomic, Warp, BlockReduce, CallFunc, Hopper)
 
 
 @contextmanager
