@@ -132,7 +132,7 @@ class CircularTensor:
                 f"fkl.CircularTensor.update ops: they turn {t} pixels into {got}, but the "
                 f"window holds {window} (out_dtype, channels); end the ops with e.g. "
                 f"fkl.Cast('{self.out_dtype.name}')")
-        key = ("circular", new.key(), shift.key(), t, self.batch, self.order)
+        key: tuple[Any, ...] = ("circular", new.key(), shift.key(), t, self.batch, self.order)
         if self.debug:  # (h-mut) the checked kernel: its own identity
             key = (*key, "debug")
         built = self._built.get(key)
