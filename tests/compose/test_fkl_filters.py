@@ -106,9 +106,20 @@ def test_gaussian(target, rng, dtype, border):
     x = image(rng, dtype)
     sx, sy = float(rng.uniform(0.6, 2.0)), float(rng.uniform(0.6, 2.0))
     got = run(target, x, fkl.GaussianBlur((5, 3), sx, sy, border=border))
-    want = reference(lambda a, b: cv2.GaussianBlur(a, (5, 3), sx, sigmaY=sy, borderType=b), x,
-                     (5, 3), border, native=border != B.CONSTANT)
-    near(got, want, dtype)
+
+    def blur(a: np.ndarray) -> np.ndarray:
+        return reference(lambda a, b: cv2.GaussianBlur(a, (5, 3), sx, sigmaY=sy,
+                                                       borderType=b), a, (5, 3), border,
+                         native=border != B.CONSTANT)
+
+    if dtype != np.uint8:
+        near(got, blur(x), dtype)
+        return
+    # OpenCV's uint8 Gaussian is fixed-point (8.8 / 16-bit coefficients) and can itself
+    # drift 2 from the exact value (seen in CI with a random sigma on 5 x 3); fkl is
+    # within 1 of OpenCV's float path rounded (docs/fkl-filters.md, tolerance).
+    near(got, blur(x), dtype, tol_u8=2)
+    near(got, np.rint(blur(x.astype(np.float32))).astype(np.uint8), dtype)
 
 
 def test_gaussian_opencv_rules(target, rng):

@@ -179,6 +179,20 @@ def test_errors_name_what_is_wrong(rng):
     np.testing.assert_array_equal(run("cpu", 2, fkl.Equal(), a, b), a == b)
 
 
+def test_strided_sources_are_read_in_place(target, rng):
+    """Any of the N sources may be a view (a crop, every other column): each source gets
+    its own strides; the fold matches NumPy on the views."""
+    big = random_array(rng, (13, 23, 3), np.float32)
+    a = big[2:11, 3:20]  # a crop: rows 23 pixels apart
+    b = random_array(rng, (9, 17, 3), np.float32)
+    c = random_array(rng, (9, 34, 3), np.float32)[:, ::2]  # every other pixel
+    out = poisoned((9, 17, 3), np.float32)
+    got = run(target, 3, fkl.Max(), a, b, c, out=out)
+    np.testing.assert_array_equal(got, np.maximum(np.maximum(a, b), c))
+    got = run(target, 4, fkl.Sub(), b, a, c, a)
+    np.testing.assert_allclose(got, ((b - a) - c) - a, rtol=1e-6)
+
+
 def test_kernel_identity_holds_the_count(rng):
     a = random_array(rng, (5, 7), np.float32)
     three = fkl.compose(fkl.TupleRead(3), fkl.Add(), fkl.TensorWrite(), target="cpu")
