@@ -151,7 +151,7 @@ def test_debug_circular_tensor_matches_numpy(target: str, rng: np.random.Generat
         frames.append(rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8))
         ring.update(frames[-1], [fkl.Cast("float32"), fkl.Mul(0.5)])
         snap = ring.snapshot()
-        snap = snap.get() if hasattr(snap, "get") else np.asarray(snap)
+        snap = snap.to_host() if hasattr(snap, "to_host") else np.asarray(snap)
         np.testing.assert_array_equal(snap, _reference_window(frames, batch))
     built = next(iter(ring._built.values()))
     assert built.lowered.ir.debug_sites

@@ -367,12 +367,35 @@ def test_tiled_with_fused_ops_below_batch_and_compute_after(target, rng):
 
 def test_tiled_is_part_of_the_kernel_identity():
     x = np.zeros((9, 11), np.float32)
-    a = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3), fkl.TensorWrite(), target="cpu")
+    a = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3, tiled=False), fkl.TensorWrite(),
+                    target="cpu")
     b = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3, tiled=True), fkl.TensorWrite(),
                     target="cpu")
     assert a.source(x) != b.source(x)
-    with pytest.raises(fkl.ArgumentError, match="tiled: expected True or False"):
+    with pytest.raises(fkl.ArgumentError, match="tiled: expected True, False or None"):
         fkl.BoxFilter(3, tiled=1)
+
+
+def test_default_tiles_on_cuda_targets_only():
+    """tiled=None (the default) stages the tile in CUDA kernels (faster on the H200: box
+    3x3 17.1 against 19.4 us, 15x15 linear 185 against 1805 us) and not on the CPU target
+    (its barriers: 1.4 s against 37 ms for box 3x3 on 1080p)."""
+    x = np.zeros((9, 11, 3), np.uint8)
+
+    def source(target, tiled=None):
+        f = fkl.GaussianBlur(3, 0.8) if tiled is None else fkl.GaussianBlur(3, 0.8,
+                                                                            tiled=tiled)
+        return fkl.compose(fkl.TensorRead(), f, fkl.TensorWrite(), target=target).source(x)
+
+    assert fkl.GaussianBlur(3, 0.8).tiled is None
+    # The tile: shared arrays (_sh...) and the block barrier after loading them.
+    gpu, gpu_tiled, gpu_untiled = source("gpu"), source("gpu", True), source("gpu", False)
+    assert gpu.count("__syncthreads();") == gpu_tiled.count("__syncthreads();") == 1
+    assert gpu.count(" _sh") == gpu_tiled.count(" _sh") > 0
+    assert "__syncthreads();" not in gpu_untiled and " _sh" not in gpu_untiled
+    cpu, cpu_tiled = source("cpu"), source("cpu", True)
+    assert "thork_syncthreads(thork_blk)" in cpu_tiled and " _sh" in cpu_tiled
+    assert "thork_syncthreads(thork_blk)" not in cpu and " _sh" not in cpu
 
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])

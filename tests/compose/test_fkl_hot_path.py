@@ -105,7 +105,11 @@ def test_cuda_array_interface_inputs_take_the_hot_path(rng):
         out = cp.asarray(poisoned(shape, np.float32))
         assert pipe(cp.asarray(x), out=out) is out
         np.testing.assert_allclose(cp.asnumpy(out), _ref(x), rtol=1e-6, atol=1e-6)
-    assert any(isinstance(k[0][0], type) for k in pipe._hot)  # keyed by the CAI type
+    from thork_core.runtime import device_count
+
+    # Keyed by the CAI type; with several devices such arrays take the routed general
+    # path (their interface does not name the owning device).
+    assert any(isinstance(k[0][0], type) for k in pipe._hot) == (device_count() == 1)
     wide = cp.asarray(random_array(rng, (23, 118, 3), np.float32))
     out = cp.asarray(poisoned(shape, np.float32))
     pipe(wide[:, ::2], out=out)

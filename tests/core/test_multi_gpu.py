@@ -92,6 +92,30 @@ def test_kernels_on_both_gpus_from_two_threads(rng):
     assert ordinals == [0, 1]  # one module per device
 
 
+def test_a_launch_armed_on_one_device_serves_the_other(rng):
+    """kernel[grid, block] armed by its first call (the C binder holds device 0's function)
+    runs device-1 arrays through the routed Python path, device-0 arrays in C, and still
+    names arrays on two devices; every result against NumPy."""
+    from thork_core._launch import launch_call_base
+
+    k = _axpb()
+    n = int(rng.integers(1000, 5000)) | 1
+    launch = k[(n + 255) // 256, 256]
+    for r in range(6):
+        device = (r // 2) % 2 if r else 0
+        x = rng.standard_normal(n).astype(np.float32)
+        dx = DeviceArray.from_host(x, device=device)
+        dout = DeviceArray.from_host(np.full(n, np.nan, np.float32), device=device)
+        launch(dout, dx, 2.0, -1.0, n)
+        np.testing.assert_allclose(dout.to_host(), x * np.float32(2) - 1, rtol=1e-6,
+                                   atol=1e-6)
+        if r == 0 and launch_call_base() is not None:
+            assert launch._hot_binder is not None  # armed on device 0
+    with pytest.raises(DeviceError, match="cuda:0.*cuda:1|cuda:1.*cuda:0"):
+        launch(DeviceArray(n, "float32", device=1),
+               DeviceArray.from_host(np.ones(n, np.float32), device=0), 1.0, 0.0, n)
+
+
 def test_kernel_arguments_on_two_gpus_are_a_named_error():
     k = _axpb()
     x0 = DeviceArray.from_host(np.ones(64, np.float32), device=0)

@@ -38,7 +38,10 @@ def _copy_reference(src: np.ndarray, k: int, sb: int) -> np.ndarray:
     return s
 
 
-@pytest.mark.parametrize(("k", "sb"), [(0, 16), (1, 12), (3, 4), (5, 0)])
+# k moves every thread's 16-byte source by k ints: a multiple of 4 keeps it 16-byte
+# aligned, as cp.async requires (k = 1 and 3 read the aligned address below on the H200,
+# 2026-12-01: misalignment is the caller's error, not modelled).
+@pytest.mark.parametrize(("k", "sb"), [(0, 16), (4, 12), (8, 4), (5, 0)])
 def test_debug_cp_async_in_range_matches_numpy(target, rng, k, sb):
     # src has 128 + k - (16 - sb) / 4 elements: exactly what the last thread reads
     # (sb == 0 reads nothing, so its source address may be past the end).

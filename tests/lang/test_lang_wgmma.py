@@ -452,3 +452,31 @@ def test_wgmma_errors():
         bar = tk.shared_array(u64, (1,))
         tk.tma_load(s, 0, x, 0, 0, bar, 0)
     assert "uint64 array parameter" in trace(not_a_map)
+
+
+def test_tensor_map_passes_the_bindings_own_integer_types(monkeypatch):
+    """cuda-bindings' cuTensorMapEncodeTiled refuses plain ints for its cuuint32_t and
+    cuuint64_t lists (the H200 run of 2026-12-01 failed so): each value travels as the
+    binding's own type, with the value asked for."""
+    cu = pytest.importorskip("cuda.bindings.driver")
+    from thork import _tma
+
+    seen = {}
+
+    class Map:
+        opaque = list(range(16))
+
+    def encode(dtype, rank, ptr, dims, strides, box, elem, *rest):
+        for name, vals, kind in (("dims", dims, cu.cuuint64_t),
+                                 ("strides", strides, cu.cuuint64_t),
+                                 ("box", box, cu.cuuint32_t), ("elem", elem, cu.cuuint32_t)):
+            assert all(isinstance(v, kind) for v in vals), (name, vals)
+            seen[name] = [int(v) for v in vals]
+        seen["rank"], seen["ptr"] = rank, ptr
+        return 0, Map()
+
+    monkeypatch.setattr(cu, "cuTensorMapEncodeTiled", encode)
+    out = _tma._encode_gpu(0x7000, "float16", 77, 45, 160, 64, 32, 128)
+    assert seen == {"dims": [77, 45], "strides": [160], "box": [64, 32], "elem": [1, 1],
+                    "rank": 2, "ptr": 0x7000}
+    assert out.dtype == np.uint64 and out.tolist() == list(range(16))

@@ -107,20 +107,23 @@ class Filter(ReadBack):
     outside its plane; ``value`` is the constant of ``CONSTANT`` (scalar or per channel,
     a runtime value). ``tiled``: where the filter is the chain's last geometry op, the
     block stages its input neighbourhood in shared memory first (:meth:`tile`; the same
-    results)."""
+    results); None (the default) tiles on CUDA targets and not on the CPU target, where
+    the tile's barriers cost more than they save (docs/fkl-filters.md)."""
 
     #: Whether the output is float32 whatever the input (Sobel), else the input dtype.
     float_out: ClassVar[bool] = False
 
     def __init__(self, ksize: tuple[int, int], border: str, value: Any,
-                 tiled: bool = False) -> None:
+                 tiled: bool | None = None) -> None:
         if border not in BorderMode.ALL:
             raise ArgumentError(f"{self.name} border: expected one of {BorderMode.ALL}, got "
                                 f"{border!r}")
-        if not isinstance(tiled, bool):
-            raise ArgumentError(f"{self.name} tiled: expected True or False, got {tiled!r}")
+        if tiled is not None and not isinstance(tiled, bool):
+            raise ArgumentError(f"{self.name} tiled: expected True, False or None, got "
+                                f"{tiled!r}")
         self.ksize, self.border, self.value = ksize, border, value
-        #: Stage the block's input neighbourhood in shared memory (:meth:`tile`).
+        #: Stage the block's input neighbourhood in shared memory (:meth:`tile`); None:
+        #: where the kernel runs on a CUDA target.
         self.tiled = tiled
 
     def key(self) -> tuple[Any, ...]:
@@ -289,7 +292,7 @@ class LinearFilter(Filter):
     values: another kernel of the same size reuses the compiled code."""
 
     def __init__(self, kernel: Any, ksize: Any = None, border: str = BorderMode.REFLECT_101,
-                 value: Any = 0, tiled: bool = False) -> None:
+                 value: Any = 0, tiled: bool | None = None) -> None:
         import numpy as np
 
         try:
@@ -337,7 +340,7 @@ class BoxFilter(Filter):
     normalize=False)`` (the window sum), stored in the input dtype."""
 
     def __init__(self, ksize: Any, border: str = BorderMode.REFLECT_101, value: Any = 0,
-                 normalize: bool = True, tiled: bool = False) -> None:
+                 normalize: bool = True, tiled: bool | None = None) -> None:
         super().__init__(_ksize(ksize, "fkl.BoxFilter ksize"), border, value, tiled)
         self.normalize = bool(normalize)
 
@@ -389,7 +392,7 @@ class GaussianBlur(Filter):
 
     def __init__(self, ksize: Any, sigma_x: float, sigma_y: float = 0.0,
                  border: str = BorderMode.REFLECT_101, value: Any = 0,
-                 tiled: bool = False) -> None:
+                 tiled: bool | None = None) -> None:
         try:
             sx, sy = float(sigma_x), float(sigma_y)
         except (TypeError, ValueError):
@@ -455,7 +458,7 @@ class Sobel(Filter):
 
     def __init__(self, dx: int, dy: int, ksize: int = 3, scale: float = 1.0,
                  border: str = BorderMode.REFLECT_101, value: Any = 0,
-                 tiled: bool = False) -> None:
+                 tiled: bool | None = None) -> None:
         if ksize != 3:
             raise ArgumentError(f"fkl.Sobel ksize: only 3 is supported, got {ksize!r}")
         if not (_is_int(dx) and _is_int(dy) and 0 <= dx <= 2 and 0 <= dy <= 2
@@ -490,7 +493,7 @@ class _Morphology(Filter):
     use_max: ClassVar[bool] = False
 
     def __init__(self, ksize: Any, border: str = BorderMode.CONSTANT,
-                 value: Any = None, tiled: bool = False) -> None:
+                 value: Any = None, tiled: bool | None = None) -> None:
         super().__init__(_ksize(ksize, f"{self.name} ksize"), border, value, tiled)
 
     def _constants(self, t: PixType) -> list[Any]:
@@ -543,7 +546,7 @@ class MedianBlur(Filter):
     chosen (``REPLICATE`` by default, OpenCV's)."""
 
     def __init__(self, ksize: int, border: str = BorderMode.REPLICATE, value: Any = 0,
-                 tiled: bool = False) -> None:
+                 tiled: bool | None = None) -> None:
         if ksize not in (3, 5) or isinstance(ksize, bool):
             raise ArgumentError(f"fkl.MedianBlur ksize: expected 3 or 5, got {ksize!r}")
         super().__init__((ksize, ksize), border, value, tiled)

@@ -142,9 +142,11 @@ class Kernels:
             assert spec is not None
             lowered = lower_flat(self.chain, t, name, spec)
         else:
+            cuda = target != "cpu" if target is not None \
+                else self.resolve().language == "cuda"
             lowered = lower(self.chain, t, name, active=variant == "active",
                             pitched=variant in ("pitched", "pitched-both"),
-                            pitched_out=variant in ("pitched-out", "pitched-both"))
+                            pitched_out=variant in ("pitched-out", "pitched-both"), cuda=cuda)
         return checked(lowered, self.debug)
 
     def get(self, t: PixType, variant: str, device: int = 0) -> Built:

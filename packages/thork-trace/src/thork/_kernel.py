@@ -575,10 +575,11 @@ class Launch:
         exe.launch(self.grid, self.block, args, stream=stream, shared_mem=self.shared_mem)
         if kernel is self.kernel and target is None and compiler is None \
                 and not consts and not kernel._opt_pos and not kernel._struct_pos \
-                and not ir.cooperative and not routed \
+                and not ir.cooperative and device is None \
                 and getattr(self, "_hot_binder", 0) is None:
-            # Not where launches are routed between devices: the binder holds one
-            # device's function and does not look at which device an array is on.
+            # With several devices the binder holds the first call's device's function:
+            # it takes only DeviceArrays on that device (it checks their ordinal, and
+            # reads no __cuda_array_interface__ then); anything else misses to this path.
             self._arm_from(exe)
 
     def _arm_from(self, exe: Any) -> None:

@@ -153,9 +153,13 @@ def _encode_gpu(ptr: int, name: str, width: int, height: int, row_stride: int, c
     swz = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B",
            64: "CU_TENSOR_MAP_SWIZZLE_64B", 128: "CU_TENSOR_MAP_SWIZZLE_128B"}[swizzle]
     try:
+        # The bindings take their own fixed-width integer types, not Python ints (seen on
+        # the H200: "Cannot convert int to cuuint32_t").
+        u64, u32 = cu.cuuint64_t, cu.cuuint32_t
         err, tmap = cu.cuTensorMapEncodeTiled(
-            cu.CUtensorMapDataType(_TMA_DTYPES[name]), 2, ptr, [width, height], [row_stride],
-            [cols, rows], [1, 1], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu.CUtensorMapDataType(_TMA_DTYPES[name]), 2, ptr, [u64(width), u64(height)],
+            [u64(row_stride)], [u32(cols), u32(rows)], [u32(1), u32(1)],
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             getattr(cu.CUtensorMapSwizzle, swz),
             cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
