@@ -53,10 +53,22 @@ for step in "${steps[@]}"; do
     if [[ -n "$compiler" && -n "${THORK_TEST_WORKERS:-}" ]] && python3 -c "import xdist" 2>/dev/null; then
       par=(-n "$THORK_TEST_WORKERS"); envs=(-u THORK_CACHE_DIR)
     fi
+    # A test that hangs (a spinning kernel, a stuck compile) must not hold the whole run
+    # hostage: with pytest-timeout (its wheel carried in .wheels/) each test gets
+    # THORK_TEST_PER_TEST_TIMEOUT seconds, then its stacks are dumped and its worker
+    # replaced, so the run ends with that test named as failed. xdist's worksteal hands a
+    # stuck worker's queued tests to the others.
+    per=()
+    if python3 -c "import pytest_timeout" 2>/dev/null; then
+      per=(--timeout "${THORK_TEST_PER_TEST_TIMEOUT:-150}" --timeout-method thread)
+      [[ ${#par[@]} -gt 0 ]] && per+=(--dist worksteal)
+    fi
     env "${envs[@]}" THORK_COMPILER="${compiler}" timeout "${THORK_TEST_TIMEOUT:-300}" \
-      python3 -m pytest tests "${par[@]}" -q -p no:cacheprovider -o addopts="" -rfEs 2>&1 \
-      | tee "$log" | tail -40
-    echo "suite (compiler ${compiler:-default}): $(tail -1 "$log")" >> "$out/summary.txt"
+      python3 -m pytest tests "${par[@]}" "${per[@]}" -q -p no:cacheprovider -o addopts="" \
+      -rfEs --durations=15 2>&1 | tee "$log" | tail -60
+    echo "suite (compiler ${compiler:-default}): $(grep -E '(passed|failed).* in [0-9.]+s' "$log" \
+      | tail -1 || echo "no summary line: cut off by THORK_TEST_TIMEOUT")" >> "$out/summary.txt"
+    grep -E "^(FAILED|ERROR) |Timeout" "$log" | head -20 >> "$out/summary.txt"
   else
     echo "=== $step"
     timeout "${THORK_BENCH_TIMEOUT:-240}" python3 "bench/$step.py" --out "$out" \

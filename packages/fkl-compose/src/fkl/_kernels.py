@@ -123,6 +123,16 @@ class Kernels:
     def target_name(self) -> str:
         return self.resolve().name
 
+    def language(self) -> str:
+        """The language of this pipe's target ("cuda", "c++"). A target named at
+        ``compose`` is looked up without checking that it is available, so kernels for a
+        GPU can be lowered (and compiled to cubin) on a machine without one."""
+        if self.resolved is None and self.target is not None:
+            for t in plugins().targets():
+                if t.name == self.target:
+                    return t.language
+        return self.resolve().language
+
     def signature(self, t: PixType, variant: str) -> tuple[Any, ...]:
         """The kernel identity for pixels ``t`` and a checked ``variant``: types only."""
         return (self.chain.key(), t, self.variants.form(t, variant),
@@ -142,8 +152,7 @@ class Kernels:
             assert spec is not None
             lowered = lower_flat(self.chain, t, name, spec)
         else:
-            cuda = target != "cpu" if target is not None \
-                else self.resolve().language == "cuda"
+            cuda = target != "cpu" if target is not None else self.language() == "cuda"
             lowered = lower(self.chain, t, name, active=variant == "active",
                             pitched=variant in ("pitched", "pitched-both"),
                             pitched_out=variant in ("pitched-out", "pitched-both"), cuda=cuda)
