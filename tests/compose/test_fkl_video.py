@@ -511,7 +511,7 @@ def test_strided_kernels_compile_for_gpu() -> None:
     for variant in ("pitched", "pitched-out", "pitched-both"):
         art = pipe.artifact(x, arch="sm_90", compiler="nvrtc", variant=variant)
         assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
-        assert pipe.lowered(pipe._pixtype(x, None, 1), variant).ir.params
+        assert pipe.lowered(pipe._pixtype(x, None, 1), variant, "gpu").ir.params
 
 
 def test_pitched_buffer_checks() -> None:
