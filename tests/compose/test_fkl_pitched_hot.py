@@ -280,3 +280,27 @@ def test_gpu_path_pitched_read_still_rejects_overlap(fake_gpu: list[Any]) -> Non
     pipe(frame, out=_wrap((1 << 33) - out_bytes, (3, h, w), "float32"))  # ends at its start
     pipe(frame, out=_wrap(last + 1, (3, h, w), "float32"))  # starts after its last byte
     assert len(fake_gpu) == 2
+
+
+def test_gpu_path_contiguous_hot_aliasing_on_byte_spans(fake_gpu: list[Any],
+                                                        slow_calls: list[int]) -> None:
+    """The hot path's aliasing test on precomputed spans, for contiguous DeviceBuffers
+    (Python's hot path: core's C guard is not there): a separate out= launches, out= the
+    input itself launches (a per-pixel chain computes in place), a partly overlapping
+    one is rejected on every call."""
+    shape = (9, 13, 3)
+    nbytes = 9 * 13 * 3 * 4
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target="gpu")
+    x = _wrap(1 << 33, shape, "float32")
+    pipe(x, out=_wrap(1 << 34, shape, "float32"))
+    fake_gpu.clear()
+    pipe(x, out=_wrap(1 << 34, shape, "float32"))
+    pipe(x, out=x)
+    pipe(x, out=_wrap((1 << 33) + nbytes, shape, "float32"))  # right after it
+    pipe(x, out=_wrap((1 << 33) - nbytes, shape, "float32"))  # right before it
+    assert [p[1][-1] for p in fake_gpu] == [1 << 34, 1 << 33, (1 << 33) + nbytes,
+                                            (1 << 33) - nbytes]
+    for shift in (16, -16, nbytes - 16, 16 - nbytes):
+        with pytest.raises(ArgumentError, match="overlap partially"):
+            pipe(x, out=_wrap((1 << 33) + shift, shape, "float32"))
+    assert len(fake_gpu) == 4 and slow_calls[0] == 1
