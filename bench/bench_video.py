@@ -15,9 +15,10 @@ Rows (GPU only; CV-CUDA anchors when `import cvcuda` works):
 Steady-state time per call (events around 20 back-to-back calls, bench_fkl's Events):
 a call whose host work outlasts its kernel is timed by its host work, as a pipeline over
 a stream of frames sees it. The pitched rows and their contiguous twins also note the
-device-only time (queued behind a busy GPU, so the host's share is hidden) and how many
-GPUs are visible: a gap between the two numbers is host time (h-pitch7: every pitched
-call used to re-plan on the host). Results go to DIR/bench_video.json.
+device-only time (queued behind a busy GPU, so the host's share is hidden; the busy
+memset also flushes L2, so it can exceed the steady-state number) and how many GPUs are
+visible: a per-call time far above the device-only time is host time (h-pitch7: every
+pitched call used to re-plan on the host). Results go to DIR/bench_video.json.
 """
 
 from __future__ import annotations
