@@ -136,3 +136,23 @@ def test_thork_kernels_reject_pitched_arrays():
     a = DeviceArray((4, 8), "float32", pitch=64)
     with pytest.raises(ArgumentError, match="C-contiguous"):
         fill[1, 32](a, target="gpu")
+
+
+@pytest.mark.parametrize("one_gpu", [True, False])
+def test_probe_keys_a_pitched_array_by_its_strides(one_gpu, monkeypatch):
+    """Core's probe (fkl's hot-path key) reads a pitched array from its fields, strides
+    included, with one GPU or several (its __cuda_array_interface__ names no device, so a
+    plain CAI producer is not keyed with several); its kind for the native binder stays
+    a CAI producer's, never a contiguous DeviceArray's (h-pitch7)."""
+    from thork_core import _probe
+    from thork_core.launch import probe
+
+    monkeypatch.setattr(_probe, "_ONE_GPU", [one_gpu])
+    a = DeviceArray.wrap(1 << 20, (15, 10), "uint16", pitch=64)
+    b = DeviceArray.wrap(1 << 21, (15, 10), "uint16", pitch=128)
+    plain = DeviceArray.wrap(1 << 22, (15, 10), "uint16")
+    pa, pb, pp = probe(a), probe(b), probe(plain)
+    assert pa == (1 << 20, ((15, 10), a.dtype, 0, (64, 2)), a.stream, 0, None)
+    assert pb[1] == ((15, 10), b.dtype, 0, (128, 2)) and pb[1] != pa[1]
+    assert pp[1] == ((15, 10), plain.dtype, 0) and pp[1] != pa[1]
+    assert _probe.kind_of(PitchedArray) == _probe.CAI

@@ -16,7 +16,7 @@ from typing import Any
 from thork_core import ArgumentError
 from thork_core.launch import memory_range
 
-__all__ = ["in_place_safe", "check_out_aliasing"]
+__all__ = ["in_place_safe", "check_out_aliasing", "overlaps", "relative_spans"]
 
 
 def in_place_safe(chain: Any) -> bool:
@@ -70,3 +70,30 @@ def check_out_aliasing(inputs: Sequence[Any], outs: Sequence[Any], in_place: boo
                 f"fkl pipe {what}: expected an array separate from input {i}, got one that "
                 f"shares its memory; {why}, so results would be wrong. Pass a separate "
                 "output array (or none, to allocate one).")
+
+
+def relative_spans(arrays: Sequence[Any], ptrs: Sequence[int]) -> list[tuple[int, int]] | None:
+    """The bytes each of ``arrays`` covers, as ``(first, one past the last)`` offsets from
+    its address in ``ptrs``; None when one exposes no range. A hot entry keys its arrays'
+    shapes and strides, so these hold for every call it serves (h-pitch7)."""
+    spans = []
+    for a, p in zip(arrays, ptrs, strict=True):
+        r = memory_range(a)
+        if r is None:
+            return None
+        spans.append((r[1] - p, r[2] - p))
+    return spans
+
+
+def overlaps(ptrs: Sequence[int], spans: Sequence[tuple[int, int]], n: int) -> bool:
+    """Whether the last array of ``ptrs`` (the output) may share bytes with one of the
+    first ``n`` (the inputs), from their addresses and :func:`relative_spans`: the cheap
+    test a hot call makes before :func:`check_out_aliasing` (which decides and reports)."""
+    o = ptrs[-1]
+    lo, hi = o + spans[-1][0], o + spans[-1][1]
+    for i in range(n):
+        p = ptrs[i]
+        a, b = spans[i]
+        if p + a < hi and lo < p + b:
+            return True
+    return False

@@ -21,8 +21,8 @@ from thork_core.launch import probe as fast_info
 from thork_core.plugin import find_view
 
 __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out", "follow",
-           "followers", "implied_stream", "pointer", "row_span", "stack", "stream_handle",
-           "view", "wait"]
+           "followers", "implied_stream", "out_info", "pointer", "row_span", "stack",
+           "stream_handle", "view", "wait"]
 
 #: fkl kernels index with int32: arrays have fewer elements than this.
 INT32_LIMIT = 2**31
@@ -133,6 +133,39 @@ def fast_out(out: Any, shape: tuple[int, ...], d: DType, code: str | None) -> in
     if type(out) is (_TYPES or array_types())[1]:
         return out.ptr if out.shape == shape and out.dtype is d else None
     return cai_pointer(out, code, shape=shape, writable=True)
+
+
+def out_info(out: Any) -> tuple[int, Any, int, int, Any] | None:
+    """The probe's reading of an ``out=`` for the strided-output hot table (h-pitch7):
+    ``(address, key, producer stream, device, follower)`` of one writable array the
+    probe keys (its strides are in the key), else None — a list of outputs, a read-only
+    NumPy or ``__cuda_array_interface__`` array, an array without a fast path — and the
+    call takes the general path, which checks and reports it."""
+    tx = type(out)
+    if tx is list or tx is tuple:
+        return None
+    got = fast_info(out)
+    if got is None:
+        return None
+    nd, da = _TYPES or array_types()
+    if tx is nd:
+        return got if out.flags.writeable else None
+    if got[4] is None and tx is not da and tx is not _pitched_type():
+        if out.__cuda_array_interface__["data"][1]:  # a read-only CAI producer
+            return None
+    return got
+
+
+_PITCHED: list[type] = []
+
+
+def _pitched_type() -> type:
+    """Core's PitchedArray (a pitched DeviceArray), imported on first use."""
+    if not _PITCHED:
+        from thork_core.runtime import PitchedArray
+
+        _PITCHED.append(PitchedArray)
+    return _PITCHED[0]
 
 
 def pointer(o: Any, what: str = "out") -> int:

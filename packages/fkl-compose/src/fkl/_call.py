@@ -9,6 +9,11 @@ with core's adapters, plans, launches and fills the table.
 
 Where core's native ``GuardedCall`` is the pipe's first base (:func:`fkl._pipe.compose`
 picks that class), the most recent guard is tried in C before any Python runs.
+
+A strided ``out=`` (a pitched frame a WriteYUV or TensorWrite stores into in place) has
+plans of its own: their entries live in ``_hot_strided``, keyed by the inputs' keys and
+the output's (its strides included), so a call writing a pitched output is one lookup
+too, not a new plan per call (h-pitch7).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError, DeviceError
 
-from ._alias import check_out_aliasing, in_place_safe
+from ._alias import check_out_aliasing, in_place_safe, overlaps, relative_spans
 from ._arrays import (
     array_types,
     fast_info,
@@ -26,6 +31,7 @@ from ._arrays import (
     follow,
     followers,
     implied_stream,
+    out_info,
     pointer,
     row_span,
     stack,
@@ -52,15 +58,20 @@ _C_OUT: dict[type, bool] = {}
 class Hot:
     """One entry of the hot table: the plan of an input shape, its launcher, core's guard
     for the one-device-array-in, one-out call (None where that does not apply) and, once
-    such a call allocated its output, core's maker of that output (``out_maker``)."""
+    such a call allocated its output, core's maker of that output (``out_maker``).
+    ``spans``: the bytes each input and the output cover (:func:`fkl._alias.
+    relative_spans`: a strided ``out=``'s for its entry, else the contiguous output's);
+    None: every call runs the full aliasing check."""
 
-    __slots__ = ("plan", "launcher", "guard", "maker")
+    __slots__ = ("plan", "launcher", "guard", "maker", "spans")
 
-    def __init__(self, plan: Plan, launcher: Launcher, guard: Any) -> None:
+    def __init__(self, plan: Plan, launcher: Launcher, guard: Any,
+                 spans: list[tuple[int, int]] | None = None) -> None:
         self.plan = plan
         self.launcher = launcher
         self.guard = guard
         self.maker: Any = None
+        self.spans = spans
 
 
 class CallPath:
@@ -72,6 +83,7 @@ class CallPath:
     variants: Variants
     _plans: dict[Any, Plan]
     _hot: dict[Any, Hot]
+    _hot_strided: dict[Any, Hot]
     _hot_guard: Any
     _n_inputs: int
     _in_place: bool
@@ -82,6 +94,8 @@ class CallPath:
             _C_OUT[cls] = hasattr(cls, "_hot_out")
         self._plans = {}
         self._hot = {}
+        #: (inputs' keys, out's key) -> Hot, for a strided out= (h-pitch7)
+        self._hot_strided = {}
         #: The guard that last launched (tried first, in C where the pipe's class has
         #: core's GuardedCall base).
         self._hot_guard = None
@@ -142,6 +156,15 @@ class CallPath:
             elif fast[2]:
                 producers.append((fast[2], fast[3]))
         hot = self._hot.get(tuple(key)) if key is not None else None
+        strided_out = None
+        if self._hot_strided and out is not None and key is not None:
+            strided_out = out_info(out)  # h-pitch7: a strided out= seen before
+            if strided_out is not None:
+                found = self._hot_strided.get((tuple(key), strided_out[1]))
+                if found is None:
+                    strided_out = None
+                else:
+                    hot = found
         if hot is None:
             if stream is None:  # CUDA tensors given no stream: torch's current stream
                 stream = implied_stream(inputs) or None
@@ -173,6 +196,14 @@ class CallPath:
             outs = allocate(plan, device, handle)
             for o in outs:
                 ptrs.append(pointer(o))
+        elif strided_out is not None:  # its plan writes exactly this layout
+            outs = [out]
+            ptrs.append(strided_out[0])
+            spans = hot.spans  # the full check only where the address ranges meet
+            if spans is None or overlaps(ptrs, spans, len(inputs)):
+                check_out_aliasing(inputs, outs, self._in_place)
+            if strided_out[4] is not None:  # a library with a current stream
+                follow([(out, strided_out[4], strided_out[2])], handle, device)
         else:
             # The common hot cases: one device array of exactly the output's kind.
             optr = None
@@ -185,16 +216,20 @@ class CallPath:
             if optr is not None:
                 outs = [out]
                 ptrs.append(optr)
+                spans = hot.spans  # (h-pitch7) the full check only where ranges meet
+                if spans is None or overlaps(ptrs, spans, len(inputs)):
+                    check_out_aliasing(inputs, outs, self._in_place)
             else:
                 try:
                     outs = check_out(plan.outs, out, plan.device)
                 except ArgumentError:
                     if self.chain.write.pitched:  # h-video: maybe a strided out=
-                        return self._call_slow(inputs, out, stream, None)
+                        # (h-pitch7: with the inputs' key, so it gets its hot entry)
+                        return self._call_slow(inputs, out, stream, key)
                     raise
                 for o in outs:
                     ptrs.append(pointer(o))
-            check_out_aliasing(inputs, outs, self._in_place)
+                check_out_aliasing(inputs, outs, self._in_place)
             outs_followed = followers(outs)
             if outs_followed is not None:  # torch out=: ordered after torch's stream
                 follow(outs_followed, handle, device)
@@ -252,9 +287,16 @@ class CallPath:
         strided = read.pitch_variant and bool(g.strides)  # h-video: a strided input
         out_strides = self._out_strides(out, t, g, lay, handle) \
             if out is not None and self.chain.write.pitched else None
+        out_key, out_ptr = None, 0
         if out_strides is not None:  # h-video: a strided out=, written in place
             shape_key = (*shape_key, "out", out_strides)
-            key = None  # the hot table keys inputs only: this plan stays on this path
+            # h-pitch7: its hot entry keys the inputs and the out= (None: an out the
+            # probe cannot key, e.g. a list or a read-only array; it stays on this path)
+            got = out_info(out) if key is not None else None
+            if got is None:
+                key = None
+            else:
+                out_ptr, out_key = got[0], got[1]
         plan = self._plans.get(shape_key)
         if plan is None:
             if strided or out_strides is not None:
@@ -301,8 +343,19 @@ class CallPath:
             if outs_followed is not None:  # torch out=: ordered after torch's stream
                 follow(outs_followed, handle, ordinal)
             run.launcher.launch(run.arrange(ptrs), handle)
-            if key is not None:
-                hot = Hot(plan, launcher, self._guard(plan, inputs, self._in_place))
+            if key is not None and out_key is not None:  # h-pitch7: a strided out=
+                self._hot_strided[(tuple(key), out_key)] = Hot(
+                    plan, launcher, None,
+                    relative_spans([*inputs, out], [*(v.ptr for v in views), out_ptr]))
+            elif key is not None:
+                # (h-pitch7) the inputs' spans and a contiguous output's, for the cheap
+                # aliasing test of a hot call whose out= is exactly the output's kind
+                spans = relative_spans(inputs, [v.ptr for v in views]) \
+                    if len(plan.outs) == 1 else None
+                if spans is not None:
+                    shape, d = plan.outs[0]
+                    spans.append((0, d.itemsize * math.prod(shape)))
+                hot = Hot(plan, launcher, self._guard(plan, inputs, self._in_place), spans)
                 self._hot[tuple(key)] = hot
                 if hot.guard is not None:
                     # The next identical call is decided in C (GuardedCall) straight away;

@@ -53,8 +53,9 @@ def _types() -> list[Any]:
         import numpy as np
 
         from ._device_array import DeviceArray
+        from ._pitched_array import PitchedArray
 
-        _TYPES.extend((np.ndarray, DeviceArray))
+        _TYPES.extend((np.ndarray, DeviceArray, PitchedArray))
     return _TYPES
 
 
@@ -85,7 +86,7 @@ def kind_of(tx: type) -> Any:
     kind = KINDS.get(tx)
     if kind is not None:
         return kind
-    nd, da = _TYPES or _types()
+    nd, da, _ = _TYPES or _types()
     if tx is da:
         kind = "device"
     elif tx is nd:
@@ -159,6 +160,8 @@ def probe(x: Any) -> tuple[int, Any, int, int, Any] | None:
     """``(address, key, producer stream, device, follower)`` for an array that can skip
     the adapters, else None. ``key`` is what must match for the rest of a previous check of
     an array of this kind to hold: ``(shape, dtype, device)`` for a DeviceArray,
+    ``(shape, dtype, device, byte strides)`` for a pitched one (read from its slots like a
+    DeviceArray's, so it needs no ``__cuda_array_interface__`` and no one-GPU machine),
     ``(shape, numpy dtype, -1)`` for a C-contiguous NumPy array (``(shape, numpy dtype,
     strides)`` for a strided view), ``(type, shape, typestr)`` for a CAI producer (with
     its strides appended when it has some): a strided array keys by its strides, which a
@@ -167,13 +170,15 @@ def probe(x: Any) -> tuple[int, Any, int, int, Any] | None:
     the adapter of a library with a current stream (the producer stream is that stream; a
     caller given no ``stream=`` launches there, else waits for it and calls the adapter's
     :meth:`~thork_core.ArrayAdapter.used_on`); such an array's key is its adapter's."""
-    nd, da = _TYPES or _types()
+    nd, da, pa = _TYPES or _types()
     tx = type(x)
     if tx is da:
         return x.ptr, (x.shape, x.dtype, x.device), x.stream, x.device, None
     if tx is nd:
         return x.__array_interface__["data"][0], (
             x.shape, x.dtype, -1 if x.flags.c_contiguous else x.strides), 0, -1, None
+    if tx is pa:  # (h-pitch7) its device is known: no CAI read, any number of GPUs
+        return x.ptr, (x.shape, x.dtype, x.device, x.strides), x.stream, x.device, None
     kind = KINDS.get(tx) or kind_of(tx)
     if kind.__class__ is not str:  # a follower's array: its adapter reads it
         got = kind.fast(x)
