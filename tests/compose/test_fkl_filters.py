@@ -417,3 +417,44 @@ def test_tiled_filters_compile_for_sm90(compiler):
         art = pipe.artifact(x, arch="sm_90", compiler=compiler)
         assert art.kind == "cubin" and art.data[:4] == b"\x7fELF", op
         assert "__syncthreads" in pipe.source(x)
+
+
+# -- clang's front end and const locals (found on the H200, session 7) -----------------
+def _median_pipe(tiled: bool) -> fkl.Pipe:
+    return fkl.compose(fkl.TensorRead(), fkl.MedianBlur(5, tiled=tiled), fkl.TensorWrite(),
+                       target="gpu")
+
+
+def test_min_max_chains_are_rendered_as_plain_locals() -> None:
+    """A median's sorting network reads every value twice; rendered as ``const`` locals,
+    clang's front end evaluates them as constants recursively, in exponential time (a 5x5
+    median took over 10 minutes to compile). Only built-ins and pointers stay const."""
+    x = np.zeros((9, 11, 3), np.float32)
+    src = _median_pipe(False).source(x)
+    body = src[src.index('extern "C" __global__'):]
+    minmax = re.findall(r"^\s*(const )?float (_t\d+) = \(\(\S+\) < \(\S+\) \?", body, re.M)
+    assert len(minmax) > 100, "expected the median's min/max network in the kernel"
+    assert not [name for const, name in minmax if const], "min/max temporaries are const"
+
+
+@pytest.mark.parametrize("tiled", [False, True])
+def test_median_5x5_compiles_with_clang_itself(tiled: bool, monkeypatch) -> None:
+    """The 5x5 median kernels compile with clang (no nvcc fallback) in seconds; with const
+    locals this compile ran past the backend's 600 s limit and fell back to nvcc, which is
+    how the clang GPU suite stalled at 98 % (a hang guard, not a speed claim)."""
+    import time
+
+    pytest.importorskip("thork_clang")
+    pytest.importorskip("thork_nvrtc")
+    from thork_clang import find_clang
+
+    clang, why = find_clang()
+    if clang is None:
+        pytest.skip(f"clang: {why}")
+    monkeypatch.setenv("THORK_CLANG_FALLBACK", "0")
+    x = np.zeros((13, 17, 3), np.uint8)
+    start = time.monotonic()
+    art = _median_pipe(tiled).artifact(x, arch="sm_80", compiler="clang")
+    assert art.kind == "cubin" and art.data[:4] == b"\x7fELF"
+    assert not art.info.get("fallback"), art.info
+    assert time.monotonic() - start < 120
