@@ -315,3 +315,62 @@ def test_resize_cv_linear_batch_of_crops_of_different_sizes(target, rng):
     for k, (cx, cy, cw, ch) in enumerate(rects):
         near(got[k], cv2.resize(x[cy:cy + ch, cx:cx + cw], (19, 15),
                                 interpolation=cv2.INTER_LINEAR))
+
+
+# -- INTER_AREA's host tables (session 7) -----------------------------------------------
+@pytest.mark.parametrize("n, d", [(1920, 1280), (45, 31), (37, 37), (1080, 224), (9, 4),
+                                  (101, 1), (64, 32)])
+def test_area_tables_are_the_covered_lengths(n, d):
+    """Each destination pixel's cell [k*s, (k+1)*s), s = n/d, against the geometry: a
+    source pixel's weight is its overlap with the cell over the cell's length (OpenCV drops
+    a left or right sliver of at most 1e-3 pixel); the weights of a cell sum to 1."""
+    from fkl._resampling import area_tables
+
+    index, weights = area_tables(n, d)
+    assert len(index) == 3 * d
+    w32 = np.asarray(weights, np.float32)
+    s = n / d
+    for k in range(d):
+        first, count, off = index[3 * k: 3 * k + 3]
+        lo, hi = k * s, min((k + 1) * s, n)
+        src = np.arange(first, first + count)
+        overlap = np.clip(np.minimum(src + 1, hi) - np.maximum(src, lo), 0, None)
+        want = overlap / (hi - lo)
+        want[(overlap <= 1e-3 + 1e-9) & (want < 1)] = 0.0  # OpenCV's sliver rule
+        got = w32[off: off + count]
+        assert 0 <= first and first + count <= n, (k, first, count)
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-6, err_msg=f"cell {k}")
+        assert abs(float(got.astype(np.float64).sum()) - 1.0) < 1e-5, k
+        # every source pixel the cell covers by more than a sliver is in the range
+        covered = [p for p in range(n) if min(p + 1, hi) - max(p, lo) > 1e-3]
+        assert set(covered) <= set(src.tolist()), (k, covered, src)
+
+
+def test_resize_area_letterbox_vs_opencv(target, rng):
+    """PRESERVE_AR with INTER_AREA: the table's cells are the letterboxed image's."""
+    x = random_array(rng, (47, 93, 3), np.uint8)
+    got = run(target, x, fkl.Resize(33, 31, interpolation=IM.CV_AREA,
+                                    aspect_ratio=fkl.PRESERVE_AR, background=114),
+              (31, 33, 3))
+    near(got, letterboxed(x, 33, 31, 114, cv2.INTER_AREA))
+
+
+def test_resize_area_with_per_item_backgrounds(target, rng):
+    """The area tables come after a per-item background table: each item's border is
+    its own value and its image OpenCV's INTER_AREA."""
+    xs = random_array(rng, (3, 29, 61, 2), np.float32)
+    bgs = [[1.0, 2.0], -3.0, [5.0, 6.0]]
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Resize(22, 21, interpolation=IM.CV_AREA,
+                                                    aspect_ratio=fkl.PRESERVE_AR,
+                                                    background=fkl.PerItem(bgs)),
+                       fkl.TensorWrite(), target=target)
+    out = poisoned((3, 21, 22, 2), np.float32)
+    assert pipe(xs, out=out) is out
+    tw, th, x1, y1 = fkl.letterbox(61, 29, 22, 21, fkl.PRESERVE_AR)
+    assert th < 21  # there is a border to fill
+    for k in range(3):
+        want = np.empty((21, 22, 2), np.float32)
+        want[...] = np.broadcast_to(np.asarray(bgs[k], np.float32), (2,))
+        want[y1:y1 + th, x1:x1 + tw] = cv2.resize(xs[k], (tw, th),
+                                                  interpolation=cv2.INTER_AREA)
+        near(out[k], want)

@@ -23,6 +23,7 @@ from ._resampling import (
     _clamp,
     _f32,
     _i32,
+    area_tables,
     cv_area,
     cv_cubic,
     cv_linear,
@@ -338,10 +339,23 @@ class Resize(ReadBack):
         return types
 
     def table_types(self, t: PixType) -> list[DType]:
-        return [dt.float32] if self.items() else []
+        types = [dt.float32] if self.items() else []
+        if self.interpolation == Interpolation.CV_AREA:  # cells and weights, x then y
+            types += [dt.int32, dt.float32, dt.int32, dt.float32]
+        return types
 
     def tables(self, t: PixType, g: Geom) -> list[tuple[DType, list[Any]]]:
-        return [(dt.float32, self._backgrounds(t))] if self.items() else []
+        tables: list[tuple[DType, list[Any]]] = \
+            [(dt.float32, self._backgrounds(t))] if self.items() else []
+        if self.interpolation == Interpolation.CV_AREA:
+            # The weights OpenCV computes per column and row (computeResizeAreaTab), here
+            # too on the host in double: the kernel only reads them (a double division
+            # per tap on the GPU cost more than the taps).
+            tw, th, _, _ = letterbox(g.w, g.h, *self.size, self.aspect_ratio)
+            for n, d in ((g.w, tw), (g.h, th)):
+                index, weights = area_tables(n, d)
+                tables += [(dt.int32, index), (dt.float32, weights)]
+        return tables
 
     def values(self, t: PixType, g: Geom) -> list[Any]:
         import numpy as np
@@ -365,8 +379,9 @@ class Resize(ReadBack):
         mode = self.interpolation
         area = mode == Interpolation.CV_AREA
         half_up = p[4] if area else None
+        area_tabs: list[Any] = []
         if area:
-            p = p[:4] + p[5:]
+            p, area_tabs = p[:4] + p[5:-4], p[-4:]
 
         if src.per_plane and not lb:
             # Planes of different sizes (a batch of crops): each plane's scale, in float32
@@ -388,7 +403,8 @@ class Resize(ReadBack):
                 xi, yi = x, y
             if self._opencv():
                 tw, th = (p[4], p[5]) if lb else (dw, dh)
-                csx, csy = cv_resize_scale(src.w, tw), cv_resize_scale(src.h, th)
+                if not area:
+                    csx, csy = cv_resize_scale(src.w, tw), cv_resize_scale(src.h, th)
                 if mode == Interpolation.CV_LINEAR:
                     vals = cv_linear(src, xi, yi, z, csx, csy)
                 elif mode == Interpolation.CV_CUBIC:
@@ -399,7 +415,8 @@ class Resize(ReadBack):
                     vals = cv_nearest_exact(src, xi, yi, z, tw, th)
                 else:
                     assert half_up is not None  # set for the area mode above
-                    vals = cv_area(src, xi, yi, z, csx, csy, half_up)
+                    xtab, wx, ytab, wy = area_tabs
+                    vals = cv_area(src, xi, yi, z, xtab, wx, ytab, wy, half_up)
                 if lb:
                     vals = [where(inside, v, saturate_value(bg[k], t.dtype))
                             for k, v in enumerate(vals)]

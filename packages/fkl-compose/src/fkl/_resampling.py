@@ -10,6 +10,7 @@ other integers round half to even and saturate, floats stay floats.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from thork import range as tk_range
@@ -22,7 +23,7 @@ from ._ops import saturate_value
 from ._pixel import Pixel, Stage
 
 __all__ = ["Interpolation", "cv_resize_scale", "cv_nearest", "cv_nearest_exact", "cv_linear",
-           "cv_cubic", "cv_area", "cv_warp_sample"]
+           "cv_cubic", "cv_area", "area_tables", "cv_warp_sample"]
 
 
 class Interpolation:
@@ -185,25 +186,28 @@ def cv_cubic(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value) -> 
     return [_store(v, to) for v in acc]
 
 
-def cv_area(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value,
-            half_up: Value) -> Pixel:
-    """``cv2.resize(..., INTER_AREA)`` when downscaling (``sx``, ``sy`` ≥ 1): the weighted
-    mean over the source cell ``[d * scale, (d + 1) * scale)``, each partly covered pixel
-    weighted by its covered length (OpenCV's ``computeResizeAreaTab``, weights computed in
-    double and stored as float32), rows summed first then columns, in float32.
-    ``half_up`` (a runtime flag) rounds uint8 halves up, as OpenCV's exact 2 x 2 path."""
+def cv_area(src: Stage, x: Value, y: Value, z: Value, xtab: Any, wx: Any, ytab: Any,
+            wy: Any, half_up: Value) -> Pixel:
+    """``cv2.resize(..., INTER_AREA)`` when downscaling: the weighted mean over the source
+    cell of destination pixel (``x``, ``y``), each partly covered pixel weighted by its
+    covered length, rows summed first then columns, in float32 (float64 for float64
+    pixels). The cells and weights come from the tables :func:`area_tables` filled on the
+    host (as OpenCV's ``computeResizeAreaTab`` does): ``xtab``/``ytab`` hold
+    ``(first source index, count, offset of its weights)`` per destination column/row,
+    ``wx``/``wy`` the float32 weights. ``half_up`` (a runtime flag) rounds uint8 halves
+    up, as OpenCV's exact 2 x 2 path."""
     ch = src.type.channels
     to = src.type.dtype
     ft = dt.float64 if to == dt.float64 else dt.float32
-    xlo, xhi, xw = _area_axis(x, sx, src.w)
-    ylo, yhi, yw = _area_axis(y, sy, src.h)
+    xs, xn, xo = xtab[x * 3], xtab[x * 3 + 1], xtab[x * 3 + 2]
+    ys, yn, yo = ytab[y * 3], ytab[y * 3 + 1], ytab[y * 3 + 2]
     acc = [tk_var(cast(0.0, ft), ft) for _ in range(ch)]
-    for j in tk_range(ylo, yhi):
-        wyj = cast(yw(j), ft)
+    for j in tk_range(0, yn):
+        wyj = cast(wy[yo + j], ft)
         row = [tk_var(cast(0.0, ft), ft) for _ in range(ch)]
-        for i in tk_range(xlo, xhi):
-            wxi = cast(xw(i), ft)
-            px = src.read(i, j, z)
+        for i in tk_range(0, xn):
+            wxi = cast(wx[xo + i], ft)
+            px = src.read(xs + i, ys + j, z)
             for k in range(ch):
                 row[k].set(row[k].get() + cast(px[k], ft) * wxi)
         for k in range(ch):
@@ -217,25 +221,33 @@ def cv_area(src: Stage, x: Value, y: Value, z: Value, sx: Value, sy: Value,
     return out
 
 
-def _area_axis(d: Value, scale: Value, n: Any) -> tuple[Value, Value, Any]:
-    """The source range ``[lo, hi)`` of destination index ``d`` and its weight function."""
-    f1 = _f64(d) * scale
-    f2 = f1 + scale
-    cell = tkm.min(scale, _f64(n) - f1)
-    s2 = tkm.min(_i32(tkm.floor(f2)), n - 1)
-    s1 = tkm.min(_i32(tkm.ceil(f1)), s2)
-    left = _f64(s1) - f1
-    right = f2 - _f64(s2)
-    lo = tkm.max(s1 - 1, 0)
-    hi = s2 + 1
+def area_tables(n: int, d: int) -> tuple[list[int], list[float]]:
+    """The INTER_AREA cells of ``d`` destination pixels over ``n`` source pixels (a
+    downscale, ``d <= n``): per destination pixel ``(first, count, offset)`` into the
+    weights, and the weights, float32 values of OpenCV's double arithmetic. Destination
+    pixel ``k`` covers ``[k * scale, (k + 1) * scale)`` with ``scale = 1 / (d / n)``; a
+    pixel partly covered on the left (more than 1e-3) weighs its covered length, a whole
+    one 1, the last its covered length capped at 1 and at the cell, each divided by the
+    cell (``min(scale, n - k * scale)``)."""
+    import numpy as np
 
-    def weight(s: Value) -> Value:
-        w_left = where(left > 1e-3, left / cell, 0.0)
-        w_right = where(right > 1e-3, tkm.min(tkm.min(right, 1.0), cell) / cell, 0.0)
-        w = where(s == s1 - 1, w_left, where(s < s2, 1.0 / cell, w_right))
-        return _f32(w)
-
-    return lo, hi, weight
+    scale = 1.0 / (float(d) / float(n))
+    index: list[int] = []
+    weights: list[float] = []
+    for k in range(d):
+        f1 = float(k) * scale
+        f2 = f1 + scale
+        cell = min(scale, float(n) - f1)
+        s2 = min(int(math.floor(f2)), n - 1)
+        s1 = min(int(math.ceil(f1)), s2)
+        left, right = float(s1) - f1, f2 - float(s2)
+        w_left = left / cell if left > 1e-3 else 0.0
+        w_right = min(min(right, 1.0), cell) / cell if right > 1e-3 else 0.0
+        lo, hi = max(s1 - 1, 0), s2 + 1
+        index += [lo, hi - lo, len(weights)]
+        weights += [w_left if s == s1 - 1 else 1.0 / cell if s < s2 else w_right
+                    for s in range(lo, hi)]
+    return index, np.asarray(weights, np.float64).astype(np.float32).tolist()
 
 
 #: Source positions are clamped to this magnitude before conversion to int (an infinite
