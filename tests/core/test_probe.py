@@ -81,7 +81,7 @@ def test_cai_arrays_read_like_the_adapter(one_gpu, case):
     aptr, ashape, astream = _adapted(arr)
     assert (ptr, key[1], got_stream) == (aptr, ashape, astream) == (0x1000, (5, 7), stream)
     strides = arr.__cuda_array_interface__.get("strides")
-    assert key == (Cai, (5, 7), "<f4", *([strides] if strides else [])) and device == 0
+    assert key == (Cai, (5, 7), "<f4", 0, *([strides] if strides else [])) and device == 0
     assert follower is None
 
 

@@ -22,6 +22,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError, DeviceError
+from thork_core.launch import one_gpu
 
 from ._alias import check_out_aliasing, in_place_safe, overlaps, relative_spans
 from ._arrays import (
@@ -227,6 +228,8 @@ class CallPath:
                         # (h-pitch7: with the inputs' key, so it gets its hot entry)
                         return self._call_slow(inputs, out, stream, key)
                     raise
+                if plan.device and not one_gpu():  # (h-multi) a hot call's out= too
+                    outs_on_device(outs, plan.ordinal)
                 for o in outs:
                     ptrs.append(pointer(o))
                 check_out_aliasing(inputs, outs, self._in_place)
@@ -464,7 +467,7 @@ def _call_device(views: list[Any], out: Any, device: Any, target: str) -> int:
     """The CUDA device a pipe call runs on (h-multi): its device inputs' and ``out``'s
     (all on one device, else DeviceError), or ``device`` when given (which they must then
     be on); 0 for host-only calls without ``device``."""
-    from thork_core.runtime import array_device, check_device
+    from thork_core.runtime import check_device
 
     if device is not None:
         device = check_device(device, "fkl pipe")
@@ -482,10 +485,17 @@ def _call_device(views: list[Any], out: Any, device: Any, target: str) -> int:
                               f"cuda:{v.device_id}, {first} on cuda:{ordinal}")
     ordinal = 0 if ordinal is None else ordinal
     if out is not None:
-        outs = list(out) if isinstance(out, (list, tuple)) else [out]
-        for j, o in enumerate(outs):
-            d = array_device(o)
-            if d is not None and d != ordinal:
-                raise DeviceError(f"fkl pipe: arguments on different devices: out[{j}] is "
-                                  f"on cuda:{d}, the call runs on cuda:{ordinal}")
+        outs_on_device(list(out) if isinstance(out, (list, tuple)) else [out], ordinal)
     return ordinal
+
+
+def outs_on_device(outs: list[Any], ordinal: int) -> None:
+    """DeviceError unless every device array in ``outs`` is on CUDA device ``ordinal``
+    (host arrays pass: the output checks refuse a host/device mix)."""
+    from thork_core.runtime import array_device
+
+    for j, o in enumerate(outs):
+        d = array_device(o)
+        if d is not None and d != ordinal:
+            raise DeviceError(f"fkl pipe: arguments on different devices: out[{j}] is "
+                              f"on cuda:{d}, the call runs on cuda:{ordinal}")

@@ -5,7 +5,8 @@ kind; that costs a dataclass and several lookups per argument. A hot call needs 
 address, and whether the array is exactly the kind it checked before. This module is that
 reading, for the kinds that can skip the adapters: Thork's own :class:`DeviceArray`,
 NumPy arrays, and unmasked ``__cuda_array_interface__`` producers (CuPy, torch, Numba) on
-the one visible GPU. Everything else returns None: the caller takes the adapters. Kernel launches
+the one visible GPU, or on any of several when they also say their device through
+``__dlpack_device__``. Everything else returns None: the caller takes the adapters. Kernel launches
 (``CudaExecutable.launch``'s Python path) and fkl pipes read arrays through it; the
 native module's ``Binder`` makes the same decisions in C.
 
@@ -23,8 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._device import _DL_CUDA, _DL_CUDA_MANAGED
+
 __all__ = ["CAI", "DEFAULT_STREAMS", "KINDS", "cai_pointer", "follow", "followers",
-           "forget_kinds", "implied_stream", "kind_of", "probe"]
+           "dlpack_cuda_device", "forget_kinds", "implied_stream", "kind_of", "one_gpu",
+           "probe"]
 
 #: ``__cuda_array_interface__`` ``stream`` values that ask no wait of a consumer: absent,
 #: 0 (not valid in CAI v3; read as the legacy stream, as the native module does), the
@@ -163,9 +167,11 @@ def probe(x: Any) -> tuple[int, Any, int, int, Any] | None:
     ``(shape, dtype, device, byte strides)`` for a pitched one (read from its slots like a
     DeviceArray's, so it needs no ``__cuda_array_interface__`` and no one-GPU machine),
     ``(shape, numpy dtype, -1)`` for a C-contiguous NumPy array (``(shape, numpy dtype,
-    strides)`` for a strided view), ``(type, shape, typestr)`` for a CAI producer (with
-    its strides appended when it has some): a strided array keys by its strides, which a
-    caller's plan for it holds. The producer stream is 0 when no wait can be needed (host
+    strides)`` for a strided view), ``(type, shape, typestr, device)`` for a CAI producer
+    (with its strides appended when it has some): a strided array keys by its strides,
+    which a caller's plan for it holds. With several GPUs a CAI producer is taken only
+    when it names its device through ``__dlpack_device__`` (CuPy does; the interface
+    itself names none). The producer stream is 0 when no wait can be needed (host
     arrays and the default streams); device is -1 for host arrays. ``follower``: None, or
     the adapter of a library with a current stream (the producer stream is that stream; a
     caller given no ``stream=`` launches there, else waits for it and calls the adapter's
@@ -189,13 +195,33 @@ def probe(x: Any) -> tuple[int, Any, int, int, Any] | None:
         cai = x.__cuda_array_interface__
     except Exception:  # noqa: BLE001 - e.g. torch raises for a CPU tensor
         return None
-    if cai.get("mask") is not None or not one_gpu():
+    if cai.get("mask") is not None:
         return None
+    device = 0
+    if not one_gpu():
+        # The interface names no device; a producer that also speaks DLPack (CuPy) says
+        # which in one call, so a call on a several-GPU machine stays on the hot path.
+        device = dlpack_cuda_device(x, tx)
+        if device < 0:
+            return None
     stream = cai.get("stream")
     strides = cai.get("strides")
-    key = (tx, tuple(cai["shape"]), cai["typestr"])
+    key = (tx, tuple(cai["shape"]), cai["typestr"], device)
     return (cai["data"][0], key if strides is None else (*key, tuple(strides)),
-            0 if stream in DEFAULT_STREAMS else stream, 0, None)
+            0 if stream in DEFAULT_STREAMS else stream, device, None)
+
+
+def dlpack_cuda_device(x: Any, tx: type | None = None) -> int:
+    """The CUDA ordinal ``x.__dlpack_device__()`` names, or -1: no such method, not CUDA
+    memory, or a method that fails (the caller then asks the driver, through the
+    adapters)."""
+    if not hasattr(tx or type(x), "__dlpack_device__"):
+        return -1
+    try:
+        kind, ordinal = x.__dlpack_device__()
+    except Exception:  # noqa: BLE001 - a producer that cannot say
+        return -1
+    return int(ordinal) if int(kind) in (_DL_CUDA, _DL_CUDA_MANAGED) else -1
 
 
 def cai_pointer(x: Any, typestr: str | None, *, ndim: int = -1,
