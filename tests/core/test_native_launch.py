@@ -321,8 +321,12 @@ def test_threads_sharing_one_launch_keep_their_own_pointers(which):
     launch = rec.launch(which)
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    # All four alive before any launches: a thread that ended could otherwise hand its
+    # identity (which the recorder keys calls by) to one started after it.
+    started = threading.Barrier(4)
     try:
         def work(i: int) -> None:
+            started.wait()
             for _ in range(2000):
                 launch.run([0x1000 * (i + 1), 0x10 * (i + 1)], 0)
 
