@@ -105,6 +105,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "THORK_CACHE_DIR": ("the cache folder", _is_folder),
     "THORK_DISABLE_PLUGINS": ("entry-point names of plugins not to load", _is_plugin_list),
     "THORK_PLUGINS_AUTOLOAD": ("0: load no plugin from entry points", _is_bool),
+    "THORK_PLUGIN_DEFAULTS": ("entry-point names of third-party plugins allowed to become "
+                              "the default target or compiler by priority",
+                              _is_plugin_list),
     "THORK_LAUNCHER": ("GPU launch path: native, python (or ctypes)", _is_launcher),
     "THORK_NATIVE": ("0: do not build the native launch module", _is_bool),
     "THORK_NVCC": ("the nvcc to use", _is_file),
