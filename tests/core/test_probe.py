@@ -102,6 +102,33 @@ def test_several_gpus_decline_cai(monkeypatch):
     monkeypatch.setattr(probe_mod, "_ONE_GPU", [False])
     assert probe(Cai(0x1000)) is None
     assert cai_pointer(Cai(0x1000), "<f4") is None
+    assert cai_pointer(Cai(0x1000), "<f4", device=0) is None
+
+
+class CaiOnDevice(Cai):
+    """A producer that also says its device through DLPack (as CuPy does)."""
+
+    def __init__(self, ptr: int, device: int, dl_type: int = 2, **extra: Any) -> None:
+        super().__init__(ptr, **extra)
+        self._dev = (dl_type, device)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._dev
+
+
+def test_several_gpus_take_cai_that_names_its_device(monkeypatch):
+    """With several GPUs an array that names its device is taken for that device only
+    (kernel launches and pipe outputs ask for their own)."""
+    monkeypatch.setattr(probe_mod, "_ONE_GPU", [False])
+    a = CaiOnDevice(0x3000, device=1)
+    assert cai_pointer(a, "<f4", device=1) == 0x3000
+    assert cai_pointer(a, "<f4", device=0) is None
+    assert cai_pointer(a, "<f4") is None  # no device asked for: the adapters decide
+    assert cai_pointer(CaiOnDevice(0x3000, 1, dl_type=1), "<f4", device=1) is None  # host
+    assert cai_pointer(CaiOnDevice(0x3000, 1, readonly=True), "<f4", device=1,
+                       writable=True) is None
+    got = probe(a)
+    assert got is not None and got[3] == 1 and got[1] == (CaiOnDevice, (5, 7), "<f4", 1)
 
 
 POINTER_CASES = [  # (name, array, kwargs, address or None)

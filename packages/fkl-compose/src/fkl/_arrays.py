@@ -126,13 +126,16 @@ def check_size(shape: tuple[int, ...], what: str) -> None:
                             f"so arrays must have fewer than 2**31 elements")
 
 
-def fast_out(out: Any, shape: tuple[int, ...], d: DType, code: str | None) -> int | None:
-    """The address of ``out`` when it is a device array of exactly ``shape`` and dtype
-    ``d`` (typestr ``code``), writable, C-contiguous and ready on any stream, else None
-    (the full check runs). The CAI reading is core's (:func:`thork_core.launch.cai_pointer`)."""
+def fast_out(out: Any, shape: tuple[int, ...], d: DType, code: str | None,
+             device: int = 0) -> int | None:
+    """The address of ``out`` when it is a device array on CUDA device ``device`` of
+    exactly ``shape`` and dtype ``d`` (typestr ``code``), writable, C-contiguous and ready
+    on any stream, else None (the full check runs). The CAI reading is core's
+    (:func:`thork_core.launch.cai_pointer`)."""
     if type(out) is (_TYPES or array_types())[1]:
-        return out.ptr if out.shape == shape and out.dtype is d else None
-    return cai_pointer(out, code, shape=shape, writable=True)
+        return out.ptr if out.shape == shape and out.dtype is d and out.device == device \
+            else None
+    return cai_pointer(out, code, shape=shape, writable=True, device=device)
 
 
 def out_info(out: Any) -> tuple[int, Any, int, int, Any] | None:

@@ -210,10 +210,8 @@ class CallPath:
             optr = None
             if plan.device and len(plan.outs) == 1:
                 shape, d = plan.outs[0]
-                optr = fast_out(out, shape, d, plan.out_codes[0])
-            if optr is not None and type(out) is array_types()[1] \
-                    and out.device != plan.ordinal:  # (h-multi) out on another device
-                optr = None
+                # (h-multi) only an out= on the plan's device: the rest is checked below
+                optr = fast_out(out, shape, d, plan.out_codes[0], plan.ordinal)
             if optr is not None:
                 outs = [out]
                 ptrs.append(optr)

@@ -116,7 +116,7 @@ class CudaExecutable(Executable):
                     continue
             if fast is not None:
                 ptr = cai_pointer(arg, fast[i], ndim=-1 if param.ndim is None else param.ndim,
-                                  writable=param.writes)
+                                  writable=param.writes, device=self.ordinal)
                 if ptr is not None:
                     values[i] = ptr
                     continue

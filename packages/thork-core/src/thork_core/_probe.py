@@ -225,11 +225,13 @@ def dlpack_cuda_device(x: Any, tx: type | None = None) -> int:
 
 
 def cai_pointer(x: Any, typestr: str | None, *, ndim: int = -1,
-                shape: tuple[int, ...] | None = None, writable: bool = False) -> int | None:
+                shape: tuple[int, ...] | None = None, writable: bool = False,
+                device: int | None = None) -> int | None:
     """The address of ``x`` when its ``__cuda_array_interface__`` names ``typestr``, no
     strides or mask, a default stream, ``ndim`` dimensions (-1: any) or exactly
-    ``shape``, and (``writable``) a writable buffer, on the one visible GPU; else None
-    (the caller's adapters decide, wait or raise)."""
+    ``shape``, and (``writable``) a writable buffer, on the one visible GPU, or, with
+    several, on CUDA device ``device`` as its ``__dlpack_device__`` says; else None (the
+    caller's adapters decide, wait or raise)."""
     if typestr is None:
         return None
     kind = KINDS.get(type(x)) or kind_of(type(x))
@@ -240,7 +242,9 @@ def cai_pointer(x: Any, typestr: str | None, *, ndim: int = -1,
     except Exception:  # noqa: BLE001
         return None
     if cai.get("typestr") != typestr or cai.get("strides") or cai.get("mask") is not None \
-            or cai.get("stream") not in DEFAULT_STREAMS or not one_gpu():
+            or cai.get("stream") not in DEFAULT_STREAMS:
+        return None
+    if not one_gpu() and (device is None or dlpack_cuda_device(x) != device):
         return None
     ptr, readonly = cai["data"]
     if readonly and writable:
