@@ -160,13 +160,18 @@ def test_resize_cv_modes_keep_dtype_and_fuse(target, rng):
     np.testing.assert_allclose(got, want.astype(np.float32) * 0.5, atol=0.5)
 
 
-def test_resize_cv_letterbox(target, rng):
+@pytest.mark.parametrize("mode, src, dst", [
+    (IM.CV_CUBIC, (21, 45), (31, 31)),
+    (IM.CV_AREA, (47, 93), (33, 31)),  # the area tables' cells are the letterboxed image's
+])
+def test_resize_cv_letterbox(target, rng, mode, src, dst):
     """PRESERVE_AR with an OpenCV mode: the image is cv2.resize'd into the letterbox."""
-    x = random_array(rng, (21, 45, 3), np.uint8)
-    got = run(target, x, fkl.Resize(31, 31, interpolation=IM.CV_CUBIC,
+    x = random_array(rng, (*src, 3), np.uint8)
+    dw, dh = dst
+    got = run(target, x, fkl.Resize(dw, dh, interpolation=mode,
                                     aspect_ratio=fkl.PRESERVE_AR, background=114),
-              (31, 31, 3))
-    near(got, letterboxed(x, 31, 31, 114, cv2.INTER_CUBIC))
+              (dh, dw, 3))
+    near(got, letterboxed(x, dw, dh, 114, CV[mode]))
 
 
 def test_resize_cv_batch(target, rng):
@@ -344,15 +349,6 @@ def test_area_tables_are_the_covered_lengths(n, d):
         # every source pixel the cell covers by more than a sliver is in the range
         covered = [p for p in range(n) if min(p + 1, hi) - max(p, lo) > 1e-3]
         assert set(covered) <= set(src.tolist()), (k, covered, src)
-
-
-def test_resize_area_letterbox_vs_opencv(target, rng):
-    """PRESERVE_AR with INTER_AREA: the table's cells are the letterboxed image's."""
-    x = random_array(rng, (47, 93, 3), np.uint8)
-    got = run(target, x, fkl.Resize(33, 31, interpolation=IM.CV_AREA,
-                                    aspect_ratio=fkl.PRESERVE_AR, background=114),
-              (31, 33, 3))
-    near(got, letterboxed(x, 33, 31, 114, cv2.INTER_AREA))
 
 
 def test_resize_area_with_per_item_backgrounds(target, rng):
