@@ -8,11 +8,30 @@ comparison, boolean or bitwise operator swapped, an integer constant moved by on
 ``not`` dropped, a comparison operand made constant), and for each mutant:
 
 1. copies the packages' ``src`` folders into a scratch folder once, writes the mutated
-   module there, and runs ``pytest -x`` on that module's test selection with the scratch
-   ``src`` folders first on ``PYTHONPATH`` (the worktree itself is never modified, so
-   other work keeps running against unmutated code);
+   module there, and runs ``pytest -x`` with the scratch ``src`` folders first on
+   ``PYTHONPATH`` (the worktree itself is never modified, so other work keeps running
+   against unmutated code) — not over the module's whole test selection but over the
+   tests that *executed the mutated line*, fastest first (below);
 2. counts the mutant *killed* when a test fails (or the run exceeds its timeout) and
-   *survived* when every selected test passes.
+   *survived* when every selected test passes. ``--confirm`` runs a survivor of its
+   per-line tests again on the module's whole selection (a line that a test reaches only
+   in a child process is not in the coverage map); in the run of 2026-12-01 none of the
+   first 23 survivors so confirmed was killed by it, so it is off by default.
+
+Per-line selection: before the first mutant, the union of the modules' selections runs
+once, unmutated, under ``coverage`` with one context per test (this file is the pytest
+plugin that names them), and ``.mutation/coverage.json`` keeps, for every line of every
+target module, the tests that executed it and each test's duration; it is rebuilt when a
+target module, a selected test file or ``tests/conftest.py``/``tests/helpers`` changes.
+A mutant's lines are its innermost statement (only the header of a compound one), since
+a constant on a later line of a folded tuple fires no line event of its own. A mutant
+whose lines ran only outside any test (at import) runs the whole selection; one whose
+lines no test executed is recorded *survived* without a run ("no test of the selection
+executes line N": by definition no test can kill it). ``--no-coverage`` runs every mutant
+on the whole selection, as before. The mutants share one kernel cache folder
+(``.mutation/cache``, kept between runs): the disk cache's key is a hash of the generated
+source and the compiler, so a mutant that changes generated code compiles its own kernels
+and one that does not loads what that same source compiled before.
 
 Mutants listed in ``mutation_equivalent.txt`` (``<mutant id>  # reason``) are equivalent
 to the original (no input can tell them apart) and are left out of the score.
@@ -20,7 +39,7 @@ to the original (no input can tell them apart) and are left out of the score.
     python noxfile_mutation.py list [--module M]            # the mutants and their ids
     python noxfile_mutation.py run [--module M] [--sample N | --per-module N] [--seed S]
                                    [--results FILE] [--only-survivors] [--ids FILE]
-                                   [--reverse] [--limit N]
+                                   [--reverse] [--limit N] [--no-coverage] [--confirm]
     python noxfile_mutation.py report [--results FILE]
 
 ``run`` appends one JSON line per mutant to ``--results`` (default
@@ -29,15 +48,18 @@ chunks; ``--only-survivors`` re-runs the survivors of a previous run (after new 
 ``--ids`` the mutants listed in a file. ``--per-module N`` is a stratified sample (N of
 each module, interleaved: stopped early, it is still one); a second process may run the
 same selection from its end (``--reverse --results .mutation/results-rev.jsonl``): files
-``<stem>-*.jsonl`` next to the results file are read with it. ``report`` prints the
-counts per module, the score of the mutants run, and the score over *all* mutants
-estimated from the stratified sample with a 95 % interval (:func:`estimate`).
-"""
+``<stem>-*.jsonl`` next to the results file are read with it. Each record has the
+mutant's ``status``, its ``seconds``, ``tests`` (how many ran: a number, or ``all``) and,
+for a confirmed survivor or a per-line run that failed to start, ``confirmed`` (the seconds
+of the run on the whole selection). ``report`` prints the counts per module, the score of
+the mutants run, and the score over *all* mutants estimated from the stratified sample
+with a 95 % interval (:func:`estimate`)."""
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import random
@@ -67,13 +89,22 @@ TARGETS: dict[str, list[str]] = {
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_math.py",
         "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_classic.py",
         "tests/lang/test_lang_mma.py", "tests/core/test_shift_counts.py",
-        "tests/lang/test_debug_mode.py"],
+        "tests/lang/test_debug_mode.py", "tests/lang/test_lang_globals.py",
+        "tests/lang/test_lang_wgmma.py", "tests/lang/test_lang_control.py",
+        "tests/lang/test_lang_cond.py", "tests/lang/test_lang_signed.py",
+        "tests/lang/test_lang_views.py", "tests/lang/test_lang_shaped.py",
+        "tests/lang/test_lang_vectors.py", "tests/lang/test_lang_memory.py"],
     "packages/target-cpu/src/thork_cpu/_renderer.py": [
         "tests/lang/test_mutation_survivors.py", "tests/core/test_defined_arithmetic.py",
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_classic.py",
         "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_memory.py",
         "tests/lang/test_lang_mma.py", "tests/core/test_shift_counts.py",
-        "tests/lang/test_debug_mode.py", "tests/lang/test_lang_vectors.py"],
+        "tests/lang/test_debug_mode.py", "tests/lang/test_lang_vectors.py",
+        "tests/lang/test_lang_globals.py", "tests/lang/test_lang_wgmma.py",
+        "tests/lang/test_lang_grid_sync.py", "tests/lang/test_lang_control.py",
+        "tests/lang/test_lang_cond.py", "tests/lang/test_lang_signed.py",
+        "tests/lang/test_lang_views.py", "tests/lang/test_lang_shaped.py",
+        "tests/core/test_cpu_sanitize.py", "tests/lang/test_lang_math.py"],
     "packages/fkl-compose/src/fkl/_geometry.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
         "tests/compose/test_fkl_batch.py", "tests/compose/test_fkl_resize_opencv.py"],
@@ -246,36 +277,240 @@ def _scratch() -> Path:
     return base
 
 
-def run_one(m: Mutant, scratch: Path, timeout: float) -> dict[str, object]:
-    rel = Path(m.path).relative_to("packages")
-    target = scratch / rel
-    original = _source(m.path)
-    target.write_text(mutated_source(m))
+_TREES: dict[str, tuple[list[ast.AST], dict[int, ast.AST]]] = {}
+
+
+def mutant_lines(m: Mutant) -> list[int]:
+    """The source lines whose execution shows that the mutated node ran: the innermost
+    statement around it (for a compound statement only its header: ``if``/``while`` test,
+    ``for`` iterable, ``def`` line with decorators and defaults, an ``except`` clause's
+    type). Not the node's own line alone: Python folds constant tuples into one load
+    attributed to the tuple's first line, so a constant on a later line of a multi-line
+    literal never fires a line event of its own."""
+    if m.path not in _TREES:
+        tree = ast.parse(_source(m.path))
+        parents = {id(child): node for node in ast.walk(tree)
+                   for child in ast.iter_child_nodes(node)}
+        _TREES[m.path] = ([node for node, _, _ in _candidates(tree)], parents)
+    nodes, parents = _TREES[m.path]
+    node: ast.AST = nodes[m.index]
+    while not isinstance(node, (ast.stmt, ast.excepthandler, ast.match_case)):
+        node = parents[id(node)]
+    first = min([node.lineno if not isinstance(node, ast.match_case)  # type: ignore[attr-defined]
+                 else node.pattern.lineno]
+                + [d.lineno for d in getattr(node, "decorator_list", [])])
+    body = getattr(node, "body", None)
+    if isinstance(body, list) and body:  # compound: the header only
+        last = max(first, body[0].lineno - 1)
+    else:
+        last = getattr(node, "end_lineno", None) or first
+    return list(range(first, last + 1))
+
+
+class CoverageMap:
+    """Which tests execute which lines of the target modules: one run of every module's
+    test selection under ``coverage`` with one context per test (:func:`build_coverage`),
+    stored in ``.mutation/coverage.json`` with a fingerprint of the modules, the tests and
+    their helpers (a changed file rebuilds it). A mutant then runs only the tests that
+    executed its lines (:meth:`tests_for`)."""
+
+    def __init__(self, data: dict[str, object]) -> None:
+        self.tests: list[str] = data["tests"]  # type: ignore[assignment]
+        self.seconds: list[float] = data["seconds"]  # type: ignore[assignment]
+        self.lines: dict[str, dict[str, list[int]]] = data["lines"]  # type: ignore[assignment]
+
+    def tests_for(self, m: Mutant) -> list[str] | None:
+        """The node ids of the module's selection that executed the mutant's lines,
+        fastest first; None (the whole selection) for a line run only outside any test
+        (at import, in a session fixture's teardown); ``[]`` when nothing executed it."""
+        by_line = self.lines.get(m.path, {})
+        hit: set[int] = set()
+        outside = False
+        for line in mutant_lines(m):
+            for k in by_line.get(str(line), []):
+                if k < 0:
+                    outside = True
+                else:
+                    hit.add(k)
+        files = set(TARGETS[m.path])
+        ids = [k for k in hit if self.tests[k].split("::")[0] in files]
+        if not ids:
+            return None if (outside or hit) else []
+        return [self.tests[k] for k in sorted(ids, key=lambda k: (self.seconds[k], k))]
+
+
+def _fingerprint(modules: list[str]) -> str:
+    h = hashlib.sha256()
+    files = sorted({t for mod in modules for t in TARGETS[mod]})
+    helpers = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests").glob("conftest.py"))
+               + sorted((ROOT / "tests" / "helpers").glob("*.py"))]
+    for mod in modules:
+        h.update(f"{mod}\0{_source(mod)}\0".encode())
+    for name in files + helpers:
+        path = ROOT / name
+        h.update(name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"") + b"\0")
+    return h.hexdigest()
+
+
+def build_coverage(modules: list[str], scratch: Path, out: Path) -> CoverageMap:
+    """Run the union of ``modules``' selections once, unmutated, under ``coverage`` with
+    this file as a pytest plugin that names each test's context (its node id), and store
+    the line -> tests map in ``out``. Reused while the fingerprint matches."""
+    fp = _fingerprint(modules)
+    if out.exists():
+        data = json.loads(out.read_text())
+        if data.get("fingerprint") == fp and set(modules) <= set(data["lines"]):
+            return CoverageMap(data)
+    import importlib.util
+
+    if importlib.util.find_spec("coverage") is None:
+        raise SystemExit("the per-line test selection needs coverage (pip install coverage, "
+                         "requirements-dev.txt); --no-coverage runs whole selections")
+    tests = sorted({t for mod in modules for t in TARGETS[mod] if (ROOT / t).exists()})
+    files = {str(scratch / Path(mod).relative_to("packages")): mod for mod in modules}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    raw = out.with_suffix(".sqlite")
+    timing = out.with_suffix(".times")
+    for f in (raw, timing):
+        f.unlink(missing_ok=True)
+    env = _env(scratch)
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(ROOT)])
+    env["THORK_MUTATION_TIMES"] = str(timing)
+    print(f"coverage run of {len(tests)} test files (once per change of modules or tests)",
+          flush=True)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "coverage", "run", f"--data-file={raw}",
+         f"--include={','.join(files)}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-p", "no:randomly", "-p", "no:xdist", "-p", "noxfile_mutation", *tests],
+        cwd=ROOT, env=env, capture_output=True, text=True)
+    tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout else [proc.stderr[-2000:]]
+    print(f"coverage run: {round(time.monotonic() - start)} s, {tail}", flush=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the unmutated tests fail (rc {proc.returncode}): "
+                           f"{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    import coverage
+
+    cov = coverage.CoverageData(basename=str(raw))
+    cov.read()
+    seconds = json.loads(timing.read_text())
+    names = sorted(seconds)
+    index = {name: k for k, name in enumerate(names)}
+    lines: dict[str, dict[str, list[int]]] = {mod: {} for mod in modules}
+    for measured in cov.measured_files():
+        mod = files.get(measured)
+        if mod is None:
+            continue
+        for line, contexts in cov.contexts_by_lineno(measured).items():
+            lines[mod][str(line)] = sorted({index.get(c, -1) for c in contexts})
+    data = {"fingerprint": fp, "tests": names, "seconds": [seconds[n] for n in names],
+            "lines": lines}
+    out.write_text(json.dumps(data))
+    raw.unlink(missing_ok=True)
+    timing.unlink(missing_ok=True)
+    return CoverageMap(data)
+
+
+# As a pytest plugin (``-p noxfile_mutation``, only in build_coverage's run): each test
+# runs in its own coverage context, its node id, and its duration is recorded.
+_TIMES: dict[str, float] = {}
+_STARTED: list[float] = []
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    import coverage
+
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.switch_context(nodeid)
+    _STARTED[:] = [time.perf_counter()]
+
+
+def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
+    import coverage
+
+    _TIMES[nodeid] = round(time.perf_counter() - _STARTED[0], 4)
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.switch_context("")
+
+
+def pytest_unconfigure(config: object) -> None:
+    out = os.environ.get("THORK_MUTATION_TIMES")
+    if out:
+        Path(out).write_text(json.dumps(_TIMES))
+
+
+_PYTEST = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+           "-p", "no:xdist"]
+
+
+def _env(scratch: Path) -> dict[str, str]:
+    """The environment of a mutant's (and the coverage run's) pytest: the scratch ``src``
+    folders first on ``PYTHONPATH`` and the run's shared kernel cache."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(p) for p in sorted(scratch.glob("*/src"))] + [str(ROOT / "tests")])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["THORK_MUTATION"] = "1"  # tests may shorten their budgets
-    # One cache for the whole run: kernels the mutant does not change are compiled once.
+    # One warm cache for every mutant and run: the disk cache's key is a hash of the
+    # generated source (and the compiler), so a mutant that changes generated code
+    # compiles its own kernels, and one that does not reuses the artifact the same source
+    # gave before (byte for byte what it would compile).
     env["THORK_CACHE_DIR"] = str(RESULTS.parent / "cache")
-    tests = [t for t in TARGETS[m.path] if (ROOT / t).exists()]
-    start = time.monotonic()
+    return env
+
+
+def _pytest(tests: list[str], scratch: Path, timeout: float) -> tuple[str, list[str]]:
+    """(status, last output line) of ``pytest -x`` over ``tests`` against the scratch."""
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-             "-p", "no:randomly", *tests], cwd=ROOT, env=env, capture_output=True,
-            text=True, timeout=timeout)
-        status = "survived" if proc.returncode == 0 else "killed"
-        if proc.returncode in (4, 5):  # usage error / nothing collected: not a verdict
-            status = "error"
-        tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout else []
+        proc = subprocess.run([sys.executable, *_PYTEST, *tests], cwd=ROOT, env=_env(scratch),
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         # Not a verdict: on a loaded machine a surviving run can be merely slow.
-        status, tail = "timeout", ["timeout"]
+        return "timeout", ["timeout"]
+    status = "survived" if proc.returncode == 0 else "killed"
+    if proc.returncode in (4, 5):  # usage error / nothing collected: not a verdict
+        status = "error"
+    tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout else []
+    if status == "killed":  # which test killed it
+        tail = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED ")][:1] + tail
+    return status, tail
+
+
+def run_one(m: Mutant, scratch: Path, timeout: float, cov: CoverageMap | None = None,
+            confirm: bool = False) -> dict[str, object]:
+    """Run one mutant. With ``cov`` only the tests that executed its lines run (cheapest
+    first); a mutant no test executes is recorded ``survived`` without a run; with
+    ``confirm`` one that survives its tests is run again on the module's whole selection
+    (as is one whose per-line run could not start)."""
+    rel = Path(m.path).relative_to("packages")
+    target = scratch / rel
+    original = _source(m.path)
+    selection = [t for t in TARGETS[m.path] if (ROOT / t).exists()]
+    tests: list[str] | None = cov.tests_for(m) if cov is not None else None
+    start = time.monotonic()
+    rec: dict[str, object] = {"id": m.id}
+    if tests == []:
+        lines = mutant_lines(m)
+        rec.update(status="survived", seconds=0.0, tests=0,
+                   tail=[f"no test of the selection executes line {min(lines)}-{max(lines)}"
+                         if len(lines) > 1 else
+                         f"no test of the selection executes line {lines[0]}"])
+        return rec
+    target.write_text(mutated_source(m))
+    try:
+        status, tail = _pytest(tests if tests is not None else selection, scratch, timeout)
+        rec["tests"] = len(tests) if tests is not None else "all"
+        if tests is not None and (status == "error" or (status == "survived" and confirm)):
+            again = time.monotonic()
+            status, tail = _pytest(selection, scratch, timeout)
+            rec["confirmed"] = round(time.monotonic() - again, 1)  # seconds of the rerun
     finally:
         target.write_text(original)
-    return {"id": m.id, "status": status, "seconds": round(time.monotonic() - start, 1),
-            "tail": tail}
+    rec.update(status=status, seconds=round(time.monotonic() - start, 1), tail=tail)
+    return {k: rec[k] for k in ("id", "status", "seconds", "tail", "tests", "confirmed")
+            if k in rec}
 
 
 def _load(results: Path) -> dict[str, dict[str, object]]:
@@ -394,6 +629,12 @@ def main(argv: list[str] | None = None) -> int:
                          "survivors of another results file, re-run after new tests")
     ap.add_argument("--reverse", action="store_true",
                     help="run the selection from its end (a second process shares a sample)")
+    ap.add_argument("--no-coverage", action="store_true",
+                    help="run every mutant on its module's whole test selection (no per-line "
+                         "selection from the coverage map)")
+    ap.add_argument("--confirm", action="store_true",
+                    help="re-run a survivor of its per-line tests on the module's whole "
+                         "selection before recording it")
     args = ap.parse_args(argv)
     modules = args.module or list(TARGETS)
     for mod in modules:
@@ -430,11 +671,16 @@ def main(argv: list[str] | None = None) -> int:
         _SOURCES[path] = (scratch / Path(path).relative_to("packages")).read_text()
     print(f"{len(todo)} mutants to run", flush=True)
     try:
+        cov = None
+        if todo and not args.no_coverage:
+            cov = build_coverage(sorted({m.path for m in todo}), scratch,
+                                 args.results.parent / "coverage.json")
         for k, m in enumerate(todo, 1):
-            rec = run_one(m, scratch, args.timeout)
+            rec = run_one(m, scratch, args.timeout, cov, confirm=args.confirm)
             with args.results.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
-            print(f"[{k}/{len(todo)}] {rec['status']:8} {rec['seconds']:6}s {m.id}", flush=True)
+            print(f"[{k}/{len(todo)}] {rec['status']:8} {rec['seconds']:6}s "
+                  f"{rec.get('tests', '-')!s:>4} tests {m.id}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     summary = report(args.results, modules)

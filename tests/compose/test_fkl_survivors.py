@@ -200,7 +200,55 @@ def test_linear_warp_takes_a_zero_value_per_channel(target, rng):
 
 @pytest.mark.parametrize("op", [fkl.And, fkl.Or, fkl.Xor, fkl.ShiftLeft])
 def test_bitwise_ops_refuse_float_pixels_and_values(target, op):
-    with pytest.raises(ArgumentError, match="bitwise ops need integer pixels"):
-        pipe(target, op(3))(np.zeros((3, 5), np.float32))
-    with pytest.raises(ArgumentError, match="bitwise ops need integer pixels"):
-        pipe(target, op(1.5))(np.zeros((3, 5), np.uint8))
+    # The error names the offending (float) type: the pixels' or the value's (a Python
+    # float is a weak float32 literal).
+    for pixels, value, bad in ((np.float32, 3, "float32"), (np.float64, 3, "float64"),
+                               (np.uint8, 1.5, "float32")):
+        with pytest.raises(ArgumentError, match=f"unsupported dtype {bad}; bitwise ops need "
+                                                "integer pixels"):
+            pipe(target, op(value))(np.zeros((3, 5), pixels))
+
+
+def test_one_per_item_warp_matrix_is_not_one_shared_matrix(target, rng):
+    # fkl.Warping(fkl.PerItem([m])) (one matrix per item, a batch of one) and
+    # fkl.Warping(m) (one matrix for every image) are different kernels: building both in
+    # one process must not give the second the first's (they read their matrix from
+    # different places). Each against the NumPy reference warp.
+    from helpers.fkl_refs import ref_warp
+
+    xs = random_array(rng, (1, 15, 19), np.float32)
+    m1 = np.array([[1.1, 0.1, 2.0], [-0.05, 0.9, 1.0]])
+    m2 = np.array([[0.8, 0.0, 3.0], [0.0, 1.2, -2.0]])
+    per_item = fkl.compose(fkl.TensorRead(batch=True), fkl.Warping(fkl.PerItem([m1]), 13, 11),
+                           fkl.TensorWrite(), target=target)
+    shared = fkl.compose(fkl.TensorRead(batch=True), fkl.Warping(m2, 13, 11),
+                         fkl.TensorWrite(), target=target)
+    for p, m in ((per_item, m1), (shared, m2), (per_item, m1)):
+        np.testing.assert_allclose(p(xs)[0], ref_warp(xs[0], m, 13, 11), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_discard_keeps_the_first_n_channels_of_four(target, rng, n):
+    # fkl.Discard(n) keeps channels [:n] for n in 1..4 (docs/fkl.md); 4 of 4 is a copy.
+    x = random_array(rng, (5, 9, 4), np.float32)
+    got = pipe(target, fkl.Discard(n))(x)
+    np.testing.assert_array_equal(got.reshape(5, 9, n), x[..., :n])
+
+
+@pytest.mark.parametrize("n", [0, 5, 2.0])
+def test_discard_outside_one_to_four_is_an_error(n):
+    with pytest.raises(ArgumentError, match=r"fkl.Discard n: expected an int in 1..4"):
+        fkl.Discard(n)
+
+
+def test_integer_and_float_values_are_different_kernels(target, rng):
+    # fkl.Mul(3) on uint8 pixels stays integer, fkl.Mul(2.5) promotes to float32 (a Python
+    # float is a weak float32): built one after the other in one process, the second must
+    # not reuse the first's kernel (their identities differ in the values' kind).
+    x = random_array(rng, (6, 11, 3), np.uint8)
+    ints = pipe(target, fkl.Mul(3))(x)
+    floats = pipe(target, fkl.Mul(2.5))(x)
+    assert ints.dtype.kind in "iu"
+    np.testing.assert_array_equal(ints, x.astype(np.int64) * 3)
+    assert floats.dtype == np.float32
+    np.testing.assert_array_equal(floats, x.astype(np.float32) * np.float32(2.5))

@@ -202,8 +202,9 @@ def test_bfloat16_scalar_rounds_to_nearest_even(target):
         k[1, 1](out, v, target=target)
         want = np.array([_exact_half_bits(v, 7, -126, ml.bfloat16)], np.uint16)
         assert out[0] == float(want.view(ml.bfloat16)[0]), v
-    k[1, 1](out, float("nan"), target=target)
-    assert np.isnan(out[0])
+    for nan in (float("nan"), -float("nan")):  # a NaN keeps its sign through the rounding
+        k[1, 1](out, nan, target=target)
+        assert np.isnan(out[0]) and np.signbit(out[0]) == np.signbit(nan), nan
 
 
 # -- warp shuffles honour width (CUDA's rules, written out by hand) ---------------------------
@@ -305,6 +306,79 @@ def test_cuda_atomics_map_to_their_intrinsic(op, t, want, never):
         assert other not in src, src
 
 
+
+# CUDA's float atomics (CUDA C++ Programming Guide, "Atomic Functions"): atomicAdd has
+# float and double overloads, atomicExch a float one only, atomicCAS integer ones only,
+# and there is no float atomicSub, atomicMin or atomicMax. So a float sub is an add of the
+# negation, min/max are Thork's CAS loops, a double exch and every float CAS go through
+# the same-width unsigned type (float: 32 bits, double: 64).
+FLOAT_ATOMIC_CASES = [
+    ("atomic_sub", f32, ["atomicAdd(", "-("], ["atomicSub("]),
+    ("atomic_sub", f64, ["atomicAdd(", "-("], ["atomicSub("]),
+    ("atomic_min", f32, ["thork_atomic_min("], ["atomicAdd(", "atomicMin("]),
+    ("atomic_max", f64, ["thork_atomic_max("], ["atomicAdd(", "atomicMax("]),
+    ("atomic_exch", f32, ["atomicExch("], ["thork_f2u(", "thork_u2f("]),
+    ("atomic_exch", f64, ["thork_u2d(atomicExch((unsigned long long*)", "thork_d2u("],
+     ["thork_f2u(", "thork_u2f("]),
+    ("atomic_cas", f32, ["thork_u2f(atomicCAS((unsigned int*)", "thork_f2u("],
+     ["thork_d2u(", "thork_u2d("]),
+    ("atomic_cas", f64, ["thork_u2d(atomicCAS((unsigned long long*)", "thork_d2u("],
+     ["thork_f2u(", "thork_u2f("]),
+]
+
+
+@pytest.mark.parametrize(("op", "t", "want", "never"), FLOAT_ATOMIC_CASES)
+def test_cuda_float_atomics_use_the_overloads_cuda_has(op, t, want, never):
+    def fatom(a, v):
+        if op == "atomic_cas":
+            tk.atomic_cas(a, 0, v, v + 1)
+        else:
+            getattr(tk, op)(a, 0, v)
+    src = _kernel_text(_cuda_of(fatom, {"a": tk.DevicePointer[t], "v": t}), "fatom")
+    for text in want:
+        assert text in src, src
+    for text in never:
+        assert text not in src, src
+
+
+@pytest.mark.parametrize(("t", "want", "never"), [
+    (tk.dt.int32, "(-2147483647 - 1)", "2147483648"),
+    (tk.dt.int64, "(-9223372036854775807LL - 1LL)", "9223372036854775808"),
+])
+def test_integer_min_literals_are_written_as_max_minus_one(t, want, never):
+    # C++ [lex.icon]: an unsuffixed decimal literal takes the first of int, long, long long
+    # that holds it, so "-2147483648" is a long negated (not an int), and 9223372036854775808
+    # fits no signed type (nvcc/NVRTC make it unsigned: "x > -9223372036854775808LL" would
+    # compare unsigned). The minimum of int32/int64 must be written as MAX - 1 spelled out.
+    lo = -(2 ** (t.bits - 1))
+
+    def lits(a, o):
+        i = tk.thread_idx().x
+        o[i] = tk.cast(a[i] > lo, t) + (a[i] + lo)
+    src = _kernel_text(_cuda_of(lits, {"a": tk.DevicePointer[t], "o": tk.DevicePointer[t]}),
+                       "lits")
+    assert src.count(want) == 2, src
+    assert never not in src, src
+
+
+def test_mma_and_cp_async_helpers_only_in_kernels_that_use_them():
+    # The mma/ldmatrix/cp.async helpers (and the CPU target's whole-warp check) are emitted
+    # only into kernels that call them: a plain kernel's sources carry none.
+    def plain(a: tk.DevicePointer[f32]):
+        a[tk.thread_idx().x] = a[tk.thread_idx().x] + 1.0
+
+    def copies(a: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 128)
+        t = tk.thread_idx().x
+        tk.cp_async(s, 4 * t, a, 4 * t, 16)
+        tk.cp_async_commit()
+        tk.cp_async_wait(0)
+        a[t] = s[t]
+    for fn, used in ((plain, False), (copies, True)):
+        k = tk.jit(fn)
+        assert ("thork_cp_async_16(" in k.cuda_source) is used
+        assert ("THORK_PARTIAL_WARP" in k.source_for("cpu")) is used
+
 def test_cuda_64_bit_signed_atomic_sub_adds_the_negation():
     # CUDA has no atomicSub for 64-bit: it must be an add of the two's-complement negation.
     def atom64(a, v):
@@ -383,6 +457,22 @@ def test_dlpack_type_codes_map_to_their_dtype():
         with pytest.raises(TypeError, match=f"code={code}, bits={bits}"):
             from_dlpack_code(code, bits)
 
+
+
+def test_dtype_widths_are_numpy_s_and_exported_to_dlpack_as_such():
+    # Each dtype's storage width is NumPy's item size in bits (bfloat16: ml_dtypes' 2
+    # bytes); DeviceArray's DLPack export writes that (code, bits) pair, the table above.
+    ml = pytest.importorskip("ml_dtypes")
+    from thork_core._device_array import _dl_dtype
+
+    for (code, bits), name in DLPACK.items():
+        t = getattr(tk.dt, name)
+        ref = np.dtype(ml.bfloat16 if name == "bfloat16" else name)
+        assert t.itemsize == ref.itemsize, name
+        if name != "bool":
+            assert t.bits == 8 * ref.itemsize, name
+        d = _dl_dtype(t)
+        assert (d.code, d.bits, d.lanes) == (code, bits, 1), name
 
 def test_cuda_printf_arguments_are_promoted_to_their_format_width():
     # printf's varargs: 64-bit integers travel as (unsigned) long long, narrower ones as
@@ -468,6 +558,26 @@ def test_cpu_static_shared_arrays_start_16_byte_aligned():
                for line in src.splitlines() if "thork_blk->smem + " in line]
     assert offsets == [0, 16, 64, 80], offsets
 
+
+
+def test_cpu_static_shared_arrays_of_hopper_kernels_start_1024_byte_aligned():
+    # A kernel using Hopper operations (here an mbarrier) aligns its static shared arrays
+    # to 1024 bytes, as CUDA needs for 128-byte-swizzled TMA tiles and wgmma descriptors
+    # (the swizzle pattern repeats every 1024 bytes): float16[3] (6 bytes) at 0,
+    # float16[600] (1200 bytes) at 1024, uint64[1] at 1024 + 2048 = 3072.
+    def lay(out: tk.DevicePointer[f32]):
+        a = tk.shared_array(f16, 3)
+        b = tk.shared_array(f16, 600)
+        bar = tk.shared_array(tk.dt.uint64, 1)
+        with tk.if_(tk.thread_idx().x == 0):
+            tk.mbarrier_init(bar, 0, 1)
+        a[0] = tk.cast(1.0, f16)
+        b[0] = tk.cast(2.0, f16)
+        out[0] = tk.cast(a[0], f32) + tk.cast(b[0], f32)
+    src = tk.jit(lay).source_for("cpu")
+    offsets = [int(line.split("smem + ")[1].split(")")[0])
+               for line in src.splitlines() if "thork_blk->smem + " in line]
+    assert offsets == [0, 1024, 3072], offsets
 
 @tk.jit
 def warp_votes(out: tk.DevicePointer[u32], k: tk.DevicePointer[u32]):
