@@ -93,7 +93,8 @@ TARGETS: dict[str, list[str]] = {
         "tests/lang/test_lang_wgmma.py", "tests/lang/test_lang_control.py",
         "tests/lang/test_lang_cond.py", "tests/lang/test_lang_signed.py",
         "tests/lang/test_lang_views.py", "tests/lang/test_lang_shaped.py",
-        "tests/lang/test_lang_vectors.py", "tests/lang/test_lang_memory.py"],
+        "tests/lang/test_lang_vectors.py", "tests/lang/test_lang_memory.py",
+        "tests/lang/test_lang_random.py"],
     "packages/target-cpu/src/thork_cpu/_renderer.py": [
         "tests/lang/test_mutation_survivors.py", "tests/core/test_defined_arithmetic.py",
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_classic.py",
@@ -104,7 +105,8 @@ TARGETS: dict[str, list[str]] = {
         "tests/lang/test_lang_grid_sync.py", "tests/lang/test_lang_control.py",
         "tests/lang/test_lang_cond.py", "tests/lang/test_lang_signed.py",
         "tests/lang/test_lang_views.py", "tests/lang/test_lang_shaped.py",
-        "tests/core/test_cpu_sanitize.py", "tests/lang/test_lang_math.py"],
+        "tests/core/test_cpu_sanitize.py", "tests/lang/test_lang_math.py",
+        "tests/lang/test_lang_random.py"],
     "packages/fkl-compose/src/fkl/_geometry.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
         "tests/compose/test_fkl_batch.py", "tests/compose/test_fkl_resize_opencv.py"],

@@ -252,3 +252,56 @@ def test_integer_and_float_values_are_different_kernels(target, rng):
     np.testing.assert_array_equal(ints, x.astype(np.int64) * 3)
     assert floats.dtype == np.float32
     np.testing.assert_array_equal(floats, x.astype(np.float32) * np.float32(2.5))
+
+
+def test_per_channel_and_uniform_saturate_are_different_kernels(target, rng):
+    # fkl.Saturate with one bound per channel and with one bound for every channel, built
+    # one after the other in one process: each clips as np.clip does with its own bounds
+    # (the second must not reuse the first's kernel).
+    x = random_array(rng, (5, 9, 3), np.float32)
+    for lo, hi in ((0.25, 0.5), (0.25, [0.3, 0.5, 0.7]), ([0.1, 0.2, 0.3], 0.6)):
+        got = pipe(target, fkl.Saturate(lo, hi))(x)
+        np.testing.assert_array_equal(
+            got, np.clip(x, np.float32(lo) if np.isscalar(lo) else np.float32(lo),
+                         np.asarray(hi, np.float32)))
+
+
+def test_one_channel_sum_keeps_its_type_and_several_promote(target, rng):
+    # VectorReduce("sum"/"prod") adds channels in the promoted type (C++: uint8 + uint8 is
+    # int), but one channel is the pixel itself: its type is kept.
+    one = random_array(rng, (4, 7), np.uint8)
+    three = random_array(rng, (4, 7, 3), np.uint8)
+    for op in ("sum", "prod"):
+        got = pipe(target, fkl.VectorReduce(op))(one)
+        assert got.dtype == np.uint8, op
+        np.testing.assert_array_equal(got.reshape(4, 7), one)
+    got = pipe(target, fkl.VectorReduce("sum"))(three)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.reshape(4, 7), three.astype(np.int32).sum(-1))
+
+
+def test_value_count_add_last_and_runtime_perm_are_checked(target):
+    # docs/fkl.md: one to four values, at most four channels, perm indices in 0..C-1.
+    with pytest.raises(ArgumentError, match="expected 1 to 4 values"):
+        fkl.Mul([])
+    with pytest.raises(ArgumentError, match="already has 4 channels"):
+        pipe(target, fkl.AddLast(1.0))(np.zeros((2, 3, 4), np.float32))
+    x = np.arange(2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3)
+    np.testing.assert_array_equal(pipe(target, fkl.VectorReorderRT([2, 0, 1]))(x),
+                                  x[..., [2, 0, 1]])
+    with pytest.raises(ArgumentError, match="index 3 is outside the pixel"):
+        pipe(target, fkl.VectorReorderRT([0, 1, 3]))(x)
+
+
+@pytest.mark.parametrize("to", ["uint8", "int8", "uint16", "int16"])
+def test_saturate_cast_of_float64_rounds_the_float64_value(target, to):
+    # Values a hair above/below .5 that float32 would round onto the tie: the float64 value
+    # itself rounds (to nearest, ties to even, docs/fkl.md), as NumPy's rint does.
+    eps = 2.0**-30
+    x = np.array([[2.5 + eps, 2.5 - eps, 3.5, 2.5, -2.5 - eps, 100.5 + eps, 1e9, -1e9]],
+                 np.float64)
+    if to.startswith("u"):
+        x = np.abs(x)
+    info = np.iinfo(to)
+    ref = np.clip(np.rint(x), info.min, info.max).astype(to)
+    np.testing.assert_array_equal(pipe(target, fkl.SaturateCast(to))(x), ref)

@@ -197,7 +197,9 @@ def test_bfloat16_scalar_rounds_to_nearest_even(target):
     # back toward zero (1 + 2**-8 - 2**-40 is below halfway: 1.0, not 1 + 2**-7).
     values = [1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, 1 + 2**-8 + 2**-40,
               -(1 + 2**-7 + 2**-9), 3.0e38, -2.5, 1e-40, 1 + 2**-8 - 2**-40,
-              -(1 + 2**-8 - 2**-40), 1 + 3 * 2**-8 - 2**-40]
+              -(1 + 2**-8 - 2**-40), 1 + 3 * 2**-8 - 2**-40,
+              # float32 rounds up to just above the tie (odd last bit): still above it
+              1 + 2**-8 + 0.75 * 2**-23, -(1 + 2**-8 + 0.75 * 2**-23)]
     for v in values:
         k[1, 1](out, v, target=target)
         want = np.array([_exact_half_bits(v, 7, -126, ml.bfloat16)], np.uint16)
@@ -663,3 +665,108 @@ def test_cpu_cooperative_launch_out_of_memory_says_so():
                           text=True, timeout=300)
     assert "could not start a thread or allocate memory" in proc.stdout, \
         proc.stdout + proc.stderr
+
+
+def test_syncwarp_waits_for_the_lanes_of_its_mask_only(target):
+    # CUDA's __syncwarp(mask) waits for the lanes in mask: lanes 0-15 meet at it while
+    # lanes 16-31 have already gone on to __syncthreads (valid: the block converges
+    # there). A barrier over the whole warp would never open.
+    @tk.jit
+    def half(out: tk.DevicePointer[i32]):
+        s = tk.shared_array(i32, 32)
+        lane = tk.thread_idx().x
+        with tk.if_(lane < 16):
+            s[lane] = lane * 3
+            tk.syncwarp(0x0000FFFF)
+            out[lane] = s[15 - lane]
+        tk.syncthreads()
+        with tk.if_(lane >= 16):
+            out[lane] = lane
+    out = poisoned(32, np.int32)
+    half[1, 32](out, target=target)
+    np.testing.assert_array_equal(out, np.r_[(15 - np.arange(16)) * 3, np.arange(16, 32)])
+
+
+def test_plugin_scalar_value_and_arg_count_checks():
+    # thork_core.plugin's scalar_value (what a target's Python launcher stores for a scalar
+    # argument) and check_arg_count, for targets that bind arguments themselves.
+    from thork_core.plugin import check_arg_count, scalar_value
+
+    @tk.jit
+    def flags(out: tk.DevicePointer[i32], on: tk.dt.bool, n: i32):
+        out[0] = tk.cast(on, i32) + n
+    ir = flags.ir
+    on, n = ir.params[1], ir.params[2]
+    assert scalar_value(True, on, ir) is True
+    assert scalar_value(0, on, ir) is False
+    assert scalar_value(np.bool_(True), on, ir) is True
+    with pytest.raises(ArgumentError, match="parameter 'on' expects a bool, got float"):
+        scalar_value(1.0, on, ir)
+    assert scalar_value(-7, n, ir) == -7
+    assert scalar_value(np.int16(5), n, ir) == 5  # a NumPy scalar is a Python one
+    # An array with dimensions is named as one; a 0-d array is no int (NumPy scalars are).
+    with pytest.raises(ArgumentError, match=r"parameter 'n' is a scalar int32, got an array "
+                                            r"\(ndim 1\)"):
+        scalar_value(np.array([5]), n, ir)
+    with pytest.raises(ArgumentError, match="parameter 'n' expects an int for int32, got "
+                                            "ndarray"):
+        scalar_value(np.array(5), n, ir)
+
+    @tk.jit
+    def scaled(out: tk.DevicePointer[f32], f: f32):
+        out[0] = f
+    f = scaled.ir.params[1]
+    assert scalar_value(2, f, scaled.ir) == 2.0
+    for bad, name in ((True, "bool"), ("2", "str"), (None, "NoneType")):
+        with pytest.raises(ArgumentError, match=f"expects a number for float32, got {name}"):
+            scalar_value(bad, f, scaled.ir)
+    check_arg_count(ir, [None, True, 3])
+    for args in ([None, True], [None, True, 3, 4]):
+        with pytest.raises(ArgumentError, match=rf"flags\(\) takes 3 argument\(s\) "
+                                                rf"\(out, on, n\), got {len(args)}"):
+            check_arg_count(ir, args)
+
+
+def test_int_range_of_every_integer_dtype_is_numpy_s():
+    from thork_core._dtype import int_range
+
+    assert int_range(tk.dt.bool) == (0, 1)
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        info = np.iinfo(name)
+        assert int_range(getattr(tk.dt, name)) == (int(info.min), int(info.max)), name
+    with pytest.raises(TypeError, match="float32 is not an integer dtype"):
+        int_range(f32)
+
+
+@pytest.mark.parametrize(("t", "intrinsic", "never"), [
+    (u32, "__umulhi(", "__umul64hi("), (tk.dt.uint64, "__umul64hi(", "__umulhi(")])
+def test_cuda_mulhi_maps_to_its_width(t, intrinsic, never):
+    # CUDA Math API: __umulhi for 32-bit, __umul64hi for 64-bit unsigned operands.
+    def hi(o, a, b):
+        o[0] = tk.mulhi(a, b)
+    src = _kernel_text(_cuda_of(hi, {"o": tk.DevicePointer[t], "a": t, "b": t}), "hi")
+    assert intrinsic in src and never not in src, src
+
+
+def test_bfloat16_nan_scalar_is_the_quiet_nan(target):
+    # A NaN scalar becomes bfloat16 0x7FC0 (the float32 quiet NaN's top half: sign 0,
+    # exponent all ones, quiet bit set), -NaN 0xFFC0.
+    ml = pytest.importorskip("ml_dtypes")
+
+    @tk.jit
+    def store(o: tk.DevicePointer[bf16], v: bf16):
+        o[0] = v
+    out = poisoned(1, ml.bfloat16)
+    for v, bits in ((float("nan"), 0x7FC0), (-float("nan"), 0xFFC0)):
+        store[1, 1](out, v, target=target)
+        assert int(out.view(np.uint16)[0]) == bits, hex(int(out.view(np.uint16)[0]))
+
+
+def test_dtype_names_give_the_singletons():
+    from thork_core._dtype import dtype_of
+
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float16", "bfloat16", "float32", "float64"):
+        assert dtype_of(name) is getattr(tk.dt, name), name
+    with pytest.raises(TypeError):
+        dtype_of("float31")
