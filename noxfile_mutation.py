@@ -113,7 +113,8 @@ TARGETS: dict[str, list[str]] = {
     "packages/fkl-compose/src/fkl/_ops.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
         "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py",
-        "tests/compose/test_fkl_ops_extra.py"],
+        "tests/compose/test_fkl_ops_extra.py", "tests/compose/test_fkl_tuple.py",
+        "tests/compose/test_fkl_folding.py"],
     "packages/fkl-compose/src/fkl/_color.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
         "tests/compose/test_fkl_vector_path.py"],

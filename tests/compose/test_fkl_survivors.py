@@ -305,3 +305,50 @@ def test_saturate_cast_of_float64_rounds_the_float64_value(target, to):
     info = np.iinfo(to)
     ref = np.clip(np.rint(x), info.min, info.max).astype(to)
     np.testing.assert_array_equal(pipe(target, fkl.SaturateCast(to))(x), ref)
+
+
+def test_crop_takes_at_most_65535_rects():
+    # docs/fkl.md: one grid plane per crop, CUDA's grid limit of 65535 planes.
+    assert len(fkl.Crop([(0, 0, 1, 1)] * 65535).rects) == 65535
+    with pytest.raises(ArgumentError, match="65536 crops exceed the CUDA grid limit of 65535"):
+        fkl.Crop([(0, 0, 1, 1)] * 65536)
+
+
+def test_cast_works_in_place(target, rng):
+    # A cast is element-wise: out may be the input itself (docs/fkl.md, "out= and
+    # aliasing").
+    x = random_array(rng, (7, 11, 3), np.float32)
+    want = x * np.float32(2)
+    pipe(target, fkl.Cast("float32"), fkl.Mul(2.0))(x, out=x)
+    np.testing.assert_array_equal(x, want)
+
+
+@pytest.mark.parametrize(("to", "lo", "hi"), [("int32", -(2**31), 2**31 - 1),
+                                              ("uint32", 0, 2**32 - 1)])
+def test_saturate_cast_of_float32_to_32_bit_ints_clamps_exactly(target, to, lo, hi):
+    # float32 cannot hold 2**31 - 1 or 2**32 - 1: the clamp must not round the bound up
+    # (it would overflow the conversion). OpenCV's saturate_cast gives the bounds.
+    x = np.array([[3e9, -3e9, 5e9, -5e9, 2.5, 3.5, 2147483520.0, 1e30, -1e30]], np.float32)
+    ref = np.clip(np.rint(x.astype(np.float64)), lo, hi).astype(to)
+    np.testing.assert_array_equal(pipe(target, fkl.SaturateCast(to))(x), ref)
+
+
+def test_integer_division_truncates_and_zero_divisor_gives_zero(target, rng):
+    # docs/guarantees.md: integer x // 0 == 0; C++ division truncates toward zero. One
+    # divisor per channel: 1 (the identity), 0, 7, -3.
+    x = rng.integers(-1000, 1000, (5, 9, 4)).astype(np.int32)
+    got = pipe(target, fkl.Div((1, 0, 7, -3)))(x)
+    d = np.array([1, 1, 7, -3], np.int64)
+    ref = np.sign(x) * np.sign(d) * (np.abs(x.astype(np.int64)) // np.abs(d))
+    ref[..., 1] = 0
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_per_item_values_mix_one_value_and_one_per_channel(target, rng):
+    # fkl.PerItem items each give 1 value or one per channel (docs/fkl.md).
+    x = random_array(rng, (2, 4, 5, 3), np.float32)
+    got = pipe(target, fkl.Mul(fkl.PerItem([2.0, (1.0, 2.0, 3.0)])))(x)
+    np.testing.assert_array_equal(got[0], x[0] * np.float32(2))
+    np.testing.assert_array_equal(got[1], x[1] * np.array([1, 2, 3], np.float32))
+    with pytest.raises(ArgumentError, match="every item needs as many values"):
+        fkl.Mul(fkl.PerItem([(1.0, 2.0), (1.0, 2.0, 3.0)]))

@@ -90,3 +90,13 @@ def test_a_mutant_no_test_executes_is_a_survivor_without_a_run(runner, tmp_path)
     assert rec["status"] == "survived" and rec["tests"] == 0
     assert rec["tail"] == ["no test of the selection executes line 13"]
     assert not (tmp_path / "fake").exists()  # nothing was written or run
+
+
+def test_every_listed_equivalent_mutant_exists_and_has_a_reason(runner):
+    # mutation_equivalent.txt names mutants of the current sources (a moved line must be
+    # moved there too, or the entry silently stops excluding anything).
+    ids = {m.id for path in runner.TARGETS if path != FAKE for m in runner.mutants_of(path)}
+    listed = runner.equivalent_ids()
+    assert listed
+    assert sorted(set(listed) - ids) == []
+    assert all(len(reason) > 20 for reason in listed.values())

@@ -511,9 +511,11 @@ def test_python_literals_take_the_documented_type(value, name):
     assert got["t"].dtype == getattr(tk.dt, name)
 
 
-def test_int_literals_beyond_64_bits_are_an_error():
+@pytest.mark.parametrize("big", [2**64, -(2**63) - 1])
+def test_int_literals_beyond_64_bits_are_an_error(big):
+    # Above uint64's maximum or below int64's minimum, no 64-bit type holds the literal.
     def k(out: tk.DevicePointer[tk.dt.uint64]):
-        out[0] = out[0] + 2**64
+        out[0] = out[0] + big
     with pytest.raises((OverflowError, tk.TraceError), match="64 bits"):
         tk.jit(k).ir
 
@@ -770,3 +772,25 @@ def test_dtype_names_give_the_singletons():
         assert dtype_of(name) is getattr(tk.dt, name), name
     with pytest.raises(TypeError):
         dtype_of("float31")
+
+
+def test_cuda_shared_arrays_align_to_1024_bytes_in_hopper_kernels_only():
+    # A 128-byte TMA/wgmma swizzle repeats every 1024 bytes: kernels using Hopper
+    # operations align their shared arrays to 1024 bytes, every other kernel to 16.
+    def plain(out: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 8)
+        s[0] = 1.0
+        out[0] = s[0]
+
+    def hopper(out: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 8)
+        bar = tk.shared_array(tk.dt.uint64, 1)
+        with tk.if_(tk.thread_idx().x == 0):
+            tk.mbarrier_init(bar, 0, 1)
+        s[0] = 1.0
+        out[0] = s[0]
+    for fn, align in ((plain, 16), (hopper, 1024)):
+        src = tk.jit(fn).cuda_source
+        assert f"__shared__ __attribute__((aligned({align}))) float" in src, src
+        other = 1024 if align == 16 else 16
+        assert f"__attribute__((aligned({other})))" not in src, src
