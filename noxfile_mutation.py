@@ -8,9 +8,10 @@ comparison, boolean or bitwise operator swapped, an integer constant moved by on
 ``not`` dropped, a comparison operand made constant), and for each mutant:
 
 1. copies the packages' ``src`` folders into a scratch folder once, writes the mutated
-   module there, and runs ``pytest -x`` with the scratch ``src`` folders first on
-   ``PYTHONPATH`` (the worktree itself is never modified, so other work keeps running
-   against unmutated code) — not over the module's whole test selection but over the
+   module there (only the mutated tokens rewritten, so every line keeps its number),
+   and runs ``pytest -x`` with the scratch ``src`` folders first on ``PYTHONPATH`` (the
+   worktree itself is never modified, so other work keeps running against unmutated
+   code) — not over the module's whole test selection but over the
    tests that *executed the mutated line*, fastest first (below);
 2. counts the mutant *killed* when a test fails (or the run exceeds its timeout) and
    *survived* when every selected test passes. ``--confirm`` runs a survivor of its
@@ -28,10 +29,18 @@ a constant on a later line of a folded tuple fires no line event of its own. A m
 whose lines ran only outside any test (at import) runs the whole selection; one whose
 lines no test executed is recorded *survived* without a run ("no test of the selection
 executes line N": by definition no test can kill it). ``--no-coverage`` runs every mutant
-on the whole selection, as before. The mutants share one kernel cache folder
-(``.mutation/cache``, kept between runs): the disk cache's key is a hash of the generated
-source and the compiler, so a mutant that changes generated code compiles its own kernels
-and one that does not loads what that same source compiled before.
+on the whole selection, as before.
+
+Kernel cache: the mutants share one cache folder (``.mutation/cache``, kept between runs).
+The disk cache's key is a hash of the generated source and the compiler, so a mutant that
+changes generated code compiles its own kernels and one that does not loads what that
+same source compiled before (byte for byte what it would compile). Generated source
+carries ``#line`` directives naming the traced Python file and line (fkl's modules are
+traced), so two things keep it unchanged: the mutated module is the original text with
+only the mutated tokens rewritten (:func:`mutated_source`; ``ast.unparse`` moved every
+line, so every fkl kernel recompiled for every fkl mutant), and the scratch copy lives at
+one fixed path per results file (``.mutation/src-results``; a fresh temporary folder per
+run changed every kernel's source in every run).
 
 Mutants listed in ``mutation_equivalent.txt`` (``<mutant id>  # reason``) are equivalent
 to the original (no input can tell them apart) and are left out of the score.
@@ -230,8 +239,8 @@ def mutants_of(path: str) -> list[Mutant]:
     return out
 
 
-def mutated_source(m: Mutant) -> str:
-    tree = ast.parse(_source(m.path))
+def _mutate_tree(tree: ast.AST, m: Mutant) -> tuple[ast.AST, object]:
+    """Apply ``m`` to ``tree`` in place; returns the mutated node and the spec."""
     for index, (node, what, spec) in enumerate(_candidates(tree)):
         if index != m.index:
             continue
@@ -255,8 +264,103 @@ def mutated_source(m: Mutant) -> str:
                                 value[j] = node.operand
         elif isinstance(node, ast.Constant):
             node.value = spec
-        return ast.unparse(tree)
+        return node, spec
     raise LookupError(m)
+
+
+_OP_TEXT: dict[type, str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+    ast.Mod: "%", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
+    ast.BitXor: "^", ast.Pow: "**", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not", ast.In: "in",
+    ast.NotIn: "not in", ast.And: "and", ast.Or: "or",
+}
+
+
+def _spliced(source: str, node: ast.AST, m: Mutant, wrap: bool = False) -> str:
+    """``source`` with only the mutated tokens rewritten in place: every other line and
+    column stays where it was. Kernels traced through the module carry ``#line`` directives
+    naming its lines, which are part of their generated source and so of their disk-cache
+    key: a reformatted module (``ast.unparse``) would recompile every kernel for every
+    mutant, a spliced one only those whose code the mutant changes."""
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def at(lineno: int, col: int) -> int:  # ast columns count UTF-8 bytes
+        return starts[lineno - 1] + len(lines[lineno - 1].encode()[:col].decode())
+
+    def gap(a: ast.AST, b: ast.AST) -> tuple[int, int]:
+        return (at(a.end_lineno, a.end_col_offset),  # type: ignore[attr-defined]
+                at(b.lineno, b.col_offset))  # type: ignore[attr-defined]
+
+    def core(lo: int, hi: int) -> tuple[int, int]:
+        """The operator's span in source[lo:hi]: what is left of the gap between two
+        operands without comments, blanks, line continuations and parentheses."""
+        text = source[lo:hi]
+        keep = []
+        in_comment = False
+        for k, ch in enumerate(text):
+            if ch == "#":
+                in_comment = True
+            elif ch == "\n":
+                in_comment = False
+            if not in_comment and ch not in " \t\n\\()":
+                keep.append(k)
+        if not keep:
+            raise ValueError("no operator text")
+        return lo + keep[0], lo + keep[-1] + 1
+
+    edits: list[tuple[int, int, str]] = []
+    if isinstance(node, ast.BinOp):
+        edits.append((*core(*gap(node.left, node.right)), _OP_TEXT[type(node.op)]))
+    elif isinstance(node, ast.AugAssign):
+        edits.append((*core(*gap(node.target, node.value)), _OP_TEXT[type(node.op)] + "="))
+    elif isinstance(node, ast.Compare):
+        k = int(m.what.split("@")[1].split("#")[0])
+        left = node.left if k == 0 else node.comparators[k - 1]
+        edits.append((*core(*gap(left, node.comparators[k])), _OP_TEXT[type(node.ops[k])]))
+    elif isinstance(node, ast.BoolOp):
+        for a, b in zip(node.values, node.values[1:]):
+            edits.append((*core(*gap(a, b)), _OP_TEXT[type(node.op)]))
+    elif isinstance(node, ast.UnaryOp):
+        lo = at(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        hi = at(node.operand.lineno, node.operand.col_offset)  # type: ignore[attr-defined]
+        lo, end = core(lo, hi)
+        edits.append((lo, end, " " * (end - lo)))
+    elif isinstance(node, ast.Constant):
+        edits.append((at(node.lineno, node.col_offset),  # type: ignore[attr-defined]
+                      at(node.end_lineno, node.end_col_offset),  # type: ignore[attr-defined]
+                      repr(node.value)))
+    if wrap:  # the new operator binds differently ("a * b + c" -> "(a + b) + c")
+        edits.append((at(node.lineno, node.col_offset),  # type: ignore[attr-defined]
+                      at(node.lineno, node.col_offset), "("))  # type: ignore[attr-defined]
+        end = at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        edits.append((end, end, ")"))
+    out = source
+    for lo, hi, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:lo] + text + out[hi:]
+    return out
+
+
+def mutated_source(m: Mutant) -> str:
+    """The module with mutant ``m`` applied: the original text with the mutated tokens
+    rewritten in place (:func:`_spliced`), checked to parse to exactly the mutated tree;
+    where it does not (a position Python reports oddly, as inside some f-strings), the
+    mutated tree unparsed (lines move: its kernels recompile)."""
+    source = _source(m.path)
+    tree = ast.parse(source)
+    node, _ = _mutate_tree(tree, m)
+    want = ast.dump(tree)
+    for wrap in (False, True):
+        try:
+            spliced = _spliced(source, node, m, wrap)
+            if ast.dump(ast.parse(spliced)) == want:
+                return spliced
+        except (ValueError, SyntaxError, IndexError, KeyError):
+            pass
+    return ast.unparse(tree)
 
 
 def equivalent_ids() -> dict[str, str]:
@@ -271,9 +375,17 @@ def equivalent_ids() -> dict[str, str]:
     return out
 
 
-def _scratch() -> Path:
-    """A copy of every package's ``src`` folder (made once per run)."""
-    base = Path(tempfile.mkdtemp(prefix="thork-mutation-"))
+def _scratch(results: Path | None = None) -> Path:
+    """A copy of every package's ``src`` folder, made afresh at the start of each run in
+    one fixed folder per results file (``.mutation/src-results``): kernels carry ``#line``
+    directives naming the module's path, so a path that changed from run to run would
+    change every kernel's source, and its cache key, in every run."""
+    if results is None:
+        base = Path(tempfile.mkdtemp(prefix="thork-mutation-"))
+    else:
+        base = results.parent / f"src-{results.stem}"
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
     for src in sorted((ROOT / "packages").glob("*/src")):
         shutil.copytree(src, base / src.parent.name / "src",
                         ignore=shutil.ignore_patterns("__pycache__", "*.so"))
@@ -669,7 +781,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None:
         todo = todo[:args.limit]
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    scratch = _scratch()
+    scratch = _scratch(args.results)
     for path in modules:  # the scratch copy is what the mutants are made from
         _SOURCES[path] = (scratch / Path(path).relative_to("packages")).read_text()
     print(f"{len(todo)} mutants to run", flush=True)

@@ -28,6 +28,10 @@ def f(x, y=5):
     except (ValueError if x == 8 else TypeError):
         pass
     return -x
+
+
+def g(a, b, c):
+    return c + a * b  # a * comment
 '''
 
 
@@ -100,3 +104,22 @@ def test_every_listed_equivalent_mutant_exists_and_has_a_reason(runner):
     assert listed
     assert sorted(set(listed) - ids) == []
     assert all(len(reason) > 20 for reason in listed.values())
+
+
+@pytest.mark.parametrize(("line", "what", "changed"), [
+    (10, "const7->8", "                8)"),
+    (8, "Gt->GtE@0", "    if x >= 6 and y:"),
+    (8, "And->Or", "    if x > 6 or y:"),
+    (15, "drop-USub", "    return  x"),
+    (13, "Eq->NotEq@0", "    except (ValueError if x != 8 else TypeError):"),
+    # "*" -> "+" binds differently: the node is parenthesized (same line, same tree)
+    (19, "Mult->Add", "    return c + (a + b)  # a * comment"),
+])
+def test_a_mutated_module_keeps_every_other_line(runner, line, what, changed):
+    # Kernels carry #line directives, part of their cache key: only the mutated line
+    # may differ from the original module, and the result parses to the mutated tree.
+    out = runner.mutated_source(mutant(runner, line, what)).splitlines()
+    orig = SOURCE.splitlines()
+    assert len(out) == len(orig)
+    assert [k + 1 for k, (a, b) in enumerate(zip(orig, out)) if a != b] == [line]
+    assert out[line - 1] == changed
