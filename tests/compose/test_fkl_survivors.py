@@ -51,6 +51,10 @@ LETTERBOX_PINS = [
     ((3, 10), (7, 8), fkl.PRESERVE_AR, (2, 8, 2, 0)),
     ((3, 10), (7, 8), fkl.PRESERVE_AR_LEFT, (2, 8, 0, 0)),
     ((3, 10), (7, 8), fkl.IGNORE_AR, (7, 8, 0, 0)),
+    # 3/1*200 = 600 > 3: width first, th = 3/200*1 = 0.015 -> 0, at least 1 row;
+    # y1 = (3 - 1) // 2 = 1
+    ((200, 1), (3, 3), fkl.PRESERVE_AR, (3, 1, 0, 1)),
+    ((1, 200), (3, 3), fkl.PRESERVE_AR, (1, 3, 1, 0)),
 ]
 
 
@@ -154,7 +158,9 @@ def test_per_item_values_need_one_number_per_channel(target):
 
 
 @pytest.mark.parametrize(("src", "dst"), [((4, 4), (1, 1)), ((8, 12), (2, 3)),
-                                          ((2, 2), (1, 1)), ((6, 4), (3, 2))])
+                                          ((2, 2), (1, 1)), ((6, 4), (3, 2)),
+                                          # one side halves, the other does not
+                                          ((4, 6), (2, 2)), ((6, 4), (2, 2))])
 def test_area_downscale_rounds_uint8_halves_as_opencv(target, src, dst):
     # Means that end in exactly .5: OpenCV's INTER_AREA rounds them to even on its general
     # path (4x: 0.5 -> 0, 2.5 -> 2) but up on its exact 2 x 2 path (0.5 -> 1).
@@ -278,6 +284,10 @@ def test_one_channel_sum_keeps_its_type_and_several_promote(target, rng):
     got = pipe(target, fkl.VectorReduce("sum"))(three)
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got.reshape(4, 7), three.astype(np.int32).sum(-1))
+    two = random_array(rng, (4, 7, 2), np.uint8)
+    got = pipe(target, fkl.VectorReduce("sum"))(two)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.reshape(4, 7), two.astype(np.int32).sum(-1))
 
 
 def test_value_count_add_last_and_runtime_perm_are_checked(target):
@@ -352,3 +362,39 @@ def test_per_item_values_mix_one_value_and_one_per_channel(target, rng):
     np.testing.assert_array_equal(got[1], x[1] * np.array([1, 2, 3], np.float32))
     with pytest.raises(ArgumentError, match="every item needs as many values"):
         fkl.Mul(fkl.PerItem([(1.0, 2.0), (1.0, 2.0, 3.0)]))
+
+
+@pytest.mark.parametrize(("w", "h"), [(0, 5), (5, 0), (-1, 5), (2.0, 5)])
+def test_resize_size_must_be_positive_ints(w, h):
+    with pytest.raises(ArgumentError, match="fkl.Resize size: expected positive ints w, h"):
+        fkl.Resize(w, h)
+
+
+def test_normalize_works_in_place(target, rng):
+    # Normalize is element-wise: out may be the input itself (docs/fkl.md).
+    x = random_array(rng, (6, 9, 3), np.float32)
+    want = pipe(target, fkl.Normalize(0.25, 2.0))(x)
+    pipe(target, fkl.Normalize(0.25, 2.0))(x, out=x)
+    np.testing.assert_array_equal(x, want)
+
+
+
+def test_is_even_works_in_place(target, rng):
+    # IsEven is element-wise: cast back to the input's type, out may be the input itself.
+    x = rng.integers(-50, 50, (5, 7, 3)).astype(np.int32)
+    want = ((x & 1) == 0).astype(np.int32)
+    pipe(target, fkl.IsEven(), fkl.Cast("int32"))(x, out=x)
+    np.testing.assert_array_equal(x, want)
+
+
+
+def test_warp_positions_exactly_at_the_far_edge_are_outside(target, rng):
+    # The inside test is 0 <= x < w, 0 <= y < h (the NumPy reference, docs/fkl.md): a pure
+    # translation that lands some rows/columns exactly on x == w or y == h reads the border.
+    from helpers.fkl_refs import ref_warp
+
+    x = random_array(rng, (7, 9), np.float32) + 1.0
+    m = np.array([[1.0, 0.0, 5.0], [0.0, 1.0, 3.0]])  # column 4 -> x = 9 = w, row 4 -> y = 7
+    got = pipe(target, fkl.Warping(m, 9, 7))(x)
+    np.testing.assert_array_equal(got, ref_warp(x, m, 9, 7))
+    assert (got[4:, :] == 0).all() and (got[:, 4:] == 0).all()

@@ -794,3 +794,65 @@ def test_cuda_shared_arrays_align_to_1024_bytes_in_hopper_kernels_only():
         assert f"__shared__ __attribute__((aligned({align}))) float" in src, src
         other = 1024 if align == 16 else 16
         assert f"__attribute__((aligned({other})))" not in src, src
+
+
+def test_cuda_rsqrt_is_the_intrinsic_and_host_cpp_divides():
+    # CUDA's math API has rsqrtf/rsqrt; host C++ has none, so the CPU target writes
+    # 1 / sqrt.
+    def rs(o: tk.DevicePointer[f32], a: tk.DevicePointer[f32]):
+        o[0] = tk.rsqrt(a[0])
+    k = tk.jit(rs)
+    assert "rsqrtf(" in _kernel_text(k.cuda_source, "rs")
+    cpu = k.source_for("cpu")
+    assert "rsqrt" not in cpu[cpu.index(" rs("):], cpu
+
+
+@pytest.mark.parametrize("t", [f32, f64])
+def test_cuda_float_cas_passes_compare_then_value(t):
+    # atomicCAS(address, compare, val): the compare is the second argument, the new value
+    # the third, each through the same-width unsigned type.
+    def cas(a, c, v):
+        tk.atomic_cas(a, 0, c, v)
+    src = _kernel_text(_cuda_of(cas, {"a": tk.DevicePointer[t], "c": t, "v": t}), "cas")
+    to_u = "thork_f2u" if t == f32 else "thork_d2u"
+    assert f"{to_u}(c), {to_u}(v))" in src, src
+
+
+@pytest.mark.parametrize(("op", "text"), [
+    ("ballot", "__ballot_sync(4294967295u, "), ("warp_any", "(__any_sync(4294967295u, "),
+    ("warp_all", "(__all_sync(4294967295u, ")])
+def test_cuda_ballot_is_a_mask_and_votes_are_bools(op, text):
+    # __ballot_sync returns the unsigned mask itself; __any_sync/__all_sync return int,
+    # which Thork's bool result compares with 0.
+    def v(out: tk.DevicePointer[u32], a: tk.DevicePointer[i32]):
+        i = tk.thread_idx().x
+        out[i] = tk.cast(getattr(tk, op)(a[i] > 7), u32)
+    src = _kernel_text(tk.jit(v).cuda_source, "v")
+    line = next(ln for ln in src.splitlines() if "_sync(4294967295u" in ln)
+    assert text in line, line
+    assert line.rstrip().endswith("!= 0);") is (op != "ballot"), line
+
+
+def test_cuda_cp_async_commit_and_wait_groups():
+    # PTX ISA: cp.async.commit_group closes a group, cp.async.wait_group N waits until at
+    # most N groups are pending.
+    def grp(a: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 64)
+        t = tk.thread_idx().x
+        tk.cp_async(s, 4 * t, a, 4 * t, 16)
+        tk.cp_async_commit()
+        tk.cp_async_wait(1)
+        tk.cp_async_wait(0)
+        a[t] = s[t]
+    src = _kernel_text(tk.jit(grp).cuda_source, "grp")
+    assert src.count('"cp.async.commit_group;"') == 1, src
+    assert '"cp.async.wait_group 1;"' in src and '"cp.async.wait_group 0;"' in src, src
+
+
+def test_print_escapes_quotes_and_backslashes(target, capfd):
+    # A printed text with a double quote and a backslash comes out as written.
+    @tk.jit
+    def say(n: i32):
+        tk.print('say "hi" \\ back', n)
+    say[1, 1](3, target=target)
+    assert 'say "hi" \\ back 3' in capfd.readouterr().out
