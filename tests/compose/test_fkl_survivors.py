@@ -398,3 +398,17 @@ def test_warp_positions_exactly_at_the_far_edge_are_outside(target, rng):
     got = pipe(target, fkl.Warping(m, 9, 7))(x)
     np.testing.assert_array_equal(got, ref_warp(x, m, 9, 7))
     assert (got[4:, :] == 0).all() and (got[:, 4:] == 0).all()
+
+
+def test_per_item_border_constants_per_channel(target, rng):
+    # Per-item CONSTANT border values with one value per channel: item k's border pixels
+    # are its (r, g, b), in channel order (NumPy's pad, channel by channel).
+    x = random_array(rng, (9, 11, 3), np.float32)
+    rects = [(-2, -3, 6, 5), (8, 7, 6, 5)]
+    consts = [(7.0, 8.0, 9.0), (-1.0, -2.0, -3.0)]
+    got = pipe(target, fkl.BorderReader(fkl.BorderMode.CONSTANT, fkl.PerItem(consts)),
+               fkl.Crop(rects))(x)
+    for k, (cx, cy, w, h) in enumerate(rects):
+        pad = np.stack([np.pad(x[..., c], 8, constant_values=consts[k][c]) for c in range(3)],
+                       -1)
+        np.testing.assert_array_equal(got[k], pad[8 + cy:8 + cy + h, 8 + cx:8 + cx + w])

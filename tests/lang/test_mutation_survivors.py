@@ -546,21 +546,23 @@ def test_cpu_static_shared_arrays_start_16_byte_aligned():
     # The CPU target lays static shared arrays out in the block's buffer in declaration
     # order, each at a multiple of 16 bytes (as CUDA aligns __shared__ arrays of
     # vectors): float32[3] (12 bytes) at 0, float64[5] (40 bytes) at 16, int32[4]
-    # (exactly 16 bytes) at 64, int8[1] at 80.
+    # (exactly 16 bytes) at 64, int8[1] at 80 (one byte still takes 16), float32[1] at 96.
     def lay(out: tk.DevicePointer[f32]):
         a = tk.shared_array(f32, 3)
         b = tk.shared_array(f64, 5)
         c = tk.shared_array(i32, 4)
         d = tk.shared_array(tk.dt.int8, 1)
+        e = tk.shared_array(f32, 1)
         a[0] = 1.0
         b[0] = 2.0
         c[0] = 3
         d[0] = 4
-        out[0] = a[0] + tk.cast(b[0], f32) + tk.cast(c[0], f32) + tk.cast(d[0], f32)
+        e[0] = 5.0
+        out[0] = a[0] + tk.cast(b[0], f32) + tk.cast(c[0], f32) + tk.cast(d[0], f32) + e[0]
     src = tk.jit(lay).source_for("cpu")
     offsets = [int(line.split("smem + ")[1].split(")")[0])
                for line in src.splitlines() if "thork_blk->smem + " in line]
-    assert offsets == [0, 16, 64, 80], offsets
+    assert offsets == [0, 16, 64, 80, 96], offsets
 
 
 
@@ -856,3 +858,28 @@ def test_print_escapes_quotes_and_backslashes(target, capfd):
         tk.print('say "hi" \\ back', n)
     say[1, 1](3, target=target)
     assert 'say "hi" \\ back 3' in capfd.readouterr().out
+
+
+def test_input_typestr_is_numpy_s_except_bfloat16():
+    # The __array_interface__ typestr NumPy gives each dtype; bfloat16's "<V2" names no
+    # element type, so none is claimed for it.
+    from thork_core._dtype import input_typestr
+
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float16", "float32", "float64"):
+        assert input_typestr(getattr(tk.dt, name)) == np.dtype(name).str, name
+    assert input_typestr(bf16) is None
+
+
+def test_non_finite_float64_literals(target):
+    # inf and nan literals in float64 arithmetic (written as bit patterns: C++ has no
+    # literal for them), against NumPy.
+    @tk.jit
+    def nonfinite(o: tk.DevicePointer[f64], a: tk.DevicePointer[f64]):
+        o[0] = a[0] + float("inf")
+        o[1] = a[0] - float("inf")
+        o[2] = a[0] * float("nan")
+    a = np.array([2.5])
+    o = poisoned(3, np.float64)
+    nonfinite[1, 1](o, a, target=target)
+    np.testing.assert_array_equal(o, [np.inf, -np.inf, np.nan])
