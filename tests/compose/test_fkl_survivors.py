@@ -412,3 +412,15 @@ def test_per_item_border_constants_per_channel(target, rng):
         pad = np.stack([np.pad(x[..., c], 8, constant_values=consts[k][c]) for c in range(3)],
                        -1)
         np.testing.assert_array_equal(got[k], pad[8 + cy:8 + cy + h, 8 + cx:8 + cx + w])
+
+
+def test_one_warp_matrix_for_a_batch_of_three(target, rng):
+    # fkl.Warping(m) (not per item) warps every image of a batch with m.
+    from helpers.fkl_refs import ref_warp
+
+    xs = random_array(rng, (3, 15, 19), np.float32)
+    m = np.array([[0.9, 0.1, 1.5], [-0.1, 1.1, 0.5]])
+    got = fkl.compose(fkl.TensorRead(batch=True), fkl.Warping(m, 13, 11), fkl.TensorWrite(),
+                      target=target)(xs)
+    for k in range(3):
+        np.testing.assert_allclose(got[k], ref_warp(xs[k], m, 13, 11), rtol=1e-5, atol=1e-4)
