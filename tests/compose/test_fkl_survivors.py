@@ -424,3 +424,14 @@ def test_one_warp_matrix_for_a_batch_of_three(target, rng):
                       target=target)(xs)
     for k in range(3):
         np.testing.assert_allclose(got[k], ref_warp(xs[k], m, 13, 11), rtol=1e-5, atol=1e-4)
+
+
+
+@pytest.mark.parametrize("op", ["and", "or"])
+def test_vector_reduce_and_or_give_one_bool_channel(target, rng, op):
+    # C++ bool(x) per channel, folded: one bool per pixel (NumPy's all/any of x != 0).
+    x = rng.integers(0, 3, (4, 6, 3)).astype(np.int32)
+    got = pipe(target, fkl.VectorReduce(op))(x)
+    want = (x != 0).all(-1) if op == "and" else (x != 0).any(-1)
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got.reshape(4, 6), want)

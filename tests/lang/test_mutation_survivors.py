@@ -883,3 +883,13 @@ def test_non_finite_float64_literals(target):
     o = poisoned(3, np.float64)
     nonfinite[1, 1](o, a, target=target)
     np.testing.assert_array_equal(o, [np.inf, -np.inf, np.nan])
+
+
+def test_from_numpy_maps_every_supported_dtype():
+    from thork_core._dtype import from_numpy
+
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float16", "float32", "float64"):
+        assert from_numpy(np.dtype(name)) is getattr(tk.dt, name), name
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        from_numpy(np.dtype(np.complex64))
