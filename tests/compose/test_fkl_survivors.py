@@ -435,3 +435,22 @@ def test_vector_reduce_and_or_give_one_bool_channel(target, rng, op):
     want = (x != 0).all(-1) if op == "and" else (x != 0).any(-1)
     assert got.dtype == np.bool_
     np.testing.assert_array_equal(got.reshape(4, 6), want)
+
+
+def test_static_reorder_takes_1_to_4_indices_within_the_pixel(target):
+    # docs/fkl.md: VectorReorder(perm) picks 1 to 4 channels by index 0..C-1.
+    x = np.arange(2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3)
+    np.testing.assert_array_equal(pipe(target, fkl.VectorReorder([2]))(x).reshape(2, 3),
+                                  x[..., 2])
+    np.testing.assert_array_equal(pipe(target, fkl.VectorReorder([2, 2, 0, 1]))(x),
+                                  x[..., [2, 2, 0, 1]])
+    with pytest.raises(ArgumentError, match="3"):
+        pipe(target, fkl.VectorReorder([0, 1, 3]))(x)
+
+
+def test_saturate_works_in_place(target, rng):
+    # Saturate is element-wise: out may be the input itself (np.clip, docs/fkl.md).
+    x = random_array(rng, (6, 9, 3), np.float32)
+    want = np.clip(x, np.float32(0.2), np.float32(0.8))
+    pipe(target, fkl.Saturate(0.2, 0.8))(x, out=x)
+    np.testing.assert_array_equal(x, want)
