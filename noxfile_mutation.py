@@ -14,16 +14,19 @@ comparison, boolean or bitwise operator swapped, an integer constant moved by on
    code) — not over the module's whole test selection but over the
    tests that *executed the mutated line*, fastest first (below);
 2. counts the mutant *killed* when a test fails (or the run exceeds its timeout) and
-   *survived* when every selected test passes. ``--confirm`` runs a survivor of its
-   per-line tests again on the module's whole selection (a line that a test reaches only
-   in a child process is not in the coverage map); in the run of 2026-12-01 none of the
-   first 23 survivors so confirmed was killed by it, so it is off by default.
+   *survived* when every selected test passes. A survivor of its per-line tests is run
+   again on the module's whole selection (``--no-confirm`` skips that): the coverage map
+   misses tests that reach a line only in a child process, or only through a kernel an
+   earlier test traced (thork's ``@tk.jit`` kernels keep their rendered source per
+   signature; fkl's process-wide kernel table is cleared before each test of the coverage
+   run, so each fkl test traces its own).
 
 Per-line selection: before the first mutant, the union of the modules' selections runs
 once, unmutated, under ``coverage`` with one context per test (this file is the pytest
 plugin that names them), and ``.mutation/coverage.json`` keeps, for every line of every
 target module, the tests that executed it and each test's duration; it is rebuilt when a
-target module, a selected test file or ``tests/conftest.py``/``tests/helpers`` changes.
+target module, a selected test file, ``tests/conftest.py``/``tests/helpers`` or this file
+changes.
 A mutant's lines are its innermost statement (only the header of a compound one), since
 a constant on a later line of a folded tuple fires no line event of its own. A mutant
 whose lines ran only outside any test (at import) runs the whole selection; one whose
@@ -48,7 +51,7 @@ to the original (no input can tell them apart) and are left out of the score.
     python noxfile_mutation.py list [--module M]            # the mutants and their ids
     python noxfile_mutation.py run [--module M] [--sample N | --per-module N] [--seed S]
                                    [--results FILE] [--only-survivors] [--ids FILE]
-                                   [--reverse] [--limit N] [--no-coverage] [--confirm]
+                                   [--reverse] [--limit N] [--no-coverage] [--no-confirm]
     python noxfile_mutation.py report [--results FILE]
 
 ``run`` appends one JSON line per mutant to ``--results`` (default
@@ -461,7 +464,7 @@ def _fingerprint(modules: list[str]) -> str:
                + sorted((ROOT / "tests" / "helpers").glob("*.py"))]
     for mod in modules:
         h.update(f"{mod}\0{_source(mod)}\0".encode())
-    for name in files + helpers:
+    for name in files + helpers + ["noxfile_mutation.py"]:  # this file is the plugin
         path = ROOT / name
         h.update(name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"") + b"\0")
     return h.hexdigest()
@@ -535,6 +538,10 @@ _STARTED: list[float] = []
 def pytest_runtest_logstart(nodeid: str, location: object) -> None:
     import coverage
 
+    fkl_kernels = sys.modules.get("fkl._kernels")
+    if fkl_kernels is not None:  # each test traces its own fkl kernels (not a cached one)
+        fkl_kernels.reset_stats(clear_cache=True)
+
     current = coverage.Coverage.current()
     if current is not None:
         current.switch_context(nodeid)
@@ -594,11 +601,11 @@ def _pytest(tests: list[str], scratch: Path, timeout: float) -> tuple[str, list[
 
 
 def run_one(m: Mutant, scratch: Path, timeout: float, cov: CoverageMap | None = None,
-            confirm: bool = False) -> dict[str, object]:
+            confirm: bool = True) -> dict[str, object]:
     """Run one mutant. With ``cov`` only the tests that executed its lines run (cheapest
     first); a mutant no test executes is recorded ``survived`` without a run; with
     ``confirm`` one that survives its tests is run again on the module's whole selection
-    (as is one whose per-line run could not start)."""
+    (as is, always, one whose per-line run could not start)."""
     rel = Path(m.path).relative_to("packages")
     target = scratch / rel
     original = _source(m.path)
@@ -747,9 +754,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-coverage", action="store_true",
                     help="run every mutant on its module's whole test selection (no per-line "
                          "selection from the coverage map)")
-    ap.add_argument("--confirm", action="store_true",
-                    help="re-run a survivor of its per-line tests on the module's whole "
-                         "selection before recording it")
+    ap.add_argument("--no-confirm", action="store_true",
+                    help="record a survivor of its per-line tests without re-running it on "
+                         "the module's whole selection")
     args = ap.parse_args(argv)
     modules = args.module or list(TARGETS)
     for mod in modules:
@@ -791,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
             cov = build_coverage(sorted({m.path for m in todo}), scratch,
                                  args.results.parent / "coverage.json")
         for k, m in enumerate(todo, 1):
-            rec = run_one(m, scratch, args.timeout, cov, confirm=args.confirm)
+            rec = run_one(m, scratch, args.timeout, cov, confirm=not args.no_confirm)
             with args.results.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
             print(f"[{k}/{len(todo)}] {rec['status']:8} {rec['seconds']:6}s "
