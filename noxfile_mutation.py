@@ -8,11 +8,42 @@ comparison, boolean or bitwise operator swapped, an integer constant moved by on
 ``not`` dropped, a comparison operand made constant), and for each mutant:
 
 1. copies the packages' ``src`` folders into a scratch folder once, writes the mutated
-   module there, and runs ``pytest -x`` on that module's test selection with the scratch
-   ``src`` folders first on ``PYTHONPATH`` (the worktree itself is never modified, so
-   other work keeps running against unmutated code);
+   module there (only the mutated tokens rewritten, so every line keeps its number),
+   and runs ``pytest -x`` with the scratch ``src`` folders first on ``PYTHONPATH`` (the
+   worktree itself is never modified, so other work keeps running against unmutated
+   code) — not over the module's whole test selection but over the
+   tests that *executed the mutated line*, fastest first (below);
 2. counts the mutant *killed* when a test fails (or the run exceeds its timeout) and
-   *survived* when every selected test passes.
+   *survived* when every selected test passes. A survivor of its per-line tests is run
+   again on the module's whole selection (``--no-confirm`` skips that): the coverage map
+   misses tests that reach a line only in a child process, or only through a kernel an
+   earlier test traced (thork's ``@tk.jit`` kernels keep their rendered source per
+   signature; fkl's process-wide kernel table is cleared before each test of the coverage
+   run, so each fkl test traces its own).
+
+Per-line selection: before the first mutant, the union of the modules' selections runs
+once, unmutated, under ``coverage`` with one context per test (this file is the pytest
+plugin that names them), and ``.mutation/coverage.json`` keeps, for every line of every
+target module, the tests that executed it and each test's duration; it is rebuilt when a
+target module, a selected test file, ``tests/conftest.py``/``tests/helpers`` or this file
+changes.
+A mutant's lines are its innermost statement (only the header of a compound one), since
+a constant on a later line of a folded tuple fires no line event of its own. A mutant
+whose lines ran only outside any test (at import) runs the whole selection; one whose
+lines no test executed is recorded *survived* without a run ("no test of the selection
+executes line N": by definition no test can kill it). ``--no-coverage`` runs every mutant
+on the whole selection, as before.
+
+Kernel cache: the mutants share one cache folder (``.mutation/cache``, kept between runs).
+The disk cache's key is a hash of the generated source and the compiler, so a mutant that
+changes generated code compiles its own kernels and one that does not loads what that
+same source compiled before (byte for byte what it would compile). Generated source
+carries ``#line`` directives naming the traced Python file and line (fkl's modules are
+traced), so two things keep it unchanged: the mutated module is the original text with
+only the mutated tokens rewritten (:func:`mutated_source`; ``ast.unparse`` moved every
+line, so every fkl kernel recompiled for every fkl mutant), and the scratch copy lives at
+one fixed path per results file (``.mutation/src-results``; a fresh temporary folder per
+run changed every kernel's source in every run).
 
 Mutants listed in ``mutation_equivalent.txt`` (``<mutant id>  # reason``) are equivalent
 to the original (no input can tell them apart) and are left out of the score.
@@ -20,7 +51,7 @@ to the original (no input can tell them apart) and are left out of the score.
     python noxfile_mutation.py list [--module M]            # the mutants and their ids
     python noxfile_mutation.py run [--module M] [--sample N | --per-module N] [--seed S]
                                    [--results FILE] [--only-survivors] [--ids FILE]
-                                   [--reverse] [--limit N]
+                                   [--reverse] [--limit N] [--no-coverage] [--no-confirm]
     python noxfile_mutation.py report [--results FILE]
 
 ``run`` appends one JSON line per mutant to ``--results`` (default
@@ -29,15 +60,18 @@ chunks; ``--only-survivors`` re-runs the survivors of a previous run (after new 
 ``--ids`` the mutants listed in a file. ``--per-module N`` is a stratified sample (N of
 each module, interleaved: stopped early, it is still one); a second process may run the
 same selection from its end (``--reverse --results .mutation/results-rev.jsonl``): files
-``<stem>-*.jsonl`` next to the results file are read with it. ``report`` prints the
-counts per module, the score of the mutants run, and the score over *all* mutants
-estimated from the stratified sample with a 95 % interval (:func:`estimate`).
-"""
+``<stem>-*.jsonl`` next to the results file are read with it. Each record has the
+mutant's ``status``, its ``seconds``, ``tests`` (how many ran: a number, or ``all``) and,
+for a confirmed survivor or a per-line run that failed to start, ``confirmed`` (the seconds
+of the run on the whole selection). ``report`` prints the counts per module, the score of
+the mutants run, and the score over *all* mutants estimated from the stratified sample
+with a 95 % interval (:func:`estimate`)."""
 
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import random
@@ -67,20 +101,32 @@ TARGETS: dict[str, list[str]] = {
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_math.py",
         "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_classic.py",
         "tests/lang/test_lang_mma.py", "tests/core/test_shift_counts.py",
-        "tests/lang/test_debug_mode.py"],
+        "tests/lang/test_debug_mode.py", "tests/lang/test_lang_globals.py",
+        "tests/lang/test_lang_wgmma.py", "tests/lang/test_lang_control.py",
+        "tests/lang/test_lang_cond.py", "tests/lang/test_lang_signed.py",
+        "tests/lang/test_lang_views.py", "tests/lang/test_lang_shaped.py",
+        "tests/lang/test_lang_vectors.py", "tests/lang/test_lang_memory.py",
+        "tests/lang/test_lang_random.py"],
     "packages/target-cpu/src/thork_cpu/_renderer.py": [
         "tests/lang/test_mutation_survivors.py", "tests/core/test_defined_arithmetic.py",
         "tests/lang/test_lang_fuzz.py", "tests/lang/test_lang_classic.py",
         "tests/lang/test_lang_print_atomics.py", "tests/lang/test_lang_memory.py",
         "tests/lang/test_lang_mma.py", "tests/core/test_shift_counts.py",
-        "tests/lang/test_debug_mode.py", "tests/lang/test_lang_vectors.py"],
+        "tests/lang/test_debug_mode.py", "tests/lang/test_lang_vectors.py",
+        "tests/lang/test_lang_globals.py", "tests/lang/test_lang_wgmma.py",
+        "tests/lang/test_lang_grid_sync.py", "tests/lang/test_lang_control.py",
+        "tests/lang/test_lang_cond.py", "tests/lang/test_lang_signed.py",
+        "tests/lang/test_lang_views.py", "tests/lang/test_lang_shaped.py",
+        "tests/core/test_cpu_sanitize.py", "tests/lang/test_lang_math.py",
+        "tests/lang/test_lang_random.py"],
     "packages/fkl-compose/src/fkl/_geometry.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
         "tests/compose/test_fkl_batch.py", "tests/compose/test_fkl_resize_opencv.py"],
     "packages/fkl-compose/src/fkl/_ops.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
         "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py",
-        "tests/compose/test_fkl_ops_extra.py"],
+        "tests/compose/test_fkl_ops_extra.py", "tests/compose/test_fkl_tuple.py",
+        "tests/compose/test_fkl_folding.py"],
     "packages/fkl-compose/src/fkl/_color.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
         "tests/compose/test_fkl_vector_path.py"],
@@ -196,8 +242,8 @@ def mutants_of(path: str) -> list[Mutant]:
     return out
 
 
-def mutated_source(m: Mutant) -> str:
-    tree = ast.parse(_source(m.path))
+def _mutate_tree(tree: ast.AST, m: Mutant) -> tuple[ast.AST, object]:
+    """Apply ``m`` to ``tree`` in place; returns the mutated node and the spec."""
     for index, (node, what, spec) in enumerate(_candidates(tree)):
         if index != m.index:
             continue
@@ -221,8 +267,103 @@ def mutated_source(m: Mutant) -> str:
                                 value[j] = node.operand
         elif isinstance(node, ast.Constant):
             node.value = spec
-        return ast.unparse(tree)
+        return node, spec
     raise LookupError(m)
+
+
+_OP_TEXT: dict[type, str] = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+    ast.Mod: "%", ast.LShift: "<<", ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|",
+    ast.BitXor: "^", ast.Pow: "**", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not", ast.In: "in",
+    ast.NotIn: "not in", ast.And: "and", ast.Or: "or",
+}
+
+
+def _spliced(source: str, node: ast.AST, m: Mutant, wrap: bool = False) -> str:
+    """``source`` with only the mutated tokens rewritten in place: every other line and
+    column stays where it was. Kernels traced through the module carry ``#line`` directives
+    naming its lines, which are part of their generated source and so of their disk-cache
+    key: a reformatted module (``ast.unparse``) would recompile every kernel for every
+    mutant, a spliced one only those whose code the mutant changes."""
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def at(lineno: int, col: int) -> int:  # ast columns count UTF-8 bytes
+        return starts[lineno - 1] + len(lines[lineno - 1].encode()[:col].decode())
+
+    def gap(a: ast.AST, b: ast.AST) -> tuple[int, int]:
+        return (at(a.end_lineno, a.end_col_offset),  # type: ignore[attr-defined]
+                at(b.lineno, b.col_offset))  # type: ignore[attr-defined]
+
+    def core(lo: int, hi: int) -> tuple[int, int]:
+        """The operator's span in source[lo:hi]: what is left of the gap between two
+        operands without comments, blanks, line continuations and parentheses."""
+        text = source[lo:hi]
+        keep = []
+        in_comment = False
+        for k, ch in enumerate(text):
+            if ch == "#":
+                in_comment = True
+            elif ch == "\n":
+                in_comment = False
+            if not in_comment and ch not in " \t\n\\()":
+                keep.append(k)
+        if not keep:
+            raise ValueError("no operator text")
+        return lo + keep[0], lo + keep[-1] + 1
+
+    edits: list[tuple[int, int, str]] = []
+    if isinstance(node, ast.BinOp):
+        edits.append((*core(*gap(node.left, node.right)), _OP_TEXT[type(node.op)]))
+    elif isinstance(node, ast.AugAssign):
+        edits.append((*core(*gap(node.target, node.value)), _OP_TEXT[type(node.op)] + "="))
+    elif isinstance(node, ast.Compare):
+        k = int(m.what.split("@")[1].split("#")[0])
+        left = node.left if k == 0 else node.comparators[k - 1]
+        edits.append((*core(*gap(left, node.comparators[k])), _OP_TEXT[type(node.ops[k])]))
+    elif isinstance(node, ast.BoolOp):
+        for a, b in zip(node.values, node.values[1:]):
+            edits.append((*core(*gap(a, b)), _OP_TEXT[type(node.op)]))
+    elif isinstance(node, ast.UnaryOp):
+        lo = at(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        hi = at(node.operand.lineno, node.operand.col_offset)  # type: ignore[attr-defined]
+        lo, end = core(lo, hi)
+        edits.append((lo, end, " " * (end - lo)))
+    elif isinstance(node, ast.Constant):
+        edits.append((at(node.lineno, node.col_offset),  # type: ignore[attr-defined]
+                      at(node.end_lineno, node.end_col_offset),  # type: ignore[attr-defined]
+                      repr(node.value)))
+    if wrap:  # the new operator binds differently ("a * b + c" -> "(a + b) + c")
+        edits.append((at(node.lineno, node.col_offset),  # type: ignore[attr-defined]
+                      at(node.lineno, node.col_offset), "("))  # type: ignore[attr-defined]
+        end = at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        edits.append((end, end, ")"))
+    out = source
+    for lo, hi, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:lo] + text + out[hi:]
+    return out
+
+
+def mutated_source(m: Mutant) -> str:
+    """The module with mutant ``m`` applied: the original text with the mutated tokens
+    rewritten in place (:func:`_spliced`), checked to parse to exactly the mutated tree;
+    where it does not (a position Python reports oddly, as inside some f-strings), the
+    mutated tree unparsed (lines move: its kernels recompile)."""
+    source = _source(m.path)
+    tree = ast.parse(source)
+    node, _ = _mutate_tree(tree, m)
+    want = ast.dump(tree)
+    for wrap in (False, True):
+        try:
+            spliced = _spliced(source, node, m, wrap)
+            if ast.dump(ast.parse(spliced)) == want:
+                return spliced
+        except (ValueError, SyntaxError, IndexError, KeyError):
+            pass
+    return ast.unparse(tree)
 
 
 def equivalent_ids() -> dict[str, str]:
@@ -237,45 +378,261 @@ def equivalent_ids() -> dict[str, str]:
     return out
 
 
-def _scratch() -> Path:
-    """A copy of every package's ``src`` folder (made once per run)."""
-    base = Path(tempfile.mkdtemp(prefix="thork-mutation-"))
+def _scratch(results: Path | None = None) -> Path:
+    """A copy of every package's ``src`` folder, made afresh at the start of each run in
+    one fixed folder per results file (``.mutation/src-results``): kernels carry ``#line``
+    directives naming the module's path, so a path that changed from run to run would
+    change every kernel's source, and its cache key, in every run."""
+    if results is None:
+        base = Path(tempfile.mkdtemp(prefix="thork-mutation-"))
+    else:
+        base = results.parent / f"src-{results.stem}"
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
     for src in sorted((ROOT / "packages").glob("*/src")):
         shutil.copytree(src, base / src.parent.name / "src",
                         ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     return base
 
 
-def run_one(m: Mutant, scratch: Path, timeout: float) -> dict[str, object]:
-    rel = Path(m.path).relative_to("packages")
-    target = scratch / rel
-    original = _source(m.path)
-    target.write_text(mutated_source(m))
+_TREES: dict[str, tuple[list[ast.AST], dict[int, ast.AST]]] = {}
+
+
+def mutant_lines(m: Mutant) -> list[int]:
+    """The source lines whose execution shows that the mutated node ran: the innermost
+    statement around it (for a compound statement only its header: ``if``/``while`` test,
+    ``for`` iterable, ``def`` line with decorators and defaults, an ``except`` clause's
+    type). Not the node's own line alone: Python folds constant tuples into one load
+    attributed to the tuple's first line, so a constant on a later line of a multi-line
+    literal never fires a line event of its own."""
+    if m.path not in _TREES:
+        tree = ast.parse(_source(m.path))
+        parents = {id(child): node for node in ast.walk(tree)
+                   for child in ast.iter_child_nodes(node)}
+        _TREES[m.path] = ([node for node, _, _ in _candidates(tree)], parents)
+    nodes, parents = _TREES[m.path]
+    node: ast.AST = nodes[m.index]
+    while not isinstance(node, (ast.stmt, ast.excepthandler, ast.match_case)):
+        node = parents[id(node)]
+    first = min([node.lineno if not isinstance(node, ast.match_case)  # type: ignore[attr-defined]
+                 else node.pattern.lineno]
+                + [d.lineno for d in getattr(node, "decorator_list", [])])
+    body = getattr(node, "body", None)
+    if isinstance(body, list) and body:  # compound: the header only
+        last = max(first, body[0].lineno - 1)
+    else:
+        last = getattr(node, "end_lineno", None) or first
+    return list(range(first, last + 1))
+
+
+class CoverageMap:
+    """Which tests execute which lines of the target modules: one run of every module's
+    test selection under ``coverage`` with one context per test (:func:`build_coverage`),
+    stored in ``.mutation/coverage.json`` with a fingerprint of the modules, the tests and
+    their helpers (a changed file rebuilds it). A mutant then runs only the tests that
+    executed its lines (:meth:`tests_for`)."""
+
+    def __init__(self, data: dict[str, object]) -> None:
+        self.tests: list[str] = data["tests"]  # type: ignore[assignment]
+        self.seconds: list[float] = data["seconds"]  # type: ignore[assignment]
+        self.lines: dict[str, dict[str, list[int]]] = data["lines"]  # type: ignore[assignment]
+
+    def tests_for(self, m: Mutant) -> list[str] | None:
+        """The node ids of the module's selection that executed the mutant's lines,
+        fastest first; None (the whole selection) for a line run only outside any test
+        (at import, in a session fixture's teardown); ``[]`` when nothing executed it."""
+        by_line = self.lines.get(m.path, {})
+        hit: set[int] = set()
+        outside = False
+        for line in mutant_lines(m):
+            for k in by_line.get(str(line), []):
+                if k < 0:
+                    outside = True
+                else:
+                    hit.add(k)
+        files = set(TARGETS[m.path])
+        ids = [k for k in hit if self.tests[k].split("::")[0] in files]
+        if not ids:
+            return None if (outside or hit) else []
+        return [self.tests[k] for k in sorted(ids, key=lambda k: (self.seconds[k], k))]
+
+
+def _fingerprint(modules: list[str]) -> str:
+    h = hashlib.sha256()
+    files = sorted({t for mod in modules for t in TARGETS[mod]})
+    helpers = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "tests").glob("conftest.py"))
+               + sorted((ROOT / "tests" / "helpers").glob("*.py"))]
+    for mod in modules:
+        h.update(f"{mod}\0{_source(mod)}\0".encode())
+    for name in files + helpers + ["noxfile_mutation.py"]:  # this file is the plugin
+        path = ROOT / name
+        h.update(name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"") + b"\0")
+    return h.hexdigest()
+
+
+def build_coverage(modules: list[str], scratch: Path, out: Path) -> CoverageMap:
+    """Run the union of ``modules``' selections once, unmutated, under ``coverage`` with
+    this file as a pytest plugin that names each test's context (its node id), and store
+    the line -> tests map in ``out``. Reused while the fingerprint matches."""
+    fp = _fingerprint(modules)
+    if out.exists():
+        data = json.loads(out.read_text())
+        if data.get("fingerprint") == fp and set(modules) <= set(data["lines"]):
+            return CoverageMap(data)
+    import importlib.util
+
+    if importlib.util.find_spec("coverage") is None:
+        raise SystemExit("the per-line test selection needs coverage (pip install coverage, "
+                         "requirements-dev.txt); --no-coverage runs whole selections")
+    tests = sorted({t for mod in modules for t in TARGETS[mod] if (ROOT / t).exists()})
+    files = {str(scratch / Path(mod).relative_to("packages")): mod for mod in modules}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    raw = out.with_suffix(".sqlite")
+    timing = out.with_suffix(".times")
+    for f in (raw, timing):
+        f.unlink(missing_ok=True)
+    env = _env(scratch)
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(ROOT)])
+    env["THORK_MUTATION_TIMES"] = str(timing)
+    print(f"coverage run of {len(tests)} test files (once per change of modules or tests)",
+          flush=True)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "coverage", "run", f"--data-file={raw}",
+         f"--include={','.join(files)}", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-p", "no:randomly", "-p", "no:xdist", "-p", "noxfile_mutation", *tests],
+        cwd=ROOT, env=env, capture_output=True, text=True)
+    tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout else [proc.stderr[-2000:]]
+    print(f"coverage run: {round(time.monotonic() - start)} s, {tail}", flush=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the unmutated tests fail (rc {proc.returncode}): "
+                           f"{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    import coverage
+
+    cov = coverage.CoverageData(basename=str(raw))
+    cov.read()
+    seconds = json.loads(timing.read_text())
+    names = sorted(seconds)
+    index = {name: k for k, name in enumerate(names)}
+    lines: dict[str, dict[str, list[int]]] = {mod: {} for mod in modules}
+    for measured in cov.measured_files():
+        mod = files.get(measured)
+        if mod is None:
+            continue
+        for line, contexts in cov.contexts_by_lineno(measured).items():
+            lines[mod][str(line)] = sorted({index.get(c, -1) for c in contexts})
+    data = {"fingerprint": fp, "tests": names, "seconds": [seconds[n] for n in names],
+            "lines": lines}
+    out.write_text(json.dumps(data))
+    raw.unlink(missing_ok=True)
+    timing.unlink(missing_ok=True)
+    return CoverageMap(data)
+
+
+# As a pytest plugin (``-p noxfile_mutation``, only in build_coverage's run): each test
+# runs in its own coverage context, its node id, and its duration is recorded.
+_TIMES: dict[str, float] = {}
+_STARTED: list[float] = []
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    import coverage
+
+    fkl_kernels = sys.modules.get("fkl._kernels")
+    if fkl_kernels is not None:  # each test traces its own fkl kernels (not a cached one)
+        fkl_kernels.reset_stats(clear_cache=True)
+
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.switch_context(nodeid)
+    _STARTED[:] = [time.perf_counter()]
+
+
+def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
+    import coverage
+
+    _TIMES[nodeid] = round(time.perf_counter() - _STARTED[0], 4)
+    current = coverage.Coverage.current()
+    if current is not None:
+        current.switch_context("")
+
+
+def pytest_unconfigure(config: object) -> None:
+    out = os.environ.get("THORK_MUTATION_TIMES")
+    if out:
+        Path(out).write_text(json.dumps(_TIMES))
+
+
+_PYTEST = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+           "-p", "no:xdist"]
+
+
+def _env(scratch: Path) -> dict[str, str]:
+    """The environment of a mutant's (and the coverage run's) pytest: the scratch ``src``
+    folders first on ``PYTHONPATH`` and the run's shared kernel cache."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(p) for p in sorted(scratch.glob("*/src"))] + [str(ROOT / "tests")])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["THORK_MUTATION"] = "1"  # tests may shorten their budgets
-    # One cache for the whole run: kernels the mutant does not change are compiled once.
+    # One warm cache for every mutant and run: the disk cache's key is a hash of the
+    # generated source (and the compiler), so a mutant that changes generated code
+    # compiles its own kernels, and one that does not reuses the artifact the same source
+    # gave before (byte for byte what it would compile).
     env["THORK_CACHE_DIR"] = str(RESULTS.parent / "cache")
-    tests = [t for t in TARGETS[m.path] if (ROOT / t).exists()]
-    start = time.monotonic()
+    return env
+
+
+def _pytest(tests: list[str], scratch: Path, timeout: float) -> tuple[str, list[str]]:
+    """(status, last output line) of ``pytest -x`` over ``tests`` against the scratch."""
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-             "-p", "no:randomly", *tests], cwd=ROOT, env=env, capture_output=True,
-            text=True, timeout=timeout)
-        status = "survived" if proc.returncode == 0 else "killed"
-        if proc.returncode in (4, 5):  # usage error / nothing collected: not a verdict
-            status = "error"
-        tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout else []
+        proc = subprocess.run([sys.executable, *_PYTEST, *tests], cwd=ROOT, env=_env(scratch),
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         # Not a verdict: on a loaded machine a surviving run can be merely slow.
-        status, tail = "timeout", ["timeout"]
+        return "timeout", ["timeout"]
+    status = "survived" if proc.returncode == 0 else "killed"
+    if proc.returncode in (4, 5):  # usage error / nothing collected: not a verdict
+        status = "error"
+    tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout else []
+    if status == "killed":  # which test killed it
+        tail = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED ")][:1] + tail
+    return status, tail
+
+
+def run_one(m: Mutant, scratch: Path, timeout: float, cov: CoverageMap | None = None,
+            confirm: bool = True) -> dict[str, object]:
+    """Run one mutant. With ``cov`` only the tests that executed its lines run (cheapest
+    first); a mutant no test executes is recorded ``survived`` without a run; with
+    ``confirm`` one that survives its tests is run again on the module's whole selection
+    (as is, always, one whose per-line run could not start)."""
+    rel = Path(m.path).relative_to("packages")
+    target = scratch / rel
+    original = _source(m.path)
+    selection = [t for t in TARGETS[m.path] if (ROOT / t).exists()]
+    tests: list[str] | None = cov.tests_for(m) if cov is not None else None
+    start = time.monotonic()
+    rec: dict[str, object] = {"id": m.id}
+    if tests == []:
+        lines = mutant_lines(m)
+        rec.update(status="survived", seconds=0.0, tests=0,
+                   tail=[f"no test of the selection executes line {min(lines)}-{max(lines)}"
+                         if len(lines) > 1 else
+                         f"no test of the selection executes line {lines[0]}"])
+        return rec
+    target.write_text(mutated_source(m))
+    try:
+        status, tail = _pytest(tests if tests is not None else selection, scratch, timeout)
+        rec["tests"] = len(tests) if tests is not None else "all"
+        if tests is not None and (status == "error" or (status == "survived" and confirm)):
+            again = time.monotonic()
+            status, tail = _pytest(selection, scratch, timeout)
+            rec["confirmed"] = round(time.monotonic() - again, 1)  # seconds of the rerun
     finally:
         target.write_text(original)
-    return {"id": m.id, "status": status, "seconds": round(time.monotonic() - start, 1),
-            "tail": tail}
+    rec.update(status=status, seconds=round(time.monotonic() - start, 1), tail=tail)
+    return {k: rec[k] for k in ("id", "status", "seconds", "tail", "tests", "confirmed")
+            if k in rec}
 
 
 def _load(results: Path) -> dict[str, dict[str, object]]:
@@ -394,6 +751,12 @@ def main(argv: list[str] | None = None) -> int:
                          "survivors of another results file, re-run after new tests")
     ap.add_argument("--reverse", action="store_true",
                     help="run the selection from its end (a second process shares a sample)")
+    ap.add_argument("--no-coverage", action="store_true",
+                    help="run every mutant on its module's whole test selection (no per-line "
+                         "selection from the coverage map)")
+    ap.add_argument("--no-confirm", action="store_true",
+                    help="record a survivor of its per-line tests without re-running it on "
+                         "the module's whole selection")
     args = ap.parse_args(argv)
     modules = args.module or list(TARGETS)
     for mod in modules:
@@ -425,16 +788,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None:
         todo = todo[:args.limit]
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    scratch = _scratch()
+    scratch = _scratch(args.results)
     for path in modules:  # the scratch copy is what the mutants are made from
         _SOURCES[path] = (scratch / Path(path).relative_to("packages")).read_text()
     print(f"{len(todo)} mutants to run", flush=True)
     try:
+        cov = None
+        if todo and not args.no_coverage:
+            cov = build_coverage(sorted({m.path for m in todo}), scratch,
+                                 args.results.parent / "coverage.json")
         for k, m in enumerate(todo, 1):
-            rec = run_one(m, scratch, args.timeout)
+            rec = run_one(m, scratch, args.timeout, cov, confirm=not args.no_confirm)
             with args.results.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
-            print(f"[{k}/{len(todo)}] {rec['status']:8} {rec['seconds']:6}s {m.id}", flush=True)
+            print(f"[{k}/{len(todo)}] {rec['status']:8} {rec['seconds']:6}s "
+                  f"{rec.get('tests', '-')!s:>4} tests {m.id}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     summary = report(args.results, modules)

@@ -51,6 +51,10 @@ LETTERBOX_PINS = [
     ((3, 10), (7, 8), fkl.PRESERVE_AR, (2, 8, 2, 0)),
     ((3, 10), (7, 8), fkl.PRESERVE_AR_LEFT, (2, 8, 0, 0)),
     ((3, 10), (7, 8), fkl.IGNORE_AR, (7, 8, 0, 0)),
+    # 3/1*200 = 600 > 3: width first, th = 3/200*1 = 0.015 -> 0, at least 1 row;
+    # y1 = (3 - 1) // 2 = 1
+    ((200, 1), (3, 3), fkl.PRESERVE_AR, (3, 1, 0, 1)),
+    ((1, 200), (3, 3), fkl.PRESERVE_AR, (1, 3, 1, 0)),
 ]
 
 
@@ -154,7 +158,9 @@ def test_per_item_values_need_one_number_per_channel(target):
 
 
 @pytest.mark.parametrize(("src", "dst"), [((4, 4), (1, 1)), ((8, 12), (2, 3)),
-                                          ((2, 2), (1, 1)), ((6, 4), (3, 2))])
+                                          ((2, 2), (1, 1)), ((6, 4), (3, 2)),
+                                          # one side halves, the other does not
+                                          ((4, 6), (2, 2)), ((6, 4), (2, 2))])
 def test_area_downscale_rounds_uint8_halves_as_opencv(target, src, dst):
     # Means that end in exactly .5: OpenCV's INTER_AREA rounds them to even on its general
     # path (4x: 0.5 -> 0, 2.5 -> 2) but up on its exact 2 x 2 path (0.5 -> 1).
@@ -200,7 +206,251 @@ def test_linear_warp_takes_a_zero_value_per_channel(target, rng):
 
 @pytest.mark.parametrize("op", [fkl.And, fkl.Or, fkl.Xor, fkl.ShiftLeft])
 def test_bitwise_ops_refuse_float_pixels_and_values(target, op):
-    with pytest.raises(ArgumentError, match="bitwise ops need integer pixels"):
-        pipe(target, op(3))(np.zeros((3, 5), np.float32))
-    with pytest.raises(ArgumentError, match="bitwise ops need integer pixels"):
-        pipe(target, op(1.5))(np.zeros((3, 5), np.uint8))
+    # The error names the offending (float) type: the pixels' or the value's (a Python
+    # float is a weak float32 literal).
+    for pixels, value, bad in ((np.float32, 3, "float32"), (np.float64, 3, "float64"),
+                               (np.uint8, 1.5, "float32")):
+        with pytest.raises(ArgumentError, match=f"unsupported dtype {bad}; bitwise ops need "
+                                                "integer pixels"):
+            pipe(target, op(value))(np.zeros((3, 5), pixels))
+
+
+def test_one_per_item_warp_matrix_is_not_one_shared_matrix(target, rng):
+    # fkl.Warping(fkl.PerItem([m])) (one matrix per item, a batch of one) and
+    # fkl.Warping(m) (one matrix for every image) are different kernels: building both in
+    # one process must not give the second the first's (they read their matrix from
+    # different places). Each against the NumPy reference warp.
+    from helpers.fkl_refs import ref_warp
+
+    xs = random_array(rng, (1, 15, 19), np.float32)
+    m1 = np.array([[1.1, 0.1, 2.0], [-0.05, 0.9, 1.0]])
+    m2 = np.array([[0.8, 0.0, 3.0], [0.0, 1.2, -2.0]])
+    per_item = fkl.compose(fkl.TensorRead(batch=True), fkl.Warping(fkl.PerItem([m1]), 13, 11),
+                           fkl.TensorWrite(), target=target)
+    shared = fkl.compose(fkl.TensorRead(batch=True), fkl.Warping(m2, 13, 11),
+                         fkl.TensorWrite(), target=target)
+    for p, m in ((per_item, m1), (shared, m2), (per_item, m1)):
+        np.testing.assert_allclose(p(xs)[0], ref_warp(xs[0], m, 13, 11), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_discard_keeps_the_first_n_channels_of_four(target, rng, n):
+    # fkl.Discard(n) keeps channels [:n] for n in 1..4 (docs/fkl.md); 4 of 4 is a copy.
+    x = random_array(rng, (5, 9, 4), np.float32)
+    got = pipe(target, fkl.Discard(n))(x)
+    np.testing.assert_array_equal(got.reshape(5, 9, n), x[..., :n])
+
+
+@pytest.mark.parametrize("n", [0, 5, 2.0])
+def test_discard_outside_one_to_four_is_an_error(n):
+    with pytest.raises(ArgumentError, match=r"fkl.Discard n: expected an int in 1..4"):
+        fkl.Discard(n)
+
+
+def test_integer_and_float_values_are_different_kernels(target, rng):
+    # fkl.Mul(3) on uint8 pixels stays integer, fkl.Mul(2.5) promotes to float32 (a Python
+    # float is a weak float32): built one after the other in one process, the second must
+    # not reuse the first's kernel (their identities differ in the values' kind).
+    x = random_array(rng, (6, 11, 3), np.uint8)
+    ints = pipe(target, fkl.Mul(3))(x)
+    floats = pipe(target, fkl.Mul(2.5))(x)
+    assert ints.dtype.kind in "iu"
+    np.testing.assert_array_equal(ints, x.astype(np.int64) * 3)
+    assert floats.dtype == np.float32
+    np.testing.assert_array_equal(floats, x.astype(np.float32) * np.float32(2.5))
+
+
+def test_per_channel_and_uniform_saturate_are_different_kernels(target, rng):
+    # fkl.Saturate with one bound per channel and with one bound for every channel, built
+    # one after the other in one process: each clips as np.clip does with its own bounds
+    # (the second must not reuse the first's kernel).
+    x = random_array(rng, (5, 9, 3), np.float32)
+    for lo, hi in ((0.25, 0.5), (0.25, [0.3, 0.5, 0.7]), ([0.1, 0.2, 0.3], 0.6)):
+        got = pipe(target, fkl.Saturate(lo, hi))(x)
+        np.testing.assert_array_equal(
+            got, np.clip(x, np.float32(lo) if np.isscalar(lo) else np.float32(lo),
+                         np.asarray(hi, np.float32)))
+
+
+def test_one_channel_sum_keeps_its_type_and_several_promote(target, rng):
+    # VectorReduce("sum"/"prod") adds channels in the promoted type (C++: uint8 + uint8 is
+    # int), but one channel is the pixel itself: its type is kept.
+    one = random_array(rng, (4, 7), np.uint8)
+    three = random_array(rng, (4, 7, 3), np.uint8)
+    for op in ("sum", "prod"):
+        got = pipe(target, fkl.VectorReduce(op))(one)
+        assert got.dtype == np.uint8, op
+        np.testing.assert_array_equal(got.reshape(4, 7), one)
+    got = pipe(target, fkl.VectorReduce("sum"))(three)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.reshape(4, 7), three.astype(np.int32).sum(-1))
+    two = random_array(rng, (4, 7, 2), np.uint8)
+    got = pipe(target, fkl.VectorReduce("sum"))(two)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.reshape(4, 7), two.astype(np.int32).sum(-1))
+
+
+def test_value_count_add_last_and_runtime_perm_are_checked(target):
+    # docs/fkl.md: one to four values, at most four channels, perm indices in 0..C-1.
+    with pytest.raises(ArgumentError, match="expected 1 to 4 values"):
+        fkl.Mul([])
+    with pytest.raises(ArgumentError, match="already has 4 channels"):
+        pipe(target, fkl.AddLast(1.0))(np.zeros((2, 3, 4), np.float32))
+    x = np.arange(2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3)
+    np.testing.assert_array_equal(pipe(target, fkl.VectorReorderRT([2, 0, 1]))(x),
+                                  x[..., [2, 0, 1]])
+    with pytest.raises(ArgumentError, match="index 3 is outside the pixel"):
+        pipe(target, fkl.VectorReorderRT([0, 1, 3]))(x)
+
+
+@pytest.mark.parametrize("to", ["uint8", "int8", "uint16", "int16"])
+def test_saturate_cast_of_float64_rounds_the_float64_value(target, to):
+    # Values a hair above/below .5 that float32 would round onto the tie: the float64 value
+    # itself rounds (to nearest, ties to even, docs/fkl.md), as NumPy's rint does.
+    eps = 2.0**-30
+    x = np.array([[2.5 + eps, 2.5 - eps, 3.5, 2.5, -2.5 - eps, 100.5 + eps, 1e9, -1e9]],
+                 np.float64)
+    if to.startswith("u"):
+        x = np.abs(x)
+    info = np.iinfo(to)
+    ref = np.clip(np.rint(x), info.min, info.max).astype(to)
+    np.testing.assert_array_equal(pipe(target, fkl.SaturateCast(to))(x), ref)
+
+
+def test_crop_takes_at_most_65535_rects():
+    # docs/fkl.md: one grid plane per crop, CUDA's grid limit of 65535 planes.
+    assert len(fkl.Crop([(0, 0, 1, 1)] * 65535).rects) == 65535
+    with pytest.raises(ArgumentError, match="65536 crops exceed the CUDA grid limit of 65535"):
+        fkl.Crop([(0, 0, 1, 1)] * 65536)
+
+
+def test_cast_works_in_place(target, rng):
+    # A cast is element-wise: out may be the input itself (docs/fkl.md, "out= and
+    # aliasing").
+    x = random_array(rng, (7, 11, 3), np.float32)
+    want = x * np.float32(2)
+    pipe(target, fkl.Cast("float32"), fkl.Mul(2.0))(x, out=x)
+    np.testing.assert_array_equal(x, want)
+
+
+@pytest.mark.parametrize(("to", "lo", "hi"), [("int32", -(2**31), 2**31 - 1),
+                                              ("uint32", 0, 2**32 - 1)])
+def test_saturate_cast_of_float32_to_32_bit_ints_clamps_exactly(target, to, lo, hi):
+    # float32 cannot hold 2**31 - 1 or 2**32 - 1: the clamp must not round the bound up
+    # (it would overflow the conversion). OpenCV's saturate_cast gives the bounds.
+    x = np.array([[3e9, -3e9, 5e9, -5e9, 2.5, 3.5, 2147483520.0, 1e30, -1e30]], np.float32)
+    ref = np.clip(np.rint(x.astype(np.float64)), lo, hi).astype(to)
+    np.testing.assert_array_equal(pipe(target, fkl.SaturateCast(to))(x), ref)
+
+
+def test_integer_division_truncates_and_zero_divisor_gives_zero(target, rng):
+    # docs/guarantees.md: integer x // 0 == 0; C++ division truncates toward zero. One
+    # divisor per channel: 1 (the identity), 0, 7, -3.
+    x = rng.integers(-1000, 1000, (5, 9, 4)).astype(np.int32)
+    got = pipe(target, fkl.Div((1, 0, 7, -3)))(x)
+    d = np.array([1, 1, 7, -3], np.int64)
+    ref = np.sign(x) * np.sign(d) * (np.abs(x.astype(np.int64)) // np.abs(d))
+    ref[..., 1] = 0
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_per_item_values_mix_one_value_and_one_per_channel(target, rng):
+    # fkl.PerItem items each give 1 value or one per channel (docs/fkl.md).
+    x = random_array(rng, (2, 4, 5, 3), np.float32)
+    got = pipe(target, fkl.Mul(fkl.PerItem([2.0, (1.0, 2.0, 3.0)])))(x)
+    np.testing.assert_array_equal(got[0], x[0] * np.float32(2))
+    np.testing.assert_array_equal(got[1], x[1] * np.array([1, 2, 3], np.float32))
+    with pytest.raises(ArgumentError, match="every item needs as many values"):
+        fkl.Mul(fkl.PerItem([(1.0, 2.0), (1.0, 2.0, 3.0)]))
+
+
+@pytest.mark.parametrize(("w", "h"), [(0, 5), (5, 0), (-1, 5), (2.0, 5)])
+def test_resize_size_must_be_positive_ints(w, h):
+    with pytest.raises(ArgumentError, match="fkl.Resize size: expected positive ints w, h"):
+        fkl.Resize(w, h)
+
+
+def test_normalize_works_in_place(target, rng):
+    # Normalize is element-wise: out may be the input itself (docs/fkl.md).
+    x = random_array(rng, (6, 9, 3), np.float32)
+    want = pipe(target, fkl.Normalize(0.25, 2.0))(x)
+    pipe(target, fkl.Normalize(0.25, 2.0))(x, out=x)
+    np.testing.assert_array_equal(x, want)
+
+
+
+def test_is_even_works_in_place(target, rng):
+    # IsEven is element-wise: cast back to the input's type, out may be the input itself.
+    x = rng.integers(-50, 50, (5, 7, 3)).astype(np.int32)
+    want = ((x & 1) == 0).astype(np.int32)
+    pipe(target, fkl.IsEven(), fkl.Cast("int32"))(x, out=x)
+    np.testing.assert_array_equal(x, want)
+
+
+
+def test_warp_positions_exactly_at_the_far_edge_are_outside(target, rng):
+    # The inside test is 0 <= x < w, 0 <= y < h (the NumPy reference, docs/fkl.md): a pure
+    # translation that lands some rows/columns exactly on x == w or y == h reads the border.
+    from helpers.fkl_refs import ref_warp
+
+    x = random_array(rng, (7, 9), np.float32) + 1.0
+    m = np.array([[1.0, 0.0, 5.0], [0.0, 1.0, 3.0]])  # column 4 -> x = 9 = w, row 4 -> y = 7
+    got = pipe(target, fkl.Warping(m, 9, 7))(x)
+    np.testing.assert_array_equal(got, ref_warp(x, m, 9, 7))
+    assert (got[4:, :] == 0).all() and (got[:, 4:] == 0).all()
+
+
+def test_per_item_border_constants_per_channel(target, rng):
+    # Per-item CONSTANT border values with one value per channel: item k's border pixels
+    # are its (r, g, b), in channel order (NumPy's pad, channel by channel).
+    x = random_array(rng, (9, 11, 3), np.float32)
+    rects = [(-2, -3, 6, 5), (8, 7, 6, 5)]
+    consts = [(7.0, 8.0, 9.0), (-1.0, -2.0, -3.0)]
+    got = pipe(target, fkl.BorderReader(fkl.BorderMode.CONSTANT, fkl.PerItem(consts)),
+               fkl.Crop(rects))(x)
+    for k, (cx, cy, w, h) in enumerate(rects):
+        pad = np.stack([np.pad(x[..., c], 8, constant_values=consts[k][c]) for c in range(3)],
+                       -1)
+        np.testing.assert_array_equal(got[k], pad[8 + cy:8 + cy + h, 8 + cx:8 + cx + w])
+
+
+def test_one_warp_matrix_for_a_batch_of_three(target, rng):
+    # fkl.Warping(m) (not per item) warps every image of a batch with m.
+    from helpers.fkl_refs import ref_warp
+
+    xs = random_array(rng, (3, 15, 19), np.float32)
+    m = np.array([[0.9, 0.1, 1.5], [-0.1, 1.1, 0.5]])
+    got = fkl.compose(fkl.TensorRead(batch=True), fkl.Warping(m, 13, 11), fkl.TensorWrite(),
+                      target=target)(xs)
+    for k in range(3):
+        np.testing.assert_allclose(got[k], ref_warp(xs[k], m, 13, 11), rtol=1e-5, atol=1e-4)
+
+
+
+@pytest.mark.parametrize("op", ["and", "or"])
+def test_vector_reduce_and_or_give_one_bool_channel(target, rng, op):
+    # C++ bool(x) per channel, folded: one bool per pixel (NumPy's all/any of x != 0).
+    x = rng.integers(0, 3, (4, 6, 3)).astype(np.int32)
+    got = pipe(target, fkl.VectorReduce(op))(x)
+    want = (x != 0).all(-1) if op == "and" else (x != 0).any(-1)
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got.reshape(4, 6), want)
+
+
+def test_static_reorder_takes_1_to_4_indices_within_the_pixel(target):
+    # docs/fkl.md: VectorReorder(perm) picks 1 to 4 channels by index 0..C-1.
+    x = np.arange(2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3)
+    np.testing.assert_array_equal(pipe(target, fkl.VectorReorder([2]))(x).reshape(2, 3),
+                                  x[..., 2])
+    np.testing.assert_array_equal(pipe(target, fkl.VectorReorder([2, 2, 0, 1]))(x),
+                                  x[..., [2, 2, 0, 1]])
+    with pytest.raises(ArgumentError, match="3"):
+        pipe(target, fkl.VectorReorder([0, 1, 3]))(x)
+
+
+def test_saturate_works_in_place(target, rng):
+    # Saturate is element-wise: out may be the input itself (np.clip, docs/fkl.md).
+    x = random_array(rng, (6, 9, 3), np.float32)
+    want = np.clip(x, np.float32(0.2), np.float32(0.8))
+    pipe(target, fkl.Saturate(0.2, 0.8))(x, out=x)
+    np.testing.assert_array_equal(x, want)

@@ -197,13 +197,16 @@ def test_bfloat16_scalar_rounds_to_nearest_even(target):
     # back toward zero (1 + 2**-8 - 2**-40 is below halfway: 1.0, not 1 + 2**-7).
     values = [1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, 1 + 2**-8 + 2**-40,
               -(1 + 2**-7 + 2**-9), 3.0e38, -2.5, 1e-40, 1 + 2**-8 - 2**-40,
-              -(1 + 2**-8 - 2**-40), 1 + 3 * 2**-8 - 2**-40]
+              -(1 + 2**-8 - 2**-40), 1 + 3 * 2**-8 - 2**-40,
+              # float32 rounds up to just above the tie (odd last bit): still above it
+              1 + 2**-8 + 0.75 * 2**-23, -(1 + 2**-8 + 0.75 * 2**-23)]
     for v in values:
         k[1, 1](out, v, target=target)
         want = np.array([_exact_half_bits(v, 7, -126, ml.bfloat16)], np.uint16)
         assert out[0] == float(want.view(ml.bfloat16)[0]), v
-    k[1, 1](out, float("nan"), target=target)
-    assert np.isnan(out[0])
+    for nan in (float("nan"), -float("nan")):  # a NaN keeps its sign through the rounding
+        k[1, 1](out, nan, target=target)
+        assert np.isnan(out[0]) and np.signbit(out[0]) == np.signbit(nan), nan
 
 
 # -- warp shuffles honour width (CUDA's rules, written out by hand) ---------------------------
@@ -305,6 +308,79 @@ def test_cuda_atomics_map_to_their_intrinsic(op, t, want, never):
         assert other not in src, src
 
 
+
+# CUDA's float atomics (CUDA C++ Programming Guide, "Atomic Functions"): atomicAdd has
+# float and double overloads, atomicExch a float one only, atomicCAS integer ones only,
+# and there is no float atomicSub, atomicMin or atomicMax. So a float sub is an add of the
+# negation, min/max are Thork's CAS loops, a double exch and every float CAS go through
+# the same-width unsigned type (float: 32 bits, double: 64).
+FLOAT_ATOMIC_CASES = [
+    ("atomic_sub", f32, ["atomicAdd(", "-("], ["atomicSub("]),
+    ("atomic_sub", f64, ["atomicAdd(", "-("], ["atomicSub("]),
+    ("atomic_min", f32, ["thork_atomic_min("], ["atomicAdd(", "atomicMin("]),
+    ("atomic_max", f64, ["thork_atomic_max("], ["atomicAdd(", "atomicMax("]),
+    ("atomic_exch", f32, ["atomicExch("], ["thork_f2u(", "thork_u2f("]),
+    ("atomic_exch", f64, ["thork_u2d(atomicExch((unsigned long long*)", "thork_d2u("],
+     ["thork_f2u(", "thork_u2f("]),
+    ("atomic_cas", f32, ["thork_u2f(atomicCAS((unsigned int*)", "thork_f2u("],
+     ["thork_d2u(", "thork_u2d("]),
+    ("atomic_cas", f64, ["thork_u2d(atomicCAS((unsigned long long*)", "thork_d2u("],
+     ["thork_f2u(", "thork_u2f("]),
+]
+
+
+@pytest.mark.parametrize(("op", "t", "want", "never"), FLOAT_ATOMIC_CASES)
+def test_cuda_float_atomics_use_the_overloads_cuda_has(op, t, want, never):
+    def fatom(a, v):
+        if op == "atomic_cas":
+            tk.atomic_cas(a, 0, v, v + 1)
+        else:
+            getattr(tk, op)(a, 0, v)
+    src = _kernel_text(_cuda_of(fatom, {"a": tk.DevicePointer[t], "v": t}), "fatom")
+    for text in want:
+        assert text in src, src
+    for text in never:
+        assert text not in src, src
+
+
+@pytest.mark.parametrize(("t", "want", "never"), [
+    (tk.dt.int32, "(-2147483647 - 1)", "2147483648"),
+    (tk.dt.int64, "(-9223372036854775807LL - 1LL)", "9223372036854775808"),
+])
+def test_integer_min_literals_are_written_as_max_minus_one(t, want, never):
+    # C++ [lex.icon]: an unsuffixed decimal literal takes the first of int, long, long long
+    # that holds it, so "-2147483648" is a long negated (not an int), and 9223372036854775808
+    # fits no signed type (nvcc/NVRTC make it unsigned: "x > -9223372036854775808LL" would
+    # compare unsigned). The minimum of int32/int64 must be written as MAX - 1 spelled out.
+    lo = -(2 ** (t.bits - 1))
+
+    def lits(a, o):
+        i = tk.thread_idx().x
+        o[i] = tk.cast(a[i] > lo, t) + (a[i] + lo)
+    src = _kernel_text(_cuda_of(lits, {"a": tk.DevicePointer[t], "o": tk.DevicePointer[t]}),
+                       "lits")
+    assert src.count(want) == 2, src
+    assert never not in src, src
+
+
+def test_mma_and_cp_async_helpers_only_in_kernels_that_use_them():
+    # The mma/ldmatrix/cp.async helpers (and the CPU target's whole-warp check) are emitted
+    # only into kernels that call them: a plain kernel's sources carry none.
+    def plain(a: tk.DevicePointer[f32]):
+        a[tk.thread_idx().x] = a[tk.thread_idx().x] + 1.0
+
+    def copies(a: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 128)
+        t = tk.thread_idx().x
+        tk.cp_async(s, 4 * t, a, 4 * t, 16)
+        tk.cp_async_commit()
+        tk.cp_async_wait(0)
+        a[t] = s[t]
+    for fn, used in ((plain, False), (copies, True)):
+        k = tk.jit(fn)
+        assert ("thork_cp_async_16(" in k.cuda_source) is used
+        assert ("THORK_PARTIAL_WARP" in k.source_for("cpu")) is used
+
 def test_cuda_64_bit_signed_atomic_sub_adds_the_negation():
     # CUDA has no atomicSub for 64-bit: it must be an add of the two's-complement negation.
     def atom64(a, v):
@@ -384,6 +460,22 @@ def test_dlpack_type_codes_map_to_their_dtype():
             from_dlpack_code(code, bits)
 
 
+
+def test_dtype_widths_are_numpy_s_and_exported_to_dlpack_as_such():
+    # Each dtype's storage width is NumPy's item size in bits (bfloat16: ml_dtypes' 2
+    # bytes); DeviceArray's DLPack export writes that (code, bits) pair, the table above.
+    ml = pytest.importorskip("ml_dtypes")
+    from thork_core._device_array import _dl_dtype
+
+    for (code, bits), name in DLPACK.items():
+        t = getattr(tk.dt, name)
+        ref = np.dtype(ml.bfloat16 if name == "bfloat16" else name)
+        assert t.itemsize == ref.itemsize, name
+        if name != "bool":
+            assert t.bits == 8 * ref.itemsize, name
+        d = _dl_dtype(t)
+        assert (d.code, d.bits, d.lanes) == (code, bits, 1), name
+
 def test_cuda_printf_arguments_are_promoted_to_their_format_width():
     # printf's varargs: 64-bit integers travel as (unsigned) long long, narrower ones as
     # (unsigned) int, floats (half ones converted first) as double, bool as a string.
@@ -419,9 +511,11 @@ def test_python_literals_take_the_documented_type(value, name):
     assert got["t"].dtype == getattr(tk.dt, name)
 
 
-def test_int_literals_beyond_64_bits_are_an_error():
+@pytest.mark.parametrize("big", [2**64, -(2**63) - 1])
+def test_int_literals_beyond_64_bits_are_an_error(big):
+    # Above uint64's maximum or below int64's minimum, no 64-bit type holds the literal.
     def k(out: tk.DevicePointer[tk.dt.uint64]):
-        out[0] = out[0] + 2**64
+        out[0] = out[0] + big
     with pytest.raises((OverflowError, tk.TraceError), match="64 bits"):
         tk.jit(k).ir
 
@@ -452,22 +546,44 @@ def test_cpu_static_shared_arrays_start_16_byte_aligned():
     # The CPU target lays static shared arrays out in the block's buffer in declaration
     # order, each at a multiple of 16 bytes (as CUDA aligns __shared__ arrays of
     # vectors): float32[3] (12 bytes) at 0, float64[5] (40 bytes) at 16, int32[4]
-    # (exactly 16 bytes) at 64, int8[1] at 80.
+    # (exactly 16 bytes) at 64, int8[1] at 80 (one byte still takes 16), float32[1] at 96.
     def lay(out: tk.DevicePointer[f32]):
         a = tk.shared_array(f32, 3)
         b = tk.shared_array(f64, 5)
         c = tk.shared_array(i32, 4)
         d = tk.shared_array(tk.dt.int8, 1)
+        e = tk.shared_array(f32, 1)
         a[0] = 1.0
         b[0] = 2.0
         c[0] = 3
         d[0] = 4
-        out[0] = a[0] + tk.cast(b[0], f32) + tk.cast(c[0], f32) + tk.cast(d[0], f32)
+        e[0] = 5.0
+        out[0] = a[0] + tk.cast(b[0], f32) + tk.cast(c[0], f32) + tk.cast(d[0], f32) + e[0]
     src = tk.jit(lay).source_for("cpu")
     offsets = [int(line.split("smem + ")[1].split(")")[0])
                for line in src.splitlines() if "thork_blk->smem + " in line]
-    assert offsets == [0, 16, 64, 80], offsets
+    assert offsets == [0, 16, 64, 80, 96], offsets
 
+
+
+def test_cpu_static_shared_arrays_of_hopper_kernels_start_1024_byte_aligned():
+    # A kernel using Hopper operations (here an mbarrier) aligns its static shared arrays
+    # to 1024 bytes, as CUDA needs for 128-byte-swizzled TMA tiles and wgmma descriptors
+    # (the swizzle pattern repeats every 1024 bytes): float16[3] (6 bytes) at 0,
+    # float16[600] (1200 bytes) at 1024, uint64[1] at 1024 + 2048 = 3072.
+    def lay(out: tk.DevicePointer[f32]):
+        a = tk.shared_array(f16, 3)
+        b = tk.shared_array(f16, 600)
+        bar = tk.shared_array(tk.dt.uint64, 1)
+        with tk.if_(tk.thread_idx().x == 0):
+            tk.mbarrier_init(bar, 0, 1)
+        a[0] = tk.cast(1.0, f16)
+        b[0] = tk.cast(2.0, f16)
+        out[0] = tk.cast(a[0], f32) + tk.cast(b[0], f32)
+    src = tk.jit(lay).source_for("cpu")
+    offsets = [int(line.split("smem + ")[1].split(")")[0])
+               for line in src.splitlines() if "thork_blk->smem + " in line]
+    assert offsets == [0, 1024, 3072], offsets
 
 @tk.jit
 def warp_votes(out: tk.DevicePointer[u32], k: tk.DevicePointer[u32]):
@@ -553,3 +669,227 @@ def test_cpu_cooperative_launch_out_of_memory_says_so():
                           text=True, timeout=300)
     assert "could not start a thread or allocate memory" in proc.stdout, \
         proc.stdout + proc.stderr
+
+
+def test_syncwarp_waits_for_the_lanes_of_its_mask_only(target):
+    # CUDA's __syncwarp(mask) waits for the lanes in mask: lanes 0-15 meet at it while
+    # lanes 16-31 have already gone on to __syncthreads (valid: the block converges
+    # there). A barrier over the whole warp would never open.
+    @tk.jit
+    def half(out: tk.DevicePointer[i32]):
+        s = tk.shared_array(i32, 32)
+        lane = tk.thread_idx().x
+        with tk.if_(lane < 16):
+            s[lane] = lane * 3
+            tk.syncwarp(0x0000FFFF)
+            out[lane] = s[15 - lane]
+        tk.syncthreads()
+        with tk.if_(lane >= 16):
+            out[lane] = lane
+    out = poisoned(32, np.int32)
+    half[1, 32](out, target=target)
+    np.testing.assert_array_equal(out, np.r_[(15 - np.arange(16)) * 3, np.arange(16, 32)])
+
+
+def test_plugin_scalar_value_and_arg_count_checks():
+    # thork_core.plugin's scalar_value (what a target's Python launcher stores for a scalar
+    # argument) and check_arg_count, for targets that bind arguments themselves.
+    from thork_core.plugin import check_arg_count, scalar_value
+
+    @tk.jit
+    def flags(out: tk.DevicePointer[i32], on: tk.dt.bool, n: i32):
+        out[0] = tk.cast(on, i32) + n
+    ir = flags.ir
+    on, n = ir.params[1], ir.params[2]
+    assert scalar_value(True, on, ir) is True
+    assert scalar_value(0, on, ir) is False
+    assert scalar_value(np.bool_(True), on, ir) is True
+    with pytest.raises(ArgumentError, match="parameter 'on' expects a bool, got float"):
+        scalar_value(1.0, on, ir)
+    assert scalar_value(-7, n, ir) == -7
+    assert scalar_value(np.int16(5), n, ir) == 5  # a NumPy scalar is a Python one
+    # An array with dimensions is named as one; a 0-d array is no int (NumPy scalars are).
+    with pytest.raises(ArgumentError, match=r"parameter 'n' is a scalar int32, got an array "
+                                            r"\(ndim 1\)"):
+        scalar_value(np.array([5]), n, ir)
+    with pytest.raises(ArgumentError, match="parameter 'n' expects an int for int32, got "
+                                            "ndarray"):
+        scalar_value(np.array(5), n, ir)
+
+    @tk.jit
+    def scaled(out: tk.DevicePointer[f32], f: f32):
+        out[0] = f
+    f = scaled.ir.params[1]
+    assert scalar_value(2, f, scaled.ir) == 2.0
+    for bad, name in ((True, "bool"), ("2", "str"), (None, "NoneType")):
+        with pytest.raises(ArgumentError, match=f"expects a number for float32, got {name}"):
+            scalar_value(bad, f, scaled.ir)
+    check_arg_count(ir, [None, True, 3])
+    for args in ([None, True], [None, True, 3, 4]):
+        with pytest.raises(ArgumentError, match=rf"flags\(\) takes 3 argument\(s\) "
+                                                rf"\(out, on, n\), got {len(args)}"):
+            check_arg_count(ir, args)
+
+
+def test_int_range_of_every_integer_dtype_is_numpy_s():
+    from thork_core._dtype import int_range
+
+    assert int_range(tk.dt.bool) == (0, 1)
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        info = np.iinfo(name)
+        assert int_range(getattr(tk.dt, name)) == (int(info.min), int(info.max)), name
+    with pytest.raises(TypeError, match="float32 is not an integer dtype"):
+        int_range(f32)
+
+
+@pytest.mark.parametrize(("t", "intrinsic", "never"), [
+    (u32, "__umulhi(", "__umul64hi("), (tk.dt.uint64, "__umul64hi(", "__umulhi(")])
+def test_cuda_mulhi_maps_to_its_width(t, intrinsic, never):
+    # CUDA Math API: __umulhi for 32-bit, __umul64hi for 64-bit unsigned operands.
+    def hi(o, a, b):
+        o[0] = tk.mulhi(a, b)
+    src = _kernel_text(_cuda_of(hi, {"o": tk.DevicePointer[t], "a": t, "b": t}), "hi")
+    assert intrinsic in src and never not in src, src
+
+
+def test_bfloat16_nan_scalar_is_the_quiet_nan(target):
+    # A NaN scalar becomes bfloat16 0x7FC0 (the float32 quiet NaN's top half: sign 0,
+    # exponent all ones, quiet bit set), -NaN 0xFFC0.
+    ml = pytest.importorskip("ml_dtypes")
+
+    @tk.jit
+    def store(o: tk.DevicePointer[bf16], v: bf16):
+        o[0] = v
+    out = poisoned(1, ml.bfloat16)
+    for v, bits in ((float("nan"), 0x7FC0), (-float("nan"), 0xFFC0)):
+        store[1, 1](out, v, target=target)
+        assert int(out.view(np.uint16)[0]) == bits, hex(int(out.view(np.uint16)[0]))
+
+
+def test_dtype_names_give_the_singletons():
+    from thork_core._dtype import dtype_of
+
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float16", "bfloat16", "float32", "float64"):
+        assert dtype_of(name) is getattr(tk.dt, name), name
+    with pytest.raises(TypeError):
+        dtype_of("float31")
+
+
+def test_cuda_shared_arrays_align_to_1024_bytes_in_hopper_kernels_only():
+    # A 128-byte TMA/wgmma swizzle repeats every 1024 bytes: kernels using Hopper
+    # operations align their shared arrays to 1024 bytes, every other kernel to 16.
+    def plain(out: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 8)
+        s[0] = 1.0
+        out[0] = s[0]
+
+    def hopper(out: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 8)
+        bar = tk.shared_array(tk.dt.uint64, 1)
+        with tk.if_(tk.thread_idx().x == 0):
+            tk.mbarrier_init(bar, 0, 1)
+        s[0] = 1.0
+        out[0] = s[0]
+    for fn, align in ((plain, 16), (hopper, 1024)):
+        src = tk.jit(fn).cuda_source
+        assert f"__shared__ __attribute__((aligned({align}))) float" in src, src
+        other = 1024 if align == 16 else 16
+        assert f"__attribute__((aligned({other})))" not in src, src
+
+
+def test_cuda_rsqrt_is_the_intrinsic_and_host_cpp_divides():
+    # CUDA's math API has rsqrtf/rsqrt; host C++ has none, so the CPU target writes
+    # 1 / sqrt.
+    def rs(o: tk.DevicePointer[f32], a: tk.DevicePointer[f32]):
+        o[0] = tk.rsqrt(a[0])
+    k = tk.jit(rs)
+    assert "rsqrtf(" in _kernel_text(k.cuda_source, "rs")
+    cpu = k.source_for("cpu")
+    assert "rsqrt" not in cpu[cpu.index(" rs("):], cpu
+
+
+@pytest.mark.parametrize("t", [f32, f64])
+def test_cuda_float_cas_passes_compare_then_value(t):
+    # atomicCAS(address, compare, val): the compare is the second argument, the new value
+    # the third, each through the same-width unsigned type.
+    def cas(a, c, v):
+        tk.atomic_cas(a, 0, c, v)
+    src = _kernel_text(_cuda_of(cas, {"a": tk.DevicePointer[t], "c": t, "v": t}), "cas")
+    to_u = "thork_f2u" if t == f32 else "thork_d2u"
+    assert f"{to_u}(c), {to_u}(v))" in src, src
+
+
+@pytest.mark.parametrize(("op", "text"), [
+    ("ballot", "__ballot_sync(4294967295u, "), ("warp_any", "(__any_sync(4294967295u, "),
+    ("warp_all", "(__all_sync(4294967295u, ")])
+def test_cuda_ballot_is_a_mask_and_votes_are_bools(op, text):
+    # __ballot_sync returns the unsigned mask itself; __any_sync/__all_sync return int,
+    # which Thork's bool result compares with 0.
+    def v(out: tk.DevicePointer[u32], a: tk.DevicePointer[i32]):
+        i = tk.thread_idx().x
+        out[i] = tk.cast(getattr(tk, op)(a[i] > 7), u32)
+    src = _kernel_text(tk.jit(v).cuda_source, "v")
+    line = next(ln for ln in src.splitlines() if "_sync(4294967295u" in ln)
+    assert text in line, line
+    assert line.rstrip().endswith("!= 0);") is (op != "ballot"), line
+
+
+def test_cuda_cp_async_commit_and_wait_groups():
+    # PTX ISA: cp.async.commit_group closes a group, cp.async.wait_group N waits until at
+    # most N groups are pending.
+    def grp(a: tk.DevicePointer[f32]):
+        s = tk.shared_array(f32, 64)
+        t = tk.thread_idx().x
+        tk.cp_async(s, 4 * t, a, 4 * t, 16)
+        tk.cp_async_commit()
+        tk.cp_async_wait(1)
+        tk.cp_async_wait(0)
+        a[t] = s[t]
+    src = _kernel_text(tk.jit(grp).cuda_source, "grp")
+    assert src.count('"cp.async.commit_group;"') == 1, src
+    assert '"cp.async.wait_group 1;"' in src and '"cp.async.wait_group 0;"' in src, src
+
+
+def test_print_escapes_quotes_and_backslashes(target, capfd):
+    # A printed text with a double quote and a backslash comes out as written.
+    @tk.jit
+    def say(n: i32):
+        tk.print('say "hi" \\ back', n)
+    say[1, 1](3, target=target)
+    assert 'say "hi" \\ back 3' in capfd.readouterr().out
+
+
+def test_input_typestr_is_numpy_s_except_bfloat16():
+    # The __array_interface__ typestr NumPy gives each dtype; bfloat16's "<V2" names no
+    # element type, so none is claimed for it.
+    from thork_core._dtype import input_typestr
+
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float16", "float32", "float64"):
+        assert input_typestr(getattr(tk.dt, name)) == np.dtype(name).str, name
+    assert input_typestr(bf16) is None
+
+
+def test_non_finite_float64_literals(target):
+    # inf and nan literals in float64 arithmetic (written as bit patterns: C++ has no
+    # literal for them), against NumPy.
+    @tk.jit
+    def nonfinite(o: tk.DevicePointer[f64], a: tk.DevicePointer[f64]):
+        o[0] = a[0] + float("inf")
+        o[1] = a[0] - float("inf")
+        o[2] = a[0] * float("nan")
+    a = np.array([2.5])
+    o = poisoned(3, np.float64)
+    nonfinite[1, 1](o, a, target=target)
+    np.testing.assert_array_equal(o, [np.inf, -np.inf, np.nan])
+
+
+def test_from_numpy_maps_every_supported_dtype():
+    from thork_core._dtype import from_numpy
+
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float16", "float32", "float64"):
+        assert from_numpy(np.dtype(name)) is getattr(tk.dt, name), name
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        from_numpy(np.dtype(np.complex64))
