@@ -77,6 +77,16 @@ def test_float_or_malformed_rects_are_rejected(rect):
 
 def test_integer_rects_of_any_int_type_are_accepted():
     assert fkl.Crop((np.int64(1), np.uint8(2), 3, 4)).rect == (1, 2, 3, 4)
+    # a batch's rect is its first one
+    assert fkl.Crop([(5, 6, 2, 3), (1, 2, 2, 3)]).rect == (5, 6, 2, 3)
+
+
+@pytest.mark.parametrize("rect", [(0, 0, 0, 4), (0, 0, 4, 0), (0, 0, -1, 4), (2, 2, 1, -3)])
+def test_empty_or_negative_rects_are_rejected(rect):
+    """A rect of width or height 0 or less is an error that shows it (1 x 1 is fine)."""
+    with pytest.raises(ArgumentError, match=r"width and height must be positive, got"):
+        fkl.Crop(rect)
+    assert fkl.Crop((0, 0, 1, 1)).rect == (0, 0, 1, 1)
 
 
 def test_float_value_overflowing_float32_is_rejected(target, rng):

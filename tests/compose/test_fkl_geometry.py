@@ -98,12 +98,18 @@ def test_letterbox_rn_even_odd_height_kept_in_the_image(target, rng):
     close(got, ref)
 
 
-def test_resize_nearest(target, rng):
-    x = random_array(rng, (15, 21), np.float32)
-    got = chain(target, fkl.Resize(9, 11, interpolation="nearest"))(x)
-    fx, fy = np.float32(21) / np.float32(9), np.float32(15) / np.float32(11)
-    xs = (np.arange(9, dtype=np.float32) * fx).astype(int)
-    ys = (np.arange(11, dtype=np.float32) * fy).astype(int)
+@pytest.mark.parametrize("src, dst", [((15, 21), (11, 9)), ((5, 4), (13, 12))],
+                         ids=["down", "up"])
+def test_resize_nearest(target, rng, src, dst):
+    """FKL's nearest: source index int(x * (sw / dw)) in float32; upscaling reaches the
+    last row and column (the clamp to the image must not cut them)."""
+    (sh, sw), (dh, dw) = src, dst
+    x = random_array(rng, src, np.float32)
+    got = chain(target, fkl.Resize(dw, dh, interpolation="nearest"))(x)
+    fx, fy = np.float32(sw) / np.float32(dw), np.float32(sh) / np.float32(dh)
+    xs = (np.arange(dw, dtype=np.float32) * fx).astype(int)
+    ys = (np.arange(dh, dtype=np.float32) * fy).astype(int)
+    assert xs[0] == 0 and ys[0] == 0 and xs.max() <= sw - 1 and ys.max() <= sh - 1
     close(got, x[ys][:, xs])
 
 

@@ -370,3 +370,11 @@ def test_resize_area_with_per_item_backgrounds(target, rng):
         want[y1:y1 + th, x1:x1 + tw] = cv2.resize(xs[k], (tw, th),
                                                   interpolation=cv2.INTER_AREA)
         near(out[k], want)
+
+
+def test_resize_area_keeps_a_side(target, rng):
+    """INTER_AREA may keep one side as it is (only enlarging is refused): that axis's
+    cells are single pixels of weight 1."""
+    x = random_array(rng, (29, 45, 3), np.uint8)
+    got = run(target, x, fkl.Resize(45, 13, interpolation=IM.CV_AREA), (13, 45, 3))
+    near(got, cv2.resize(x, (45, 13), interpolation=cv2.INTER_AREA))

@@ -454,3 +454,13 @@ def test_saturate_works_in_place(target, rng):
     want = np.clip(x, np.float32(0.2), np.float32(0.8))
     pipe(target, fkl.Saturate(0.2, 0.8))(x, out=x)
     np.testing.assert_array_equal(x, want)
+
+
+@pytest.mark.parametrize("v, want", [(0.0, 0), (0.49, 0), (0.5, 1), (0.75, 1), (2.5, 3),
+                                     (-0.5, -1), (-0.49, 0), (-2.5, -3), (-2.4, -2)])
+def test_letterbox_rounding_is_half_away_from_zero(v, want):
+    """FKL's letterbox rounds sizes and offsets half away from zero (C's round()); the
+    values are worked by hand."""
+    from fkl._geometry import _round_half_away
+
+    assert _round_half_away(v) == want
