@@ -102,6 +102,7 @@ def test_check_device_accepts_ordinals_and_names():
 
 
 # -- kernels ----------------------------------------------------------------------------------
+@pytest.mark.plugin("cpu")
 def test_kernel_mixed_device_arguments_are_a_named_error():
     k = _axpy_kernel()
     with pytest.raises(DeviceError) as e:
@@ -112,6 +113,7 @@ def test_kernel_mixed_device_arguments_are_a_named_error():
                  device="gpu1")
 
 
+@pytest.mark.plugin("cpu")
 def test_explicit_device_on_the_cpu_target(rng):
     k = _axpy_kernel()
     n = 301
@@ -149,6 +151,7 @@ def _fake_multi_gpu_target() -> Any:
     return Devices()
 
 
+@pytest.mark.plugin("cpu")
 def test_launches_load_once_per_device_and_run_there(rng):
     tgt = _fake_multi_gpu_target()
     k = _axpy_kernel()
@@ -197,6 +200,7 @@ def test_pipe_device_checks():
 
 
 # -- pickling ----------------------------------------------------------------------------------
+@pytest.mark.plugin("cpu")
 def test_module_kernels_pickle_by_reference(rng):
     again = pickle.loads(pickle.dumps(scale_add))
     assert again is scale_add

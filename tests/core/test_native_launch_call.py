@@ -215,6 +215,7 @@ def test_an_armed_launch_is_collected(native):
     assert ref() is None
 
 
+@pytest.mark.plugin("cpu")
 def test_thork_launch_objects_have_the_native_base(native):
     """kernel[grid, block] is a LaunchCall subclass that is still a thork.Launch; a call
     on the CPU target (no binder) stays on the Python path and is correct."""

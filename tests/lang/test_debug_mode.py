@@ -200,6 +200,7 @@ def test_shaped_arrays_and_results_match(target: str, rng: np.random.Generator) 
     assert info.value.array == "out" and info.value.hi == 84
 
 
+@pytest.mark.plugin("cpu")
 def test_non_debug_source_has_no_checks() -> None:
     plain, checked = _shift_read(False), _shift_read(True)
     src = plain.cuda_source
@@ -216,6 +217,7 @@ def test_non_debug_source_has_no_checks() -> None:
     assert "thork_at(" not in cpu_plain and "thork_dbg" not in cpu_plain
 
 
+@pytest.mark.plugin("cpu")
 def test_debug_is_part_of_the_cache_key() -> None:
     plain, checked = _shift_read(False), _shift_read(True)
     assert plain.compile(target="cpu").key != checked.compile(target="cpu").key

@@ -116,6 +116,7 @@ def test_mma_fragments_and_values(target, rng, dtype):
     compiles_for_gpu(MMA[dtype], ("sm_80", "sm_90"))
 
 
+@pytest.mark.plugin("cpu")
 def test_mma_k_order_matters_on_cpu():
     """A case where the order of float32 additions shows: 1 + 2^-24 ... loses the small
     terms added one at a time after the big one, keeps them added first."""
@@ -251,6 +252,7 @@ def early_read(src: tk.DevicePointer[i32], out: tk.DevicePointer[i32]):
     out[32 + tid] = s[tid]
 
 
+@pytest.mark.plugin("cpu")
 def test_cp_async_cpu_model_completes_at_wait():
     """The CPU model carries a copy out at the wait that covers it (the latest moment PTX
     allows), so a kernel reading too early sees stale data there, not the copy."""
@@ -357,6 +359,7 @@ def test_mma_errors():
     assert "from 0 to 7" in trace(bad_wait)
 
 
+@pytest.mark.plugin("cpu")
 def test_cpu_mma_in_partial_warp_is_an_error():
     """48 threads: the second warp has 16 lanes; mma there is undefined on the GPU and a
     named LaunchError on the CPU target (not garbage from lanes that do not exist)."""

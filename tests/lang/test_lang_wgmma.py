@@ -288,6 +288,7 @@ def test_tensor_map_validation():
     assert words[1] == a.ctypes.data and list(words[2:9]) == [40, 40, 80, 8, 16, 2, 0]
 
 
+@pytest.mark.plugin("cpu")
 def test_wrong_map_and_partial_warpgroup_fail_the_launch():
     out = np.zeros(64, np.uint16)
     with pytest.raises(tk.LaunchError, match="not a CPU tensor map"):
@@ -343,6 +344,7 @@ def test_mbarrier_phases_and_deadlock(hopper):
 
 
 # -- targeting -----------------------------------------------------------------------------
+@pytest.mark.plugin("nvrtc")
 def test_hopper_kernels_need_sm90(monkeypatch):
     kern = _plain_kernel(16, f16)
     assert kern.ir.hopper_feature == "tk.wgmma"

@@ -363,6 +363,7 @@ def test_integer_min_literals_are_written_as_max_minus_one(t, want, never):
     assert never not in src, src
 
 
+@pytest.mark.plugin("cpu")
 def test_mma_and_cp_async_helpers_only_in_kernels_that_use_them():
     # The mma/ldmatrix/cp.async helpers (and the CPU target's whole-warp check) are emitted
     # only into kernels that call them: a plain kernel's sources carry none.
@@ -542,6 +543,7 @@ def test_cuda_cp_async_uses_cg_for_16_bytes_only():
         assert f'"cp.async.{cache}.shared.global [%0], [%1], {nbytes}, %2;' in helper, helper
 
 
+@pytest.mark.plugin("cpu")
 def test_cpu_static_shared_arrays_start_16_byte_aligned():
     # The CPU target lays static shared arrays out in the block's buffer in declaration
     # order, each at a multiple of 16 bytes (as CUDA aligns __shared__ arrays of
@@ -566,6 +568,7 @@ def test_cpu_static_shared_arrays_start_16_byte_aligned():
 
 
 
+@pytest.mark.plugin("cpu")
 def test_cpu_static_shared_arrays_of_hopper_kernels_start_1024_byte_aligned():
     # A kernel using Hopper operations (here an mbarrier) aligns its static shared arrays
     # to 1024 bytes, as CUDA needs for 128-byte-swizzled TMA tiles and wgmma descriptors
@@ -798,6 +801,7 @@ def test_cuda_shared_arrays_align_to_1024_bytes_in_hopper_kernels_only():
         assert f"__attribute__((aligned({other})))" not in src, src
 
 
+@pytest.mark.plugin("cpu")
 def test_cuda_rsqrt_is_the_intrinsic_and_host_cpp_divides():
     # CUDA's math API has rsqrtf/rsqrt; host C++ has none, so the CPU target writes
     # 1 / sqrt.
