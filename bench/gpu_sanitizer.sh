@@ -37,11 +37,21 @@ SUBSET=(
   tests/compose/test_fkl_debug.py
   tests/compose/test_fkl_filters.py
 )
+# memcheck counts a cp.async with src-size < 16 as a 16-byte read (session 8, H200,
+# compute-sanitizer 2025.3.1: "Invalid __global__ read of size 16" 12 bytes before the end
+# of a 524-byte source whose last 12 bytes were read). PTX defines the copy as reading
+# src-size bytes and zero-filling the rest, so these two cases are left to the normal
+# suite; a memcheck error also ends the context, failing every test after it.
+MEMCHECK_SKIP=(
+  "--deselect=tests/lang/test_debug_mma.py::test_debug_cp_async_in_range_matches_numpy[gpu-4-12]"
+  "--deselect=tests/lang/test_debug_mma.py::test_debug_cp_async_in_range_matches_numpy[gpu-8-4]"
+)
 for tool in "${tools[@]}"; do
   log="$dest/sanitizer-$tool.log"
+  extra=(); [[ "$tool" == memcheck ]] && extra=("${MEMCHECK_SKIP[@]}")
   timeout "${THORK_SANITIZER_TIMEOUT:-170}" "$cs" --tool "$tool" --error-exitcode 99 \
     --print-limit 50 --target-processes all \
-    python3 -m pytest "${SUBSET[@]}" -k gpu -q \
+    python3 -m pytest "${SUBSET[@]}" "${extra[@]}" -k gpu -q \
       -p no:cacheprovider -o addopts="" > "$log" 2>&1
   rc=$?
   errors="$(grep -E '^========= (ERROR|RACECHECK) SUMMARY' "$log" | tail -1)"

@@ -77,6 +77,7 @@ def copy_into_short_tile(src: tk.DevicePointer[i32], out: tk.DevicePointer[i32])
     tk.cp_async(s, tid * 4, src, tid * 4, 16)
     tk.cp_async_commit()
     tk.cp_async_wait(0)
+    tk.syncthreads()  # s[0] is thread 0's copy (racecheck flagged the read without it)
     out[tid] = s[0]
 
 

@@ -856,11 +856,15 @@ def test_cuda_cp_async_commit_and_wait_groups():
 
 
 def test_print_escapes_quotes_and_backslashes(target, capfd):
-    # A printed text with a double quote and a backslash comes out as written.
+    # A printed text with a double quote and a backslash comes out as written. (The
+    # array's copy back waits for the kernel, so the device's printf buffer is flushed.)
     @tk.jit
-    def say(n: i32):
+    def say(n: i32, done: tk.DevicePointer[i32]):
         tk.print('say "hi" \\ back', n)
-    say[1, 1](3, target=target)
+        done[0] = 1
+    done = np.zeros(1, np.int32)
+    say[1, 1](3, done, target=target)
+    assert done[0] == 1
     assert 'say "hi" \\ back 3' in capfd.readouterr().out
 
 
