@@ -6,6 +6,7 @@ import importlib
 import os
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 from thork_core import Artifact, DiskCache, KernelIR, _memo, compile_artifact
@@ -143,3 +144,43 @@ def test_memo_follows_the_cache_folder(tmp_path, monkeypatch):
     assert _memo.memo("fact", [1], lambda: "in b") == "in b"  # not a's, without a reset
     monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path / "a"))
     assert _memo.memo("fact", [1], lambda: "recomputed") == "in a"
+
+
+def test_memo_keeps_recent_fingerprints(tmp_path, monkeypatch):
+    """Two fingerprints in turn (two scripts' folders on sys.path) both hit; past KEEP
+    fingerprints the oldest is relearned; a fingerprint stored again replaces its value."""
+    monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path))
+    calls: list[int] = []
+
+    def learn(i: int) -> Any:
+        return lambda: calls.append(i) or f"v{i}"
+
+    for _ in range(3):
+        assert _memo.memo("fact", ["a"], learn(1)) == "v1"
+        assert _memo.memo("fact", ["b"], learn(2)) == "v2"
+    assert calls == [1, 2]
+    _memo.reset()  # a fresh process reads the same from the file
+    assert _memo.recall("fact", ["a"]) == "v1" and _memo.recall("fact", ["b"]) == "v2"
+    for i in range(3, 3 + _memo.KEEP):
+        _memo.memo("fact", [i], learn(i))
+    assert _memo.recall("fact", ["a"]) is None and _memo.recall("fact", ["b"]) is None
+    assert _memo.recall("fact", [3]) == "v3"
+    _memo.remember("fact", [3], "new")
+    assert _memo.recall("fact", [3]) == "new"
+    assert _memo.recall("fact", [4]) == "v4"
+
+
+def test_installed_listing_ignores_folders_without_distributions(tmp_path, monkeypatch):
+    """A script's own folder on sys.path changes nothing (scripts in different folders
+    share the plugin scan); a distribution appearing there does."""
+    monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path / "cache"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "script.py").write_text("")
+    monkeypatch.setattr(sys, "path", [str(a), *sys.path])
+    first = _memo.installed_fingerprint()
+    monkeypatch.setattr(sys, "path", [str(b), *sys.path[1:]])
+    assert _memo.installed_fingerprint() == first
+    (b / "extra-1.0.dist-info").mkdir()
+    assert _memo.installed_fingerprint() != first

@@ -325,7 +325,7 @@ def test_thork_info_is_the_same_with_a_cold_and_a_warm_index(tmp_path):
         outs.append(r.stdout)
     assert outs[0] == outs[1]
     memo = json.loads((tmp_path / "cache" / "memo.json").read_text())
-    index = memo[_plugins._INDEX]["value"]
+    ((_, index),) = memo[_plugins._INDEX]  # one fingerprint: [[fingerprint, value]]
     for name in Plugins().info:
         assert any(k.startswith(f"{name}=") for k in index), name
         assert f"  {name} " in outs[1]

@@ -28,6 +28,8 @@ FILE = "memo.json"
 _loaded: dict[str, Any] | None = None
 _loaded_from: str | None = None  # the folder it was read from (THORK_CACHE_DIR may change)
 _MISSING = object()
+#: How many fingerprints (with their values) each fact keeps.
+KEEP = 8
 
 
 def path_fingerprint(paths: Iterable[str]) -> list[Any]:
@@ -53,7 +55,13 @@ def _metadata_listing(paths: list[str]) -> list[Any]:
                 names = sorted(e.name for e in it if e.name.endswith((".dist-info", ".egg-info")))
         except OSError:
             st = _stat(p)
-            out.append([p, st])  # a zip file or a missing folder: its own stamp
+            if st is not None:  # a zip file: its own stamp (a missing folder: none)
+                out.append([p, st])
+            continue
+        if not names:
+            # No distributions here (a script's own folder): nothing to fingerprint, so
+            # scripts in different folders share the listing. Should one appear, this
+            # folder's modification time changes and the listing is made again.
             continue
         found = []
         for n in names:
@@ -112,15 +120,25 @@ def _canonical(value: Any) -> Any:
 def recall(name: str, fingerprint: Any, default: Any = None) -> Any:
     """What :func:`remember` stored under ``name`` with this ``fingerprint``, else ``default``."""
     entry = _load().get(name)
-    if isinstance(entry, dict) and entry.get("fingerprint") == _canonical(fingerprint):
-        return entry["value"]
+    if isinstance(entry, list):
+        want = _canonical(fingerprint)
+        for item in entry:
+            if isinstance(item, list) and len(item) == 2 and item[0] == want:
+                return item[1]
     return default
 
 
 def remember(name: str, fingerprint: Any, value: Any) -> None:
-    """Store the JSON-able ``value`` under ``name`` (failures to write are not fatal)."""
+    """Store the JSON-able ``value`` under ``name`` for this ``fingerprint`` (failures to
+    write are not fatal). The :data:`KEEP` most recent fingerprints of each name are kept:
+    two scripts in two folders see two ``sys.path``s, and alternating between them must
+    not relearn each fact every time."""
     data = _load()
-    data[name] = {"fingerprint": _canonical(fingerprint), "value": _canonical(value)}
+    fp = _canonical(fingerprint)
+    old = data.get(name)
+    kept = [i for i in old if isinstance(i, list) and len(i) == 2 and i[0] != fp] \
+        if isinstance(old, list) else []
+    data[name] = [[fp, _canonical(value)], *kept[:KEEP - 1]]
     try:
         import tempfile
 
