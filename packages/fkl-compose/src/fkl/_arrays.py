@@ -21,8 +21,8 @@ from thork_core.launch import probe as fast_info
 from thork_core.plugin import find_view
 
 __all__ = ["INT32_LIMIT", "array_types", "check_size", "fast_info", "fast_out", "follow",
-           "followers", "implied_stream", "out_info", "pointer", "row_span", "stack",
-           "stream_handle", "view", "wait"]
+           "followers", "implied_stream", "out_info", "out_pointers", "pointer", "row_span",
+           "stack", "stream_handle", "view", "wait"]
 
 #: fkl kernels index with int32: arrays have fewer elements than this.
 INT32_LIMIT = 2**31
@@ -180,6 +180,26 @@ def pointer(o: Any, what: str = "out") -> int:
     if type(o) is nd:
         return o.__array_interface__["data"][0]  # type: ignore[no-any-return]
     return view(o, what, None, True).ptr
+
+
+def out_pointers(outs: list[Any], handle: int, device: int) -> list[int]:
+    """The addresses of checked outputs (:func:`pointer`), the launch stream ``handle``
+    ordered after the stream each names that is not its library's current stream (a
+    ``__cuda_array_interface__`` producer on a stream of its own: the kernel writes what
+    work there may still read or write; a follower's stream is :func:`follow`'s)."""
+    nd, da = _TYPES or array_types()
+    ptrs = []
+    for o in outs:
+        tx = type(o)
+        if tx is da or tx is nd:
+            ptrs.append(pointer(o))
+            continue
+        v = view(o, "out", None, True)
+        ptrs.append(v.ptr)
+        if v.device == "cuda" and v.stream is not None and v.stream != handle and \
+                followers([o]) is None:
+            wait(v.stream, handle, device)
+    return ptrs
 
 
 def stream_handle(stream: Any) -> int:

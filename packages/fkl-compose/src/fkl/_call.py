@@ -33,6 +33,7 @@ from ._arrays import (
     followers,
     implied_stream,
     out_info,
+    out_pointers,
     pointer,
     row_span,
     stack,
@@ -64,7 +65,7 @@ class Hot:
     relative_spans`: a strided ``out=``'s for its entry, else the contiguous output's);
     None: every call runs the full aliasing check."""
 
-    __slots__ = ("plan", "launcher", "guard", "maker", "spans")
+    __slots__ = ("plan", "launcher", "guard", "maker", "spans", "out_keys")
 
     def __init__(self, plan: Plan, launcher: Launcher, guard: Any,
                  spans: list[tuple[int, int]] | None = None) -> None:
@@ -73,6 +74,11 @@ class Hot:
         self.guard = guard
         self.maker: Any = None
         self.spans = spans
+        #: The probe keys of ``out=`` arrays the full check accepted for this entry (a
+        #: torch tensor, a CAI array on a stream of its own): an ``out=`` with one of
+        #: these keys is exactly such an array again (the key holds shape, dtype,
+        #: device and layout), so later calls read only its address and stream.
+        self.out_keys: set[Any] = set()
 
 
 class CallPath:
@@ -212,6 +218,14 @@ class CallPath:
                 shape, d = plan.outs[0]
                 # (h-multi) only an out= on the plan's device: the rest is checked below
                 optr = fast_out(out, shape, d, plan.out_codes[0], plan.ordinal)
+            if optr is None and hot.out_keys:
+                # An out= of a kind the full check accepted before (a torch tensor: its
+                # current stream is followed below, as for any out=)
+                got = out_info(out)
+                if got is not None and got[1] in hot.out_keys:
+                    optr = got[0]
+                    if got[4] is None and got[2] and got[2] != handle:
+                        wait(got[2], handle, got[3])  # a CAI producer's own stream
             if optr is not None:
                 outs = [out]
                 ptrs.append(optr)
@@ -228,9 +242,10 @@ class CallPath:
                     raise
                 if plan.device and not one_gpu():  # (h-multi) a hot call's out= too
                     outs_on_device(outs, plan.ordinal)
-                for o in outs:
-                    ptrs.append(pointer(o))
+                ptrs += out_pointers(outs, handle, device) if plan.device else \
+                    [pointer(o) for o in outs]
                 check_out_aliasing(inputs, outs, self._in_place)
+                self._learn_out(hot, outs, out)
             outs_followed = followers(outs)
             if outs_followed is not None:  # torch out=: ordered after torch's stream
                 follow(outs_followed, handle, device)
@@ -329,7 +344,9 @@ class CallPath:
             allocate(plan, ordinal, handle)
         if out is not None:
             check_out_aliasing(inputs, outs, self._in_place)
-        ptrs = [v.ptr for v in views] + plan.table_ptrs + [pointer(o) for o in outs]
+        ptrs = [v.ptr for v in views] + plan.table_ptrs + (
+            out_pointers(outs, handle, ordinal) if out is not None and on_device else
+            [pointer(o) for o in outs])
         # Device arrays (and host arrays on the CPU target) get the pre-packed hot path.
         direct = on_device or tgt.name == "cpu"
         launcher = plan.prepare() if direct else None
@@ -358,6 +375,8 @@ class CallPath:
                     spans.append((0, d.itemsize * math.prod(shape)))
                 hot = Hot(plan, launcher, self._guard(plan, inputs, self._in_place), spans)
                 self._hot[tuple(key)] = hot
+                if out is not None:
+                    self._learn_out(hot, outs, out)
                 if hot.guard is not None:
                     # The next identical call is decided in C (GuardedCall) straight away;
                     # an allocating one makes its output there too (GuardedCall's
@@ -379,6 +398,18 @@ class CallPath:
                     args[pos] = targets[idx]
             run.built.exe.launch(run.grid, run.block, args, stream=stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @staticmethod
+    def _learn_out(hot: Hot, outs: list[Any], out: Any) -> None:
+        """Remember the probe key of ``out``, one array the full check (``check_out``)
+        just accepted as ``hot``'s output, when it has one and the entry has a single
+        contiguous output (bounded: a few kinds of out= per entry)."""
+        if len(hot.plan.outs) != 1 or len(outs) != 1 or outs[0] is not out or \
+                len(hot.out_keys) >= 8:
+            return
+        got = out_info(out)
+        if got is not None:
+            hot.out_keys.add(got[1])
 
     def _use(self, hot: Hot) -> None:
         """Make ``hot``'s guard (and its output maker) the ones tried first."""
