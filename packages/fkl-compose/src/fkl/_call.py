@@ -22,7 +22,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError, DeviceError
-from thork_core.launch import one_gpu
+from thork_core.launch import DLPACK, dlpack_probe, kind_of, one_gpu
 
 from ._alias import check_out_aliasing, in_place_safe, overlaps, relative_spans
 from ._arrays import (
@@ -148,9 +148,23 @@ class CallPath:
         producers: list[tuple[int, int]] = []
         followed: list[tuple[Any, Any, int]] | None = None
         device = 0
+        # DLPack-only producers (session 8): read with the launch stream (the protocol's
+        # handshake); their capsules hold the memory until the launch is queued.
+        dl_handle: int | None = None
+        keep: list[Any] = []
         for x in inputs:
             fast = fast_info(x)
             if fast is None:
+                if kind_of(type(x)) is DLPACK:
+                    if dl_handle is None:
+                        dl_handle = stream_handle(stream) if stream is not None else 0
+                    got = dlpack_probe(x, dl_handle)
+                    if got is not None:
+                        ptrs.append(got[0])
+                        key.append(got[1])  # type: ignore[union-attr]
+                        device = got[2]
+                        keep.append(got[4])
+                        continue
                 key = None
                 break
             ptrs.append(fast[0])
@@ -194,6 +208,8 @@ class CallPath:
             handle = followed[0][2]
         else:
             handle = 0
+        if dl_handle is not None and dl_handle != handle:  # read for another stream
+            wait(dl_handle, handle, device)
         for producer, dev in producers:  # CAI-v3-like: order after the producer stream
             if producer != handle:
                 wait(producer, handle, dev)
@@ -221,11 +237,17 @@ class CallPath:
             if optr is None and hot.out_keys:
                 # An out= of a kind the full check accepted before (a torch tensor: its
                 # current stream is followed below, as for any out=)
-                got = out_info(out)
-                if got is not None and got[1] in hot.out_keys:
-                    optr = got[0]
-                    if got[4] is None and got[2] and got[2] != handle:
-                        wait(got[2], handle, got[3])  # a CAI producer's own stream
+                if kind_of(type(out)) is DLPACK:
+                    dl = dlpack_probe(out, handle)
+                    if dl is not None and not dl[3] and dl[1] in hot.out_keys:
+                        optr = dl[0]
+                        keep.append(dl[4])
+                else:
+                    got = out_info(out)
+                    if got is not None and got[1] in hot.out_keys:
+                        optr = got[0]
+                        if got[4] is None and got[2] and got[2] != handle:
+                            wait(got[2], handle, got[3])  # a CAI producer's own stream
             if optr is not None:
                 outs = [out]
                 ptrs.append(optr)
@@ -245,7 +267,7 @@ class CallPath:
                 ptrs += out_pointers(outs, handle, device) if plan.device else \
                     [pointer(o) for o in outs]
                 check_out_aliasing(inputs, outs, self._in_place)
-                self._learn_out(hot, outs, out)
+                self._learn_out(hot, outs, out, handle)
             outs_followed = followers(outs)
             if outs_followed is not None:  # torch out=: ordered after torch's stream
                 follow(outs_followed, handle, device)
@@ -257,6 +279,7 @@ class CallPath:
                 plan = self._fallback(plan)
                 launcher = plan.launcher  # type: ignore[assignment]
         launcher.launch(plan.arrange(ptrs), handle)
+        del keep  # the DLPack capsules (queued: the producers' memory is the caller's)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     # What core's GuardedCall base calls for every call it did not launch itself: the
@@ -376,7 +399,7 @@ class CallPath:
                 hot = Hot(plan, launcher, self._guard(plan, inputs, self._in_place), spans)
                 self._hot[tuple(key)] = hot
                 if out is not None:
-                    self._learn_out(hot, outs, out)
+                    self._learn_out(hot, outs, out, handle)
                 if hot.guard is not None:
                     # The next identical call is decided in C (GuardedCall) straight away;
                     # an allocating one makes its output there too (GuardedCall's
@@ -400,12 +423,18 @@ class CallPath:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     @staticmethod
-    def _learn_out(hot: Hot, outs: list[Any], out: Any) -> None:
+    def _learn_out(hot: Hot, outs: list[Any], out: Any, handle: int) -> None:
         """Remember the probe key of ``out``, one array the full check (``check_out``)
         just accepted as ``hot``'s output, when it has one and the entry has a single
-        contiguous output (bounded: a few kinds of out= per entry)."""
+        contiguous output (bounded: a few kinds of out= per entry). A DLPack-only
+        ``out`` is read once more for it (on the launch stream ``handle``)."""
         if len(hot.plan.outs) != 1 or len(outs) != 1 or outs[0] is not out or \
                 len(hot.out_keys) >= 8:
+            return
+        if kind_of(type(out)) is DLPACK:
+            dl = dlpack_probe(out, handle)
+            if dl is not None and not dl[3]:
+                hot.out_keys.add(dl[1])
             return
         got = out_info(out)
         if got is not None:

@@ -199,6 +199,25 @@ _get_name.restype = ctypes.c_char_p
 _get_name.argtypes = [ctypes.py_object]
 
 
+def capsule_tensor(capsule: Any) -> tuple[_DLTensor, bool]:
+    """The ``DLTensor`` inside a DLPack capsule (``dltensor`` or ``dltensor_versioned``,
+    left unconsumed: its destructor still releases the producer's reference) and whether
+    the producer marked it read-only. TypeError for another capsule or vector lanes."""
+    name = _get_name(capsule)
+    readonly = False
+    if name == b"dltensor_versioned":
+        managed: Any = _DLManagedTensorVersioned.from_address(_get_pointer(capsule, name))
+        readonly = bool(managed.flags & _FLAG_READ_ONLY)
+    elif name == b"dltensor":
+        managed = _DLManagedTensor.from_address(_get_pointer(capsule, name))
+    else:
+        raise TypeError(f"__dlpack__ returned a capsule named {name!r}; expected a DLTensor")
+    t = managed.dl_tensor
+    if t.dtype.lanes != 1:
+        raise TypeError(f"DLPack tensors with {t.dtype.lanes} lanes are not supported")
+    return t, readonly
+
+
 class DLPackAdapter(ArrayAdapter):
     """Objects with ``__dlpack__``/``__dlpack_device__`` (PyTorch, JAX, CuPy, NumPy ≥ 1.22).
 
@@ -223,18 +242,7 @@ class DLPackAdapter(ArrayAdapter):
             capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)
         except TypeError:
             capsule = obj.__dlpack__(**kwargs)
-        name = _get_name(capsule)
-        readonly = False
-        if name == b"dltensor_versioned":
-            managed = _DLManagedTensorVersioned.from_address(_get_pointer(capsule, name))
-            readonly = bool(managed.flags & _FLAG_READ_ONLY)
-        elif name == b"dltensor":
-            managed = _DLManagedTensor.from_address(_get_pointer(capsule, name))  # type: ignore[assignment]
-        else:
-            raise TypeError(f"__dlpack__ returned a capsule named {name!r}; expected a DLTensor")
-        t = managed.dl_tensor
-        if t.dtype.lanes != 1:
-            raise TypeError(f"DLPack tensors with {t.dtype.lanes} lanes are not supported")
+        t, readonly = capsule_tensor(capsule)
         shape = tuple(t.shape[i] for i in range(t.ndim))
         dtype = from_dlpack_code(t.dtype.code, t.dtype.bits)
         strides = (

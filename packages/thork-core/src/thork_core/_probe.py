@@ -26,9 +26,9 @@ from typing import Any
 
 from ._device import _DL_CUDA, _DL_CUDA_MANAGED
 
-__all__ = ["CAI", "DEFAULT_STREAMS", "KINDS", "cai_pointer", "follow", "followers",
-           "dlpack_cuda_device", "forget_kinds", "implied_stream", "kind_of", "one_gpu",
-           "probe"]
+__all__ = ["CAI", "DEFAULT_STREAMS", "DLPACK", "KINDS", "cai_pointer", "dlpack_cuda_device",
+           "dlpack_probe", "follow", "followers", "forget_kinds", "implied_stream", "kind_of",
+           "one_gpu", "probe"]
 
 #: ``__cuda_array_interface__`` ``stream`` values that ask no wait of a consumer: absent,
 #: 0 (not valid in CAI v3; read as the legacy stream, as the native module does), the
@@ -43,6 +43,10 @@ _ONE_GPU: list[bool] = []
 #: array at all on the hot paths (Python scalars).
 CAI = "cai"
 PLAIN = "plain"
+#: The kind of a producer that offers only DLPack (``__dlpack__`` and
+#: ``__dlpack_device__``, no ``__cuda_array_interface__``): read by :func:`dlpack_probe`,
+#: which needs the launch stream (the protocol's handshake).
+DLPACK = "dlpack"
 #: Exact type -> ``"device"`` (DeviceArray), ``"host"`` (numpy.ndarray), :data:`CAI`,
 #: :data:`PLAIN`, or the follower adapter that claimed the type. Filled on first sight of
 #: each type (:func:`kind_of`); the native binder looks types up here too. Bounded: types
@@ -103,6 +107,9 @@ def kind_of(tx: type) -> Any:
             if adapter.claims(tx):
                 kind = adapter
                 break
+        if kind is CAI and not hasattr(tx, "__cuda_array_interface__") and \
+                hasattr(tx, "__dlpack__") and hasattr(tx, "__dlpack_device__"):
+            kind = DLPACK
     if len(KINDS) < _MAX_KINDS:
         KINDS[tx] = kind
     return kind
@@ -189,7 +196,7 @@ def probe(x: Any) -> tuple[int, Any, int, int, Any] | None:
     if kind.__class__ is not str:  # a follower's array: its adapter reads it
         got = kind.fast(x)
         return None if got is None else (*got, kind)
-    if kind is PLAIN:
+    if kind is PLAIN or kind is DLPACK:
         return None
     try:
         cai = x.__cuda_array_interface__
@@ -209,6 +216,89 @@ def probe(x: Any) -> tuple[int, Any, int, int, Any] | None:
     key = (tx, tuple(cai["shape"]), cai["typestr"], device)
     return (cai["data"][0], key if strides is None else (*key, tuple(strides)),
             0 if stream in DEFAULT_STREAMS else stream, device, None)
+
+
+#: Types whose ``__dlpack__`` refused ``max_version`` (a DLPack 0.x producer).
+_NO_MAX_VERSION: set[type] = set()
+_CAPSULE: list[Any] = []
+#: DLPack ``(code, bits)`` -> DType, filled on first sight of each.
+_DL_DTYPES: dict[tuple[int, int], Any] = {}
+
+
+def dlpack_probe(x: Any, handle: int) -> tuple[int, Any, int, bool, Any] | None:
+    """A DLPack-only producer's array on a CUDA device, read for a launch on stream
+    ``handle`` (0: the legacy default stream): ``(address, key, device, read-only,
+    capsule)``, else None (another device, a capsule this cannot read: the caller takes
+    the adapters, which say why). One ``__dlpack__`` call: the producer orders ``handle``
+    after its pending work, as the protocol asks. ``key``: ``(type, shape, DType, device,
+    byte strides or None)``, None for the compact row-major layout whatever the producer
+    wrote; keep ``capsule`` until the launch is queued (it holds the producer's
+    reference to the memory). The capsule is read in C where the native module is loaded
+    (``dlpack_read``), else through ctypes."""
+    read = _CAPSULE[0] if _CAPSULE else _capsule_reader()
+    tx = type(x)
+    try:
+        dev_type, device = x.__dlpack_device__()
+        if int(dev_type) not in (_DL_CUDA, _DL_CUDA_MANAGED):
+            return None
+        consumer = handle or 1  # DLPack names CUDA's legacy default stream 1
+        if tx in _NO_MAX_VERSION:
+            capsule = x.__dlpack__(stream=consumer)
+        else:
+            try:
+                capsule = x.__dlpack__(stream=consumer, max_version=(1, 0))
+            except TypeError:
+                _NO_MAX_VERSION.add(tx)
+                capsule = x.__dlpack__(stream=consumer)
+        got = read(capsule)
+        if got is None:
+            return None
+        ptr, shape, code, bits, _, _, elems, readonly = got
+        dtype = _DL_DTYPES.get((code, bits)) or _dl_dtype((code, bits))
+        strides = None
+        if elems is not None:
+            step = 1
+            for e, n in zip(reversed(elems), reversed(shape)):
+                if e != step and n > 1:
+                    strides = tuple(e * dtype.itemsize for e in elems)
+                    break
+                step *= n
+    except Exception:  # noqa: BLE001 - anything unusual: the adapters' path says why
+        return None
+    return ptr, (tx, shape, dtype, int(device), strides), int(device), readonly, capsule
+
+
+def _capsule_reader() -> Any:
+    """The capsule reader: the native module's ``dlpack_read`` when that module is loaded
+    or can be, else :func:`_read_capsule` (decided once)."""
+    from ._native import native_module
+
+    mod = native_module()
+    fn = getattr(mod, "dlpack_read", None) if mod is not None else None
+    _CAPSULE.append(fn or _read_capsule)
+    return _CAPSULE[0]
+
+
+def _read_capsule(capsule: Any) -> tuple[Any, ...] | None:
+    """``dlpack_read`` in Python (ctypes): ``(address, shape, code, bits, device type,
+    device id, strides in elements or None, read-only)``, None for an unreadable capsule."""
+    from ._adapter import capsule_tensor
+
+    try:
+        t, readonly = capsule_tensor(capsule)
+    except TypeError:
+        return None
+    n = t.ndim
+    return ((t.data or 0) + t.byte_offset, tuple(t.shape[i] for i in range(n)),
+            t.dtype.code, t.dtype.bits, t.device.device_type, t.device.device_id,
+            tuple(t.strides[i] for i in range(n)) if t.strides else None, readonly)
+
+
+def _dl_dtype(code: tuple[int, int]) -> Any:
+    from ._dtype import from_dlpack_code
+
+    d = _DL_DTYPES[code] = from_dlpack_code(*code)
+    return d
 
 
 def dlpack_cuda_device(x: Any, tx: type | None = None) -> int:
@@ -235,8 +325,8 @@ def cai_pointer(x: Any, typestr: str | None, *, ndim: int = -1,
     if typestr is None:
         return None
     kind = KINDS.get(type(x)) or kind_of(type(x))
-    if kind is PLAIN or kind.__class__ is not str:
-        return None  # not an array, or a follower's (whose stream the caller handles)
+    if kind is PLAIN or kind is DLPACK or kind.__class__ is not str:
+        return None  # not a CAI array, or a follower's (whose stream the caller handles)
     try:
         cai = x.__cuda_array_interface__
     except Exception:  # noqa: BLE001

@@ -35,12 +35,23 @@ from ._limits import (
     shared_bytes,
     static_shared_bytes,
 )
-from ._probe import cai_pointer, follow, followers, implied_stream, one_gpu, probe
+from ._probe import (
+    DLPACK,
+    cai_pointer,
+    dlpack_probe,
+    follow,
+    followers,
+    implied_stream,
+    kind_of,
+    one_gpu,
+    probe,
+)
 from ._target import Dim3, normalize_dims
 
-__all__ = ["CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "Dim3", "MAX_SHARED_PER_BLOCK",
-           "PreparedLaunch", "PyLauncher", "cai_pointer", "check_arg_count", "float_scalar",
-           "follow", "followers", "implied_stream",
+__all__ = ["CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
+           "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "cai_pointer",
+           "check_arg_count", "dlpack_probe", "float_scalar", "follow", "followers",
+           "implied_stream", "kind_of",
            "guarded_call_base", "launch_call_base", "make_launcher", "memory_range",
            "normalize_dims", "one_gpu", "out_maker", "overlapping", "param_kinds", "probe",
            "shared_bytes", "static_shared_bytes"]

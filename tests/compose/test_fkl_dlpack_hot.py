@@ -1,0 +1,160 @@
+"""Producers that offer only DLPack on the hot path (session 8, issue 11).
+
+A pipe called with arrays that have ``__dlpack__``/``__dlpack_device__`` and no
+``__cuda_array_interface__`` used to take the general path on every call (four adapter
+views, each one ``__dlpack__`` call: 173.5 us per call on the H200 against a C floor of
+3.5 us and 9.4 us per ``__dlpack__``). Now each input and ``out=`` is read once per call
+with the launch stream (the protocol's handshake) and keyed like any other array.
+
+Runs without a GPU: the GPU target's call path with recorded launches (``fake_gpu``),
+DLPack-only wrappers around DeviceArrays at made-up addresses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fkl
+import numpy as np
+import pytest
+from test_fkl_pitched_hot import _wrap, fake_gpu, slow_calls  # noqa: F401 - fixtures
+from thork_core import ArgumentError
+
+pytestmark = pytest.mark.plugin("compose")
+
+
+class DLPackOnly:
+    """A producer with only the DLPack protocol; records the streams it was asked for."""
+
+    def __init__(self, a: Any) -> None:
+        self.a = a
+        self.streams: list[Any] = []
+
+    def __dlpack__(self, **kw: Any) -> Any:
+        self.streams.append(kw.get("stream"))
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self) -> Any:
+        return self.a.__dlpack_device__()
+
+
+@pytest.fixture(autouse=True)
+def _no_driver(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
+    """Made-up addresses (device 0); stream waits recorded instead of queued."""
+    from thork_core import _cuda, _device_array, runtime
+
+    waits: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(_cuda, "pointer_device", lambda ptr: 0)
+    # the producer's own handshake wait (DeviceArray.__dlpack__): not Thork's to record
+    monkeypatch.setattr(_device_array, "stream_wait", lambda *a, **k: None)
+    monkeypatch.setattr(_cuda, "stream_wait", lambda d, p, c: waits.append((p, c, d)))
+    monkeypatch.setattr(runtime, "stream_wait", lambda d, p, c: waits.append((p, c, d)))
+    return waits
+
+
+def _pipe() -> Any:
+    return fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(1.0), fkl.TensorWrite(),
+                       target="gpu")
+
+
+def test_dlpack_only_arrays_are_hot(fake_gpu: list[Any], slow_calls: list[int]) -> None:  # noqa: F811
+    pipe = _pipe()
+    x = DLPackOnly(_wrap(1 << 32, (5, 7, 3), "float32"))
+    for k in range(6):
+        y = DLPackOnly(_wrap((1 << 33) + k * 4096, (5, 7, 3), "float32"))
+        fake_gpu.clear()
+        x.streams.clear()
+        assert pipe(x, out=y) is y
+        (_, ptrs), = fake_gpu
+        assert ptrs == [1 << 32, (1 << 33) + k * 4096]
+        if k >= 2:  # hot: one __dlpack__ per array, for the legacy default stream (1)
+            assert x.streams == [1] and y.streams == [1]
+    assert slow_calls[0] == 1
+
+
+def test_dlpack_hot_call_names_the_given_stream(fake_gpu: list[Any],  # noqa: F811
+                                                slow_calls: list[int],  # noqa: F811
+                                                _no_driver: list[Any]) -> None:
+    pipe = _pipe()
+    x = DLPackOnly(_wrap(1 << 32, (9, 4), "float32"))
+    y = DLPackOnly(_wrap(1 << 33, (9, 4), "float32"))
+    for _ in range(3):
+        pipe(x, out=y, stream=0x5000)
+    x.streams.clear()
+    y.streams.clear()
+    fake_gpu.clear()
+    pipe(x, out=y, stream=0x5000)
+    assert x.streams == [0x5000] and y.streams == [0x5000]
+    (prep, _), = fake_gpu
+    assert slow_calls[0] == 1
+    assert not _no_driver  # the producers ordered the stream: no wait of Thork's own
+
+
+def test_dlpack_hot_keys_shape_dtype_and_layout(fake_gpu: list[Any],  # noqa: F811
+                                                slow_calls: list[int]) -> None:  # noqa: F811
+    pipe = _pipe()
+    x = DLPackOnly(_wrap(1 << 32, (6, 5), "float32"))
+    pipe(x, out=DLPackOnly(_wrap(1 << 33, (6, 5), "float32")))
+    fake_gpu.clear()
+    other = DLPackOnly(_wrap(1 << 34, (5, 6), "float32"))  # another shape: planned anew
+    pipe(other, out=DLPackOnly(_wrap(1 << 35, (5, 6), "float32")))
+    assert slow_calls[0] == 2 and len(fake_gpu) == 1
+    with pytest.raises(ArgumentError, match="shape"):  # an out= of another shape
+        pipe(x, out=DLPackOnly(_wrap(1 << 36, (5, 6), "float32")))
+    with pytest.raises(ArgumentError, match="dtype"):  # ... or dtype
+        pipe(x, out=DLPackOnly(_wrap(1 << 36, (6, 5), "int32")))
+    assert len(fake_gpu) == 1  # nothing launched for the refused calls
+    # A pitched input keys apart from the compact one (its byte strides): planned once
+    # (the pitched read), then hot; the launches get its address.
+    for k in range(3):
+        fake_gpu.clear()
+        pitched = DLPackOnly(_wrap((1 << 37) + k * 4096, (6, 5), "float32", pitch=64))
+        pipe(pitched, out=DLPackOnly(_wrap(1 << 36, (6, 5), "float32")))
+        (_, ptrs), = fake_gpu
+        assert ptrs == [(1 << 37) + k * 4096, 1 << 36]
+    # two plans, the two refused out= (a strided-out write may take them: the general
+    # path checks and names them) and the pitched input's plan
+    assert slow_calls[0] == 5
+
+
+def test_dlpack_read_in_c_matches_ctypes() -> None:
+    """The native module's capsule reader and the ctypes one agree field for field, on
+    DeviceArray capsules (versioned or not, compact and pitched) and NumPy's."""
+    from thork_core import _probe
+    from thork_core._native import native_module
+
+    mod = native_module()
+    if mod is None:
+        pytest.skip("no native module here (no C compiler)")
+    arrays = [_wrap(1 << 32, (3, 4, 5), "uint8"), _wrap((1 << 33) + 64, (7, 9), "float16",
+                                                        pitch=32),
+              _wrap(1 << 34, (), "float64")]
+    for a in arrays:
+        for kw in ({}, {"max_version": (1, 0)}):
+            cap = a.__dlpack__(stream=1, **kw)
+            got = mod.dlpack_read(cap)
+            assert got == _probe._read_capsule(cap)
+            assert got[0] == a.ptr and got[1] == a.shape and got[4:6] == (2, 0)
+    host = np.arange(24, dtype=np.int16).reshape(4, 6)[:, ::2]
+    cap = host.__dlpack__()
+    got = mod.dlpack_read(cap)
+    assert got == _probe._read_capsule(cap)
+    assert got[1] == (4, 3) and got[2:4] == (0, 16) and got[6] == (6, 2) and got[4] == 1
+    assert mod.dlpack_read(object()) is None  # not a capsule of DLPack's
+
+
+def test_dlpack_probe_strides_only_when_not_compact() -> None:
+    """A compact layout keys as None whatever strides the producer wrote; a pitched one by
+    its byte strides (which the general path then refuses or plans for)."""
+    from thork_core import _probe
+
+    compact = _wrap(1 << 32, (4, 5), "float32")
+    got = _probe.dlpack_probe(DLPackOnly(compact), 0)
+    assert got is not None and got[1][1:] == ((4, 5), compact.dtype, 0, None)
+    pitched = _wrap(1 << 33, (4, 5), "float32", pitch=64)
+    got = _probe.dlpack_probe(DLPackOnly(pitched), 0)
+    assert got is not None and got[1][4] == (64, 4)
+    assert got[0] == 1 << 33 and got[3] is False
+    one_row = _wrap(1 << 34, (1, 5), "float32", pitch=64)  # a stride over extent 1: compact
+    got = _probe.dlpack_probe(DLPackOnly(one_row), 0)
+    assert got is not None and got[1][4] is None
