@@ -158,3 +158,38 @@ def test_dlpack_probe_strides_only_when_not_compact() -> None:
     one_row = _wrap(1 << 34, (1, 5), "float32", pitch=64)  # a stride over extent 1: compact
     got = _probe.dlpack_probe(DLPackOnly(one_row), 0)
     assert got is not None and got[1][4] is None
+
+
+def test_dlpack_out_overlapping_its_input_is_refused(fake_gpu: list[Any],  # noqa: F811
+                                                     slow_calls: list[int]) -> None:  # noqa: F811
+    """DLPack-only arrays expose no range without a read: the overlap check takes their
+    ranges from what the call read (hot) or from their views (general path), so an out=
+    over the input is refused on both paths, and exactly the input is allowed in place."""
+    pipe = _pipe()
+    shape = (6, 5)
+    x = DLPackOnly(_wrap(1 << 32, shape, "float32"))
+    with pytest.raises(ArgumentError, match="separate from input 0"):  # first call
+        pipe(x, out=DLPackOnly(_wrap((1 << 32) + 8, shape, "float32")))
+    assert not fake_gpu
+    for k in range(3):  # the hot entry, with an out= key it learned
+        pipe(x, out=DLPackOnly(_wrap((1 << 33) + k * 4096, shape, "float32")))
+    fake_gpu.clear()
+    for start in ((1 << 32) + 8, (1 << 32) - 4 * 29):  # inside; ending inside
+        with pytest.raises(ArgumentError, match="separate from input 0"):
+            pipe(x, out=DLPackOnly(_wrap(start, shape, "float32")))
+    assert not fake_gpu
+    pipe(x, out=DLPackOnly(_wrap(1 << 32, shape, "float32")))  # exactly the input
+    (_, ptrs), = fake_gpu
+    assert ptrs == [1 << 32, 1 << 32]
+    pipe(x, out=DLPackOnly(_wrap((1 << 32) + 4 * 30, shape, "float32")))  # just after
+    assert len(fake_gpu) == 2
+
+
+def test_dlpack_out_exactly_the_input_of_a_geometric_chain_is_refused(
+        fake_gpu: list[Any], slow_calls: list[int]) -> None:  # noqa: F811
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Crop((1, 1, 4, 3)), fkl.TensorWrite(),
+                       target="gpu")
+    x = DLPackOnly(_wrap(1 << 32, (3, 4), "float32"))
+    with pytest.raises(ArgumentError, match="separate from input 0"):
+        pipe(DLPackOnly(_wrap(1 << 32, (6, 5), "float32")), out=x)
+    assert not fake_gpu

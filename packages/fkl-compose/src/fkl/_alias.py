@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from thork_core import ArgumentError
-from thork_core.launch import memory_range
+from thork_core.launch import DLPACK, kind_of, memory_range
 
-__all__ = ["in_place_safe", "check_out_aliasing", "overlaps", "relative_spans"]
+__all__ = ["Range", "check_out_aliasing", "in_place_safe", "known_ranges", "overlaps",
+           "relative_spans", "view_range"]
 
 
 def in_place_safe(chain: Any) -> bool:
@@ -44,17 +45,55 @@ def _may_share(a: Any, b: Any) -> bool:
     return bool(_ND[1](a, b))
 
 
-def check_out_aliasing(inputs: Sequence[Any], outs: Sequence[Any], in_place: bool) -> None:
+Range = tuple[str, int, int]
+
+
+def view_range(v: Any) -> Range:
+    """``(device, first byte, one past the last)`` of an :class:`~thork_core.ArrayView`
+    (its strides included): the range of an array that exposes no interface dict."""
+    item = v.dtype.itemsize
+    if any(n == 0 for n in v.shape):
+        return v.device, v.ptr, v.ptr
+    if v.strides is None:
+        n = item
+        for e in v.shape:
+            n *= e
+        return v.device, v.ptr, v.ptr + n
+    lo = hi = 0
+    for e, st in zip(v.shape, v.strides, strict=True):
+        span = (e - 1) * st
+        lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
+    return v.device, v.ptr + lo, v.ptr + hi + item
+
+
+def _range(a: Any, known: dict[int, Range] | None) -> Range | None:
+    """``a``'s bytes: its interface dict's, else ``known`` (what the caller read from it
+    this call), else, for a DLPack-only producer, one more read of it (the general path:
+    such an array exposes no range without one)."""
+    r = memory_range(a)
+    if r is None:
+        if known is not None:
+            r = known.get(id(a))
+        if r is None and kind_of(type(a)) is DLPACK:
+            from ._arrays import view
+
+            r = view_range(view(a, "array", None, True))
+    return r
+
+
+def check_out_aliasing(inputs: Sequence[Any], outs: Sequence[Any], in_place: bool,
+                       known: dict[int, Range] | None = None) -> None:
     """Raise unless every output is separate from every input, or (``in_place``) exactly
-    one of them."""
+    one of them. ``known``: ranges by ``id()`` of arrays the caller has read this call
+    (DLPack-only producers, whose range needs a read)."""
     nd = _ndarray()
     for j, o in enumerate(outs):
         ro = None
         for i, x in enumerate(inputs):
             if type(x) is nd and type(o) is nd and not _may_share(x, o):
                 continue  # NumPy's bounds test in C: the common case costs ~0.3 us
-            ro = memory_range(o) if ro is None else ro
-            rx = memory_range(x)
+            ro = _range(o, known) if ro is None else ro
+            rx = _range(x, known)
             if ro is None:
                 break
             if rx is None or rx[0] != ro[0] or not (rx[1] < ro[2] and ro[1] < rx[2]):
@@ -72,17 +111,29 @@ def check_out_aliasing(inputs: Sequence[Any], outs: Sequence[Any], in_place: boo
                 "output array (or none, to allocate one).")
 
 
-def relative_spans(arrays: Sequence[Any], ptrs: Sequence[int]) -> list[tuple[int, int]] | None:
+def relative_spans(arrays: Sequence[Any], ptrs: Sequence[int],
+                   views: Sequence[Any] = ()) -> list[tuple[int, int]] | None:
     """The bytes each of ``arrays`` covers, as ``(first, one past the last)`` offsets from
-    its address in ``ptrs``; None when one exposes no range. A hot entry keys its arrays'
-    shapes and strides, so these hold for every call it serves (h-pitch7)."""
+    its address in ``ptrs``; None when one exposes no range (``views``: the adapters'
+    views of the first arrays, for those without an interface dict). A hot entry keys its
+    arrays' shapes and strides, so these hold for every call it serves (h-pitch7)."""
     spans = []
-    for a, p in zip(arrays, ptrs, strict=True):
+    for k, (a, p) in enumerate(zip(arrays, ptrs, strict=True)):
         r = memory_range(a)
+        if r is None and k < len(views):
+            r = view_range(views[k])
         if r is None:
             return None
         spans.append((r[1] - p, r[2] - p))
     return spans
+
+
+def known_ranges(arrays: Sequence[Any], ptrs: Sequence[int],
+                 spans: Sequence[tuple[int, int]], device: str) -> dict[int, Range]:
+    """The ranges of ``arrays`` at this call's addresses ``ptrs`` from a hot entry's
+    :func:`relative_spans`, by ``id()``, for :func:`check_out_aliasing`."""
+    return {id(a): (device, p + lo, p + hi)
+            for a, p, (lo, hi) in zip(arrays, ptrs, spans, strict=False)}
 
 
 def overlaps(ptrs: Sequence[int], spans: Sequence[tuple[int, int]], n: int) -> bool:

@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any
 from thork_core import ArgumentError, DeviceError
 from thork_core.launch import DLPACK, dlpack_probe, kind_of, one_gpu
 
-from ._alias import check_out_aliasing, in_place_safe, overlaps, relative_spans
+from ._alias import (
+    check_out_aliasing,
+    in_place_safe,
+    known_ranges,
+    overlaps,
+    relative_spans,
+    view_range,
+)
 from ._arrays import (
     array_types,
     fast_info,
@@ -224,7 +231,8 @@ class CallPath:
             ptrs.append(strided_out[0])
             spans = hot.spans  # the full check only where the address ranges meet
             if spans is None or overlaps(ptrs, spans, len(inputs)):
-                check_out_aliasing(inputs, outs, self._in_place)
+                check_out_aliasing(inputs, outs, self._in_place,
+                                   self._known(inputs, out, ptrs, spans, plan))
             if strided_out[4] is not None:  # a library with a current stream
                 follow([(out, strided_out[4], strided_out[2])], handle, device)
         else:
@@ -253,7 +261,8 @@ class CallPath:
                 ptrs.append(optr)
                 spans = hot.spans  # (h-pitch7) the full check only where ranges meet
                 if spans is None or overlaps(ptrs, spans, len(inputs)):
-                    check_out_aliasing(inputs, outs, self._in_place)
+                    check_out_aliasing(inputs, outs, self._in_place,
+                                       self._known(inputs, out, ptrs, spans, plan))
             else:
                 try:
                     outs = check_out(plan.outs, out, plan.device)
@@ -264,9 +273,12 @@ class CallPath:
                     raise
                 if plan.device and not one_gpu():  # (h-multi) a hot call's out= too
                     outs_on_device(outs, plan.ordinal)
+                n = len(inputs)
+                known = self._known(inputs, None, ptrs[:n], hot.spans[:n], plan) \
+                    if hot.spans is not None else None
                 ptrs += out_pointers(outs, handle, device) if plan.device else \
                     [pointer(o) for o in outs]
-                check_out_aliasing(inputs, outs, self._in_place)
+                check_out_aliasing(inputs, outs, self._in_place, known)
                 self._learn_out(hot, outs, out, handle)
             outs_followed = followers(outs)
             if outs_followed is not None:  # torch out=: ordered after torch's stream
@@ -365,8 +377,9 @@ class CallPath:
         outs = check_out(plan.outs, out, on_device, out_strides is not None) \
             if out is not None else \
             allocate(plan, ordinal, handle)
-        if out is not None:
-            check_out_aliasing(inputs, outs, self._in_place)
+        if out is not None:  # (DLPack-only inputs: their ranges from their views)
+            check_out_aliasing(inputs, outs, self._in_place,
+                               {id(x): view_range(v) for x, v in zip(inputs, views)})
         ptrs = [v.ptr for v in views] + plan.table_ptrs + (
             out_pointers(outs, handle, ordinal) if out is not None and on_device else
             [pointer(o) for o in outs])
@@ -387,11 +400,12 @@ class CallPath:
             if key is not None and out_key is not None:  # h-pitch7: a strided out=
                 self._hot_strided[(tuple(key), out_key)] = Hot(
                     plan, launcher, None,
-                    relative_spans([*inputs, out], [*(v.ptr for v in views), out_ptr]))
+                    relative_spans([*inputs, out], [*(v.ptr for v in views), out_ptr],
+                                   views))
             elif key is not None:
                 # (h-pitch7) the inputs' spans and a contiguous output's, for the cheap
                 # aliasing test of a hot call whose out= is exactly the output's kind
-                spans = relative_spans(inputs, [v.ptr for v in views]) \
+                spans = relative_spans(inputs, [v.ptr for v in views], views) \
                     if len(plan.outs) == 1 else None
                 if spans is not None:
                     shape, d = plan.outs[0]
@@ -421,6 +435,19 @@ class CallPath:
                     args[pos] = targets[idx]
             run.built.exe.launch(run.grid, run.block, args, stream=stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @staticmethod
+    def _known(inputs: tuple[Any, ...], out: Any, ptrs: list[int],
+               spans: list[tuple[int, int]] | None, plan: Plan) -> dict[Any, Any] | None:
+        """The ranges of this call's inputs (and ``out`` unless None: the last of
+        ``ptrs``) from a hot entry's spans, for :func:`check_out_aliasing` (arrays that
+        expose no range themselves: DLPack-only producers)."""
+        if spans is None:
+            return None
+        n = len(inputs)
+        arrays = [*inputs] if out is None else [*inputs, out]
+        at = ptrs[:n] if out is None else [*ptrs[:n], ptrs[-1]]
+        return known_ranges(arrays, at, spans, "cuda" if plan.device else "cpu")
 
     @staticmethod
     def _learn_out(hot: Hot, outs: list[Any], out: Any, handle: int) -> None:
