@@ -17,7 +17,7 @@ from typing import Any
 import fkl
 import pytest
 from test_fkl_pitched_hot import fake_gpu, slow_calls  # noqa: F401 - fixtures
-from thork_core import DeviceError
+from thork_core import ArgumentError, DeviceError
 from thork_core import _probe as probe_mod
 from thork_core.launch import probe
 
@@ -109,3 +109,43 @@ def test_a_hot_call_refuses_an_out_on_another_device(fake_gpu: list[Any],  # noq
         with pytest.raises(DeviceError, match=r"out\[0\] is on cuda:0, the call runs on cuda:1"):
             pipe(x, out=wrong)
     assert fake_gpu == []  # nothing launched
+
+
+def test_cupy_arrays_in_and_out_are_launched_by_the_guard(fake_gpu: list[Any],  # noqa: F811
+                                                          slow_calls: list[int],  # noqa: F811
+                                                          devices: int,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          ) -> None:
+    """(session 8) CuPy in and out on one GPU: after the first calls the pipe's guard
+    reads both interfaces and launches (in C on a GPU, before any Python runs; core's
+    Python guard here, the first thing the pipe's call tries), without the probe and
+    the hot table; an out= over the input is left to the full check, which refuses it;
+    exactly the input computes in place. With two GPUs there is no such guard."""
+    from fkl import _call
+
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target="gpu")
+    shape = (37, 45, 3)
+    probed = [0]
+    fast_info = _call.fast_info
+
+    def counting(x: Any) -> Any:
+        probed[0] += 1
+        return fast_info(x)
+
+    monkeypatch.setattr(_call, "fast_info", counting)
+    x = CupyLike(1 << 32, shape, "<f4", device=0)
+    for k in range(4):
+        out = CupyLike((1 << 33) + k * (1 << 16), shape, "<f4", device=0)
+        fake_gpu.clear()
+        assert pipe(x, out=out) is out
+        (_, ptrs), = fake_gpu
+        assert ptrs == [1 << 32, (1 << 33) + k * (1 << 16)]
+    assert probed[0] == (1 if devices == 1 else 4)  # one GPU: the guard from call 2 on
+    assert (pipe._hot_guard is not None) is (devices == 1)
+    fake_gpu.clear()
+    with pytest.raises(ArgumentError, match="separate from input 0"):
+        pipe(x, out=CupyLike((1 << 32) + 64, shape, "<f4", device=0))
+    assert not fake_gpu
+    pipe(x, out=CupyLike(1 << 32, shape, "<f4", device=0))  # in place: a pointwise chain
+    (_, ptrs), = fake_gpu
+    assert ptrs == [1 << 32, 1 << 32]

@@ -150,8 +150,16 @@ class _Prepared:
     def call(self, ptrs: list[int], stream: int) -> None:
         self.log.append((self, list(ptrs)))
 
-    def guard(self, *args: Any) -> None:
-        return None  # core's C guard serves contiguous DeviceArrays only
+    def guard(self, *args: Any, cai: bool = False, in_place: bool = False) -> Any:
+        """None (the Python path records every launch), except for a guard over CAI
+        arrays (fkl's guard for CuPy inputs): core's Python guard, launching through
+        ``call``, so those calls are recorded the same way."""
+        if not cai:
+            return None
+        from thork_core import _probe
+        from thork_core._launch import ArrayGuard
+
+        return ArrayGuard(self, *args, _probe.KINDS, in_place)
 
 
 class _Exe:

@@ -681,3 +681,126 @@ def test_out_maker_needs_the_array_slots(native):
         native.OutMaker(Arr, SHAPE_OUT, F32, 0, 4, 0, addr, 0, 0, 0)
     made = pool.maker(native)(5)
     assert type(made) is Arr and made.stream == 5 and pool.allocs[-1][1] == 5
+
+
+# -- the guard with CAI arrays (session 8): native and Python, one behaviour ---------------
+
+class CaiArray:
+    """A plain ``__cuda_array_interface__`` producer (CuPy's kind), its dict built per read
+    as CuPy builds it."""
+
+    def __init__(self, ptr: int, shape: Any, typestr: str = "|u1", stream: Any = 1,
+                 strides: Any = None, readonly: bool = False, mask: Any = None) -> None:
+        self.ptr, self.shape, self.typestr, self.stream = ptr, shape, typestr, stream
+        self.strides, self.readonly, self.mask = strides, readonly, mask
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        d = {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, self.readonly),
+             "version": 3, "strides": self.strides, "stream": self.stream}
+        if self.mask is not None:
+            d["mask"] = self.mask
+        return d
+
+
+class Unlisted(CaiArray):
+    """The same interface, of a type the probe's table does not list as a plain producer."""
+
+
+@pytest.fixture
+def kinds(monkeypatch):
+    from thork_core import _probe
+
+    monkeypatch.setitem(_probe.KINDS, CaiArray, _probe.CAI)
+    monkeypatch.setitem(_probe.KINDS, Unlisted, object())  # e.g. a follower's type
+    return _probe.KINDS
+
+
+def _cai_guards(native, kinds, specs, in_place=False):
+    rec = Recorder()
+    native_guard = rec.launch(native).guard(DeviceArray, specs, [1, 0], 15, _to_handle,
+                                            kinds, in_place)
+    py = PyLaunch()
+    py_guard = ArrayGuard(py, DeviceArray, specs, [1, 0], 15, _to_handle,  # type: ignore
+                          kinds, in_place)
+    return [(native_guard, lambda: [(c["pointers"], c["stream"]) for c in rec.calls]),
+            (py_guard, lambda: py.calls)]
+
+
+CAI_SPECS = [(SHAPE_IN, U8, 0, "|u1", False), (SHAPE_OUT, F32, 0, "<f4", True)]
+OUT_CAI = CaiArray(0x20000, SHAPE_OUT, "<f4")
+CAI_CASES = [  # (name, x, out, stream, launched with (pointers, stream) or None)
+    ("CAI in and out", CaiArray(0x10000, SHAPE_IN), OUT_CAI, None, ((0x20000, 0x10000), 0)),
+    ("CAI in, DeviceArray out", CaiArray(0x10000, SHAPE_IN), _arr(0x20000, SHAPE_OUT, F32), 77,
+     ((0x20000, 0x10000), 77)),
+    ("DeviceArray in, CAI out", _arr(0x10000), OUT_CAI, None, ((0x20000, 0x10000), 0)),
+    ("per-thread default stream", CaiArray(0x10000, SHAPE_IN, stream=2), OUT_CAI, None,
+     ((0x20000, 0x10000), 0)),
+    ("no stream key", CaiArray(0x10000, SHAPE_IN, stream=None), OUT_CAI, None,
+     ((0x20000, 0x10000), 0)),
+    ("produced on the launch stream", CaiArray(0x10000, SHAPE_IN, stream=77), OUT_CAI, 77,
+     ((0x20000, 0x10000), 77)),
+    ("produced on another stream", CaiArray(0x10000, SHAPE_IN, stream=5), OUT_CAI, 77, None),
+    ("another typestr", CaiArray(0x10000, SHAPE_IN, "|i1"), OUT_CAI, None, None),
+    ("another shape", CaiArray(0x10000, (7, 33, 4)), OUT_CAI, None, None),
+    ("a list shape", CaiArray(0x10000, [7, 33, 3]), OUT_CAI, None, None),
+    ("strides", CaiArray(0x10000, SHAPE_IN, strides=(99, 3, 1)), OUT_CAI, None, None),
+    ("a mask", CaiArray(0x10000, SHAPE_IN, mask=object()), OUT_CAI, None, None),
+    ("read-only out", CaiArray(0x10000, SHAPE_IN), CaiArray(0x20000, SHAPE_OUT, "<f4", readonly=True),
+     None, None),
+    ("read-only input", CaiArray(0x10000, SHAPE_IN, readonly=True), OUT_CAI, None,
+     ((0x20000, 0x10000), 0)),
+    ("a type not listed as plain", Unlisted(0x10000, SHAPE_IN), OUT_CAI, None, None),
+    ("misaligned", CaiArray(0x10004, SHAPE_IN), OUT_CAI, None, None),
+    ("out over the input", CaiArray(0x10000, SHAPE_IN), CaiArray(0x10000 + 16 * 40, SHAPE_OUT, "<f4"),
+     None, None),
+    ("input ending in the out", CaiArray(0x20000 - 16 * 4, SHAPE_IN), OUT_CAI, None, None),
+    ("out right after the input", CaiArray(0x10000, SHAPE_IN),
+     CaiArray(0x10000 + 16 * 44, SHAPE_OUT, "<f4"), None, ((0x10000 + 16 * 44, 0x10000), 0)),
+]
+
+
+@pytest.mark.parametrize("which", ["native", "python"])
+@pytest.mark.parametrize("case", CAI_CASES, ids=[c[0] for c in CAI_CASES])
+def test_guard_decisions_with_cai_arrays(native, kinds, which, case):
+    _, x, out, stream, launched = case
+    guard, calls = _cai_guards(native, kinds, CAI_SPECS)[0 if which == "native" else 1]
+    assert guard(x, out, stream) is (launched is not None)
+    assert calls() == ([launched] if launched else [])
+
+
+@pytest.mark.parametrize("which", ["native", "python"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_cai_guard_in_place_rule(native, kinds, which, in_place):
+    """Same-size arrays: exactly the input is allowed only in place; a shifted one never."""
+    specs = [(SHAPE_OUT, F32, 0, "<f4", False), (SHAPE_OUT, F32, 0, "<f4", True)]
+    guard, calls = _cai_guards(native, kinds, specs, in_place)[0 if which == "native" else 1]
+    x = CaiArray(0x10000, SHAPE_OUT, "<f4")
+    assert guard(x, CaiArray(0x10000, SHAPE_OUT, "<f4"), None) is in_place
+    assert guard(x, CaiArray(0x10000 + 16, SHAPE_OUT, "<f4"), None) is False
+    assert guard(x, _arr(0x10000, SHAPE_OUT, F32), None) is in_place  # a DeviceArray too
+    assert len(calls()) == 2 * in_place
+
+
+def test_cai_guard_runs_the_cpu_kernel_on_host_memory(kinds):
+    """End to end on the CPU target: a pipe's prepared launch, guarded over CAI objects
+    pointing at NumPy memory, computes the chain (the values against NumPy)."""
+    pytest.importorskip("thork_cpu")
+    import fkl
+
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(1.0), fkl.TensorWrite(),
+                       target="cpu")
+    rng = np.random.default_rng()
+    src = rng.standard_normal((5, 9, 3)).astype(np.float32)
+    pipe(src, out=np.empty_like(src))
+    (hot,) = pipe._hot.values()
+    plan = hot.plan
+    guard = plan.launcher.prepared.guard(
+        DeviceArray, [((5, 9, 3), F32, 0, "<f4", False), ((5, 9, 3), F32, 0, "<f4", True)],
+        plan.order, plan.align_mask, None, cai=True)
+    out = np.full_like(src, np.nan)
+    x = CaiArray(src.ctypes.data, (5, 9, 3), "<f4")
+    y = CaiArray(out.ctypes.data, (5, 9, 3), "<f4")
+    assert guard(x, y, None) is True
+    np.testing.assert_allclose(out, src * 2 + 1, rtol=1e-6)
+    assert guard(x, CaiArray(out.ctypes.data, (5, 9, 4), "<f4"), None) is False

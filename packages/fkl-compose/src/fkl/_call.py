@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from thork_core import ArgumentError, DeviceError
-from thork_core.launch import DLPACK, dlpack_probe, kind_of, one_gpu
+from thork_core import ArgumentError, DeviceError, dtype_of
+from thork_core.launch import CAI, DLPACK, dlpack_probe, kind_of, one_gpu
 
 from ._alias import (
     check_out_aliasing,
@@ -520,11 +520,25 @@ class CallPath:
         different byte sizes (a DeviceArray, views included, covers its whole buffer)."""
         da = array_types()[1]
         if len(inputs) != 1 or not plan.device or len(plan.outs) != 1 \
-                or len(plan.order) != 2 or type(inputs[0]) is not da \
-                or plan.launcher is None:
+                or len(plan.order) != 2 or plan.launcher is None:
             return None
         x: Any = inputs[0]
         out_shape, out_dtype = plan.outs[0]
+        if type(x) is not da:
+            # (session 8) a plain CAI producer's array (CuPy) on the one GPU: the guard
+            # reads its interface in C, checks typestrs, shapes and the overlap of the
+            # output with the input itself; DeviceArrays of the same layout pass too.
+            code = plan.out_codes[0]
+            if kind_of(type(x)) is not CAI or not one_gpu() or code is None:
+                return None
+            cai = x.__cuda_array_interface__
+            if cai.get("strides") is not None or cai.get("mask") is not None:
+                return None
+            shape = tuple(cai["shape"])
+            return plan.launcher.prepared.guard(
+                da, [(shape, dtype_of(cai["typestr"]), 0, cai["typestr"], False),
+                     (tuple(out_shape), out_dtype, 0, code, True)],
+                plan.order, plan.align_mask, stream_handle, cai=True, in_place=in_place)
         out_bytes = out_dtype.itemsize
         for n in out_shape:
             out_bytes *= n

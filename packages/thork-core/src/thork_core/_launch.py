@@ -23,6 +23,7 @@ thread when it is not. Any number of threads may launch one kernel at once.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import struct
 import threading
@@ -62,7 +63,7 @@ _SLOT = {"P": "Q", "?": "?7x", "b": "b7x", "B": "B7x", "h": "h6x", "H": "H6x", "
          "I": "I4x", "q": "q", "Q": "Q", "f": "f4x", "d": "d"}
 
 #: What a guard's ``specs`` holds per array: (shape, dtype, device ordinal).
-ArraySpec = tuple[tuple[int, ...], Any, int]
+ArraySpec = tuple[tuple[int, ...], Any, int] | tuple[tuple[int, ...], Any, int, str | None, bool]
 
 
 def param_kinds(params: Sequence[Param]) -> str:
@@ -334,7 +335,7 @@ class PreparedLaunch:
 
     def guard(self, array_type: type, specs: Sequence[ArraySpec], order: Sequence[int],
               align_mask: int = 0, to_handle: Callable[[Any], int] | None = None,
-              ) -> Callable[..., bool]:
+              cai: bool = False, in_place: bool = False) -> Callable[..., bool]:
         """A checked launch for device arrays: ``guard(*arrays, stream) -> bool``.
 
         True when every array is exactly ``array_type`` (objects with ``ptr``, ``shape``,
@@ -346,6 +347,14 @@ class PreparedLaunch:
         caller takes its general path (which waits on producers, converts, raises).
         ``stream``: None (the legacy stream), an int handle, or what ``to_handle`` (default
         :func:`thork_core._cuda.stream_handle`) turns into one.
+
+        ``cai`` (one visible GPU: the interface names no device): an array of a plain
+        ``__cuda_array_interface__`` producer (CuPy, Numba; not a follower's) is taken too
+        when its spec is ``(shape, dtype, device, typestr, writes)`` and its interface names
+        that typestr and exactly that shape, no strides or mask, a default stream or the
+        launch stream, and a writable buffer where ``writes``. Such a guard also refuses
+        (False) a written array sharing a byte with another one, except, with
+        ``in_place``, one that is exactly it (same address and size).
         """
         if len(order) != self.pointer_count or any(not 0 <= j < len(specs) for j in order):
             raise ValueError(f"{self.exe.kernel.name}: order must name one of the "
@@ -353,28 +362,38 @@ class PreparedLaunch:
                              f"pointer parameters, got {list(order)}")
         if to_handle is None:
             from ._cuda import stream_handle as to_handle
+        kinds = None
+        if cai:
+            from ._probe import KINDS as kinds
         if self.native and self.pointer_count <= 32:  # (the C guard's limit)
+            extra = (kinds, in_place) if kinds is not None else ()
             return self.prepared.guard(  # type: ignore[no-any-return]
-                array_type, [tuple(s) for s in specs], list(order), align_mask, to_handle)
+                array_type, [tuple(s) for s in specs], list(order), align_mask, to_handle,
+                *extra)
         return ArrayGuard(self, array_type, [tuple(s) for s in specs], list(order),
-                          align_mask, to_handle)
+                          align_mask, to_handle, kinds, in_place)
 
 
 class ArrayGuard:
     """:meth:`PreparedLaunch.guard` in Python (the native module's ``Guard`` does the same
     in C; tests hold the two to one behaviour)."""
 
-    __slots__ = ("launch", "array_type", "specs", "order", "mask", "to_handle", "device")
+    __slots__ = ("launch", "array_type", "specs", "order", "mask", "to_handle", "device",
+                 "kinds", "in_place", "nbytes")
 
     def __init__(self, launch: Any, array_type: type, specs: list[Any],
-                 order: list[int], mask: int, to_handle: Callable[[Any], int]) -> None:
+                 order: list[int], mask: int, to_handle: Callable[[Any], int],
+                 kinds: dict[type, Any] | None = None, in_place: bool = False) -> None:
         self.launch = launch
         self.array_type = array_type
-        self.specs = specs
+        self.specs = [s if len(s) == 5 else (*s, None, False) for s in specs]
         self.order = order
         self.mask = mask
         self.to_handle = to_handle
         self.device = specs[0][2]
+        self.kinds = kinds
+        self.in_place = in_place
+        self.nbytes = [s[1].itemsize * math.prod(s[0]) for s in specs]
 
     def __call__(self, *args: Any) -> bool:
         if len(args) != len(self.specs) + 1:
@@ -384,20 +403,57 @@ class ArrayGuard:
             else self.to_handle(stream)
         ptrs = []
         bits = 0
-        for a, (shape, dtype, _) in zip(args, self.specs):
-            if type(a) is not self.array_type or a.shape != shape or a.dtype is not dtype \
-                    or a.device != self.device:
-                return False
-            produced = a.stream
-            if produced and produced != handle:
-                return False
-            p = a.ptr
+        for a, (shape, dtype, _, typestr, writes) in zip(args, self.specs):
+            if type(a) is not self.array_type:
+                p = self._cai(a, shape, typestr, writes, handle)
+                if p is None:
+                    return False
+            else:
+                if a.shape != shape or a.dtype is not dtype or a.device != self.device:
+                    return False
+                produced = a.stream
+                if produced and produced != handle:
+                    return False
+                p = a.ptr
             bits |= p
             ptrs.append(p)
         if bits & self.mask:
             return False
+        if self.kinds is not None and self._overlap(ptrs):
+            return False
         self.launch.call([ptrs[j] for j in self.order], handle)
         return True
+
+    def _cai(self, a: Any, shape: Any, typestr: str | None, writes: bool,
+             handle: int) -> int | None:
+        """The address of a plain CAI producer's array as the spec asks, else None."""
+        from ._probe import CAI, DEFAULT_STREAMS
+
+        if self.kinds is None or typestr is None or self.kinds.get(type(a)) != CAI:
+            return None
+        try:
+            cai = a.__cuda_array_interface__
+        except Exception:  # noqa: BLE001 - the caller's path says why
+            return None
+        stream = cai.get("stream")
+        if cai.get("typestr") != typestr or cai.get("strides") is not None or \
+                cai.get("mask") is not None or cai.get("shape") != shape or \
+                (stream not in DEFAULT_STREAMS and stream != handle):
+            return None
+        ptr, readonly = cai["data"]
+        return None if readonly and writes else int(ptr)
+
+    def _overlap(self, ptrs: list[int]) -> bool:
+        """Whether a written array shares a byte with another one (other than being
+        exactly it, in place)."""
+        for w, (spec, nw) in enumerate(zip(self.specs, self.nbytes)):
+            if not spec[4] or not nw:
+                continue
+            for j, nj in enumerate(self.nbytes):
+                if j != w and nj and ptrs[w] < ptrs[j] + nj and ptrs[j] < ptrs[w] + nw and \
+                        not (self.in_place and ptrs[w] == ptrs[j] and nw == nj):
+                    return True
+        return False
 
 
 def out_maker(array_type: type, shape: tuple[int, ...], dtype: DType, device: int) -> Any:

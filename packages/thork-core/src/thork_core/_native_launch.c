@@ -68,6 +68,7 @@ enum { CONV_CU = 0, CONV_HOST_STREAM = 1, CONV_HOST = 2 };
 #define MAX_PARAMS 1024  /* kernel parameters (CUDA's own limit is 4 KiB of them) */
 
 static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream;
+static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask, *s_kind_cai;
 
 /* An attribute of the guarded array type: read straight from its __slots__ offset when the
  * type's attribute is a slot (exact type is checked before any read), else by getattr. */
@@ -137,6 +138,14 @@ typedef struct {
     PyObject *to_handle;
     Field fields[N_FIELDS];
     vectorcallfunc vectorcall;
+    /* CAI arrays (kinds != NULL): per array the typestr accepted (NULL: none), whether the
+     * kernel writes it, its size in bytes (the overlap rule); in_place: a written array
+     * may be exactly a read one. */
+    PyObject *kinds;
+    PyObject *typestrs[MAX_SLOTS];
+    int writes[MAX_SLOTS];
+    uint64_t nbytes[MAX_SLOTS];
+    int in_place;
 } GuardObject;
 
 static PyTypeObject LauncherType;
@@ -517,9 +526,15 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
                      MAX_SLOTS, self->nslots);
         return NULL;
     }
-    if (nargs != 5) {
+    if (nargs != 5 && nargs != 7) {
         PyErr_SetString(PyExc_TypeError,
-                        "guard(array_type, specs, order, align_mask, to_handle)");
+                        "guard(array_type, specs, order, align_mask, to_handle[, kinds, "
+                        "in_place])");
+        return NULL;
+    }
+    PyObject *kinds = nargs == 7 && args[5] != Py_None ? args[5] : NULL;
+    if (kinds && !PyDict_Check(kinds)) {
+        PyErr_SetString(PyExc_TypeError, "kinds must be a dict (thork_core._probe.KINDS)");
         return NULL;
     }
     PyObject *array_type = args[0], *specs = args[1], *order = args[2];
@@ -538,6 +553,13 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
     g->device = NULL;
     g->to_handle = NULL;
     g->array_type = NULL;
+    g->kinds = NULL;
+    g->in_place = 0;
+    for (int i = 0; i < MAX_SLOTS; i++) {
+        g->typestrs[i] = NULL;
+        g->writes[i] = 0;
+        g->nbytes[i] = 0;
+    }
     Py_INCREF(self);
     g->launch = self;
     PyObject *fs = PySequence_Fast(specs, "specs must be a sequence of (shape, dtype, device)");
@@ -555,10 +577,13 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *spec = PySequence_Fast_GET_ITEM(fs, i);
-        PyObject *shape, *dtype, *device;
-        if (!PyTuple_Check(spec) || !PyArg_ParseTuple(spec, "OOO", &shape, &dtype, &device)) {
+        PyObject *shape, *dtype, *device, *typestr = Py_None;
+        int writes = 0;
+        if (!PyTuple_Check(spec) ||
+            !PyArg_ParseTuple(spec, "OOO|Op", &shape, &dtype, &device, &typestr, &writes)) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "specs: each entry is (shape, dtype, device)");
+                PyErr_SetString(PyExc_TypeError, "specs: each entry is (shape, dtype, device"
+                                "[, typestr, writes])");
             goto fail;
         }
         Py_INCREF(shape);
@@ -566,6 +591,34 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         g->shapes[i] = shape;
         g->dtypes[i] = dtype;
         g->n = i + 1;
+        g->writes[i] = writes;
+        if (typestr != Py_None) {
+            if (!PyUnicode_Check(typestr)) {
+                PyErr_SetString(PyExc_TypeError, "specs: typestr must be a str or None");
+                goto fail;
+            }
+            Py_INCREF(typestr);
+            g->typestrs[i] = typestr;
+        }
+        if (kinds) { /* bytes = itemsize x the shape's elements (the overlap rule) */
+            PyObject *isz = PyObject_GetAttrString(dtype, "itemsize");
+            if (!isz) goto fail;
+            uint64_t nb = PyLong_AsUnsignedLongLong(isz);
+            Py_DECREF(isz);
+            if (PyErr_Occurred()) goto fail;
+            PyObject *fsh = PySequence_Fast(shape, "specs: shape must be a sequence");
+            if (!fsh) goto fail;
+            for (Py_ssize_t d = 0; d < PySequence_Fast_GET_SIZE(fsh); d++) {
+                uint64_t e = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(fsh, d));
+                if (PyErr_Occurred()) {
+                    Py_DECREF(fsh);
+                    goto fail;
+                }
+                nb *= e;
+            }
+            Py_DECREF(fsh);
+            g->nbytes[i] = nb;
+        }
         if (i == 0) {
             Py_INCREF(device);
             g->device = device;
@@ -591,6 +644,13 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
     field_init(&g->fields[F_PTR], g->array_type, s_ptr);
     Py_INCREF(args[4]);
     g->to_handle = args[4];
+    if (kinds) {
+        int ip = PyObject_IsTrue(args[6]);
+        if (ip < 0) goto fail;
+        g->in_place = ip;
+        Py_INCREF(kinds);
+        g->kinds = kinds;
+    }
     Py_DECREF(fs);
     Py_DECREF(fo);
     return (PyObject *)g;
@@ -605,7 +665,9 @@ static void guard_dealloc(GuardObject *g) {
     for (Py_ssize_t i = 0; i < g->n; i++) {
         Py_DECREF(g->shapes[i]);
         Py_DECREF(g->dtypes[i]);
+        Py_XDECREF(g->typestrs[i]);
     }
+    Py_XDECREF(g->kinds);
     Py_XDECREF(g->device);
     Py_XDECREF(g->to_handle);
     Py_XDECREF((PyObject *)g->array_type);
@@ -617,6 +679,74 @@ static void guard_dealloc(GuardObject *g) {
 static int same(PyObject *a, PyObject *b) {
     if (a == b) return 1;
     return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+static int is_default_stream(PyObject *s);
+
+/* Array i of a Guard with CAI arrays: 1 when `a`'s type is a plain producer in g->kinds
+ * and its __cuda_array_interface__ names the spec's typestr and exact shape, no strides or
+ * mask, a default stream or the launch stream, and (written arrays) a writable buffer:
+ * *ptr set. 0: the caller's path; -1: error. */
+static int guard_cai(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t handle,
+                     uint64_t *ptr) {
+    PyObject *kind = PyDict_GetItemWithError(g->kinds, (PyObject *)Py_TYPE(a));
+    if (!kind) return PyErr_Occurred() ? -1 : 0;
+    if (kind != s_kind_cai &&
+        !(PyUnicode_Check(kind) && PyUnicode_Compare(kind, s_kind_cai) == 0))
+        return 0;
+    PyObject *cai = PyObject_GetAttr(a, s_cai);
+    if (!cai) {
+        PyErr_Clear();
+        return 0;
+    }
+    int r = 0, ok;
+    PyObject *v;
+    if (!PyDict_Check(cai)) goto done;
+    v = PyDict_GetItemWithError(cai, s_typestr);
+    if (!v || !PyUnicode_Check(v) || PyUnicode_Compare(v, g->typestrs[i]) != 0) goto done;
+    v = PyDict_GetItemWithError(cai, s_strides);
+    if (v && v != Py_None) goto done;
+    v = PyDict_GetItemWithError(cai, s_mask);
+    if (v && v != Py_None) goto done;
+    v = PyDict_GetItemWithError(cai, s_stream);
+    if (!is_default_stream(v)) {
+        if (PyErr_Occurred() || !v || !PyLong_Check(v)) goto done;
+        uint64_t produced = PyLong_AsUnsignedLongLong(v);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto done;
+        }
+        if (produced != handle) goto done; /* the caller orders the launch after it */
+    }
+    v = PyDict_GetItemWithError(cai, s_shape);
+    if (!v) goto done;
+    ok = same(v, g->shapes[i]);
+    if (ok < 0) {
+        r = -1;
+        goto done;
+    }
+    if (!ok) goto done;
+    v = PyDict_GetItemWithError(cai, s_data);
+    if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) goto done;
+    {
+        PyObject *p = PyTuple_GET_ITEM(v, 0);
+        int readonly = PyObject_IsTrue(PyTuple_GET_ITEM(v, 1));
+        if (readonly < 0) {
+            r = -1;
+            goto done;
+        }
+        if ((readonly && g->writes[i]) || !PyLong_Check(p)) goto done;
+        *ptr = PyLong_AsUnsignedLongLong(p);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto done;
+        }
+        r = 1;
+    }
+done:
+    if (r == 0 && PyErr_Occurred()) r = -1;
+    Py_DECREF(cai);
+    return r;
 }
 
 static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf,
@@ -644,7 +774,14 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
     for (Py_ssize_t i = 0; i < g->n; i++) {
         PyObject *a = args[i], *v;
         int ok;
-        if (Py_TYPE(a) != g->array_type) Py_RETURN_FALSE;
+        if (Py_TYPE(a) != g->array_type) {
+            if (!g->kinds || !g->typestrs[i]) Py_RETURN_FALSE;
+            ok = guard_cai(g, i, a, handle, &ptrs[i]);
+            if (ok < 0) return NULL;
+            if (!ok) Py_RETURN_FALSE;
+            bits |= ptrs[i];
+            continue;
+        }
         if (!(v = field_get(a, &g->fields[F_SHAPE]))) return NULL;
         ok = same(v, g->shapes[i]);
         Py_DECREF(v);
@@ -681,6 +818,17 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
         Py_RETURN_FALSE;
     }
     if (bits & g->mask) Py_RETURN_FALSE;
+    if (g->kinds) { /* a written array shares no byte with another (or, in place, is it) */
+        for (Py_ssize_t w = 0; w < g->n; w++) {
+            if (!g->writes[w] || !g->nbytes[w]) continue;
+            for (Py_ssize_t j = 0; j < g->n; j++) {
+                if (j == w || !g->nbytes[j]) continue;
+                if (ptrs[w] < ptrs[j] + g->nbytes[j] && ptrs[j] < ptrs[w] + g->nbytes[w] &&
+                    !(g->in_place && ptrs[w] == ptrs[j] && g->nbytes[w] == g->nbytes[j]))
+                    Py_RETURN_FALSE; /* the caller's path reports it */
+            }
+        }
+    }
     PreparedObject *l = g->launch;
     uint64_t vals[MAX_SLOTS];
     for (Py_ssize_t k = 0; k < l->nslots; k++) vals[k] = ptrs[g->order[k]];
@@ -743,7 +891,6 @@ typedef struct {
 } BinderObject;
 
 static PyTypeObject BinderType;
-static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask, *s_kind_cai;
 
 static int binder_init(BinderObject *self, PyObject *args, PyObject *kw) {
     PyObject *launcher, *array_type, *specs, *cai_arg;

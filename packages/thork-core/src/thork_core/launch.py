@@ -36,6 +36,7 @@ from ._limits import (
     static_shared_bytes,
 )
 from ._probe import (
+    CAI,
     DLPACK,
     cai_pointer,
     dlpack_probe,
@@ -48,7 +49,7 @@ from ._probe import (
 )
 from ._target import Dim3, normalize_dims
 
-__all__ = ["CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
+__all__ = ["CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
            "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "cai_pointer",
            "check_arg_count", "dlpack_probe", "float_scalar", "follow", "followers",
            "implied_stream", "kind_of",
