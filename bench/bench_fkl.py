@@ -760,8 +760,11 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
     # "tiled v1": the earlier tiled kernel (one output per thread, every tile entry
     # border-mapped; the filter's `tile_v1` knob), "tiled rows=N": N output rows per
     # thread forced (`tile_rows`), next to the default tiled kernel (issue 21).
-    def knobs(op: Any, v1: bool = False, rows: int | None = None) -> Any:
-        op.tile_v1, op.tile_rows = v1, rows
+    # "tiled packed" / "tiled unpacked": the uint8 tile as one 32-bit word per pixel or
+    # one array per channel (`tile_packed`).
+    def knobs(op: Any, v1: bool = False, rows: int | None = None,
+              packed: bool | None = None) -> Any:
+        op.tile_v1, op.tile_rows, op.tile_packed = v1, rows, packed
         return op
 
     cases = {
@@ -770,6 +773,8 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
         "box 3x3 tiled rows=1": (knobs(fkl.BoxFilter(3, tiled=True), rows=1), True),
         "box 3x3 tiled rows=2": (knobs(fkl.BoxFilter(3, tiled=True), rows=2), True),
         "box 3x3 tiled rows=8": (knobs(fkl.BoxFilter(3, tiled=True), rows=8), True),
+        "box 3x3 tiled packed": (knobs(fkl.BoxFilter(3, tiled=True), packed=True), True),
+        "box 3x3 tiled unpacked": (knobs(fkl.BoxFilter(3, tiled=True), packed=False), True),
         "box 3x3 tiled": (fkl.BoxFilter(3, tiled=True), True),
         "gaussian 3x3": (fkl.GaussianBlur(3, 0.8, tiled=False), True),
         "gaussian 3x3 tiled v1": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True), v1=True), True),
@@ -777,6 +782,10 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
                                       True),
         "gaussian 3x3 tiled rows=8": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True), rows=8),
                                       True),
+        "gaussian 3x3 tiled packed": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
+                                            packed=True), True),
+        "gaussian 3x3 tiled unpacked": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
+                                              packed=False), True),
         "gaussian 3x3 tiled": (fkl.GaussianBlur(3, 0.8, tiled=True), True),
         "median 5x5": (fkl.MedianBlur(5, tiled=False), False),
         "median 5x5 tiled": (fkl.MedianBlur(5, tiled=True), False),

@@ -396,16 +396,20 @@ def test_tiled_rows_and_interior_blocks(rng, border):
     inside the plane) and its several output rows per thread (each window row's sum
     reused by the rows below): bit-identical to the untiled kernel on the CPU target
     (tiled forced there), and OpenCV's results, for blocks inside and at every edge;
-    with the rows per thread forced to 1, 3 (not a power of two) and 8 as well."""
+    with the rows per thread forced to 1, 3 (not a power of two) and 8 as well, and with
+    the uint8 tile packed (one 32-bit word per pixel)."""
     make, ksize, fn, dtype, channels = ROWS[border]
     untiled = fkl.compose(fkl.TensorRead(), make(border, False), fkl.TensorWrite(),
                           target="cpu")
     tiled = []
-    for rows in (None, 1, 3, 8):
+    # (rows, packed): the default, rows forced, and the uint8 tile packed one word per
+    # pixel (box: summed in 16-bit lanes) with and without several rows.
+    for rows, packed in ((None, None), (1, None), (3, None), (8, None), (None, True),
+                         (3, True)):
         op = make(border, True)
-        op.tile_rows = rows
-        tiled.append((rows, fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(),
-                                        target="cpu", debug=rows is None)))
+        op.tile_rows, op.tile_packed = rows, packed
+        tiled.append(((rows, packed), fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(),
+                                                  target="cpu", debug=rows is None)))
     pipe = tiled[0][1]
     t = pipe._pixtype(None, dtype, channels)
     assert pipe.lowered(t).rows == (4 if border != B.WRAP else 1)
@@ -419,7 +423,7 @@ def test_tiled_rows_and_interior_blocks(rng, border):
         for rows, pipe in tiled:
             out = poisoned(ref.shape, ref.dtype)
             assert pipe(x, out=out) is out
-            np.testing.assert_array_equal(out, ref, err_msg=f"{h}x{w} rows={rows}")
+            np.testing.assert_array_equal(out, ref, err_msg=f"{h}x{w} (rows, packed)={rows}")
 
 
 def test_tiled_rows_batch_and_fused_chain(rng):
@@ -446,9 +450,28 @@ def test_tiled_rows_batch_and_fused_chain(rng):
     near(got, cv2.GaussianBlur(x[1, 2:68, 3:36], (3, 3), 0.8), np.uint8)
 
 
+@pytest.mark.parametrize("channels", [2, 4])
+def test_packed_tile_lane_sums_at_the_largest_window(rng, channels):
+    """A packed uint8 tile summed in 16-bit lanes: 15 x 15 windows of values near 255 (the
+    largest lane sum, 225 * 255, must not carry into the next channel), the window sum
+    (normalize=False, saturating) and the mean, against the untiled kernel and OpenCV."""
+    x = random_array(rng, (41, 70, channels), np.uint8)
+    x[::2] = 255 - x[::2] % 3
+    for normalize in (True, False):
+        op = fkl.BoxFilter(15, border=B.REFLECT, normalize=normalize, tiled=True)
+        op.tile_packed = True
+        got = run("cpu", x, op)
+        ref = run("cpu", x, fkl.BoxFilter(15, border=B.REFLECT, normalize=normalize,
+                                          tiled=False))
+        np.testing.assert_array_equal(got, ref)
+        want = cv2.boxFilter(x, -1, (15, 15), normalize=normalize,
+                             borderType=cv2.BORDER_REFLECT)
+        near(got, want, np.uint8)
+
+
 def test_tile_knobs_are_part_of_the_kernel_identity():
-    """tile_rows / tile_v1 (benchmark knobs) change the kernel; left unset, the key is
-    the plain one."""
+    """tile_rows / tile_v1 / tile_packed / tile_block (benchmark knobs) change the
+    kernel; left unset, the key is the plain one."""
     x = np.zeros((9, 11, 3), np.uint8)
 
     def src(**knobs):
@@ -458,7 +481,8 @@ def test_tile_knobs_are_part_of_the_kernel_identity():
         return fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu").source(x)
 
     plain, v1, two = src(), src(tile_v1=True), src(tile_rows=2)
-    assert len({plain, v1, two}) == 3
+    packed, block = src(tile_packed=True), src(tile_block=(32, 4))
+    assert len({plain, v1, two, packed, block}) == 5
     assert fkl.GaussianBlur(3, 0.8).key() == ("GaussianBlur", (3, 3), (3, 3), B.REFLECT_101,
                                               None)
 

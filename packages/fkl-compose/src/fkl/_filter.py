@@ -17,6 +17,7 @@ from thork import shared_array, syncthreads
 from thork.tracing import Value, cast, cond, else_, if_, where
 from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
+from thork_core.ir import int_range
 
 from ._geometry import BorderMode, ReadBack, border_index
 from ._ops import saturate_value
@@ -105,10 +106,22 @@ def _staged(v: Value, st: DType) -> Value:
     return v if v.dtype == st else cast(v, st)
 
 
-def _store(v: Value, to: DType) -> Value:
+def _store(v: Value, to: DType, src: DType | None = None) -> Value:
     """An accumulated float converted to the output dtype (ints: round half to even and
-    saturate, as OpenCV's ``saturate_cast``)."""
-    return saturate_value(v, to)
+    saturate, as OpenCV's ``saturate_cast``).
+
+    ``src``: the filter's input dtype, given by filters whose weights are finite and
+    non-negative with a sum of at most 1 (or a plain sum): an integer input then makes
+    the value finite (the NaN check goes), and an unsigned one non-negative (the lower
+    clamp goes). The same results as the full conversion, with fewer instructions."""
+    if src is None or src.is_float or to.is_float or not v.dtype.is_float \
+            or to.bits > 16 or v.dtype == dt.float64:
+        return saturate_value(v, to)
+    lo, hi = int_range(to)
+    r = tkm.rint(v)
+    if src.is_signed:
+        r = tkm.max(r, float(lo))
+    return cast(tkm.min(r, float(hi)), to)
 
 
 class Filter(ReadBack):
@@ -132,6 +145,13 @@ class Filter(ReadBack):
     #: output per thread, every tile entry border-mapped, the tile in the input dtype).
     tile_rows: int | None = None
     tile_v1: bool = False
+    #: Benchmark knob: the tiled form's block (width, height) in threads (None: the
+    #: pipe's 32 x 8).
+    tile_block: tuple[int, int] | None = None
+    #: Whether the tile of a separable filter on uint8 pixels of 2 to 4 channels holds
+    #: each pixel as one 32-bit word (its channel bytes) rather than one array per
+    #: channel (None: :meth:`packs`).
+    tile_packed: bool | None = None
 
     def __init__(self, ksize: tuple[int, int], border: str, value: Any,
                  tiled: bool | None = None) -> None:
@@ -152,9 +172,29 @@ class Filter(ReadBack):
     def _tile_key(self) -> tuple[Any, ...]:
         """The benchmark knobs of the tiled form, when set (else nothing: the default
         kernel keeps its key)."""
-        if self.tile_rows is None and not self.tile_v1:
+        knobs = (self.tile_rows, self.tile_v1, self.tile_block, self.tile_packed)
+        if knobs == (None, False, None, None):
             return ()
-        return ("tile", self.tile_rows, self.tile_v1)
+        return ("tile", *knobs)
+
+    def packs(self, t: PixType) -> bool:
+        """Whether the tiled form packs each pixel's channels into one 32-bit tile word:
+        for separable filters on uint8 pixels of 2 to 4 channels (one shared-memory load
+        per tap serves every channel), unless ``tile_packed`` says otherwise."""
+        if self.tile_v1 or not self.separable or t.dtype != dt.uint8 \
+                or not 2 <= t.channels <= 4:
+            return False
+        return self.pack_default if self.tile_packed is None else bool(self.tile_packed)
+
+    #: :meth:`packs` where ``tile_packed`` is None.
+    pack_default: ClassVar[bool] = False
+    #: Whether a packed tile is summed in 16-bit lanes of the words (a plain window sum
+    #: of uint8 values: :meth:`from_sum` takes each channel's total).
+    lane_sums: ClassVar[bool] = False
+
+    def from_sum(self, total: Value, c: list[Value], t: PixType) -> Value:
+        """A lane-summing filter's output value from one channel's window sum (int32)."""
+        raise NotImplementedError
 
     def out_type(self, t: PixType) -> PixType:
         super().out_type(t)
@@ -272,7 +312,10 @@ class Filter(ReadBack):
         mode = self.border
         split = self.separable and not self.tile_v1
         st = self.staged_type(t) if split else t.dtype
-        tiles = [shared_array(st, (th, tw)) for _ in range(t.channels)]
+        packed = self.packs(t)
+        u32 = dt.uint32
+        tiles = [shared_array(u32, (th, tw))] if packed else \
+            [shared_array(st, (th, tw)) for _ in range(t.channels)]
         i32 = dt.int32
         ox, oy = cast(bx, i32) * bw - rx, cast(by, i32) * oh - ry
         lx0 = cast(tx, i32)
@@ -296,6 +339,12 @@ class Filter(ReadBack):
                 inside = ((gx >= 0) & (gx < src.w) & (gy >= 0) & (gy < src.h)) \
                     if mode == BorderMode.CONSTANT else None
                 px = self._tap(src, mx, my, z, inside, consts)
+            if packed:  # channel k in bits 8k .. 8k + 7
+                word = cast(px[0], u32)
+                for k in range(1, t.channels):
+                    word = word | (cast(px[k], u32) << (8 * k))
+                tiles[0][ly, lx] = word
+                return
             for k in range(t.channels):
                 tiles[k][ly, lx] = _staged(px[k], st)
 
@@ -320,10 +369,23 @@ class Filter(ReadBack):
                 fill(False)
         syncthreads()
 
+        words: dict[tuple[int, int], Value] = {}
+
+        def at_word(j: int, i: int) -> Value:
+            if (j, i) not in words:  # one load per tap, for every channel
+                words[j, i] = tiles[0][ly0 + j if j else ly0, lx0 + i if i else lx0]
+            return words[j, i]
+
         def at(k: int, j: int, i: int) -> Value:
-            return tiles[k][ly0 + j if j else ly0, lx0 + i if i else lx0]
+            if not packed:
+                return tiles[k][ly0 + j if j else ly0, lx0 + i if i else lx0]
+            w = at_word(j, i)
+            v = w >> (8 * k) if k else w
+            return _staged(v if k == 3 else v & 0xFF, st)
 
         def outputs() -> list[Pixel]:
+            if packed and self.lane_sums:
+                return lanes()
             if split:
                 # Row j of the thread's strip of tile rows feeds outputs j - kh + 1 .. j.
                 hs = [[self.hsum([at(k, j, i) for i in range(kw)], coefs, t)
@@ -333,6 +395,31 @@ class Filter(ReadBack):
             return [self.combine([[[at(k, r + j, i) for k in range(t.channels)]
                                    for i in range(kw)] for j in range(kh)], coefs, t)
                     for r in range(rows)]
+
+        def lanes() -> list[Pixel]:
+            # Integer sums of the packed words: channels 0 and 2 in the 16-bit lanes of
+            # ``even``, 1 and 3 in those of ``odd`` (kw * kh * 255 < 2**16: no carry
+            # crosses a lane); then each output's channel sums go to :meth:`from_sum`.
+            mask = 0x00FF00FF
+            rs = []
+            for j in range(rows + kh - 1):
+                even: Any = None
+                odd: Any = None
+                for i in range(kw):
+                    w = at_word(j, i)
+                    e, o = w & mask, (w >> 8) & mask
+                    even = e if even is None else even + e
+                    odd = o if odd is None else odd + o
+                rs.append((even, odd))
+            out = []
+            for r in range(rows):
+                even, odd = rs[r]
+                for j in range(1, kh):
+                    even, odd = even + rs[r + j][0], odd + rs[r + j][1]
+                sums = [even & 0xFFFF, odd & 0xFFFF, even >> 16, odd >> 16]
+                out.append([self.from_sum(cast(sums[k], dt.int32), coefs, t)
+                            for k in range(t.channels)])
+            return out
 
         return outputs
 
@@ -435,6 +522,7 @@ class BoxFilter(Filter):
     integer pixels of up to 16 bits (exact), else in float32 (float64)."""
 
     separable = True
+    lane_sums = True
 
     def __init__(self, ksize: Any, border: str = BorderMode.REFLECT_101, value: Any = 0,
                  normalize: bool = True, tiled: bool | None = None) -> None:
@@ -465,7 +553,10 @@ class BoxFilter(Filter):
         acc = h[0]
         for x in h[1:]:
             acc = acc + x
-        return _store(_staged(acc, _math_type(t.dtype)) * c[0], t.dtype)
+        return self.from_sum(acc, c, t)
+
+    def from_sum(self, total: Value, c: list[Value], t: PixType) -> Value:
+        return _store(_staged(total, _math_type(t.dtype)) * c[0], t.dtype, t.dtype)
 
 
 def gaussian_kernel(n: int, sigma: float) -> list[float]:
@@ -554,7 +645,7 @@ class GaussianBlur(Filter):
         return _dot(v, c[:len(v)])
 
     def vsum(self, h: list[Value], c: list[Value], t: PixType) -> Value:
-        return _store(_dot(h, c[len(c) - len(h):]), t.dtype)
+        return _store(_dot(h, c[len(c) - len(h):]), t.dtype, t.dtype)
 
 
 #: 3-tap derivative kernels of order 0, 1, 2 (OpenCV's ksize=3 Sobel factors).

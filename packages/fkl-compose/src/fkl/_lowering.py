@@ -305,12 +305,15 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             _block_write(b, chain, stage, op_params, x, y, z, nb, ty, (bw, bh), active,
                          out_strides)
             return b.finish(name, trace, BLOCK)
-        rows = 1
+        rows, block = 1, BLOCK
         if tiled:
             op = chain.middle[last]
-            rows = op.rows_per_thread(below.type, BLOCK[:2])  # type: ignore[attr-defined]
-            if rows > 1:  # the thread's first row of the block's BLOCK[1] * rows
-                y = cast(by * (BLOCK[1] * rows) + ty_ * rows, dt.int32)
+            tb = getattr(op, "tile_block", None)
+            if tb is not None:  # a benchmark knob: another block shape
+                block = (int(tb[0]), int(tb[1]), 1)
+            rows = op.rows_per_thread(below.type, block[:2])  # type: ignore[attr-defined]
+            if rows > 1:  # the thread's first row of the block's block[1] * rows
+                y = cast(by * (block[1] * rows) + ty_ * rows, dt.int32)
         ys = [y + r if r else y for r in range(rows)]
         outside = (x >= stage.w) | (y >= stage.h)
         if not tiled:
@@ -333,7 +336,7 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             # Every thread of the block loads its part of the tile and meets the barrier;
             # only then do the threads outside the plane leave.
             outputs = chain.middle[last].tile(  # type: ignore[attr-defined]
-                below, op_params[last], BLOCK[:2], bx, by, tx, ty_, z)
+                below, op_params[last], block[:2], bx, by, tx, ty_, z)
             with if_(outside):
                 return_()
             pixels = outputs()
@@ -364,7 +367,7 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
                     w.store(outs[-1], px, x, yr, z, stage.w, stage.h, nb, ty)
     finally:
         set_current(prev)
-    lowered = b.finish(name, trace, BLOCK)
+    lowered = b.finish(name, trace, block)
     lowered.rows = rows
     return lowered
 
