@@ -533,6 +533,11 @@ def test_tiled_filters_compile_for_sm90(compiler):
              (fkl.MedianBlur(5, tiled=True), np.float32, 1),
              (fkl.LinearFilter(np.ones((15, 15)), border=B.WRAP, tiled=True), np.float64, 4),
              (fkl.Erode(3, border=B.CONSTANT, tiled=True), np.uint8, 4)]
+    # The packed uint8 tile (box: lane sums; Gaussian: a byte per tap) and other rows.
+    for op, rows in ((fkl.BoxFilter(3, tiled=True), None),
+                     (fkl.GaussianBlur(3, 0.8, tiled=True), 3)):
+        op.tile_packed, op.tile_rows = True, rows
+        cases.append((op, np.uint8, 3))
     for op, dtype, c in cases:
         x = np.zeros((31, 45, c), dtype)
         pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
