@@ -523,6 +523,9 @@ class BoxFilter(Filter):
 
     separable = True
     lane_sums = True
+    #: Measured on the H200 (1080p x 3 uint8, 3 x 3): 10.1 us packed against 11.7 us
+    #: per-channel tiles (GaussianBlur: 11.5 both ways, so it stays per channel).
+    pack_default = True
 
     def __init__(self, ksize: Any, border: str = BorderMode.REFLECT_101, value: Any = 0,
                  normalize: bool = True, tiled: bool | None = None) -> None:
