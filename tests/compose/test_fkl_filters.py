@@ -469,6 +469,22 @@ def test_packed_tile_lane_sums_at_the_largest_window(rng, channels):
         near(got, want, np.uint8)
 
 
+@pytest.mark.parametrize("channels,border", [(1, B.REFLECT_101), (2, B.CONSTANT),
+                                             (4, B.WRAP)])
+def test_box_uint8_default_tile_every_channel_count(rng, channels, border):
+    """BoxFilter on uint8 with the default tiled form: an int32 tile for one channel, the
+    packed tile with lane sums for 2 and 4 (every lane used), bit-identical to untiled
+    and within 1 of OpenCV, on sizes with interior and edge blocks."""
+    for h, w in ((70, 99), (9, 5)):
+        x = random_array(rng, (h, w, channels) if channels > 1 else (h, w), np.uint8)
+        got = run("cpu", x, fkl.BoxFilter((5, 3), border=border, value=200, tiled=True))
+        ref = run("cpu", x, fkl.BoxFilter((5, 3), border=border, value=200, tiled=False))
+        np.testing.assert_array_equal(got, ref, err_msg=f"{h}x{w}")
+        want = reference(lambda a, b: cv2.blur(a, (5, 3), borderType=b), x, (5, 3), border,
+                         200, native=False)
+        near(got, want.reshape(got.shape), np.uint8)
+
+
 def test_tile_knobs_are_part_of_the_kernel_identity():
     """tile_rows / tile_v1 / tile_packed / tile_block (benchmark knobs) change the
     kernel; left unset, the key is the plain one."""
