@@ -762,11 +762,9 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
     # thread forced (`tile_rows`), next to the default tiled kernel (issue 21).
     # "tiled packed" / "tiled unpacked": the uint8 tile as one 32-bit word per pixel or
     # one array per channel (`tile_packed`).
-    # "tiled prepass": the row pass runs while the tile loads (`tile_prepass`).
     def knobs(op: Any, v1: bool = False, rows: int | None = None,
-              packed: bool | None = None, prepass: bool = False) -> Any:
+              packed: bool | None = None) -> Any:
         op.tile_v1, op.tile_rows, op.tile_packed = v1, rows, packed
-        op.tile_prepass = prepass
         return op
 
     cases = {
@@ -777,8 +775,6 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
         "box 3x3 tiled rows=8": (knobs(fkl.BoxFilter(3, tiled=True), rows=8), True),
         "box 3x3 tiled packed": (knobs(fkl.BoxFilter(3, tiled=True), packed=True), True),
         "box 3x3 tiled unpacked": (knobs(fkl.BoxFilter(3, tiled=True), packed=False), True),
-        "box 3x3 tiled prepass": (knobs(fkl.BoxFilter(3, tiled=True), packed=False,
-                                        prepass=True), True),
         "box 3x3 tiled": (fkl.BoxFilter(3, tiled=True), True),
         "gaussian 3x3": (fkl.GaussianBlur(3, 0.8, tiled=False), True),
         "gaussian 3x3 tiled v1": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True), v1=True), True),
@@ -790,8 +786,6 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
                                             packed=True), True),
         "gaussian 3x3 tiled unpacked": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
                                               packed=False), True),
-        "gaussian 3x3 tiled prepass": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
-                                             prepass=True), True),
         "gaussian 3x3 tiled": (fkl.GaussianBlur(3, 0.8, tiled=True), True),
         "median 5x5": (fkl.MedianBlur(5, tiled=False), False),
         "median 5x5 tiled": (fkl.MedianBlur(5, tiled=True), False),

@@ -396,9 +396,8 @@ def test_tiled_rows_and_interior_blocks(rng, border):
     inside the plane) and its several output rows per thread (each window row's sum
     reused by the rows below): bit-identical to the untiled kernel on the CPU target
     (tiled forced there), and OpenCV's results, for blocks inside and at every edge;
-    with the rows per thread forced to 1, 3 (not a power of two) and 8 as well, with
-    the uint8 tile packed (one 32-bit word per pixel), and with the row pass run while
-    the tile loads (tile_prepass)."""
+    with the rows per thread forced to 1, 3 (not a power of two) and 8 as well, and with
+    the uint8 tile packed (one 32-bit word per pixel)."""
     make, ksize, fn, dtype, channels = ROWS[border]
     untiled = fkl.compose(fkl.TensorRead(), make(border, False), fkl.TensorWrite(),
                           target="cpu")
@@ -406,13 +405,9 @@ def test_tiled_rows_and_interior_blocks(rng, border):
     # (rows, packed): the default, rows forced, and the uint8 tile packed one word per
     # pixel (box: summed in 16-bit lanes) with and without several rows.
     for rows, packed in ((None, None), (1, None), (3, None), (8, None), (None, True),
-                         (3, True), (None, "prepass"), (3, "prepass")):
+                         (3, True)):
         op = make(border, True)
-        op.tile_rows = rows
-        if packed == "prepass":  # the row pass while loading (a per-channel tile)
-            op.tile_packed, op.tile_prepass = False, True
-        else:
-            op.tile_packed = packed
+        op.tile_rows, op.tile_packed = rows, packed
         tiled.append(((rows, packed), fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(),
                                                   target="cpu", debug=rows is None)))
     pipe = tiled[0][1]
@@ -491,8 +486,8 @@ def test_box_uint8_default_tile_every_channel_count(rng, channels, border):
 
 
 def test_tile_knobs_are_part_of_the_kernel_identity():
-    """tile_rows / tile_v1 / tile_packed / tile_block / tile_prepass (benchmark knobs)
-    change the kernel; left unset, the key is the plain one."""
+    """tile_rows / tile_v1 / tile_packed / tile_block (benchmark knobs) change the
+    kernel; left unset, the key is the plain one."""
     x = np.zeros((9, 11, 3), np.uint8)
 
     def src(**knobs):
@@ -503,7 +498,7 @@ def test_tile_knobs_are_part_of_the_kernel_identity():
 
     plain, v1, two = src(), src(tile_v1=True), src(tile_rows=2)
     packed, block = src(tile_packed=True), src(tile_block=(32, 4))
-    assert len({plain, v1, two, packed, block, src(tile_prepass=True)}) == 6
+    assert len({plain, v1, two, packed, block}) == 5
     assert fkl.GaussianBlur(3, 0.8).key() == ("GaussianBlur", (3, 3), (3, 3), B.REFLECT_101,
                                               None)
 
@@ -559,9 +554,6 @@ def test_tiled_filters_compile_for_sm90(compiler):
                      (fkl.GaussianBlur(3, 0.8, tiled=True), 3)):
         op.tile_packed, op.tile_rows = True, rows
         cases.append((op, np.uint8, 3))
-    prepass = fkl.GaussianBlur(5, 1.0, tiled=True)
-    prepass.tile_prepass = True
-    cases.append((prepass, np.uint8, 3))
     for op, dtype, c in cases:
         x = np.zeros((31, 45, c), dtype)
         pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")

@@ -152,10 +152,6 @@ class Filter(ReadBack):
     #: each pixel as one 32-bit word (its channel bytes) rather than one array per
     #: channel (None: :meth:`packs`).
     tile_packed: bool | None = None
-    #: Benchmark knob: the separable row pass runs while the tile loads (each loading
-    #: thread reads 4 + kw - 1 consecutive entries of a tile row and stores the 4 row
-    #: results), so the shared tile holds row results and each output reads kh of them.
-    tile_prepass: bool = False
 
     def __init__(self, ksize: tuple[int, int], border: str, value: Any,
                  tiled: bool | None = None) -> None:
@@ -176,9 +172,8 @@ class Filter(ReadBack):
     def _tile_key(self) -> tuple[Any, ...]:
         """The benchmark knobs of the tiled form, when set (else nothing: the default
         kernel keeps its key)."""
-        knobs = (self.tile_rows, self.tile_v1, self.tile_block, self.tile_packed,
-                 self.tile_prepass)
-        if knobs == (None, False, None, None, False):
+        knobs = (self.tile_rows, self.tile_v1, self.tile_block, self.tile_packed)
+        if knobs == (None, False, None, None):
             return ()
         return ("tile", *knobs)
 
@@ -318,54 +313,19 @@ class Filter(ReadBack):
         split = self.separable and not self.tile_v1
         st = self.staged_type(t) if split else t.dtype
         packed = self.packs(t)
-        group = 4  # the prepass: row results per loading thread
-        prepass = split and not packed and self.tile_prepass and bw % group == 0
         u32 = dt.uint32
-        if packed:
-            tiles = [shared_array(u32, (th, tw))]
-        else:  # the prepass keeps the bw row results of each tile row
-            tiles = [shared_array(st, (th, bw if prepass else tw))
-                     for _ in range(t.channels)]
+        tiles = [shared_array(u32, (th, tw))] if packed else \
+            [shared_array(st, (th, tw)) for _ in range(t.channels)]
         i32 = dt.int32
         ox, oy = cast(bx, i32) * bw - rx, cast(by, i32) * oh - ry
         lx0 = cast(tx, i32)
         ly0 = cast(ty, i32) * rows if rows > 1 else cast(ty, i32)
         tid = cast(ty, dt.uint32) * bw + cast(tx, dt.uint32)  # unsigned: cheap // and %
         threads, entries = bw * bh, tw * th
-        if prepass:
-            entries = th * (bw // group)
 
         def load(idx: Value, interior: bool) -> None:
-            if prepass:
-                return row_pass(idx, interior)
             uy = idx // tw
             lx, ly = cast(idx - uy * tw, i32), cast(uy, i32)
-            px = fetch(lx, ly, interior)
-            if packed:  # channel k in bits 8k .. 8k + 7
-                word = cast(px[0], u32)
-                for k in range(1, t.channels):
-                    word = word | (cast(px[k], u32) << (8 * k))
-                tiles[0][ly, lx] = word
-                return
-            for k in range(t.channels):
-                tiles[k][ly, lx] = _staged(px[k], st)
-
-        def row_pass(idx: Value, interior: bool) -> None:
-            # Item idx: tile row ly, row results for columns c0 .. c0 + group - 1 from
-            # the entries c0 .. c0 + group + kw - 2 of that row.
-            groups = bw // group
-            uy = idx // groups
-            c0 = cast(idx - uy * groups, i32) * group
-            ly = cast(uy, i32)
-            vals = [[_staged(v, st) for v in fetch(c0 + q if q else c0, ly, interior)]
-                    for q in range(group + kw - 1)]
-            for k in range(t.channels):
-                for o in range(group):
-                    tiles[k][ly, c0 + o if o else c0] = self.hsum(
-                        [vals[o + i][k] for i in range(kw)], coefs, t)
-
-        def fetch(lx: Value, ly: Value, interior: bool) -> list[Value]:
-            """Tile entry (lx, ly) of plane z: what the untiled filter reads there."""
             if interior:  # the whole tile lies in the plane: no border to map
                 px = list(src.read(ox + lx, oy + ly, z))
             else:
@@ -379,7 +339,14 @@ class Filter(ReadBack):
                 inside = ((gx >= 0) & (gx < src.w) & (gy >= 0) & (gy < src.h)) \
                     if mode == BorderMode.CONSTANT else None
                 px = self._tap(src, mx, my, z, inside, consts)
-            return px
+            if packed:  # channel k in bits 8k .. 8k + 7
+                word = cast(px[0], u32)
+                for k in range(1, t.channels):
+                    word = word | (cast(px[k], u32) << (8 * k))
+                tiles[0][ly, lx] = word
+                return
+            for k in range(t.channels):
+                tiles[k][ly, lx] = _staged(px[k], st)
 
         def fill(interior: bool) -> None:
             for r in range(-(-entries // threads)):
@@ -419,11 +386,6 @@ class Filter(ReadBack):
         def outputs() -> list[Pixel]:
             if packed and self.lane_sums:
                 return lanes()
-            if prepass:  # the tile holds the row results
-                hs = [[tiles[k][ly0 + j if j else ly0, lx0] for k in range(t.channels)]
-                      for j in range(rows + kh - 1)]
-                return [[self.vsum([hs[r + j][k] for j in range(kh)], coefs, t)
-                         for k in range(t.channels)] for r in range(rows)]
             if split:
                 # Row j of the thread's strip of tile rows feeds outputs j - kh + 1 .. j.
                 hs = [[self.hsum([at(k, j, i) for i in range(kw)], coefs, t)
