@@ -757,10 +757,35 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
     # The tiled rows (tiled=True, the GPU default: the block's tile + halo staged in
     # shared memory first, docs/fkl-filters.md) run next to the untiled ones
     # (tiled=False), so one GPU run compares both.
+    # "tiled v1": the earlier tiled kernel (one output per thread, every tile entry
+    # border-mapped; the filter's `tile_v1` knob), "tiled rows=N": N output rows per
+    # thread forced (`tile_rows`), next to the default tiled kernel (issue 21).
+    # "tiled packed" / "tiled unpacked": the uint8 tile as one 32-bit word per pixel or
+    # one array per channel (`tile_packed`).
+    def knobs(op: Any, v1: bool = False, rows: int | None = None,
+              packed: bool | None = None) -> Any:
+        op.tile_v1, op.tile_rows, op.tile_packed = v1, rows, packed
+        return op
+
     cases = {
         "box 3x3": (fkl.BoxFilter(3, tiled=False), True),
+        "box 3x3 tiled v1": (knobs(fkl.BoxFilter(3, tiled=True), v1=True), True),
+        "box 3x3 tiled rows=1": (knobs(fkl.BoxFilter(3, tiled=True), rows=1), True),
+        "box 3x3 tiled rows=2": (knobs(fkl.BoxFilter(3, tiled=True), rows=2), True),
+        "box 3x3 tiled rows=8": (knobs(fkl.BoxFilter(3, tiled=True), rows=8), True),
+        "box 3x3 tiled packed": (knobs(fkl.BoxFilter(3, tiled=True), packed=True), True),
+        "box 3x3 tiled unpacked": (knobs(fkl.BoxFilter(3, tiled=True), packed=False), True),
         "box 3x3 tiled": (fkl.BoxFilter(3, tiled=True), True),
         "gaussian 3x3": (fkl.GaussianBlur(3, 0.8, tiled=False), True),
+        "gaussian 3x3 tiled v1": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True), v1=True), True),
+        "gaussian 3x3 tiled rows=2": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True), rows=2),
+                                      True),
+        "gaussian 3x3 tiled rows=8": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True), rows=8),
+                                      True),
+        "gaussian 3x3 tiled packed": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
+                                            packed=True), True),
+        "gaussian 3x3 tiled unpacked": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
+                                              packed=False), True),
         "gaussian 3x3 tiled": (fkl.GaussianBlur(3, 0.8, tiled=True), True),
         "median 5x5": (fkl.MedianBlur(5, tiled=False), False),
         "median 5x5 tiled": (fkl.MedianBlur(5, tiled=True), False),
@@ -773,8 +798,8 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
         pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
         pipe(src, out=dst)
         results[name] = dst.to_host()
-        untiled = results.get(name.removesuffix(" tiled"))
-        if name.endswith(" tiled") and untiled is not None:
+        untiled = results.get(name.split(" tiled")[0])
+        if " tiled" in name and untiled is not None:
             # The same pixels as the untiled kernel (an FMA contracted differently may
             # move a uint8 result by one at a rounding boundary: docs/fkl-filters.md).
             diff = np.abs(results[name].astype(np.int32) - untiled.astype(np.int32))
@@ -974,21 +999,29 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=".", help="folder for bench_fkl.json")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--only", choices=["filters"], default=None,
+                    help="run only this group (default: every group)")
     args = ap.parse_args()
     reps = 20 if args.quick else 100
     from thork_core._cuda import gpu_status
 
     gpu, why = gpu_status()
-    if gpu:
+    if args.only == "filters":
+        if gpu:
+            bench_filters(Events(), np.random.default_rng(), reps)
+        else:
+            print(f"no GPU ({why}): the filter rows need one", flush=True)
+    elif gpu:
         bench_gpu(reps)
         bench_batch(Events(), np.random.default_rng(), reps)
         bench_filters(Events(), np.random.default_rng(), reps)
         bench_resize(Events(), np.random.default_rng(), reps)
     else:
         print(f"no GPU ({why}): GPU rows skipped", flush=True)
-    bench_compile()
-    bench_cpu(reps)
-    bench_batch_cpu(reps)
+    if args.only is None:
+        bench_compile()
+        bench_cpu(reps)
+        bench_batch_cpu(reps)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "bench_fkl.json")
     with open(path, "w") as f:

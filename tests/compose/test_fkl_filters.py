@@ -365,6 +365,144 @@ def test_tiled_with_fused_ops_below_batch_and_compute_after(target, rng):
     assert (out[2] == 5).all()
 
 
+#: Sizes against the separable filters' 32 x 32-output block (32 x 8 threads, 4 rows
+#: each): interior blocks (whose tile, halo included, lies inside the plane: the fast
+#: load) next to edge blocks on every side, sizes not multiples of 32 in either axis, one
+#: row or column past a multiple, and a plane smaller than one block.
+ROW_SIZES = [(75, 101), (97, 65), (33, 31), (7, 40)]
+
+#: (make(border, tiled), ksize, OpenCV fn, dtype, channels): every border mode, the three
+#: separable filters (several output rows per thread) and a median (one row, the
+#: interior fast path only), uint8 and float32.
+ROWS = {
+    B.REFLECT_101: (lambda b, t: fkl.BoxFilter((3, 5), border=b, tiled=t), (3, 5),
+                    lambda a, b: cv2.blur(a, (3, 5), borderType=b), np.uint8, 3),
+    B.CONSTANT: (lambda b, t: fkl.GaussianBlur(3, 0.9, border=b, value=40, tiled=t), (3, 3),
+                 lambda a, b: cv2.GaussianBlur(a, (3, 3), 0.9, borderType=b), np.uint8, 3),
+    B.REPLICATE: (lambda b, t: fkl.Sobel(0, 1, border=b, tiled=t), (3, 3),
+                  lambda a, b: cv2.Sobel(a, cv2.CV_32F, 0, 1, ksize=3, borderType=b),
+                  np.uint8, 1),
+    B.REFLECT: (lambda b, t: fkl.GaussianBlur((5, 7), 1.3, 1.6, border=b, tiled=t), (5, 7),
+                lambda a, b: cv2.GaussianBlur(a, (5, 7), 1.3, sigmaY=1.6, borderType=b),
+                np.float32, 2),
+    B.WRAP: (lambda b, t: fkl.MedianBlur(3, border=b, tiled=t), (3, 3),
+             lambda a, b: cv2.medianBlur(a, 3), np.uint8, 3),
+}
+
+
+@pytest.mark.parametrize("border", list(ROWS))
+def test_tiled_rows_and_interior_blocks(rng, border):
+    """The tiled form's interior fast path (no border mapping where the whole tile is
+    inside the plane) and its several output rows per thread (each window row's sum
+    reused by the rows below): bit-identical to the untiled kernel on the CPU target
+    (tiled forced there), and OpenCV's results, for blocks inside and at every edge;
+    with the rows per thread forced to 1, 3 (not a power of two) and 8 as well, and with
+    the uint8 tile packed (one 32-bit word per pixel)."""
+    make, ksize, fn, dtype, channels = ROWS[border]
+    untiled = fkl.compose(fkl.TensorRead(), make(border, False), fkl.TensorWrite(),
+                          target="cpu")
+    tiled = []
+    # (rows, packed): the default, rows forced, and the uint8 tile packed one word per
+    # pixel (box: summed in 16-bit lanes) with and without several rows.
+    for rows, packed in ((None, None), (1, None), (3, None), (8, None), (None, True),
+                         (3, True)):
+        op = make(border, True)
+        op.tile_rows, op.tile_packed = rows, packed
+        tiled.append(((rows, packed), fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(),
+                                                  target="cpu", debug=rows is None)))
+    pipe = tiled[0][1]
+    t = pipe._pixtype(None, dtype, channels)
+    assert pipe.lowered(t).rows == (4 if border != B.WRAP else 1)
+    for h, w in ROW_SIZES:
+        x = random_array(rng, (h, w, channels) if channels > 1 else (h, w), dtype)
+        ref = untiled(x)
+        value = 40 if border == B.CONSTANT else 0
+        native = border not in (B.WRAP,) and min(h, w) > max(ksize) // 2
+        want = reference(fn, x, ksize, border, value, native=native and border != B.CONSTANT)
+        near(ref, want.reshape(ref.shape), ref.dtype)
+        for rows, pipe in tiled:
+            out = poisoned(ref.shape, ref.dtype)
+            assert pipe(x, out=out) is out
+            np.testing.assert_array_equal(out, ref, err_msg=f"{h}x{w} (rows, packed)={rows}")
+
+
+def test_tiled_rows_batch_and_fused_chain(rng):
+    """Several rows per thread with a batch (each plane's blocks, interior ones too, read
+    their own plane), ops fused below the filter and after it, a MidWrite after it."""
+    x = random_array(rng, (2, 70, 37, 3), np.uint8)
+    ops = [fkl.Mul(0.75), fkl.BoxFilter(3, tiled=True), fkl.MidWrite(), fkl.Add(3.0)]
+    pipe = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target="cpu")
+    assert pipe.lowered(pipe._pixtype(x, None, 1)).rows == 4
+    mid, out = pipe(x)
+    ops[1] = fkl.BoxFilter(3, tiled=False)
+    ref_mid, ref_out = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target="cpu")(x)
+    np.testing.assert_array_equal(out, ref_out)
+    np.testing.assert_array_equal(mid, ref_mid)
+    scaled = x.astype(np.float32) * np.float32(0.75)  # Mul promotes uint8 to float32
+    near(mid, np.stack([cv2.blur(p, (3, 3)) for p in scaled]), np.float32)
+    # A filter after a Crop: the crop is the plane (interior blocks read through it).
+    crop = (3, 2, 33, 66)  # x, y, width, height
+    ops = [fkl.Crop(crop), fkl.GaussianBlur(3, 0.8, tiled=True)]
+    got = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target="cpu")(x[1])
+    ops[1] = fkl.GaussianBlur(3, 0.8, tiled=False)
+    ref = fkl.compose(fkl.TensorRead(), *ops, fkl.TensorWrite(), target="cpu")(x[1])
+    np.testing.assert_array_equal(got, ref)
+    near(got, cv2.GaussianBlur(x[1, 2:68, 3:36], (3, 3), 0.8), np.uint8)
+
+
+@pytest.mark.parametrize("channels", [2, 4])
+def test_packed_tile_lane_sums_at_the_largest_window(rng, channels):
+    """A packed uint8 tile summed in 16-bit lanes: 15 x 15 windows of values near 255 (the
+    largest lane sum, 225 * 255, must not carry into the next channel), the window sum
+    (normalize=False, saturating) and the mean, against the untiled kernel and OpenCV."""
+    x = random_array(rng, (41, 70, channels), np.uint8)
+    x[::2] = 255 - x[::2] % 3
+    for normalize in (True, False):
+        op = fkl.BoxFilter(15, border=B.REFLECT, normalize=normalize, tiled=True)
+        op.tile_packed = True
+        got = run("cpu", x, op)
+        ref = run("cpu", x, fkl.BoxFilter(15, border=B.REFLECT, normalize=normalize,
+                                          tiled=False))
+        np.testing.assert_array_equal(got, ref)
+        want = cv2.boxFilter(x, -1, (15, 15), normalize=normalize,
+                             borderType=cv2.BORDER_REFLECT)
+        near(got, want, np.uint8)
+
+
+@pytest.mark.parametrize("channels,border", [(1, B.REFLECT_101), (2, B.CONSTANT),
+                                             (4, B.WRAP)])
+def test_box_uint8_default_tile_every_channel_count(rng, channels, border):
+    """BoxFilter on uint8 with the default tiled form: an int32 tile for one channel, the
+    packed tile with lane sums for 2 and 4 (every lane used), bit-identical to untiled
+    and within 1 of OpenCV, on sizes with interior and edge blocks."""
+    for h, w in ((70, 99), (9, 5)):
+        x = random_array(rng, (h, w, channels) if channels > 1 else (h, w), np.uint8)
+        got = run("cpu", x, fkl.BoxFilter((5, 3), border=border, value=200, tiled=True))
+        ref = run("cpu", x, fkl.BoxFilter((5, 3), border=border, value=200, tiled=False))
+        np.testing.assert_array_equal(got, ref, err_msg=f"{h}x{w}")
+        want = reference(lambda a, b: cv2.blur(a, (5, 3), borderType=b), x, (5, 3), border,
+                         200, native=False)
+        near(got, want.reshape(got.shape), np.uint8)
+
+
+def test_tile_knobs_are_part_of_the_kernel_identity():
+    """tile_rows / tile_v1 / tile_packed / tile_block (benchmark knobs) change the
+    kernel; left unset, the key is the plain one."""
+    x = np.zeros((9, 11, 3), np.uint8)
+
+    def src(**knobs):
+        op = fkl.GaussianBlur(3, 0.8, tiled=True)
+        for k, v in knobs.items():
+            setattr(op, k, v)
+        return fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu").source(x)
+
+    plain, v1, two = src(), src(tile_v1=True), src(tile_rows=2)
+    packed, block = src(tile_packed=True), src(tile_block=(32, 4))
+    assert len({plain, v1, two, packed, block}) == 5
+    assert fkl.GaussianBlur(3, 0.8).key() == ("GaussianBlur", (3, 3), (3, 3), B.REFLECT_101,
+                                              None)
+
+
 def test_tiled_is_part_of_the_kernel_identity():
     x = np.zeros((9, 11), np.float32)
     a = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3, tiled=False), fkl.TensorWrite(),
@@ -411,6 +549,11 @@ def test_tiled_filters_compile_for_sm90(compiler):
              (fkl.MedianBlur(5, tiled=True), np.float32, 1),
              (fkl.LinearFilter(np.ones((15, 15)), border=B.WRAP, tiled=True), np.float64, 4),
              (fkl.Erode(3, border=B.CONSTANT, tiled=True), np.uint8, 4)]
+    # The packed uint8 tile (box: lane sums; Gaussian: a byte per tap) and other rows.
+    for op, rows in ((fkl.BoxFilter(3, tiled=True), None),
+                     (fkl.GaussianBlur(3, 0.8, tiled=True), 3)):
+        op.tile_packed, op.tile_rows = True, rows
+        cases.append((op, np.uint8, 3))
     for op, dtype, c in cases:
         x = np.zeros((31, 45, c), dtype)
         pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")

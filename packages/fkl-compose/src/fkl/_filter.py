@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from thork import shared_array, syncthreads
-from thork.tracing import Value, cast, cond, if_, where
+from thork.tracing import Value, cast, cond, else_, if_, where
 from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
+from thork_core.ir import int_range
 
 from ._geometry import BorderMode, ReadBack, border_index
 from ._ops import saturate_value
@@ -95,10 +96,32 @@ def _tap_indices(coords: list[Value], n: Value, radius: int, mode: str) -> list[
     return out
 
 
-def _store(v: Value, to: DType) -> Value:
+#: The most shared memory a tile may take (every arch accepts 48 KiB of static shared
+#: memory per block).
+TILE_BYTES = 48 * 1024
+
+
+def _staged(v: Value, st: DType) -> Value:
+    """Tap ``v`` in the staged dtype ``st`` (no conversion when it already is)."""
+    return v if v.dtype == st else cast(v, st)
+
+
+def _store(v: Value, to: DType, src: DType | None = None) -> Value:
     """An accumulated float converted to the output dtype (ints: round half to even and
-    saturate, as OpenCV's ``saturate_cast``)."""
-    return saturate_value(v, to)
+    saturate, as OpenCV's ``saturate_cast``).
+
+    ``src``: the filter's input dtype, given by filters whose weights are finite and
+    non-negative with a sum of at most 1 (or a plain sum): an integer input then makes
+    the value finite (the NaN check goes), and an unsigned one non-negative (the lower
+    clamp goes). The same results as the full conversion, with fewer instructions."""
+    if src is None or src.is_float or to.is_float or not v.dtype.is_float \
+            or to.bits > 16 or v.dtype == dt.float64:
+        return saturate_value(v, to)
+    lo, hi = int_range(to)
+    r = tkm.rint(v)
+    if src.is_signed:
+        r = tkm.max(r, float(lo))
+    return cast(tkm.min(r, float(hi)), to)
 
 
 class Filter(ReadBack):
@@ -112,6 +135,23 @@ class Filter(ReadBack):
 
     #: Whether the output is float32 whatever the input (Sobel), else the input dtype.
     float_out: ClassVar[bool] = False
+    #: Whether the filter is a row pass then a column pass (:meth:`hsum`, :meth:`vsum`):
+    #: the tiled form then computes several vertically adjacent outputs per thread and
+    #: reuses each window row's result between them.
+    separable: ClassVar[bool] = False
+    #: Benchmark knobs (part of the kernel key; docs/fkl-filters.md, "Tiled form"):
+    #: ``tile_rows`` forces the output rows per thread of the tiled form (None: chosen
+    #: by :meth:`rows_per_thread`); ``tile_v1`` selects the earlier tiled kernel (one
+    #: output per thread, every tile entry border-mapped, the tile in the input dtype).
+    tile_rows: int | None = None
+    tile_v1: bool = False
+    #: Benchmark knob: the tiled form's block (width, height) in threads (None: the
+    #: pipe's 32 x 8).
+    tile_block: tuple[int, int] | None = None
+    #: Whether the tile of a separable filter on uint8 pixels of 2 to 4 channels holds
+    #: each pixel as one 32-bit word (its channel bytes) rather than one array per
+    #: channel (None: :meth:`packs`).
+    tile_packed: bool | None = None
 
     def __init__(self, ksize: tuple[int, int], border: str, value: Any,
                  tiled: bool | None = None) -> None:
@@ -127,7 +167,34 @@ class Filter(ReadBack):
         self.tiled = tiled
 
     def key(self) -> tuple[Any, ...]:
-        return (type(self).__name__, self.ksize, self.border, self.tiled)
+        return (type(self).__name__, self.ksize, self.border, self.tiled, *self._tile_key())
+
+    def _tile_key(self) -> tuple[Any, ...]:
+        """The benchmark knobs of the tiled form, when set (else nothing: the default
+        kernel keeps its key)."""
+        knobs = (self.tile_rows, self.tile_v1, self.tile_block, self.tile_packed)
+        if knobs == (None, False, None, None):
+            return ()
+        return ("tile", *knobs)
+
+    def packs(self, t: PixType) -> bool:
+        """Whether the tiled form packs each pixel's channels into one 32-bit tile word:
+        for separable filters on uint8 pixels of 2 to 4 channels (one shared-memory load
+        per tap serves every channel), unless ``tile_packed`` says otherwise."""
+        if self.tile_v1 or not self.separable or t.dtype != dt.uint8 \
+                or not 2 <= t.channels <= 4:
+            return False
+        return self.pack_default if self.tile_packed is None else bool(self.tile_packed)
+
+    #: :meth:`packs` where ``tile_packed`` is None.
+    pack_default: ClassVar[bool] = False
+    #: Whether a packed tile is summed in 16-bit lanes of the words (a plain window sum
+    #: of uint8 values: :meth:`from_sum` takes each channel's total).
+    lane_sums: ClassVar[bool] = False
+
+    def from_sum(self, total: Value, c: list[Value], t: PixType) -> Value:
+        """A lane-summing filter's output value from one channel's window sum (int32)."""
+        raise NotImplementedError
 
     def out_type(self, t: PixType) -> PixType:
         super().out_type(t)
@@ -164,7 +231,33 @@ class Filter(ReadBack):
 
     def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
         """The output pixel from the window ``win[row][col]`` (input type ``t``) and the
-        traced values ``c`` of :meth:`coefs`."""
+        traced values ``c`` of :meth:`coefs`. A separable filter's is its row pass on
+        each window row (the taps staged: :meth:`staged_type`), then its column pass."""
+        if not self.separable:
+            raise NotImplementedError
+        st = self.staged_type(t)
+        out = []
+        for k in range(t.channels):
+            hs = [self.hsum([_staged(px[k], st) for px in row], c, t) for row in win]
+            out.append(self.vsum(hs, c, t))
+        return out
+
+    # -- separable filters ----------------------------------------------------------------
+    def staged_type(self, t: PixType) -> DType:
+        """The dtype a tap is converted to before the row pass (and that the tiled form's
+        shared tile holds, so each source value is converted once per tile entry rather
+        than once per tap): the input dtype unless a separable filter says otherwise.
+        The conversion must be exact for the input dtype."""
+        return t.dtype
+
+    def hsum(self, v: list[Value], c: list[Value], t: PixType) -> Value:
+        """Row pass of a separable filter: one channel of one window row (``kw`` staged
+        taps, left to right) to one value."""
+        raise NotImplementedError
+
+    def vsum(self, h: list[Value], c: list[Value], t: PixType) -> Value:
+        """Column pass of a separable filter: the ``kh`` row values (top to bottom) of one
+        channel to the output value."""
         raise NotImplementedError
 
     def _split(self, p: list[Value], t: PixType) -> tuple[list[Value], list[Value]]:
@@ -181,57 +274,154 @@ class Filter(ReadBack):
             return list(px)
         return [where(inside, v, consts[k]) for k, v in enumerate(px)]
 
+    def rows_per_thread(self, t: PixType, block: tuple[int, int]) -> int:
+        """Output rows each thread of the tiled form computes (vertically adjacent): 4 for
+        separable filters (each window row's :meth:`hsum` serves up to ``kh`` outputs),
+        fewer where the tile would pass :data:`TILE_BYTES`; 1 for the others (whose
+        windows share no partial result). ``tile_rows`` overrides (then clamped so the
+        tile fits)."""
+        if self.tile_v1:
+            return 1
+        kw, kh = self.window(t)
+        size = self.staged_type(t).itemsize if self.separable else t.dtype.itemsize
+        want = self.tile_rows if self.tile_rows is not None else \
+            (4 if self.separable else 1)
+        rows = max(1, int(want))
+        while rows > 1 and t.channels * (block[0] + kw - 1) * (block[1] * rows + kh - 1) \
+                * size > TILE_BYTES:
+            rows //= 2
+        return rows
+
     def tile(self, src: Stage, p: list[Value], block: tuple[int, int], bx: Value,
-             by: Value, tx: Value, ty: Value, z: Value) -> Callable[[], Pixel]:
+             by: Value, tx: Value, ty: Value, z: Value) -> Callable[[], list[Pixel]]:
         """The tiled form (``docs/fkl-filters.md``, "Tiled form"): emit the cooperative
         load of this block's tile of ``src`` into shared memory and the barrier, and
-        return what computes the thread's output pixel from the tile. Every thread of
-        the block must run this (it holds a ``syncthreads``); ``block`` is the block's
-        (width, height) in threads, ``bx, by`` its index, ``tx, ty`` the thread's."""
+        return what computes the thread's output pixels from the tile: output rows
+        ``ty * R + r`` for ``r < R`` = :meth:`rows_per_thread` of the block's
+        ``block[1] * R`` rows, column ``tx``. Every thread of the block must run this (it
+        holds a ``syncthreads``); ``block`` is the block's (width, height) in threads,
+        ``bx, by`` its index, ``tx, ty`` the thread's."""
         t = src.type
         consts, coefs = self._split(p, t)
         kw, kh = self.window(t)
         rx, ry = kw // 2, kh // 2
         bw, bh = block
-        tw, th = bw + 2 * rx, bh + 2 * ry
+        rows = self.rows_per_thread(t, block)
+        oh = bh * rows  # output rows of the block
+        tw, th = bw + 2 * rx, oh + 2 * ry
         mode = self.border
-        tiles = [shared_array(t.dtype, (th, tw)) for _ in range(t.channels)]
+        split = self.separable and not self.tile_v1
+        st = self.staged_type(t) if split else t.dtype
+        packed = self.packs(t)
+        u32 = dt.uint32
+        tiles = [shared_array(u32, (th, tw))] if packed else \
+            [shared_array(st, (th, tw)) for _ in range(t.channels)]
         i32 = dt.int32
-        ox, oy = cast(bx, i32) * bw - rx, cast(by, i32) * bh - ry
-        lx0, ly0 = cast(tx, i32), cast(ty, i32)
+        ox, oy = cast(bx, i32) * bw - rx, cast(by, i32) * oh - ry
+        lx0 = cast(tx, i32)
+        ly0 = cast(ty, i32) * rows if rows > 1 else cast(ty, i32)
         tid = cast(ty, dt.uint32) * bw + cast(tx, dt.uint32)  # unsigned: cheap // and %
         threads, entries = bw * bh, tw * th
 
-        def load(idx: Value) -> None:
+        def load(idx: Value, interior: bool) -> None:
             uy = idx // tw
             lx, ly = cast(idx - uy * tw, i32), cast(uy, i32)
-            # Past w - 1 + rx (h - 1 + ry) no output pixel of the plane reads the entry:
-            # clamp it there, so a block overhanging the plane reads nothing outside.
-            gx = tkm.min(ox + lx, src.w - 1 + rx)
-            gy = tkm.min(oy + ly, src.h - 1 + ry)
-            mx = _tap_indices([gx], src.w, rx, mode)[0]
-            my = _tap_indices([gy], src.h, ry, mode)[0]
-            inside = ((gx >= 0) & (gx < src.w) & (gy >= 0) & (gy < src.h)) \
-                if mode == BorderMode.CONSTANT else None
-            px = self._tap(src, mx, my, z, inside, consts)
-            for k in range(t.channels):
-                tiles[k][ly, lx] = px[k]
-
-        for r in range(-(-entries // threads)):
-            idx = tid + r * threads if r else tid
-            if (r + 1) * threads > entries:  # the last round: part of the block loads
-                with if_(idx < entries):
-                    load(idx)
+            if interior:  # the whole tile lies in the plane: no border to map
+                px = list(src.read(ox + lx, oy + ly, z))
             else:
-                load(idx)
+                # Past w - 1 + rx (h - 1 + ry) no output pixel of the plane reads the
+                # entry: clamp it there, so a block overhanging the plane reads nothing
+                # outside.
+                gx = tkm.min(ox + lx, src.w - 1 + rx)
+                gy = tkm.min(oy + ly, src.h - 1 + ry)
+                mx = _tap_indices([gx], src.w, rx, mode)[0]
+                my = _tap_indices([gy], src.h, ry, mode)[0]
+                inside = ((gx >= 0) & (gx < src.w) & (gy >= 0) & (gy < src.h)) \
+                    if mode == BorderMode.CONSTANT else None
+                px = self._tap(src, mx, my, z, inside, consts)
+            if packed:  # channel k in bits 8k .. 8k + 7
+                word = cast(px[0], u32)
+                for k in range(1, t.channels):
+                    word = word | (cast(px[k], u32) << (8 * k))
+                tiles[0][ly, lx] = word
+                return
+            for k in range(t.channels):
+                tiles[k][ly, lx] = _staged(px[k], st)
+
+        def fill(interior: bool) -> None:
+            for r in range(-(-entries // threads)):
+                idx = tid + r * threads if r else tid
+                if (r + 1) * threads > entries:  # the last round: part of the block loads
+                    with if_(idx < entries):
+                        load(idx, interior)
+                else:
+                    load(idx, interior)
+
+        if self.tile_v1:
+            fill(False)
+        else:
+            # Block-uniform: a tile wholly inside the plane loads without border mapping
+            # (the same values: every mapped coordinate there is the coordinate itself).
+            interior = (ox >= 0) & (oy >= 0) & (ox + tw <= src.w) & (oy + th <= src.h)
+            with if_(interior):
+                fill(True)
+            with else_():
+                fill(False)
         syncthreads()
 
-        def window() -> Pixel:
-            win = [[[tiles[k][ly0 + j, lx0 + i] for k in range(t.channels)]
-                    for i in range(kw)] for j in range(kh)]
-            return self.combine(win, coefs, t)
+        words: dict[tuple[int, int], Value] = {}
 
-        return window
+        def at_word(j: int, i: int) -> Value:
+            if (j, i) not in words:  # one load per tap, for every channel
+                words[j, i] = tiles[0][ly0 + j if j else ly0, lx0 + i if i else lx0]
+            return words[j, i]
+
+        def at(k: int, j: int, i: int) -> Value:
+            if not packed:
+                return tiles[k][ly0 + j if j else ly0, lx0 + i if i else lx0]
+            w = at_word(j, i)
+            v = w >> (8 * k) if k else w
+            return _staged(v if k == 3 else v & 0xFF, st)
+
+        def outputs() -> list[Pixel]:
+            if packed and self.lane_sums:
+                return lanes()
+            if split:
+                # Row j of the thread's strip of tile rows feeds outputs j - kh + 1 .. j.
+                hs = [[self.hsum([at(k, j, i) for i in range(kw)], coefs, t)
+                       for k in range(t.channels)] for j in range(rows + kh - 1)]
+                return [[self.vsum([hs[r + j][k] for j in range(kh)], coefs, t)
+                         for k in range(t.channels)] for r in range(rows)]
+            return [self.combine([[[at(k, r + j, i) for k in range(t.channels)]
+                                   for i in range(kw)] for j in range(kh)], coefs, t)
+                    for r in range(rows)]
+
+        def lanes() -> list[Pixel]:
+            # Integer sums of the packed words: channels 0 and 2 in the 16-bit lanes of
+            # ``even``, 1 and 3 in those of ``odd`` (kw * kh * 255 < 2**16: no carry
+            # crosses a lane); then each output's channel sums go to :meth:`from_sum`.
+            mask = 0x00FF00FF
+            rs = []
+            for j in range(rows + kh - 1):
+                even: Any = None
+                odd: Any = None
+                for i in range(kw):
+                    w = at_word(j, i)
+                    e, o = w & mask, (w >> 8) & mask
+                    even = e if even is None else even + e
+                    odd = o if odd is None else odd + o
+                rs.append((even, odd))
+            out = []
+            for r in range(rows):
+                even, odd = rs[r]
+                for j in range(1, kh):
+                    even, odd = even + rs[r + j][0], odd + rs[r + j][1]
+                sums = [even & 0xFFFF, odd & 0xFFFF, even >> 16, odd >> 16]
+                out.append([self.from_sum(cast(sums[k], dt.int32), coefs, t)
+                            for k in range(t.channels)])
+            return out
+
+        return outputs
 
     def sample(self, src: Stage, p: list[Value]) -> Stage:
         t = src.type
@@ -260,26 +450,16 @@ class Filter(ReadBack):
         return Stage(read, src.w, src.h, self.out_type(t))
 
 
-def _weighted(win: list[list[Pixel]], wx: list[Any], wy: list[Any], ft: DType,
-              channels: int) -> list[Value]:
-    """Separable weighted sum per channel: rows weighted by ``wx``, then columns by
-    ``wy`` (weights traced or Python numbers; a Python 0 is skipped)."""
-    out = []
-    for k in range(channels):
-        col: Any = None
-        for j, row in enumerate(win):
-            if isinstance(wy[j], (int, float)) and wy[j] == 0:
-                continue
-            acc: Any = None
-            for i, px in enumerate(row):
-                if isinstance(wx[i], (int, float)) and wx[i] == 0:
-                    continue
-                term = cast(px[k], ft) * wx[i]
-                acc = term if acc is None else acc + term
-            term = acc * wy[j]
-            col = term if col is None else col + term
-        out.append(col)
-    return out
+def _dot(v: list[Value], w: list[Any]) -> Value:
+    """``sum_i v[i] * w[i]`` left to right (weights traced or Python numbers; a Python 0
+    is skipped: its term is not computed)."""
+    acc: Any = None
+    for x, wi in zip(v, w):
+        if isinstance(wi, (int, float)) and wi == 0:
+            continue
+        term = x * wi
+        acc = term if acc is None else acc + term
+    return acc
 
 
 # -- linear filters -----------------------------------------------------------------------
@@ -337,7 +517,15 @@ class LinearFilter(Filter):
 
 class BoxFilter(Filter):
     """``cv2.blur`` (``normalize=True``: the window mean) or ``cv2.boxFilter(...,
-    normalize=False)`` (the window sum), stored in the input dtype."""
+    normalize=False)`` (the window sum), stored in the input dtype. The sum runs row by
+    row (each row's taps left to right, then the row sums top to bottom): in int32 for
+    integer pixels of up to 16 bits (exact), else in float32 (float64)."""
+
+    separable = True
+    lane_sums = True
+    #: Measured on the H200 (1080p x 3 uint8, 3 x 3): 10.1 us packed against 11.7 us
+    #: per-channel tiles (GaussianBlur: 11.5 both ways, so it stays per channel).
+    pack_default = True
 
     def __init__(self, ksize: Any, border: str = BorderMode.REFLECT_101, value: Any = 0,
                  normalize: bool = True, tiled: bool | None = None) -> None:
@@ -350,17 +538,28 @@ class BoxFilter(Filter):
     def coefs(self, t: PixType) -> list[Any]:
         return [1.0 / (self.ksize[0] * self.ksize[1]) if self.normalize else 1.0]
 
-    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
-        ft = _math_type(t.dtype)
-        out = []
-        for k in range(t.channels):
-            acc: Any = None
-            for row in win:
-                for px in row:
-                    v = cast(px[k], ft)
-                    acc = v if acc is None else acc + v
-            out.append(_store(acc * c[0], t.dtype))
-        return out
+    def staged_type(self, t: PixType) -> DType:
+        # Integers of 16 bits or fewer sum exactly in int32 (225 x 65535 < 2**24, so the
+        # float32 sum the other dtypes use would be exact too: the same result), and
+        # the sum converts to float once per output instead of once per tap.
+        if not t.dtype.is_float and t.dtype.itemsize <= 2:
+            return dt.int32
+        return _math_type(t.dtype)
+
+    def hsum(self, v: list[Value], c: list[Value], t: PixType) -> Value:
+        acc = v[0]
+        for x in v[1:]:
+            acc = acc + x
+        return acc
+
+    def vsum(self, h: list[Value], c: list[Value], t: PixType) -> Value:
+        acc = h[0]
+        for x in h[1:]:
+            acc = acc + x
+        return self.from_sum(acc, c, t)
+
+    def from_sum(self, total: Value, c: list[Value], t: PixType) -> Value:
+        return _store(_staged(total, _math_type(t.dtype)) * c[0], t.dtype, t.dtype)
 
 
 def gaussian_kernel(n: int, sigma: float) -> list[float]:
@@ -389,6 +588,8 @@ class GaussianBlur(Filter):
     (``round(sigma * (3 for uint8, else 4) * 2 + 1) | 1``); a sigma <= 0 comes from the side
     (``getGaussianKernel``). Stored in the input dtype. The sigmas are runtime values
     while the window size stays the same."""
+
+    separable = True
 
     def __init__(self, ksize: Any, sigma_x: float, sigma_y: float = 0.0,
                  border: str = BorderMode.REFLECT_101, value: Any = 0,
@@ -421,7 +622,8 @@ class GaussianBlur(Filter):
         return (kw or _auto_side(self.sigma[0], u8), kh or _auto_side(self.sigma[1], u8))
 
     def key(self) -> tuple[Any, ...]:
-        return ("GaussianBlur", self.sizes[True], self.sizes[False], self.border, self.tiled)
+        return ("GaussianBlur", self.sizes[True], self.sizes[False], self.border, self.tiled,
+                *self._tile_key())
 
     def window(self, t: PixType) -> tuple[int, int]:
         return _ksize(self.sizes[t.dtype == dt.uint8],
@@ -439,10 +641,14 @@ class GaussianBlur(Filter):
         kw, kh = self.window(t)
         return gaussian_kernel(kw, self.sigma[0]) + gaussian_kernel(kh, self.sigma[1])
 
-    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
-        kw = len(win[0])
-        sums = _weighted(win, list(c[:kw]), list(c[kw:]), _math_type(t.dtype), t.channels)
-        return [_store(v, t.dtype) for v in sums]
+    def staged_type(self, t: PixType) -> DType:
+        return _math_type(t.dtype)
+
+    def hsum(self, v: list[Value], c: list[Value], t: PixType) -> Value:
+        return _dot(v, c[:len(v)])
+
+    def vsum(self, h: list[Value], c: list[Value], t: PixType) -> Value:
+        return _store(_dot(h, c[len(c) - len(h):]), t.dtype, t.dtype)
 
 
 #: 3-tap derivative kernels of order 0, 1, 2 (OpenCV's ksize=3 Sobel factors).
@@ -455,6 +661,7 @@ class Sobel(Filter):
     times ``scale`` (a runtime value); output float32."""
 
     float_out = True
+    separable = True
 
     def __init__(self, dx: int, dy: int, ksize: int = 3, scale: float = 1.0,
                  border: str = BorderMode.REFLECT_101, value: Any = 0,
@@ -478,10 +685,14 @@ class Sobel(Filter):
     def coefs(self, t: PixType) -> list[Any]:
         return [self.scale]
 
-    def combine(self, win: list[list[Pixel]], c: list[Value], t: PixType) -> Pixel:
-        dx, dy = self.order
-        sums = _weighted(win, _DERIV3[dx], _DERIV3[dy], dt.float32, t.channels)
-        return [v * c[0] for v in sums]
+    def staged_type(self, t: PixType) -> DType:
+        return dt.float32
+
+    def hsum(self, v: list[Value], c: list[Value], t: PixType) -> Value:
+        return _dot(v, _DERIV3[self.order[0]])
+
+    def vsum(self, h: list[Value], c: list[Value], t: PixType) -> Value:
+        return _dot(h, _DERIV3[self.order[1]]) * c[0]
 
 
 # -- non-linear filters -------------------------------------------------------------------

@@ -16,6 +16,8 @@ values are kernel scalar parameters, so the generated code depends only on types
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +77,10 @@ class Lowered:
     variant: str = "grid"
     fold: int = 0
     vectors: int = 1
+    #: Output rows each thread of a grid kernel stores (a tiled separable filter's
+    #: threads compute several vertically adjacent pixels): the grid's y extent divides
+    #: by ``block[1] * rows``.
+    rows: int = 1
 
     @property
     def folded(self) -> bool:
@@ -299,6 +305,16 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             _block_write(b, chain, stage, op_params, x, y, z, nb, ty, (bw, bh), active,
                          out_strides)
             return b.finish(name, trace, BLOCK)
+        rows, block = 1, BLOCK
+        if tiled:
+            op = chain.middle[last]
+            tb = getattr(op, "tile_block", None)
+            if tb is not None:  # a benchmark knob: another block shape
+                block = (int(tb[0]), int(tb[1]), 1)
+            rows = op.rows_per_thread(below.type, block[:2])  # type: ignore[attr-defined]
+            if rows > 1:  # the thread's first row of the block's block[1] * rows
+                y = cast(by * (block[1] * rows) + ty_ * rows, dt.int32)
+        ys = [y + r if r else y for r in range(rows)]
         outside = (x >= stage.w) | (y >= stage.h)
         if not tiled:
             with if_(outside):
@@ -307,42 +323,59 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             out_ptrs = b.outputs(write_dtypes(chain.write, ft))
             with if_(z >= act):  # an inactive plane: the default, no reads
                 # (z is the block's plane: a tiled kernel's whole block returns here)
-                if tiled:
-                    with if_((x < stage.w) & (y < stage.h)):
-                        chain.write.store(out_ptrs, list(default), x, y, z, stage.w,
+                for yr in ys:
+                    if tiled:
+                        with if_((x < stage.w) & (yr < stage.h)):
+                            chain.write.store(out_ptrs, list(default), x, yr, z, stage.w,
+                                              stage.h, nb, ft)
+                    else:
+                        chain.write.store(out_ptrs, list(default), x, yr, z, stage.w,
                                           stage.h, nb, ft)
-                else:
-                    chain.write.store(out_ptrs, list(default), x, y, z, stage.w, stage.h,
-                                      nb, ft)
                 return_()
         if tiled:
             # Every thread of the block loads its part of the tile and meets the barrier;
             # only then do the threads outside the plane leave.
-            window = chain.middle[last].tile(  # type: ignore[attr-defined]
-                below, op_params[last], BLOCK[:2], bx, by, tx, ty_, z)
+            outputs = chain.middle[last].tile(  # type: ignore[attr-defined]
+                below, op_params[last], block[:2], bx, by, tx, ty_, z)
             with if_(outside):
                 return_()
-            px = window()
+            pixels = outputs()
         else:
-            px = stage.read(x, y, z)
-        for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
-            p = op_params[i]
-            if op.kind == "midwrite":
-                assert isinstance(op, WriteOp)
-                op.store(b.outputs(write_dtypes(op, ty)), px, x, y, z, stage.w, stage.h, nb,
-                         ty)
-            else:
-                px = op.apply(px, p, ty)
-            ty = op.out_type(ty)
-        w = chain.write
-        if out_strides is not None:
-            w.store_strided(b.outputs(write_dtypes(w, ty)), px, x, y, z, out_strides, ty)
-        else:
-            w.store(out_ptrs if active else b.outputs(write_dtypes(w, ty)), px, x, y, z,
-                    stage.w, stage.h, nb, ty)
+            pixels = [stage.read(x, y, z)]
+        ty0 = ty
+        outs: dict[int, list[Pointer]] = {}
+        for r, (px, yr) in enumerate(zip(pixels, ys)):
+            # Rows past the first may fall off the plane (the first was checked above).
+            with if_(yr < stage.h) if r else _nothing():
+                ty = ty0
+                for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
+                    p = op_params[i]
+                    if op.kind == "midwrite":
+                        assert isinstance(op, WriteOp)
+                        if i not in outs:
+                            outs[i] = b.outputs(write_dtypes(op, ty))
+                        op.store(outs[i], px, x, yr, z, stage.w, stage.h, nb, ty)
+                    else:
+                        px = op.apply(px, p, ty)
+                    ty = op.out_type(ty)
+                w = chain.write
+                if -1 not in outs:
+                    outs[-1] = out_ptrs if active else b.outputs(write_dtypes(w, ty))
+                if out_strides is not None:
+                    w.store_strided(outs[-1], px, x, yr, z, out_strides, ty)
+                else:
+                    w.store(outs[-1], px, x, yr, z, stage.w, stage.h, nb, ty)
     finally:
         set_current(prev)
-    return b.finish(name, trace, BLOCK)
+    lowered = b.finish(name, trace, block)
+    lowered.rows = rows
+    return lowered
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    """A context that emits nothing (the first row of a thread needs no check)."""
+    yield
 
 
 def write_block(op: WriteOp) -> tuple[int, int]:

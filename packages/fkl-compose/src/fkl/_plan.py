@@ -113,7 +113,8 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
         grid = spec.grid(og)
     else:
         bw, bh = write_block(chain.write)  # a block write: one thread per block
-        grid = (-(-og.w // (block[0] * bw)), -(-og.h // (block[1] * bh)), og.batch)
+        grid = (-(-og.w // (block[0] * bw)), -(-og.h // (block[1] * bh * lowered.rows)),
+                og.batch)
     n_in = sum(1 for _, role, _ in pointer_slots if role == "in")
     order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
     return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
