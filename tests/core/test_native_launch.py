@@ -782,11 +782,12 @@ def test_cai_guard_in_place_rule(native, kinds, which, in_place):
     assert len(calls()) == 2 * in_place
 
 
+@pytest.mark.plugin("compose")
+@pytest.mark.plugin("cpu")
 def test_cai_guard_runs_the_cpu_kernel_on_host_memory(kinds):
     """End to end on the CPU target: a pipe's prepared launch, guarded over CAI objects
     pointing at NumPy memory, computes the chain (the values against NumPy)."""
-    pytest.importorskip("thork_cpu")
-    import fkl
+    fkl = pytest.importorskip("fkl")
 
     pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(1.0), fkl.TensorWrite(),
                        target="cpu")
