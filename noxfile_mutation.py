@@ -121,7 +121,8 @@ TARGETS: dict[str, list[str]] = {
         "tests/lang/test_lang_random.py"],
     "packages/fkl-compose/src/fkl/_geometry.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
-        "tests/compose/test_fkl_batch.py", "tests/compose/test_fkl_resize_opencv.py"],
+        "tests/compose/test_fkl_batch.py", "tests/compose/test_fkl_resize_opencv.py",
+        "tests/compose/test_fkl_checks.py"],
     "packages/fkl-compose/src/fkl/_ops.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
         "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py",
@@ -373,7 +374,8 @@ def equivalent_ids() -> dict[str, str]:
             line = raw.strip()
             if not line or line.startswith("#"):
                 continue
-            ident, _, reason = line.partition("#")
+            # A comment starts at " #": ids may end in "#k" (the k-th operator at a column).
+            ident, _, reason = line.partition(" #")
             out[ident.strip()] = reason.strip()
     return out
 
@@ -758,6 +760,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="record a survivor of its per-line tests without re-running it on "
                          "the module's whole selection")
     args = ap.parse_args(argv)
+    # Absolute: the coverage map matches measured files by their absolute scratch path.
+    args.results = args.results.resolve()
     modules = args.module or list(TARGETS)
     for mod in modules:
         if mod not in TARGETS:
@@ -775,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.match:
         todo = [m for m in select(modules, None, args.seed) if args.match in m.id]
     if args.ids is not None:
-        wanted = {line.split("#")[0].strip() for line in args.ids.read_text().splitlines()}
+        wanted = {line.split(" #")[0].strip() for line in args.ids.read_text().splitlines()}
         todo = [m for m in select(modules, None, args.seed) if m.id in wanted]
         done = {k: v for k, v in done.items() if k not in wanted}  # re-run them
     if args.only_survivors:

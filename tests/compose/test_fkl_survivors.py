@@ -464,3 +464,169 @@ def test_letterbox_rounding_is_half_away_from_zero(v, want):
     from fkl._geometry import _round_half_away
 
     assert _round_half_away(v) == want
+
+
+# -- survivors of the full run of 2026-12-01 (session 8) ---------------------------------
+def test_batch_of_equal_crops_letterboxed_nearest_pinned(target):
+    # Two 20x8 crops (equal sizes: one plane per crop, not ragged) letterboxed into 10x8:
+    # scale min(10/20, 8/8) = 1/2, so the image is 10x4 placed at row (8 - 4) / 2 = 2.
+    # FKL's nearest reads crop[int(yi * 8/4), int(x * 20/10)] (scales in float32: exactly
+    # 2) inside, the background (-1) elsewhere. Worked by hand.
+    x = np.arange(30 * 40, dtype=np.float32).reshape(30, 40)
+    rects = [(1, 2, 20, 8), (5, 9, 20, 8)]
+    got = fkl.compose(fkl.TensorRead(), fkl.Crop(rects),
+                      fkl.Resize(10, 8, interpolation="nearest",
+                                 aspect_ratio=fkl.AspectRatio.PRESERVE_AR, background=-1.0),
+                      fkl.TensorWrite(), target=target)(x)
+    assert got.shape == (2, 8, 10)
+    for k, (cx, cy, _, _) in enumerate(rects):
+        want = np.full((8, 10), -1.0, np.float32)
+        for y in range(2, 6):
+            for xo in range(10):
+                want[y, xo] = x[cy + 2 * (y - 2), cx + 2 * xo]
+        np.testing.assert_array_equal(got[k], want)
+
+
+def test_ragged_crops_warp_with_their_own_sizes(target, rng):
+    # Crops of two widths (one height): an identity warp into 9x6 copies each crop and
+    # reads 0 ("linear" outside the plane) past its own width and height, not the pixels
+    # of the source beyond the crop: NumPy's zero padding of each crop.
+    x = rng.uniform(1.0, 2.0, (20, 30)).astype(np.float32)
+    rects = [(3, 2, 5, 4), (10, 5, 7, 4)]
+    got = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), fkl.Warping(np.eye(3)[:2], 9, 6),
+                      fkl.TensorWrite(), target=target)(x)
+    assert got.shape == (2, 6, 9)
+    for k, (cx, cy, w, h) in enumerate(rects):
+        crop = x[cy:cy + h, cx:cx + w]
+        np.testing.assert_array_equal(got[k], np.pad(crop, ((0, 6 - h), (0, 9 - w))))
+    # Different widths alone, or different heights alone, make the batch ragged:
+    # INTER_AREA refuses it.
+    for two in (rects, [(3, 2, 5, 4), (10, 5, 5, 6)]):
+        with pytest.raises(ArgumentError, match="different sizes"):
+            fkl.compose(fkl.TensorRead(), fkl.Crop(two),
+                        fkl.Resize(4, 3, interpolation=fkl.Interpolation.CV_AREA),
+                        fkl.TensorWrite(), target=target)(x)
+
+
+def test_five_values_are_an_error_when_the_op_is_made():
+    # At most one value per channel, and a pixel has at most 4 channels (docs/fkl.md).
+    with pytest.raises(ArgumentError, match="expected 1 to 4 values"):
+        fkl.Add([1, 2, 3, 4, 5])
+    assert len(fkl.Add([1, 2, 3, 4])._flat) == 4
+
+
+@pytest.mark.parametrize("perm", [[], [0, 1, 2, 3, 0]])
+def test_reorder_takes_one_to_four_indices(perm):
+    with pytest.raises(ArgumentError, match="expected 1 to 4 indices"):
+        fkl.VectorReorder(perm)
+    with pytest.raises(ArgumentError, match="expected 1 to 4 indices"):
+        fkl.VectorReorderRT(perm)
+
+
+def test_not_works_in_place(target, rng):
+    # ~x is element-wise: out may be the input itself (docs/fkl.md, "out= and aliasing").
+    x = random_array(rng, (7, 11, 3), np.uint8)
+    want = ~x
+    pipe(target, fkl.Not())(x, out=x)
+    np.testing.assert_array_equal(x, want)
+
+
+def test_one_value_in_a_list_applies_to_every_channel(target, rng):
+    # [2.0] is one value (docs/fkl.md: a number or one per channel): all three channels.
+    x = random_array(rng, (5, 9, 3), np.float32)
+    np.testing.assert_array_equal(pipe(target, fkl.Add([2.0]))(x), x + np.float32(2.0))
+
+
+def test_two_value_and_one_value_ops_are_different_kernels(target, rng):
+    # Add(5.0) and Add((1.0, 2.0)) on a 2-channel image, built in one process: the second
+    # must not reuse the first's kernel (one value vs one per channel).
+    x = random_array(rng, (5, 9, 2), np.float32)
+    for value in (5.0, (1.0, 2.0), 5.0):
+        want = x + np.asarray(value, np.float32)
+        np.testing.assert_array_equal(pipe(target, fkl.Add(value))(x), want)
+
+
+def test_per_item_scalars_and_mixed_items_are_different_kernels(target, rng):
+    # PerItem items of one value each, then items mixing one value and one per channel,
+    # in one process: different kernels. NumPy adds each item's values.
+    xs = random_array(rng, (2, 5, 7, 3), np.float32)
+    for items in ([2.0, 3.0], [2.0, (1.0, 2.0, 4.0)], [2.0, 3.0]):
+        p = fkl.compose(fkl.TensorRead(), fkl.Add(fkl.PerItem(items)), fkl.TensorWrite(),
+                        target=target)
+        got = p(xs)
+        for k in range(2):
+            np.testing.assert_array_equal(got[k], xs[k] + np.asarray(items[k], np.float32))
+
+
+def test_normalize_with_per_channel_mean_and_one_std_is_its_own_kernel(target, rng):
+    # Normalize(1, 2) and Normalize((1, 2, 3), 2) in one process: the second has a value
+    # per channel for its mean, so not the first's kernel. (x - mean) / std in float32.
+    x = random_array(rng, (5, 9, 3), np.float32)
+    for mean, std in ((1.0, 2.0), ((1.0, 2.0, 3.0), 2.0), (1.0, (2.0, 4.0, 8.0))):
+        want = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+        np.testing.assert_allclose(pipe(target, fkl.Normalize(mean, std))(x), want,
+                                   rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "and", "or"])
+def test_vector_reduce_gives_one_channel_that_later_ops_see(target, rng, op):
+    # A reduction leaves one channel: AddLast then makes two (the reduction, the value).
+    x = random_array(rng, (4, 7, 3), np.uint8)
+    got = pipe(target, fkl.VectorReduce(op), fkl.Cast("int32"), fkl.AddLast(7))(x)
+    ref = {"sum": x.astype(np.int32).sum(-1), "max": x.max(-1).astype(np.int32),
+           "and": (x != 0).all(-1).astype(np.int32), "or": (x != 0).any(-1).astype(np.int32)}
+    assert got.shape == (4, 7, 2)
+    np.testing.assert_array_equal(got[..., 0], ref[op])
+    assert (got[..., 1] == 7).all()
+
+
+@pytest.mark.plugin("cpu")
+@pytest.mark.parametrize("rect", [(0, 3, 2, 5), (4, 0, 3, 2), (0, 2, 2, 5)])
+def test_crop_rect_past_the_right_or_bottom_edge_is_an_error(rect):
+    # A 6x6 source: x + w > 6 or y + h > 6 lies outside (no BorderReader before it).
+    x = np.zeros((6, 6), np.float32)
+    with pytest.raises(ArgumentError, match="lies outside the 6x6 source"):
+        fkl.compose(fkl.TensorRead(), fkl.Crop(rect), fkl.TensorWrite(), target="cpu")(x)
+    edge = fkl.compose(fkl.TensorRead(), fkl.Crop((0, 1, 6, 5)),
+                       fkl.TensorWrite(), target="cpu")(x)
+    assert edge.shape == (5, 6)  # exactly to the edge is inside
+
+
+@pytest.mark.parametrize("h", [1, 2])
+@pytest.mark.parametrize("mode, keep", [("LINEAR_EVEN", 0), ("LINEAR_ODD", 1)])
+def test_deinterlace_of_one_and_two_rows(target, rng, h, mode, keep):
+    # docs/fkl.md: the other field's rows become (above + below + 1) * 0.5, the existing
+    # neighbour used twice at the first/last row; with one row, the row itself.
+    x = random_array(rng, (h, 9, 3), np.uint8)
+    f = x.astype(np.float32)
+    want = f.copy()
+    for y in range(h):
+        if y % 2 != keep:
+            n = f[1 - y] if h == 2 else f[y]
+            want[y] = (n + n + 1) * np.float32(0.5)
+    np.testing.assert_array_equal(pipe(target, fkl.Deinterlace(mode))(x), want)
+
+
+def test_a_bad_item_of_a_rect_list_is_named_by_its_index():
+    # A list whose first item is a rect is a list of rects: the error names the bad item.
+    with pytest.raises(ArgumentError, match=r"fkl.Crop rects\[1\]: expected \(x, y, w, h\) "
+                                            r"integers, got 7"):
+        fkl.Crop([[0, 0, 1, 1], 7])
+    with pytest.raises(ArgumentError, match=r"fkl.Crop rect: expected \(x, y, w, h\) "):
+        fkl.Crop([5, (0, 0, 1, 1)])
+
+
+
+@pytest.mark.parametrize("target_kind", [pytest.param("cpu", marks=pytest.mark.plugin("cpu")),
+                                         "gpu"])
+@pytest.mark.parametrize(("to", "hi", "rounded_up"), [("int32", "2147483647.0", "2147483648.0f"),
+                                                      ("uint32", "4294967295.0", "4294967296.0f")])
+def test_saturate_cast_clamps_32_bit_bounds_in_double(target_kind, to, hi, rounded_up):
+    # C++ [conv.fpint] (and CUDA): converting a floating value outside the integer type's
+    # range is undefined. float32 rounds 2**31 - 1 and 2**32 - 1 up to 2**31 and 2**32,
+    # both out of range, so a float32 pixel is clamped in double, at the exact bound. (The
+    # values test above cannot see a float32 clamp: g++ and PTX's cvt happen to saturate.)
+    p = fkl.compose(fkl.TensorRead(), fkl.SaturateCast(to), fkl.TensorWrite(),
+                    target=target_kind)
+    src = p.source(dtype=np.float32, channels=3)
+    assert f"({hi}) < (" in src and rounded_up not in src, src[-2000:]

@@ -106,6 +106,16 @@ def test_every_listed_equivalent_mutant_exists_and_has_a_reason(runner):
     assert all(len(reason) > 20 for reason in listed.values())
 
 
+def test_ids_ending_in_an_operator_count_keep_it(runner, monkeypatch, tmp_path):
+    # "Add->Sub#2" (the second operator at one column) is an id, not an id and a comment:
+    # only " #" starts the reason.
+    eq = tmp_path / "eq.txt"
+    eq.write_text("# header\np.py:5:3:Add->Sub#2  # the reason\np.py:6:1:const1->0  # r\n")
+    monkeypatch.setattr(runner, "EQUIVALENT", eq)
+    assert runner.equivalent_ids() == {"p.py:5:3:Add->Sub#2": "the reason",
+                                       "p.py:6:1:const1->0": "r"}
+
+
 @pytest.mark.parametrize(("line", "what", "changed"), [
     (10, "const7->8", "                8)"),
     (8, "Gt->GtE@0", "    if x >= 6 and y:"),

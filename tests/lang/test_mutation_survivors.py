@@ -901,3 +901,100 @@ def test_from_numpy_maps_every_supported_dtype():
         assert from_numpy(np.dtype(name)) is getattr(tk.dt, name), name
     with pytest.raises(TypeError, match="unsupported dtype"):
         from_numpy(np.dtype(np.complex64))
+
+
+# -- survivors of the full run of 2026-12-01 (session 8) ---------------------------------
+def test_mutable_local_from_a_thread_index_is_not_const(target):
+    # A grid-stride loop's index starts as threadIdx.x and is reassigned: its C++ local
+    # must be a plain (non-const) variable. Every element i < n gets i, written by thread
+    # i % 8 (n odd, so the last lap is partial).
+    @tk.jit
+    def stride(out: tk.DevicePointer[u32], n: u32):
+        i = tk.var(tk.thread_idx().x)
+        with tk.while_(lambda: i < n):
+            out[i] = i * 3
+            i += tk.block_dim().x
+    n = 37
+    out = poisoned(n + 3, np.uint32)
+    stride[1, 8](out, n, target=target)
+    np.testing.assert_array_equal(out[:n], np.arange(n, dtype=np.uint32) * 3)
+    assert (out[n:] == poisoned(3, np.uint32)).all()
+
+
+def test_float64_literals_in_exponent_form(target, rng):
+    # Python writes 1e16 and 1e-07 without a decimal point ("1e+16"): they must reach the
+    # kernel as those doubles (NumPy computes the same float64 operations).
+    @tk.jit
+    def expo(o: tk.DevicePointer[f64], a: tk.DevicePointer[f64]):
+        i = tk.thread_idx().x
+        o[3 * i] = a[i] + 1e16
+        o[3 * i + 1] = a[i] * 1e-07
+        o[3 * i + 2] = a[i] - 2.5e300
+    a = rng.standard_normal(5) * 1e3
+    o = poisoned(15, np.float64)
+    expo[1, 5](o, a, target=target)
+    np.testing.assert_array_equal(o[0::3], a + 1e16)
+    np.testing.assert_array_equal(o[1::3], a * 1e-07)
+    np.testing.assert_array_equal(o[2::3], a - 2.5e300)
+
+
+def test_cuda_syncwarp_passes_its_mask():
+    # __syncwarp(mask) (CUDA programming guide): a given mask reaches the intrinsic, no
+    # mask means all 32 lanes.
+    def sw(out: tk.DevicePointer[i32]):
+        tk.syncwarp(0x0000FFFF)
+        out[0] = 1
+        tk.syncwarp()
+    src = _kernel_text(tk.jit(sw).cuda_source, "sw")
+    assert "__syncwarp(65535u);" in src, src
+    assert "__syncwarp(4294967295u);" in src, src
+
+
+@pytest.mark.parametrize("op", ["atomic_min", "atomic_max"])
+def test_cuda_int64_atomic_min_max_use_the_signed_overload(op):
+    # CUDA has atomicMin/atomicMax for long long int (signed compare) and for unsigned long
+    # long int: an int64 min must not go through the unsigned overload, where -1 > 1.
+    def mm(a: tk.DevicePointer[tk.dt.int64], v: tk.dt.int64):
+        getattr(tk, op)(a, 0, v)
+    src = _kernel_text(tk.jit(mm).cuda_source, "mm")
+    call = src[src.index("atomicM"):]
+    call = call[:call.index(";")]
+    assert "unsigned" not in call, call
+
+
+def test_cuda_syncthreads_count_returns_the_count():
+    # __syncthreads_count returns how many threads had a non-zero predicate; and/or
+    # return a non-zero int, which Thork's bool result compares with 0.
+    def bv(out: tk.DevicePointer[i32], a: tk.DevicePointer[i32]):
+        i = tk.thread_idx().x
+        out[0] = tk.syncthreads_count(a[i] > 0)
+        out[1] = tk.cast(tk.syncthreads_and(a[i] > 0), i32)
+    src = _kernel_text(tk.jit(bv).cuda_source, "bv")
+    count = next(ln for ln in src.splitlines() if "__syncthreads_count(" in ln)
+    both = next(ln for ln in src.splitlines() if "__syncthreads_and(" in ln)
+    assert "!= 0" not in count and count.strip().startswith("int "), count
+    assert "!= 0)" in both, both
+
+
+def test_dtypes_are_immutable():
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tk.dt.float32.bits = 16  # type: ignore[misc]
+    assert tk.dt.float32.bits == 32
+
+
+def test_print_keeps_utf8_and_control_bytes(target, capfd):
+    # Non-ASCII text (UTF-8) and control bytes come out byte for byte as written: the C
+    # string literal escapes what is not printable ASCII instead of writing the UTF-8
+    # bytes one by one as Latin-1 characters.
+    text = "naïve ±1 \x01\x1f\x7f tab\there ??= end"
+
+    @tk.jit
+    def say8(n: i32, done: tk.DevicePointer[i32]):
+        tk.print(text, n)
+        done[0] = 1
+    done = np.zeros(1, np.int32)
+    say8[1, 1](5, done, target=target)
+    assert done[0] == 1
+    assert text + " 5\n" in capfd.readouterr().out
