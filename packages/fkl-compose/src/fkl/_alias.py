@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from thork_core import ArgumentError
-from thork_core.launch import DLPACK, kind_of, memory_range
+from thork_core.launch import DLPACK, byte_range, kind_of, memory_range
 
 __all__ = ["Range", "check_out_aliasing", "in_place_safe", "known_ranges", "overlaps",
            "relative_spans", "view_range"]
@@ -51,19 +51,7 @@ Range = tuple[str, int, int]
 def view_range(v: Any) -> Range:
     """``(device, first byte, one past the last)`` of an :class:`~thork_core.ArrayView`
     (its strides included): the range of an array that exposes no interface dict."""
-    item = v.dtype.itemsize
-    if any(n == 0 for n in v.shape):
-        return v.device, v.ptr, v.ptr
-    if v.strides is None:
-        n = item
-        for e in v.shape:
-            n *= e
-        return v.device, v.ptr, v.ptr + n
-    lo = hi = 0
-    for e, st in zip(v.shape, v.strides, strict=True):
-        span = (e - 1) * st
-        lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
-    return v.device, v.ptr + lo, v.ptr + hi + item
+    return (v.device, *byte_range(v.ptr, v.shape, v.strides, v.dtype.itemsize))
 
 
 def _range(a: Any, known: dict[int, Range] | None) -> Range | None:

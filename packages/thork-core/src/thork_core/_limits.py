@@ -18,7 +18,7 @@ from ._dtype import DType, dt
 from ._errors import ArgumentError
 
 __all__ = ["MAX_SHARED_PER_BLOCK", "shared_bytes", "static_shared_bytes", "float_scalar",
-           "memory_range", "overlapping"]
+           "byte_range", "memory_range", "overlapping"]
 
 #: Shared memory one block may use, in bytes, static and dynamic together: sm_90's opt-in
 #: maximum (227 KiB), the most any arch Thork targets allows. The CPU target applies it
@@ -101,23 +101,29 @@ def memory_range(arr: Any) -> tuple[str, int, int] | None:
         iface = getattr(arr, attr, None)
         if iface is None:
             continue
-        ptr = iface["data"][0] or 0
-        shape = tuple(iface["shape"])
-        itemsize = _itemsize(iface["typestr"])
-        if any(s == 0 for s in shape):
-            return device, ptr, ptr
-        strides = iface.get("strides")
-        if strides is None:
-            n = 1
-            for s in shape:
-                n *= s
-            return device, ptr, ptr + n * itemsize
-        lo = hi = 0
-        for extent, stride in zip(shape, strides):
-            span = (extent - 1) * stride
-            lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
-        return device, ptr + lo, ptr + hi + itemsize
+        lo, hi = byte_range(iface["data"][0] or 0, tuple(iface["shape"]),
+                            iface.get("strides"), _itemsize(iface["typestr"]))
+        return device, lo, hi
     return None
+
+
+def byte_range(ptr: int, shape: tuple[int, ...], strides: Any, itemsize: int
+               ) -> tuple[int, int]:
+    """``(first byte, one past the last)`` the elements of an array at ``ptr`` occupy:
+    ``shape``, byte ``strides`` (None: compact row-major; negative ones included) and
+    ``itemsize`` in bytes. An empty array occupies ``(ptr, ptr)``."""
+    if any(s == 0 for s in shape):
+        return ptr, ptr
+    if strides is None:
+        n = itemsize
+        for s in shape:
+            n *= s
+        return ptr, ptr + n
+    lo = hi = 0
+    for extent, stride in zip(shape, strides):
+        span = (extent - 1) * stride
+        lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
+    return ptr + lo, ptr + hi + itemsize
 
 
 _ITEMSIZE: dict[str, int] = {}

@@ -238,8 +238,8 @@ def dlpack_probe(x: Any, handle: int) -> tuple[int, Any, int, bool, Any] | None:
     read = _CAPSULE[0] if _CAPSULE else _capsule_reader()
     tx = type(x)
     try:
-        dev_type, device = x.__dlpack_device__()
-        if int(dev_type) not in (_DL_CUDA, _DL_CUDA_MANAGED):
+        device = dlpack_cuda_device(x, tx)
+        if device < 0:
             return None
         consumer = handle or 1  # DLPack names CUDA's legacy default stream 1
         if tx in _NO_MAX_VERSION:
@@ -265,7 +265,7 @@ def dlpack_probe(x: Any, handle: int) -> tuple[int, Any, int, bool, Any] | None:
                 step *= n
     except Exception:  # noqa: BLE001 - anything unusual: the adapters' path says why
         return None
-    return ptr, (tx, shape, dtype, int(device), strides), int(device), readonly, capsule
+    return ptr, (tx, shape, dtype, device, strides), device, readonly, capsule
 
 
 def _capsule_reader() -> Any:

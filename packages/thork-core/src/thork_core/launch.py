@@ -29,6 +29,7 @@ from ._launch import (
 )
 from ._limits import (
     MAX_SHARED_PER_BLOCK,
+    byte_range,
     float_scalar,
     memory_range,
     overlapping,
@@ -50,7 +51,7 @@ from ._probe import (
 from ._target import Dim3, normalize_dims
 
 __all__ = ["CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
-           "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "cai_pointer",
+           "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "byte_range", "cai_pointer",
            "check_arg_count", "dlpack_probe", "float_scalar", "follow", "followers",
            "implied_stream", "kind_of",
            "guarded_call_base", "launch_call_base", "make_launcher", "memory_range",
