@@ -193,3 +193,39 @@ def test_dlpack_out_exactly_the_input_of_a_geometric_chain_is_refused(
     with pytest.raises(ArgumentError, match="separate from input 0"):
         pipe(DLPackOnly(_wrap(1 << 32, (6, 5), "float32")), out=x)
     assert not fake_gpu
+
+
+def test_foreign_hot_paths_from_many_threads(fake_gpu: list[Any],  # noqa: F811
+                                             slow_calls: list[int]) -> None:  # noqa: F811
+    """One pipe called from 8 threads at once with DLPack-only inputs and outputs, cold
+    and then hot: every launch gets the addresses of its own call (the capsules, the
+    learned out= keys and the hot table are shared)."""
+    import threading
+
+    pipe = _pipe()
+    shape = (7, 9)
+    n_threads, calls = 8, 40
+    barrier = threading.Barrier(n_threads)
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            barrier.wait()
+            for k in range(calls):
+                x = DLPackOnly(_wrap((1 << 32) + (t * calls + k) * 4096, shape, "float32"))
+                y = DLPackOnly(_wrap((1 << 40) + (t * calls + k) * 4096, shape, "float32"))
+                assert pipe(x, out=y) is y
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[0]
+    launched = sorted(tuple(ptrs) for _, ptrs in fake_gpu)
+    want = sorted(((1 << 32) + i * 4096, (1 << 40) + i * 4096)
+                  for i in range(n_threads * calls))
+    assert launched == want  # each call launched once, with its own input and output
+    assert slow_calls[0] <= n_threads  # at most the first call of each thread planned

@@ -769,6 +769,15 @@ def test_guard_decisions_with_cai_arrays(native, kinds, which, case):
     assert calls() == ([launched] if launched else [])
 
 
+def test_cai_guard_checks_its_configuration(native, kinds):
+    launch = Recorder().launch(native)
+    with pytest.raises(TypeError, match="typestr must be a str or None"):
+        launch.guard(DeviceArray, [(SHAPE_IN, U8, 0, 7, False), (SHAPE_OUT, F32, 0)],
+                     [1, 0], 15, _to_handle, kinds, False)
+    with pytest.raises(TypeError, match="kinds must be a dict"):
+        launch.guard(DeviceArray, CAI_SPECS, [1, 0], 15, _to_handle, [], False)
+
+
 @pytest.mark.parametrize("which", ["native", "python"])
 @pytest.mark.parametrize("in_place", [False, True])
 def test_cai_guard_in_place_rule(native, kinds, which, in_place):
