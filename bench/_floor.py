@@ -17,9 +17,11 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["KERNEL_SOURCE", "floor_kernel", "measure_graph_floor", "measure_launch_floor"]
+__all__ = ["KERNEL_SOURCE", "floor_kernel", "graph_burst", "measure_graph_floor",
+           "measure_launch_floor"]
 
 #: The floor's kernel written in Thork (seed 000's matrix_add): bench_core writes it as
 #: ``seedkernel.py`` for its child processes, bench_fkl loads it through
@@ -58,6 +60,7 @@ def floor_kernel() -> object:
 
 _SOURCE = Path(__file__).resolve().with_name("launch_floor.c")
 _GRAPH_SOURCE = Path(__file__).resolve().with_name("graph_floor.c")
+_GRAPH_LOOP_SOURCE = Path(__file__).resolve().with_name("graph_loop.c")
 
 # Output keys printed by launch_floor.c, mapped to the keys returned here.
 _KEYS = {
@@ -85,9 +88,9 @@ def _find_compiler() -> str:
     raise RuntimeError("no C compiler found (tried $CC, cc, gcc)")
 
 
-def _build(source: Path = _SOURCE) -> Path:
-    """Compile ``source`` (a C program next to this module) into a per-process temp dir
-    and return the binary.
+def _build(source: Path = _SOURCE, shared: bool = False) -> Path:
+    """Compile ``source`` (a C program next to this module; ``shared``: a shared library)
+    into a per-process temp dir and return the binary.
 
     The result is cached for the life of the process; the temp dir is removed
     at interpreter exit.
@@ -100,8 +103,9 @@ def _build(source: Path = _SOURCE) -> Path:
             raise RuntimeError(f"missing benchmark source {source}")
         tmpdir = Path(tempfile.mkdtemp(prefix="thork_floor_"))
         atexit.register(shutil.rmtree, tmpdir, ignore_errors=True)
-        exe = tmpdir / source.stem
-        cmd = [_find_compiler(), "-O2", "-o", str(exe), str(source), "-ldl"]
+        exe = tmpdir / (source.stem + (".so" if shared else ""))
+        cmd = [_find_compiler(), "-O2", *(["-shared", "-fPIC"] if shared else []), "-o",
+               str(exe), str(source), "-ldl"]
         try:
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=_COMPILE_TIMEOUT_S
@@ -189,3 +193,29 @@ def measure_graph_floor(cubin_path: str, kernel_name: str, nodes: int, rounds: i
         if sep and key == "graph_floor_us_enqueue":
             return float(value)
     raise RuntimeError(f"graph_floor output lacks its result:\n{proc.stdout}")
+
+
+def graph_burst() -> Callable[[int, int, int], float]:
+    """``burst(exec, stream, k)``: ``k`` back-to-back ``cuGraphLaunch`` calls on the raw
+    handles ``exec`` and ``stream``, looped in C inside this process (``graph_loop.c``,
+    built once), in microseconds per call. ctypes releases the GIL around the loop.
+
+    Raises:
+        RuntimeError: If the library cannot be built, or a launch fails (its code).
+    """
+    import ctypes
+
+    from thork_core._cuda import function_address
+
+    lib = ctypes.CDLL(str(_build(_GRAPH_LOOP_SOURCE, shared=True)))
+    lib.graph_burst.restype = ctypes.c_double
+    lib.graph_burst.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int]
+    fn = function_address("cuGraphLaunch")
+
+    def burst(exec_: int, stream: int, k: int) -> float:
+        us = float(lib.graph_burst(fn, exec_, stream, k))
+        if us < 0:
+            raise RuntimeError(f"cuGraphLaunch failed with driver code {int(-us)}")
+        return us
+
+    return burst

@@ -88,8 +88,11 @@ def test_graph_misuse_is_a_clear_error():
         g.replay()
     with pytest.raises(ArgumentError, match="Graph target"):
         tk.graph(target="tpu")
+    with pytest.raises(LaunchError, match="exec_handle: the graph is new"):
+        g.exec_handle  # noqa: B018
     with g:
         pass
+    assert g.exec_handle == 0  # a CPU graph has no CUgraphExec
     with pytest.raises(LaunchError, match="records once"):
         g.__enter__()
 
@@ -151,3 +154,31 @@ def test_gpu_graph_refuses_the_legacy_stream():
     with pytest.raises(ArgumentError, match="cannot be captured"):
         with tk.graph(stream=0):
             pass
+
+
+@pytest.mark.gpu
+def test_gpu_graph_exec_handle_launches_from_c(rng):
+    """The raw exec handle, launched by cuGraphLaunch called through ctypes (as C code
+    would), runs the recorded kernel on the given stream."""
+    import ctypes
+
+    from thork_core._cuda import function_address
+    from thork_core.runtime import DeviceArray, driver
+
+    n = 1037
+    x_np = rng.standard_normal(n, dtype=np.float32)
+    x = DeviceArray.from_host(x_np)
+    y = DeviceArray.from_host(np.full(n, np.nan, np.float32))
+    axpb[(n + 127) // 128, 128](x, 3.0, n, y)
+    y.copy_from_host(np.full(n, np.nan, np.float32))
+    with tk.graph() as g:
+        axpb[(n + 127) // 128, 128](x, 3.0, n, y, stream=g.stream)
+    assert g.exec_handle != 0
+    launch = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
+        function_address("cuGraphLaunch"))
+    assert launch(g.exec_handle, g.stream) == 0
+    driver().cuStreamSynchronize(g.stream)
+    np.testing.assert_allclose(y.to_host(), x_np * 3.0 + 1.0, rtol=1e-6)
+    g.close()
+    with pytest.raises(LaunchError, match="exec_handle: the graph is closed"):
+        g.exec_handle  # noqa: B018

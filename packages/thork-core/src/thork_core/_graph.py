@@ -266,6 +266,19 @@ class Graph:
         """``g()``: the same as ``g.replay()`` (the native replay where there is one)."""
         self.replay(stream)
 
+    @property
+    def exec_handle(self) -> int:
+        """The raw ``CUgraphExec`` handle of a recorded GPU graph, as an int (0 on the CPU
+        target), for C code or another library that launches it with ``cuGraphLaunch``;
+        it stays valid until :meth:`close`.
+
+        Raises:
+            LaunchError: If the graph is not recorded (still recording, failed or closed).
+        """
+        if self._state != "ready":
+            raise LaunchError(f"Graph.exec_handle: the graph is {self._state}")
+        return 0 if self.target == "cpu" else int(self._exec)
+
     # -- nodes and updates ---------------------------------------------------------------
     @property
     def nodes(self) -> list[GraphNode]:
