@@ -140,6 +140,22 @@ def test_custom_op_of_a_pipe_has_fake_shapes(rng):
     np.testing.assert_array_equal(torch.ops.thork_test.resize(x).numpy(), ref)
 
 
+def test_custom_op_of_a_pipe_follows_each_input_shape_and_dtype(rng):
+    """The op remembers output shapes per input signature: a new size or dtype (seen
+    before or not) gets its own shape and dtype, never the previous call's."""
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Cast("float32"), fkl.Mul(0.5),
+                       fkl.TensorSplit(), target="cpu")
+    thork_torch.custom_op("thork_test::half_chw", pipe)
+    for h, w, dt in ((9, 13, np.uint8), (17, 5, np.uint8), (9, 13, np.float32),
+                     (9, 13, np.uint8)):
+        x_np = (rng.integers(0, 255, (h, w, 3)) if dt == np.uint8 else
+                rng.standard_normal((h, w, 3))).astype(dt)
+        got = torch.ops.thork_test.half_chw(torch.from_numpy(x_np))
+        assert tuple(got.shape) == (3, h, w) and got.dtype == torch.float32
+        np.testing.assert_allclose(got.numpy(), x_np.astype(np.float32).transpose(2, 0, 1)
+                                   * 0.5, rtol=1e-6)
+
+
 def test_custom_op_name_must_have_a_namespace():
     with pytest.raises(ArgumentError, match="namespace::op"):
         thork_torch.custom_op("noname", axpb[1, 1])

@@ -121,9 +121,24 @@ def custom_op(name: str, fn: Any, *, outputs: OutputSpecs | int | None = None,
     return op
 
 
+#: Input signatures remembered per op before the memo starts over (a bound, not a tuning).
+_SPECS_MEMO = 64
+
+
 def _pipe_outputs(pipe: Any, n_in: int) -> tuple[int, Callable[..., Any]]:
+    # Output shapes are a function of the inputs' shapes and dtypes; computing them plans
+    # the chain on the host (~20 us), so each op remembers them per input signature.
+    memo: dict[tuple[Any, ...], list[tuple[tuple[int, ...], DType]]] = {}
+
     def specs(*inputs: Any) -> list[tuple[tuple[int, ...], DType]]:
-        return pipe_output_specs(pipe, *[(tuple(x.shape), x.dtype) for x in inputs[:n_in]])
+        key = tuple((tuple(x.shape), x.dtype) for x in inputs[:n_in])
+        hit = memo.get(key)
+        if hit is None:
+            hit = pipe_output_specs(pipe, *key)
+            if len(memo) >= _SPECS_MEMO:
+                memo.clear()
+            memo[key] = hit
+        return hit
 
     # The count of outputs is a property of the chain (MidWrites, split writes): ask
     # with a small image of the read's dtype-independent shape.
