@@ -165,9 +165,14 @@ def jacobi(u: tk.DevicePointer[f32, 2], v: tk.DevicePointer[f32, 2], iters: i32)
 LOG2E = 1.4426950408889634
 
 
-def row_threads(n: int) -> int:
-    """Threads per row block: 8 elements per thread up to 1024 threads."""
-    return max(32, min(1024, n // 8))
+ROW_BYTES = 32  # bytes of the row per thread: two 16-byte loads for fp16, eight floats
+
+
+def row_threads(n: int, itemsize: int, row_bytes: int = ROW_BYTES) -> int:
+    """Threads per row block: ``row_bytes`` of the row per thread (one register-resident
+    chunk of ``row_bytes // itemsize`` elements), 32 to 1024 threads. Bytes, not elements:
+    fp16 rows at 8 elements a thread (16 B) kept too few loads in flight (session 9)."""
+    return max(32, min(1024, n * itemsize // row_bytes))
 
 
 def _block_reduce(v: Any, combine: Any, identity: float, scratch: Any, warps: int) -> Any:
@@ -203,11 +208,13 @@ def _store_row(out: Any, base: Any, offs: list[Any], vals: list[Any]) -> None:
         out.vstore(base + off, [v.to(out.dtype) for v in vals[j * vec:(j + 1) * vec]])
 
 
-def make_softmax(dtype: Any, n: int) -> Any:
-    threads = row_threads(n)
+def make_softmax(dtype: Any, n: int, threads: int | None = None) -> Any:
+    """Row softmax of an M x n array (one block of ``threads`` per row, default
+    :func:`row_threads`)."""
+    threads = threads or row_threads(n, dtype.itemsize)
     warps = threads // 32
 
-    @tk.jit(name=f"softmax_{dtype.name}_{n}")
+    @tk.jit(name=f"softmax_{dtype.name}_{n}_{threads}")
     def softmax(out: tk.DevicePointer[dtype], x: tk.DevicePointer[dtype]):
         scratch = tk.shared_array(f32, 32)
         scratch2 = tk.shared_array(f32, 32)
@@ -228,11 +235,13 @@ def make_softmax(dtype: Any, n: int) -> Any:
     return softmax
 
 
-def make_layer_norm(dtype: Any, n: int) -> Any:
-    threads = row_threads(n)
+def make_layer_norm(dtype: Any, n: int, threads: int | None = None) -> Any:
+    """Row layer norm of an M x n array (one block of ``threads`` per row, default
+    :func:`row_threads`)."""
+    threads = threads or row_threads(n, dtype.itemsize)
     warps = threads // 32
 
-    @tk.jit(name=f"layer_norm_{dtype.name}_{n}")
+    @tk.jit(name=f"layer_norm_{dtype.name}_{n}_{threads}")
     def layer_norm(out: tk.DevicePointer[dtype], x: tk.DevicePointer[dtype],
                    weight: tk.DevicePointer[dtype], bias: tk.DevicePointer[dtype],
                    eps: f32):
@@ -357,14 +366,16 @@ extern "C" __global__ void jacobi(float* u, float* v, int h, int w, int iters) {
 """
 
 
-def compile_coop(arch: str, work: Path) -> bytes | None:
-    """The cooperative-groups solver as a cubin (nvcc -O3), or None without nvcc."""
+def compile_coop(arch: str, work: Path, source: str = CUDA_COOP,
+                 name: str = "coop") -> bytes | None:
+    """The cooperative-groups solver (or another ``source`` needing toolkit headers) as a
+    cubin (nvcc -O3), or None without nvcc."""
     nvcc = shutil.which("nvcc") or next(
         (p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
     if not nvcc:
         return None
-    src, out = work / "coop.cu", work / "coop.cubin"
-    src.write_text(CUDA_COOP)
+    src, out = work / f"{name}.cu", work / f"{name}.cubin"
+    src.write_text(source)
     r = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-O3", "-o", str(out), str(src)],
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -696,14 +707,14 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
     nbytes = 2.0 * m_rows * n * x.element_size()
     y_tk, y_tr, y_cp = (torch.empty_like(x) for _ in range(3))
     if op == "softmax":
-        kern = make_softmax(dtype, n)[m_rows, row_threads(n)]
+        kern = make_softmax(dtype, n)[m_rows, row_threads(n, dtype.itemsize)]
         ref = torch.softmax(x.float(), dim=-1).to(tdt)
         fns = {"thork": lambda: kern(y_tk, x, target="gpu"),
                "torch": lambda: torch.softmax(x, dim=-1)}
         if tri:
             fns["triton"] = lambda: tri[0](y_tr, x)
     else:
-        kern = make_layer_norm(dtype, n)[m_rows, row_threads(n)]
+        kern = make_layer_norm(dtype, n)[m_rows, row_threads(n, dtype.itemsize)]
         ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(),
                                              eps).to(tdt)
         fns = {"thork": lambda: kern(y_tk, x, w, b, eps, target="gpu"),
