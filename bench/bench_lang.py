@@ -142,23 +142,33 @@ def nbody(acc: tk.DevicePointer[f32], pos: tk.DevicePointer[f32], n: i32):
         tk.float4.store(acc, i, tk.float4(a.x, a.y, a.z, 0.0))
 
 
-@tk.jit
-def jacobi(u: tk.DevicePointer[f32, 2], v: tk.DevicePointer[f32, 2], iters: i32):
-    """``iters`` Jacobi sweeps (Laplace, borders fixed) in one cooperative launch: a grid
-    barrier between sweeps, grid-stride loops, ping-pong through a run-time choice."""
-    h, w = u.shape
-    stride = tk.cast(tk.grid_dim().x * tk.block_dim().x, i32)
-    first = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
-    for it in tk.range(iters):
-        src = tk.where(it % 2 == 0, u, v)
-        dst = tk.where(it % 2 == 0, v, u)
-        for k in tk.range(first, h * w, stride):
-            y, x = k // w, k % w
-            with tk.if_((y > 0) & (y < h - 1) & (x > 0) & (x < w - 1)):
-                dst[k] = 0.25 * (src[k - w] + src[k + w] + src[k - 1] + src[k + 1])
-            with tk.else_():
-                dst[k] = src[k]
-        tk.this_grid().sync()
+def make_jacobi(unroll: int = 0) -> Any:
+    """The grid-synchronised Jacobi solver; ``unroll`` asks the compiler to unroll the
+    grid-stride loop (0: its own choice)."""
+
+    @tk.jit(name=f"jacobi_u{unroll}" if unroll else "jacobi")
+    def jacobi(u: tk.DevicePointer[f32, 2], v: tk.DevicePointer[f32, 2], iters: i32):
+        """``iters`` Jacobi sweeps (Laplace, borders fixed) in one cooperative launch: a
+        grid barrier between sweeps, grid-stride loops, ping-pong through a run-time
+        choice."""
+        h, w = u.shape
+        stride = tk.cast(tk.grid_dim().x * tk.block_dim().x, i32)
+        first = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
+        for it in tk.range(iters):
+            src = tk.where(it % 2 == 0, u, v)
+            dst = tk.where(it % 2 == 0, v, u)
+            for k in tk.range(first, h * w, stride, unroll=unroll):
+                y, x = k // w, k % w
+                with tk.if_((y > 0) & (y < h - 1) & (x > 0) & (x < w - 1)):
+                    dst[k] = 0.25 * (src[k - w] + src[k + w] + src[k - 1] + src[k + 1])
+                with tk.else_():
+                    dst[k] = src[k]
+            tk.this_grid().sync()
+
+    return jacobi
+
+
+jacobi = make_jacobi()
 
 
 # -- row kernels (softmax, layer norm): one block per row, the row held in registers -------
@@ -175,9 +185,11 @@ def row_threads(n: int, itemsize: int, row_bytes: int = ROW_BYTES) -> int:
     return max(32, min(1024, n * itemsize // row_bytes))
 
 
-def _block_reduce(v: Any, combine: Any, identity: float, scratch: Any, warps: int) -> Any:
-    """``combine`` over the block; every thread gets the result (warp butterflies, then
-    one value per warp through shared memory)."""
+def _block_reduce(v: Any, combine: Any, scratch: Any, warps: int) -> Any:
+    """``combine`` over the block; every thread gets the result: warp butterflies, one
+    value per warp through shared memory (one barrier), then every warp combines the
+    ``warps`` values with a butterfly of width ``warps`` (lane l reads value l % warps, so
+    each group of ``warps`` lanes holds them all: log2(warps) steps, not 5)."""
     t = tk.cast(tk.thread_idx().x, i32)
     v = tk.warp_reduce(v, combine)
     if warps == 1:
@@ -185,9 +197,7 @@ def _block_reduce(v: Any, combine: Any, identity: float, scratch: Any, warps: in
     with tk.if_((t & 31) == 0):
         scratch[t >> 5] = v
     tk.syncthreads()
-    lane = t & 31
-    w = tk.cond(lane < warps, lambda: scratch[lane], identity)
-    return tk.warp_reduce(w, combine, width=32)
+    return tk.warp_reduce(scratch[t & (warps - 1)], combine, width=warps)
 
 
 def _load_row(x: Any, base: Any, n: int, threads: int) -> tuple[list[Any], list[Any]]:
@@ -222,13 +232,13 @@ def make_softmax(dtype: Any, n: int, threads: int | None = None) -> Any:
         vals, offs = _load_row(x, base, n, threads)
         m = vals[0]
         for v in vals[1:]:
-            m = tk.max(m, v)
-        m = _block_reduce(m, tk.max, float("-inf"), scratch, warps)
+            m = tk.fmax(m, v)
+        m = _block_reduce(m, tk.fmax, scratch, warps)
         es = [tk.exp2((v - m) * LOG2E) for v in vals]
         s = es[0]
         for e in es[1:]:
             s = s + e
-        s = _block_reduce(s, lambda a, b: a + b, 0.0, scratch2, warps)
+        s = _block_reduce(s, lambda a, b: a + b, scratch2, warps)
         inv = 1.0 / s
         _store_row(out, base, offs, [e * inv for e in es])
 
@@ -252,12 +262,12 @@ def make_layer_norm(dtype: Any, n: int, threads: int | None = None) -> Any:
         s = vals[0]
         for v in vals[1:]:
             s = s + v
-        mean = _block_reduce(s, lambda a, b: a + b, 0.0, scratch, warps) * (1.0 / n)
+        mean = _block_reduce(s, lambda a, b: a + b, scratch, warps) * (1.0 / n)
         ds = [v - mean for v in vals]
         q = ds[0] * ds[0]
         for d in ds[1:]:
             q = q + d * d
-        var = _block_reduce(q, lambda a, b: a + b, 0.0, scratch2, warps) * (1.0 / n)
+        var = _block_reduce(q, lambda a, b: a + b, scratch2, warps) * (1.0 / n)
         rstd = tk.rsqrt(var + eps)
         wv, _ = _load_row(weight, 0, n, threads)
         bv, _ = _load_row(bias, 0, n, threads)

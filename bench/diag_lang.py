@@ -1,14 +1,16 @@
 """Diagnosis sweep for bench_lang's unmet rows (issue 16): the grid-sync Jacobi solver and
 the fp16 softmax / layer-norm row kernels. One process, anchors beside every variant.
 
-* Jacobi 4096² × 20: Thork's kernel (``bench_lang.jacobi``) vs cooperative groups, and the
+* Jacobi 4096² × 20: Thork's kernel (``bench_lang.jacobi``, and with ``unroll=4`` on its
+  grid-stride loop) vs cooperative groups, and the
   cooperative-groups solver with Thork's session-4 barrier (``__threadfence`` around a
   relaxed ``atomicAdd``, a volatile spin) to price the barrier alone; then barriers only
   (``iters`` grid syncs, no work) for Thork and cooperative groups.
 * Row kernels, M = 4096: for each dtype, op and N, Thork at several threads per row
-  (``row_bytes`` of the row per thread: 16, 32, 64 bytes) against Triton's tutorial-style
-  kernel and a same-bytes device copy, ``triton.testing.do_bench`` medians, the median of
-  3 interleaved rounds (as bench_lang).
+  (``row_bytes`` of the row per thread: 16, 32, 64 bytes for fp16; 32, 64 (128 at
+  N >= 8192) for fp32) against Triton's tutorial-style kernel and a same-bytes device
+  copy, ``triton.testing.do_bench(warmup=10, rep=40)`` medians, the median of 3
+  interleaved rounds (bench_lang: the default warm-up and repetitions).
 
     python bench/diag_lang.py --out DIR [--no-rows] [--no-jacobi] [--fp16-only]
 """
@@ -92,10 +94,11 @@ def jacobi_rows(cp: Any, arch: str, sms: int, work: Path) -> list[dict[str, Any]
     jh, jw, iters = 4096, 4096, 20
     grid = (sms * 2, 1, 1)
     u0 = cp.asarray(rng.standard_normal((jh, jw), dtype=np.float32))
-    bufs = {k: (u0.copy(), cp.zeros_like(u0)) for k in ("thork", "cg", "old")}
-    tk_j = bl.jacobi[grid, 256]
+    bufs = {k: (u0.copy(), cp.zeros_like(u0)) for k in ("thork", "thork_u4", "cg", "old")}
+    tk_j, tk_j4 = bl.jacobi[grid, 256], bl.make_jacobi(4)[grid, 256]
     fns = {
         "thork": lambda: tk_j(*bufs["thork"], iters, target="gpu"),
+        "thork_u4": lambda: tk_j4(*bufs["thork_u4"], iters, target="gpu"),
         "cg": h_cg.launcher("jacobi", grid, (256, 1, 1), [*bufs["cg"], jh, jw, iters],
                             cooperative=True),
         "old": h_old.launcher("jacobi_oldbar", grid, (256, 1, 1),
@@ -106,7 +109,7 @@ def jacobi_rows(cp: Any, arch: str, sms: int, work: Path) -> list[dict[str, Any]
     cp.cuda.Device().synchronize()
     ok = all(bool(cp.allclose(bufs[k][0], bufs["cg"][0], rtol=1e-6, atol=1e-6)
                   and cp.allclose(bufs[k][1], bufs["cg"][1], rtol=1e-6, atol=1e-6))
-             for k in ("thork", "old"))
+             for k in ("thork", "thork_u4", "old"))
     rounds: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(3):
         for k, fn in fns.items():
@@ -114,6 +117,7 @@ def jacobi_rows(cp: Any, arch: str, sms: int, work: Path) -> list[dict[str, Any]
     ms = {k: statistics.median(v) for k, v in rounds.items()}
     out = [{"what": f"jacobi {jh}x{jw} x{iters}", "correct": ok,
             **{f"{k}_ms": v for k, v in ms.items()}, "thork/cg": ms["thork"] / ms["cg"],
+            "thork_u4/cg": ms["thork_u4"] / ms["cg"],
             "oldbarrier/cg": ms["old"] / ms["cg"]}]
     nb = 1000
     tk_b = barriers[grid, 256]
@@ -139,7 +143,8 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
     m_rows, n = x.shape
     tdt = x.dtype
     nbytes = 2.0 * m_rows * n * x.element_size()
-    threads = sorted({bl.row_threads(n, dtype.itemsize, rb) for rb in (16, 32, 64)})
+    rbs = (16, 32, 64) if dtype.itemsize == 2 else (32, 64) if n < 8192 else (32, 64, 128)
+    threads = sorted({bl.row_threads(n, dtype.itemsize, rb) for rb in rbs})
     if op == "softmax":
         ref = torch.softmax(x.float(), dim=-1).to(tdt)
     else:
@@ -168,7 +173,7 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
     rounds: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(3):
         for k, fn in fns.items():
-            rounds[k].append(do_bench(fn, return_mode="median"))
+            rounds[k].append(do_bench(fn, warmup=10, rep=40, return_mode="median"))
     ms = {k: statistics.median(v) for k, v in rounds.items()}
     best = min((k for k in ms if k.startswith("t") and k != "triton"), key=lambda k: ms[k])
     print(f"{op:<10} {dtype.name:<7} N={n:<6} "

@@ -101,16 +101,19 @@ INT_ARITHMETIC = r"""
 template <class T> struct thork_uwide { typedef unsigned int type; };
 template <> struct thork_uwide<long long> { typedef unsigned long long type; };
 template <> struct thork_uwide<unsigned long long> { typedef unsigned long long type; };
-// The one division is unconditional (its divisor is never 0 or -1) and the special cases
-// are selects, so a // b and a % b of the same operands share it (the compiler sees one
-// a / d): a grid-stride loop's y = k // w, x = k % w costs one division, as in C++.
+// One unconditional division (its divisor d is never 0 or -1) and the special cases as a
+// factor m of b alone: a // b = (a / d) * m with (d, m) = (1, 0) for b = 0, (1, -1) for
+// b = -1, else (b, 1); a % b = a - (a // b) * b (wrapping). The compiler sees one a / d for
+// a // b and a % b (one division, as C++'s k / w, k % w), and no select on the quotient:
+// one there was unswitched into three copies of a grid-stride loop, which then unrolled
+// half as far and scheduled its loads worse (session 9, bench_lang's Jacobi).
 template <class T> THORK_FN T thork_idiv(T a, T b) {
   typedef typename thork_uwide<T>::type U;
   const bool neg1 = (T)-1 < (T)0 && b == (T)-1;
-  const T q = a / ((b == (T)0 || neg1) ? (T)1 : b);
-  return b == (T)0 ? (T)0 : neg1 ? (T)((U)0 - (U)a) : q;
+  const T d = (b == (T)0 || neg1) ? (T)1 : b;
+  const U m = b == (T)0 ? (U)0 : neg1 ? (U)0 - (U)1 : (U)1;
+  return (T)((U)(a / d) * m);
 }
-// a - (a // b) * b in wrapping arithmetic: x % 0 = x and MIN % -1 = 0 follow.
 template <class T> THORK_FN T thork_imod(T a, T b) {
   typedef typename thork_uwide<T>::type U;
   return (T)((U)a - (U)thork_idiv<T>(a, b) * (U)b);
