@@ -175,14 +175,25 @@ jacobi = make_jacobi()
 LOG2E = 1.4426950408889634
 
 
-ROW_BYTES = 32  # bytes of the row per thread: two 16-byte loads for fp16, eight floats
-
-
-def row_threads(n: int, itemsize: int, row_bytes: int = ROW_BYTES) -> int:
-    """Threads per row block: ``row_bytes`` of the row per thread (one register-resident
-    chunk of ``row_bytes // itemsize`` elements), 32 to 1024 threads. Bytes, not elements:
-    fp16 rows at 8 elements a thread (16 B) kept too few loads in flight (session 9)."""
+def row_threads(n: int, itemsize: int, row_bytes: int) -> int:
+    """Threads per row block holding ``row_bytes`` of the row each (32 to 1024)."""
     return max(32, min(1024, n * itemsize // row_bytes))
+
+
+def softmax_threads(n: int) -> int:
+    """Softmax: 16 elements of the row per thread (fp16 and fp32 alike). Measured best or
+    tied at every N against 8 and 32 (bench/diag_lang.py, session 9)."""
+    return max(32, min(1024, n // 16))
+
+
+def layer_norm_threads(n: int, itemsize: int) -> int:
+    """Layer norm: 32 bytes of the row per thread (its weight and bias double the loads),
+    at least 4 warps, and at most 512 threads where a thread holds more than 8 elements:
+    16 floats with their weight and bias take about 40 registers, and a 1024-thread block
+    of those fills an SM's registers alone (fp16 N = 16384 ran at 0.69x Triton so).
+    Measured in bench/diag_lang.py (session 9)."""
+    t = max(128, row_threads(n, itemsize, 32))
+    return 512 if t > 512 and n // t > 8 else t
 
 
 def _block_reduce(v: Any, combine: Any, scratch: Any, warps: int) -> Any:
@@ -220,8 +231,8 @@ def _store_row(out: Any, base: Any, offs: list[Any], vals: list[Any]) -> None:
 
 def make_softmax(dtype: Any, n: int, threads: int | None = None) -> Any:
     """Row softmax of an M x n array (one block of ``threads`` per row, default
-    :func:`row_threads`)."""
-    threads = threads or row_threads(n, dtype.itemsize)
+    :func:`softmax_threads`)."""
+    threads = threads or softmax_threads(n)
     warps = threads // 32
 
     @tk.jit(name=f"softmax_{dtype.name}_{n}_{threads}")
@@ -247,8 +258,8 @@ def make_softmax(dtype: Any, n: int, threads: int | None = None) -> Any:
 
 def make_layer_norm(dtype: Any, n: int, threads: int | None = None) -> Any:
     """Row layer norm of an M x n array (one block of ``threads`` per row, default
-    :func:`row_threads`)."""
-    threads = threads or row_threads(n, dtype.itemsize)
+    :func:`layer_norm_threads`)."""
+    threads = threads or layer_norm_threads(n, dtype.itemsize)
     warps = threads // 32
 
     @tk.jit(name=f"layer_norm_{dtype.name}_{n}_{threads}")
@@ -717,14 +728,14 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
     nbytes = 2.0 * m_rows * n * x.element_size()
     y_tk, y_tr, y_cp = (torch.empty_like(x) for _ in range(3))
     if op == "softmax":
-        kern = make_softmax(dtype, n)[m_rows, row_threads(n, dtype.itemsize)]
+        kern = make_softmax(dtype, n)[m_rows, softmax_threads(n)]
         ref = torch.softmax(x.float(), dim=-1).to(tdt)
         fns = {"thork": lambda: kern(y_tk, x, target="gpu"),
                "torch": lambda: torch.softmax(x, dim=-1)}
         if tri:
             fns["triton"] = lambda: tri[0](y_tr, x)
     else:
-        kern = make_layer_norm(dtype, n)[m_rows, row_threads(n, dtype.itemsize)]
+        kern = make_layer_norm(dtype, n)[m_rows, layer_norm_threads(n, dtype.itemsize)]
         ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(),
                                              eps).to(tdt)
         fns = {"thork": lambda: kern(y_tk, x, w, b, eps, target="gpu"),
