@@ -120,6 +120,34 @@ def test_range_with_run_time_step_matches_python_range(target, rng):
 
 
 @tk.jit
+def strided64(out: tk.DevicePointer[tk.dt.int64], starts: tk.DevicePointer[tk.dt.int64],
+              stops: tk.DevicePointer[tk.dt.int64], steps: tk.DevicePointer[tk.dt.int64],
+              n: i32):
+    i = gid()
+    with tk.if_(i < n):
+        trips, last = tk.var(0, tk.dt.int64), tk.var(-7, tk.dt.int64)
+        for k in tk.range(starts[i], stops[i], steps[i]):  # int64 index and trip count
+            trips += 1
+            last.set(k)
+        out[i * 2] = trips
+        out[i * 2 + 1] = last
+
+
+def test_range_with_64_bit_run_time_step(target):
+    """Trip counts past 2**32 in the arithmetic (an int64 loop counts in 64 bits)."""
+    big = 2**62
+    cases = [(0, 3 * 2**33, 2**33), (2**40, -(2**40), -(2**39)), (5, big, big // 2),
+             (-big, big, big), (big, -big, -(2**61)), (0, 2**40, 0), (7, 7, 3)]
+    starts, stops, steps = (np.array(c, np.int64) for c in zip(*cases))
+    out = poisoned((len(cases), 2), np.int64)
+    strided64[1, 32](out, starts, stops, steps, len(cases), target=target)
+    for row, (a, b, s) in zip(out, cases):
+        ks = list(range(a, b, s)) if s else []
+        assert list(row) == [len(ks), ks[-1] if ks else -7], (a, b, s)
+    gpu_ok(strided64)
+
+
+@tk.jit
 def search(out: tk.DevicePointer[i32], sorted_: tk.DevicePointer[f32], q: tk.DevicePointer[f32],
            n: i32, nq: i32):
     """Binary search: a while loop with two mutable bounds (lower_bound)."""
