@@ -142,37 +142,65 @@ def nbody(acc: tk.DevicePointer[f32], pos: tk.DevicePointer[f32], n: i32):
         tk.float4.store(acc, i, tk.float4(a.x, a.y, a.z, 0.0))
 
 
-@tk.jit
-def jacobi(u: tk.DevicePointer[f32, 2], v: tk.DevicePointer[f32, 2], iters: i32):
-    """``iters`` Jacobi sweeps (Laplace, borders fixed) in one cooperative launch: a grid
-    barrier between sweeps, grid-stride loops, ping-pong through a run-time choice."""
-    h, w = u.shape
-    stride = tk.cast(tk.grid_dim().x * tk.block_dim().x, i32)
-    first = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
-    for it in tk.range(iters):
-        src = tk.where(it % 2 == 0, u, v)
-        dst = tk.where(it % 2 == 0, v, u)
-        for k in tk.range(first, h * w, stride):
-            y, x = k // w, k % w
-            with tk.if_((y > 0) & (y < h - 1) & (x > 0) & (x < w - 1)):
-                dst[k] = 0.25 * (src[k - w] + src[k + w] + src[k - 1] + src[k + 1])
-            with tk.else_():
-                dst[k] = src[k]
-        tk.this_grid().sync()
+def make_jacobi(unroll: int = 0) -> Any:
+    """The grid-synchronised Jacobi solver; ``unroll`` asks the compiler to unroll the
+    grid-stride loop (0: its own choice)."""
+
+    @tk.jit(name=f"jacobi_u{unroll}" if unroll else "jacobi")
+    def jacobi(u: tk.DevicePointer[f32, 2], v: tk.DevicePointer[f32, 2], iters: i32):
+        """``iters`` Jacobi sweeps (Laplace, borders fixed) in one cooperative launch: a
+        grid barrier between sweeps, grid-stride loops, ping-pong through a run-time
+        choice."""
+        h, w = u.shape
+        stride = tk.cast(tk.grid_dim().x * tk.block_dim().x, i32)
+        first = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
+        for it in tk.range(iters):
+            src = tk.where(it % 2 == 0, u, v)
+            dst = tk.where(it % 2 == 0, v, u)
+            for k in tk.range(first, h * w, stride, unroll=unroll):
+                y, x = k // w, k % w
+                with tk.if_((y > 0) & (y < h - 1) & (x > 0) & (x < w - 1)):
+                    dst[k] = 0.25 * (src[k - w] + src[k + w] + src[k - 1] + src[k + 1])
+                with tk.else_():
+                    dst[k] = src[k]
+            tk.this_grid().sync()
+
+    return jacobi
+
+
+jacobi = make_jacobi()
 
 
 # -- row kernels (softmax, layer norm): one block per row, the row held in registers -------
 LOG2E = 1.4426950408889634
 
 
-def row_threads(n: int) -> int:
-    """Threads per row block: 8 elements per thread up to 1024 threads."""
-    return max(32, min(1024, n // 8))
+def row_threads(n: int, itemsize: int, row_bytes: int) -> int:
+    """Threads per row block holding ``row_bytes`` of the row each (32 to 1024)."""
+    return max(32, min(1024, n * itemsize // row_bytes))
 
 
-def _block_reduce(v: Any, combine: Any, identity: float, scratch: Any, warps: int) -> Any:
-    """``combine`` over the block; every thread gets the result (warp butterflies, then
-    one value per warp through shared memory)."""
+def softmax_threads(n: int) -> int:
+    """Softmax: 16 elements of the row per thread (fp16 and fp32 alike). Measured best or
+    tied at every N against 8 and 32 (bench/diag_lang.py, session 9)."""
+    return max(32, min(1024, n // 16))
+
+
+def layer_norm_threads(n: int, itemsize: int) -> int:
+    """Layer norm: 32 bytes of the row per thread (its weight and bias double the loads),
+    at least 4 warps, and at most 512 threads where a thread holds more than 8 elements:
+    16 floats with their weight and bias take about 40 registers, and a 1024-thread block
+    of those fills an SM's registers alone (fp16 N = 16384 ran at 0.69x Triton so).
+    Measured in bench/diag_lang.py (session 9)."""
+    t = max(128, row_threads(n, itemsize, 32))
+    return 512 if t > 512 and n // t > 8 else t
+
+
+def _block_reduce(v: Any, combine: Any, scratch: Any, warps: int) -> Any:
+    """``combine`` over the block; every thread gets the result: warp butterflies, one
+    value per warp through shared memory (one barrier), then every warp combines the
+    ``warps`` values with a butterfly of width ``warps`` (lane l reads value l % warps, so
+    each group of ``warps`` lanes holds them all: log2(warps) steps, not 5)."""
     t = tk.cast(tk.thread_idx().x, i32)
     v = tk.warp_reduce(v, combine)
     if warps == 1:
@@ -180,9 +208,7 @@ def _block_reduce(v: Any, combine: Any, identity: float, scratch: Any, warps: in
     with tk.if_((t & 31) == 0):
         scratch[t >> 5] = v
     tk.syncthreads()
-    lane = t & 31
-    w = tk.cond(lane < warps, lambda: scratch[lane], identity)
-    return tk.warp_reduce(w, combine, width=32)
+    return tk.warp_reduce(scratch[t & (warps - 1)], combine, width=warps)
 
 
 def _load_row(x: Any, base: Any, n: int, threads: int) -> tuple[list[Any], list[Any]]:
@@ -203,11 +229,13 @@ def _store_row(out: Any, base: Any, offs: list[Any], vals: list[Any]) -> None:
         out.vstore(base + off, [v.to(out.dtype) for v in vals[j * vec:(j + 1) * vec]])
 
 
-def make_softmax(dtype: Any, n: int) -> Any:
-    threads = row_threads(n)
+def make_softmax(dtype: Any, n: int, threads: int | None = None) -> Any:
+    """Row softmax of an M x n array (one block of ``threads`` per row, default
+    :func:`softmax_threads`)."""
+    threads = threads or softmax_threads(n)
     warps = threads // 32
 
-    @tk.jit(name=f"softmax_{dtype.name}_{n}")
+    @tk.jit(name=f"softmax_{dtype.name}_{n}_{threads}")
     def softmax(out: tk.DevicePointer[dtype], x: tk.DevicePointer[dtype]):
         scratch = tk.shared_array(f32, 32)
         scratch2 = tk.shared_array(f32, 32)
@@ -215,24 +243,26 @@ def make_softmax(dtype: Any, n: int) -> Any:
         vals, offs = _load_row(x, base, n, threads)
         m = vals[0]
         for v in vals[1:]:
-            m = tk.max(m, v)
-        m = _block_reduce(m, tk.max, float("-inf"), scratch, warps)
+            m = tk.fmax(m, v)
+        m = _block_reduce(m, tk.fmax, scratch, warps)
         es = [tk.exp2((v - m) * LOG2E) for v in vals]
         s = es[0]
         for e in es[1:]:
             s = s + e
-        s = _block_reduce(s, lambda a, b: a + b, 0.0, scratch2, warps)
+        s = _block_reduce(s, lambda a, b: a + b, scratch2, warps)
         inv = 1.0 / s
         _store_row(out, base, offs, [e * inv for e in es])
 
     return softmax
 
 
-def make_layer_norm(dtype: Any, n: int) -> Any:
-    threads = row_threads(n)
+def make_layer_norm(dtype: Any, n: int, threads: int | None = None) -> Any:
+    """Row layer norm of an M x n array (one block of ``threads`` per row, default
+    :func:`layer_norm_threads`)."""
+    threads = threads or layer_norm_threads(n, dtype.itemsize)
     warps = threads // 32
 
-    @tk.jit(name=f"layer_norm_{dtype.name}_{n}")
+    @tk.jit(name=f"layer_norm_{dtype.name}_{n}_{threads}")
     def layer_norm(out: tk.DevicePointer[dtype], x: tk.DevicePointer[dtype],
                    weight: tk.DevicePointer[dtype], bias: tk.DevicePointer[dtype],
                    eps: f32):
@@ -243,12 +273,12 @@ def make_layer_norm(dtype: Any, n: int) -> Any:
         s = vals[0]
         for v in vals[1:]:
             s = s + v
-        mean = _block_reduce(s, lambda a, b: a + b, 0.0, scratch, warps) * (1.0 / n)
+        mean = _block_reduce(s, lambda a, b: a + b, scratch, warps) * (1.0 / n)
         ds = [v - mean for v in vals]
         q = ds[0] * ds[0]
         for d in ds[1:]:
             q = q + d * d
-        var = _block_reduce(q, lambda a, b: a + b, 0.0, scratch2, warps) * (1.0 / n)
+        var = _block_reduce(q, lambda a, b: a + b, scratch2, warps) * (1.0 / n)
         rstd = tk.rsqrt(var + eps)
         wv, _ = _load_row(weight, 0, n, threads)
         bv, _ = _load_row(bias, 0, n, threads)
@@ -357,14 +387,16 @@ extern "C" __global__ void jacobi(float* u, float* v, int h, int w, int iters) {
 """
 
 
-def compile_coop(arch: str, work: Path) -> bytes | None:
-    """The cooperative-groups solver as a cubin (nvcc -O3), or None without nvcc."""
+def compile_coop(arch: str, work: Path, source: str = CUDA_COOP,
+                 name: str = "coop") -> bytes | None:
+    """The cooperative-groups solver (or another ``source`` needing toolkit headers) as a
+    cubin (nvcc -O3), or None without nvcc."""
     nvcc = shutil.which("nvcc") or next(
         (p for p in ("/usr/local/cuda/bin/nvcc",) if os.path.exists(p)), None)
     if not nvcc:
         return None
-    src, out = work / "coop.cu", work / "coop.cubin"
-    src.write_text(CUDA_COOP)
+    src, out = work / f"{name}.cu", work / f"{name}.cubin"
+    src.write_text(source)
     r = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-O3", "-o", str(out), str(src)],
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -696,14 +728,14 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
     nbytes = 2.0 * m_rows * n * x.element_size()
     y_tk, y_tr, y_cp = (torch.empty_like(x) for _ in range(3))
     if op == "softmax":
-        kern = make_softmax(dtype, n)[m_rows, row_threads(n)]
+        kern = make_softmax(dtype, n)[m_rows, softmax_threads(n)]
         ref = torch.softmax(x.float(), dim=-1).to(tdt)
         fns = {"thork": lambda: kern(y_tk, x, target="gpu"),
                "torch": lambda: torch.softmax(x, dim=-1)}
         if tri:
             fns["triton"] = lambda: tri[0](y_tr, x)
     else:
-        kern = make_layer_norm(dtype, n)[m_rows, row_threads(n)]
+        kern = make_layer_norm(dtype, n)[m_rows, layer_norm_threads(n, dtype.itemsize)]
         ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(),
                                              eps).to(tdt)
         fns = {"thork": lambda: kern(y_tk, x, w, b, eps, target="gpu"),

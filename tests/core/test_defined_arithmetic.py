@@ -196,3 +196,40 @@ def test_cpu_source_uses_the_defined_forms():
         pytest.skip("no CPU target here")
     src = arith_kernel("int16").source_for("cpu")
     assert "thork_idiv<int>(" in src and "thork_imod<int>(" in src
+
+
+def test_floordiv_and_mod_of_the_same_operands_share_one_division():
+    """``y, x = k // w, k % w`` with a run-time ``w`` (the grid-stride Jacobi sweeps of
+    bench/bench_lang.py) is one hardware division per element, as in C++: the defined forms
+    keep the division unconditional, so the compiler sees the same ``a / d`` twice. With
+    the guards as branches NVRTC emitted a ``div.s32`` and a ``rem.s32`` here (session 9).
+    Checked in NVRTC's PTX; the values are the model tests' above."""
+    if not has_plugin("nvrtc"):
+        pytest.skip("NVRTC plugin not installed")
+    f32 = tk.dt.float32
+
+    @tk.jit
+    def sweeps(u: tk.DevicePointer[f32, 2], v: tk.DevicePointer[f32, 2], iters: tk.dt.int32):
+        h, w = u.shape
+        stride = tk.grid_dim(signed=True).x * tk.block_dim(signed=True).x
+        first = tk.block_idx(signed=True).x * tk.block_dim(signed=True).x + \
+            tk.thread_idx(signed=True).x
+        for it in tk.range(iters):
+            src = tk.where(it % 2 == 0, u, v)
+            dst = tk.where(it % 2 == 0, v, u)
+            for k in tk.range(first, h * w, stride):
+                y, x = k // w, k % w
+                with tk.if_((y > 0) & (y < h - 1) & (x > 0) & (x < w - 1)):
+                    dst[k] = 0.25 * (src[k - w] + src[k + w] + src[k - 1] + src[k + 1])
+                with tk.else_():
+                    dst[k] = src[k]
+
+    from thork_core import PluginError
+
+    try:
+        ptx = sweeps.artifact("sm_90", compiler="nvrtc", kind="ptx").data
+    except PluginError:
+        pytest.skip("NVRTC is not usable here")
+    text = ptx.decode() if isinstance(ptx, bytes) else ptx
+    ops = [ln.split()[0] for ln in text.splitlines() if ln.strip()[:4] in ("div.", "rem.")]
+    assert "div.s32" in ops and not any(op.startswith("rem.") for op in ops), ops

@@ -74,6 +74,80 @@ def test_loops_locals_break_continue_while_elif(target, rng):
 
 
 @tk.jit
+def strided(out: tk.DevicePointer[i32], starts: tk.DevicePointer[i32],
+            stops: tk.DevicePointer[i32], steps: tk.DevicePointer[i32], n: i32):
+    """tk.range with a run-time step (rendered as a counted loop): trips, the index sum
+    (wrapping) and the last index; a continue every third trip and bounds (tk.vars) that
+    the body changes, which must not change the loop (read once, as Python's range)."""
+    i = gid()
+    with tk.if_(i < n):
+        stop, step = tk.var(stops[i]), tk.var(steps[i])
+        trips, total, last = tk.var(0), tk.var(0), tk.var(-7)
+        for k in tk.range(starts[i], stop, step):
+            stop.set(stop - step)
+            step.set(step * 2 + 1)
+            trips += 1
+            last.set(k)
+            with tk.if_(trips % 3 == 0):
+                tk.continue_()
+            total += k
+        out[i * 3] = trips
+        out[i * 3 + 1] = total
+        out[i * 3 + 2] = last
+
+
+def test_range_with_run_time_step_matches_python_range(target, rng):
+    """Positive, negative and zero steps, empty ranges and bounds at the int32 extremes
+    (where i += step past the end would overflow a naive trip count)."""
+    lo, hi = -(2**31), 2**31 - 1
+    cases = [(0, 10, 3), (10, 0, -3), (0, 10, 0), (5, 5, 1), (5, 5, -1), (7, 3, 2),
+             (3, 7, -2), (lo, hi, 2**30), (hi, lo, -(2**30)), (hi - 5, hi, 2),
+             (lo + 5, lo, -2), (0, hi, hi), (-1, lo, lo), (lo, hi, hi), (0, 1, hi)]
+    m = int(rng.integers(200, 400))
+    for _ in range(m):
+        a, b = (int(x) for x in rng.integers(-300, 300, size=2))
+        cases.append((a, b, int(rng.choice([-1, 1]) * rng.integers(1, 40))))
+    starts, stops, steps = (np.array(c, np.int32) for c in zip(*cases))
+    n = len(cases)
+    out = poisoned((n, 3), np.int32)
+    strided[(n + 63) // 64, 64](out, starts, stops, steps, n, target=target)
+    for row, (a, b, s) in zip(out, cases):
+        ks = list(range(a, b, s)) if s else []
+        total = sum(k for j, k in enumerate(ks) if (j + 1) % 3)
+        total = (total + 2**31) % 2**32 - 2**31  # int32 wraps
+        assert list(row) == [len(ks), total, ks[-1] if ks else -7], (a, b, s)
+    gpu_ok(strided)
+
+
+@tk.jit
+def strided64(out: tk.DevicePointer[tk.dt.int64], starts: tk.DevicePointer[tk.dt.int64],
+              stops: tk.DevicePointer[tk.dt.int64], steps: tk.DevicePointer[tk.dt.int64],
+              n: i32):
+    i = gid()
+    with tk.if_(i < n):
+        trips, last = tk.var(0, tk.dt.int64), tk.var(-7, tk.dt.int64)
+        for k in tk.range(starts[i], stops[i], steps[i]):  # int64 index and trip count
+            trips += 1
+            last.set(k)
+        out[i * 2] = trips
+        out[i * 2 + 1] = last
+
+
+def test_range_with_64_bit_run_time_step(target):
+    """Trip counts past 2**32 in the arithmetic (an int64 loop counts in 64 bits)."""
+    big = 2**62
+    cases = [(0, 3 * 2**33, 2**33), (2**40, -(2**40), -(2**39)), (5, big, big // 2),
+             (-big, big, big), (big, -big, -(2**61)), (0, 2**40, 0), (7, 7, 3)]
+    starts, stops, steps = (np.array(c, np.int64) for c in zip(*cases))
+    out = poisoned((len(cases), 2), np.int64)
+    strided64[1, 32](out, starts, stops, steps, len(cases), target=target)
+    for row, (a, b, s) in zip(out, cases):
+        ks = list(range(a, b, s)) if s else []
+        assert list(row) == [len(ks), ks[-1] if ks else -7], (a, b, s)
+    gpu_ok(strided64)
+
+
+@tk.jit
 def search(out: tk.DevicePointer[i32], sorted_: tk.DevicePointer[f32], q: tk.DevicePointer[f32],
            n: i32, nq: i32):
     """Binary search: a while loop with two mutable bounds (lower_bound)."""

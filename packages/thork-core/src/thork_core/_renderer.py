@@ -71,7 +71,7 @@ __all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS", "I
            "PRELUDE_MARK", "c_string", "uses_mma"]
 
 # Bumped whenever generated code changes meaning; part of every disk-cache key.
-CODEGEN_VERSION = "4"
+CODEGEN_VERSION = "5"
 
 _BINARY_C = {
     "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "/", "mod": "%",
@@ -97,22 +97,40 @@ _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
 # target and compiler (docs/guarantees.md): x / 0 = 0, x % 0 = x, MIN / -1 = MIN (wraps),
 # MIN % -1 = 0. Truncating otherwise, as C++. C++ leaves these undefined (x86 traps).
 INT_ARITHMETIC = r"""
+// T's unsigned type of at least 32 bits: wrapping arithmetic on T.
+template <class T> struct thork_uwide { typedef unsigned int type; };
+template <> struct thork_uwide<long long> { typedef unsigned long long type; };
+template <> struct thork_uwide<unsigned long long> { typedef unsigned long long type; };
+// One unconditional division (its divisor d is never 0 or -1) and the special cases as a
+// factor m of b alone: a // b = (a / d) * m with (d, m) = (1, 0) for b = 0, (1, -1) for
+// b = -1, else (b, 1); a % b = a - (a // b) * b (wrapping). The compiler sees one a / d for
+// a // b and a % b (one division, as C++'s k / w, k % w), and no select on the quotient:
+// one there was unswitched into three copies of a grid-stride loop, which then unrolled
+// half as far and scheduled its loads worse (session 9, bench_lang's Jacobi).
 template <class T> THORK_FN T thork_idiv(T a, T b) {
-  if (b == (T)0) return (T)0;
-  if ((T)-1 < (T)0 && b == (T)-1) return (T)(0ull - (unsigned long long)a);
-  return (T)(a / b);
+  typedef typename thork_uwide<T>::type U;
+  const bool neg1 = (T)-1 < (T)0 && b == (T)-1;
+  const T d = (b == (T)0 || neg1) ? (T)1 : b;
+  const U m = b == (T)0 ? (U)0 : neg1 ? (U)0 - (U)1 : (U)1;
+  return (T)((U)(a / d) * m);
 }
 template <class T> THORK_FN T thork_imod(T a, T b) {
-  if (b == (T)0) return a;
-  if ((T)-1 < (T)0 && b == (T)-1) return (T)0;
-  return (T)(a % b);
+  typedef typename thork_uwide<T>::type U;
+  return (T)((U)a - (U)thork_idiv<T>(a, b) * (U)b);
+}
+// The trip count of for (i = start; step > 0 ? i < stop : i > stop; i += step) with a
+// run-time step (0 for a zero step): a counted loop the compiler can unroll.
+template <class T> THORK_FN typename thork_uwide<T>::type thork_trips(T start, T stop, T step) {
+  typedef typename thork_uwide<T>::type U;
+  if (step > (T)0)
+    return start < stop ? ((U)stop - (U)start - 1u) / (U)step + 1u : (U)0;
+  if (step < (T)0)
+    return start > stop ? ((U)start - (U)stop - 1u) / ((U)0 - (U)step) + 1u : (U)0;
+  return (U)0;
 }
 // Shifts by any count, as NumPy defines them (h-debug, issue 13): a count outside
 // [0, bits) shifts every bit out: << gives 0, >> gives -1 for a negative signed value and
 // 0 otherwise. T is the promoted operand type (32 or 64 bits); << wraps (unsigned).
-template <class T> struct thork_uwide { typedef unsigned int type; };
-template <> struct thork_uwide<long long> { typedef unsigned long long type; };
-template <> struct thork_uwide<unsigned long long> { typedef unsigned long long type; };
 template <class T, class S> THORK_FN T thork_shl(T a, S b) {
   typedef typename thork_uwide<T>::type U;
   if ((unsigned long long)(long long)b >= sizeof(T) * 8u) return (T)0;
@@ -238,9 +256,12 @@ THORK_FN double thork_atomic_max(double* p, double v) {
 }
 """
 
-# The grid-wide barrier of cooperative kernels. One thread per block arrives; the last one
-# resets the count and starts the next generation, which the others wait for. The fences
-# make every block's writes before the barrier visible to every block after it.
+# The grid-wide barrier of cooperative kernels. One thread per block arrives; block 0 adds
+# 2**31 - (nblocks - 1), the others 1, so the top bit of the count flips when the last
+# block arrives: each waits for its flip (no reset, no generation counter). The arrival is
+# a gpu-scope release (after __syncthreads, it publishes the whole block's writes) and the
+# wait a gpu-scope acquire: cheaper than two __threadfence() (fence.sc) around a relaxed
+# atomic and a volatile load, the same protocol as cooperative groups' grid.sync().
 _CUDA_GRID_BARRIER = r"""__device__ unsigned int thork_grid_arrived;
 THORK_FN void thork_grid_sync() {
   __syncthreads();
@@ -248,10 +269,13 @@ THORK_FN void thork_grid_sync() {
     const unsigned int nblocks = gridDim.x * gridDim.y * gridDim.z;
     const bool first = (blockIdx.x | blockIdx.y | blockIdx.z) == 0u;
     const unsigned int add = first ? 0x80000000u - (nblocks - 1u) : 1u;
-    __threadfence();
-    const unsigned int old = atomicAdd(&thork_grid_arrived, add);
-    while (((old ^ *(volatile unsigned int*)&thork_grid_arrived) & 0x80000000u) == 0u) { }
-    __threadfence();
+    unsigned int old, now;
+    asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;"
+                 : "=r"(old) : "l"(&thork_grid_arrived), "r"(add) : "memory");
+    do {
+      asm volatile("ld.acquire.gpu.u32 %0, [%1];"
+                   : "=r"(now) : "l"(&thork_grid_arrived) : "memory");
+    } while (((old ^ now) & 0x80000000u) == 0u);
   }
   __syncthreads();
 }
@@ -510,13 +534,25 @@ class Renderer:
         start, stop, step = self.expr(s.start), self.expr(s.stop), self.expr(s.step)
         if isinstance(s.step, Const):
             cond = f"{v} < {stop}" if s.step.value > 0 else f"{v} > {stop}"
-        else:
-            cond = f"({step} > 0 ? {v} < {stop} : {v} > {stop})"
+            if s.unroll:
+                self._emit(self.unroll_pragma(s.unroll), s.loc)
+            self._emit(f"for ({t} {v} = {start}; {cond}; {v} += {step}) {{", s.loc)
+            self._block(s.body)
+            self._emit("}", None)
+            return
+        # A run-time step (a grid-stride loop): the direction is known only at run time, so
+        # the loop counts its trips (computed once) instead of testing step > 0 ? i < stop
+        # : i > stop every iteration, a condition compilers cannot unroll. Zero step: no
+        # trips. The index is declared in the enclosing braces; the body's scope is as
+        # before.
+        n = f"{v}_n"
+        self._emit(f"{{ {t} {v} = {start};", s.loc)
         if s.unroll:
             self._emit(self.unroll_pragma(s.unroll), s.loc)
-        self._emit(f"for ({t} {v} = {start}; {cond}; {v} += {step}) {{", s.loc)
+        self._emit(f"for (thork_uwide<{t}>::type {n} = thork_trips<{t}>({v}, {stop}, {step}); "
+                   f"{n} != 0u; --{n}, {v} += {step}) {{", s.loc)
         self._block(s.body)
-        self._emit("}", None)
+        self._emit("}}", None)
 
     def unroll_pragma(self, n: int) -> str:
         return f"#pragma unroll {n}"

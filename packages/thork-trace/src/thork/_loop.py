@@ -42,7 +42,10 @@ class _Range:
     def __iter__(self) -> Iterator[Value]:
         trace = current()
         t = self.dtype
-        start, stop, step = (_to(v, t) for v in self.vals)
+        # Read once at loop entry, as Python's range: a tk.var bound or step set in the
+        # body does not change the loop (the C++ loop counts its trips for a run-time step).
+        start, stop, step = (_to(v.get() if isinstance(v, Local) else v, t)
+                             for v in self.vals)
         index = Var(t, trace.fresh("i"))
         stmt = For(index, start, stop, step, [], self.unroll)
         trace.emit(stmt)
