@@ -146,10 +146,10 @@ def test_custom_op_of_a_pipe_follows_each_input_shape_and_dtype(rng):
     pipe = fkl.compose(fkl.TensorRead(), fkl.Cast("float32"), fkl.Mul(0.5),
                        fkl.TensorSplit(), target="cpu")
     thork_torch.custom_op("thork_test::half_chw", pipe)
-    for h, w, dt in ((9, 13, np.uint8), (17, 5, np.uint8), (9, 13, np.float32),
+    for h, w, np_t in ((9, 13, np.uint8), (17, 5, np.uint8), (9, 13, np.float32),
                      (9, 13, np.uint8)):
-        x_np = (rng.integers(0, 255, (h, w, 3)) if dt == np.uint8 else
-                rng.standard_normal((h, w, 3))).astype(dt)
+        x_np = (rng.integers(0, 255, (h, w, 3)) if np_t == np.uint8 else
+                rng.standard_normal((h, w, 3))).astype(np_t)
         got = torch.ops.thork_test.half_chw(torch.from_numpy(x_np))
         assert tuple(got.shape) == (3, h, w) and got.dtype == torch.float32
         np.testing.assert_allclose(got.numpy(), x_np.astype(np.float32).transpose(2, 0, 1)
