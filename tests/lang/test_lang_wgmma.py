@@ -426,8 +426,8 @@ def test_wgmma_errors():
         return str(info.value)
 
     def bad_n(x: P[u64]):
-        tk.wgmma(x[0], x[0], None, 24)
-    assert "n must be one of 8, 16, 32, 64, 128, 256" in trace(bad_n)
+        tk.wgmma(x[0], x[0], None, 20)
+    assert "n must be a multiple of 8 from 8 to 256, got 20" in trace(bad_n)
 
     def bad_desc(x: P[u32]):
         tk.wgmma(x[0], x[0], None, 8)

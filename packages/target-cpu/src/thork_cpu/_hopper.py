@@ -28,6 +28,8 @@ CPU_HOPPER = f"""
 """ + r"""THORK_FN void thork_wgmma_fence(thork_block*) {}
 THORK_FN void thork_wgmma_commit(thork_block*) {}
 template <int N> THORK_FN void thork_wgmma_wait(thork_block*) {}
+template <int N> THORK_FN void thork_setmaxnreg_inc(thork_block*) {}  // no register file
+template <int N> THORK_FN void thork_setmaxnreg_dec(thork_block*) {}
 THORK_FN void thork_fence_proxy_async(thork_block*) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 THORK_FN unsigned int thork_smem_addr32(thork_block* b, const void* p) {
   return (unsigned int)((const unsigned char*)p - b->smem);

@@ -19,6 +19,13 @@ THORK_FN void thork_wgmma_commit() {
 template <int N> THORK_FN void thork_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
+// setmaxnreg: every thread of the warpgroup; takes effect under __launch_bounds__.
+template <int N> THORK_FN void thork_setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N));
+}
+template <int N> THORK_FN void thork_setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N));
+}
 THORK_FN void thork_fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -79,8 +86,9 @@ def _wgmma_helper(n: int, name: str) -> str:
 
 def helper_name(op: str) -> str:
     """The C name of the helper implementing ``op`` (both targets use the same names)."""
-    if op.startswith("wgmma.wait."):
-        return f"thork_wgmma_wait<{op.rsplit('.', 1)[1]}>"
+    if op.startswith(("wgmma.wait.", "setmaxnreg.")):
+        head, n = op.rsplit(".", 1)
+        return f"thork_{head.replace('.', '_')}<{n}>"
     if op == "smem_addr":
         return "thork_smem_addr32"
     return "thork_" + op.replace(".", "_")

@@ -33,6 +33,7 @@ from ._ir import (
     MMA_OPS,
     SPECIALS,
     SYNC_KINDS,
+    SETMAXNREG_COUNTS,
     WARP_OPS,
     WGMMA_N,
     Assign,
@@ -100,6 +101,7 @@ from ._renderer import (
 
 __all__ = [
     "AsyncCopy", "AsyncGroup", "LDMATRIX_OPS", "MMA_OPS", "HOPPER_OPS", "Hopper", "WGMMA_N",
+    "SETMAXNREG_COUNTS",
     "uses_hopper", "hopper_ops",
     "ALL_DTYPES", "ATOMIC_OPS", "Assign", "Atomic", "Binary", "BlockReduce", "Break",
     "CODEGEN_VERSION", "Call", "CallFunc", "Cast", "Const", "Continue", "CudaRenderer",

@@ -57,6 +57,7 @@ from ._grid import (
     block_idx,
     grid_dim,
     lane_id,
+    launch_bounds,
     linear_thread_idx,
     thread_idx,
     warp_id,
@@ -177,6 +178,8 @@ from ._warp import (
 )
 from ._wgmma import (
     fence_proxy_async,
+    setmaxnreg_dec,
+    setmaxnreg_inc,
     smem_address,
     swizzle,
     wgmma,
@@ -221,6 +224,7 @@ __all__ = [
     "mma", "ldmatrix", "cp_async", "cp_async_commit", "cp_async_wait",
     # Hopper (sm_90a): warpgroup MMA, TMA, mbarriers
     "wgmma", "wgmma_descriptor", "wgmma_fence", "wgmma_commit", "wgmma_wait",
+    "setmaxnreg_inc", "setmaxnreg_dec", "launch_bounds",
     "fence_proxy_async", "smem_address", "swizzle", "tma_load", "tensor_map",
     "mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait",
     "mbarrier_try_wait",
