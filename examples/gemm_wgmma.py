@@ -29,6 +29,8 @@ What makes it fast (docs/language-wgmma.md, "The pipelining pattern"):
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import thork as tk
@@ -222,8 +224,9 @@ def check_tiles(K: int, BN: int, WM: int, CONSUMERS: int, STAGES: int,
             ("STAGES", STAGES >= 2, ">= 2"),
             ("GROUP_M", GROUP_M >= 1, ">= 1")):
         if not ok:
-            raise ValueError(f"{name} must be {want}, got "
-                             f"{dict(K=K, BN=BN, WM=WM, CONSUMERS=CONSUMERS, STAGES=STAGES, GROUP_M=GROUP_M)[name]}")
+            given = dict(K=K, BN=BN, WM=WM, CONSUMERS=CONSUMERS, STAGES=STAGES,
+                         GROUP_M=GROUP_M)[name]
+            raise ValueError(f"{name} must be {want}, got {given!r}")
     if WM * CONSUMERS > 256:
         raise ValueError(f"WM x CONSUMERS must be at most 256 (a TMA box), got {WM * CONSUMERS}")
     if WM // 64 * BN // 2 > (REGISTERS[CONSUMERS] or (0, 232))[1] - 32:
@@ -231,17 +234,20 @@ def check_tiles(K: int, BN: int, WM: int, CONSUMERS: int, STAGES: int,
                          f"thread: too many for {CONSUMERS} consumer warpgroup(s)")
 
 
-def gemm(c: object, a: object, bt: object, M: int, N: int, K: int, dtype: str = "float16",
-         BN: int = 256, WM: int = 64, CONSUMERS: int = 2, STAGES: int = 4, GROUP_M: int = 8,
-         blocks: int | None = None, staged: bool = False, **launch: object) -> None:
-    """Launch ``c[M, N] = a[M, K] @ bt[N, K].T``: NumPy arrays on the CPU target, GPU
-    arrays (DeviceArray, CUDA tensors) on the GPU — the tensor maps follow the arrays.
+def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
+            dtype: str = "float16", BN: int = 256, WM: int = 64, CONSUMERS: int = 2,
+            STAGES: int = 4, GROUP_M: int = 8, blocks: int | None = None,
+            staged: bool = False, **launch: object) -> Callable[[], None]:
+    """Check the arguments and build the tensor maps once (on the GPU they are copied to
+    device memory once); returns the launch of ``c[M, N] = a[M, K] @ bt[N, K].T``.
+
+    NumPy arrays run on the CPU target, GPU arrays (DeviceArray, CUDA tensors) on the GPU.
     ``c`` holds float32 or the input type. ``blocks``: persistent blocks (default one per
     multiprocessor on the GPU, 3 on the CPU target). ``staged``: the epilogue through
     shared memory where rows of ``c`` are whole 16-byte units (else direct stores)."""
     check_tiles(K, BN, WM, CONSUMERS, STAGES, GROUP_M)
-    out = str(np.dtype(getattr(c, "dtype", "float32"))) if not hasattr(c, "element_size") \
-        else str(c.dtype).removeprefix("torch.")  # type: ignore[attr-defined]
+    out = str(c.dtype).removeprefix("torch.") if hasattr(c, "element_size") \
+        else str(np.dtype(getattr(c, "dtype", "float32")))  # type: ignore[attr-defined]
     if out not in ("float32", dtype):
         raise ValueError(f"c must hold float32 or {dtype}, got {out}")
     if M * N >= 2**31:
@@ -249,14 +255,26 @@ def gemm(c: object, a: object, bt: object, M: int, N: int, K: int, dtype: str = 
     bm = WM * CONSUMERS
     ta = tk.tensor_map(a, (bm, BK), swizzle=128)
     tb = tk.tensor_map(bt, (BN, BK), swizzle=128)
+    on_cpu = isinstance(a, np.ndarray) or launch.get("target") == "cpu"
+    if not on_cpu:
+        from thork_core import DeviceArray
+
+        ta, tb = DeviceArray.from_host(ta), DeviceArray.from_host(tb)
     tiles = -(-M // bm) * -(-N // BN)
     if blocks is None:
-        blocks = 3 if launch.get("target") == "cpu" else sm_count()
+        blocks = 3 if on_cpu else sm_count()
     size = 4 if out == "float32" else 2
     staged = staged and N * size % 16 == 0 and BN % (128 // size) == 0
-    gemm_kernel(dtype, out)[min(blocks, tiles), 128 * (1 + CONSUMERS),
-                            shared_bytes(BN, WM, CONSUMERS, STAGES, staged)](
-        c, ta, tb, M, N, K, BN, WM, CONSUMERS, STAGES, GROUP_M, N % 2 == 0, staged, **launch)
+    kernel = gemm_kernel(dtype, out)[min(blocks, tiles), 128 * (1 + CONSUMERS),
+                                     shared_bytes(BN, WM, CONSUMERS, STAGES, staged)]
+    args = (c, ta, tb, M, N, K, BN, WM, CONSUMERS, STAGES, GROUP_M, N % 2 == 0, staged)
+    return lambda: kernel(*args, **launch)
+
+
+def gemm(c: object, a: object, bt: object, M: int, N: int, K: int, dtype: str = "float16",
+         **tile: Any) -> None:
+    """``c[M, N] = a[M, K] @ bt[N, K].T`` once (:func:`prepare`'s arguments)."""
+    prepare(c, a, bt, M, N, K, dtype, **tile)()
 
 
 def hopper_gpu() -> bool:
