@@ -58,15 +58,21 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                    BN: tk.Constexpr[int] = 256, WM: tk.Constexpr[int] = 64,
                    CONSUMERS: tk.Constexpr[int] = 2, STAGES: tk.Constexpr[int] = 4,
                    GROUP_M: tk.Constexpr[int] = 8, PAIRS: tk.Constexpr[bool] = True,
-                   STAGED: tk.Constexpr[bool] = False):
+                   STAGED: tk.Constexpr[bool] = False, CLUSTER: tk.Constexpr[int] = 1):
         """``c[M, N] = a[M, K] @ bt[N, K].T``: (WM CONSUMERS) x BN tiles, each block (1 +
         CONSUMERS warpgroups) taking tiles blockIdx.x, + gridDim.x, ... ``ta``/``tb``:
         tensor maps of a (box WM CONSUMERS x 64) and bt (box BN x 64), 128-byte swizzle.
         PAIRS: N is even (the epilogue stores element pairs). STAGED: each warp passes its
         rows through shared memory, 128 bytes of a row at a time, and stores 16 bytes per
-        thread (N a multiple of 16 bytes)."""
+        thread (N a multiple of 16 bytes). CLUSTER: blocks per thread-block cluster (1 or
+        2): the blocks of a cluster take vertically adjacent tiles, each loads its own A
+        tile and 1/CLUSTER of the B tile they share, multicast to all of them (then ``tb``'s
+        box is BN / CLUSTER x 64)."""
         BM, MW = WM * CONSUMERS, WM // 64            # MW: m64 wgmma rows per consumer
         tk.launch_bounds(128 * (1 + CONSUMERS), 1)
+        if CLUSTER > 1:
+            tk.cluster_dims(CLUSTER)
+        BH = BN // CLUSTER                           # B rows this block loads (multicast)
         A_TILE, B_TILE = BM * BK, BN * BK            # elements per stage
         sa = tk.dynamic_shared(T)                    # STAGES x A_TILE, 1024-byte aligned
         sb = tk.dynamic_shared(T, STAGES * A_TILE * 2)
@@ -77,27 +83,36 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
         so = tk.dynamic_shared(OUT, STAGES * (A_TILE + B_TILE) * 2)
         full = tk.shared_array(u64, (STAGES,))       # TMA landed: count 1 + bytes
         empty = tk.shared_array(u64, (STAGES,))      # consumers done: one per warpgroup
+                                                     # of each block of the cluster
         tid = tk.thread_idx().x
         wg = tid // 128
-        first, step = tk.block_idx(signed=True).x, tk.grid_dim(signed=True).x
-        ntm, ntn = (M + BM - 1) // BM, (N + BN - 1) // BN
+        # Clusters walk cluster tiles (CLUSTER BM x BN); block 'rank' takes rows rank BM.
+        first = tk.block_idx(signed=True).x // CLUSTER
+        step = tk.grid_dim(signed=True).x // CLUSTER
+        rank = tk.cluster_ctarank() if CLUSTER > 1 else 0
+        ntm, ntn = (M + CLUSTER * BM - 1) // (CLUSTER * BM), (N + BN - 1) // BN
         ntiles, nk = ntm * ntn, (K + BK - 1) // BK
 
         def tile_origin(tile):
-            """The tile's first row and column: tiles go down GROUP_M tile rows, then
-            right (the group's A rows and one B tile column stay in L2 together)."""
+            """The block's tile's first row and column: tiles go down GROUP_M tile rows,
+            then right (the group's A rows and one B tile column stay in L2 together)."""
             width = GROUP_M * ntn
             group = tile // width
             top = group * GROUP_M
             rows = tk.min(ntm - top, GROUP_M)
             within = tile - group * width
-            return (top + within % rows) * BM, (within // rows) * BN
+            return ((top + within % rows) * CLUSTER + rank) * BM, (within // rows) * BN
 
         with tk.if_(tid == 0):
             for s in range(STAGES):
                 tk.mbarrier_init(full, s, 1)
-                tk.mbarrier_init(empty, s, CONSUMERS)
-        tk.syncthreads()
+                tk.mbarrier_init(empty, s, CONSUMERS * CLUSTER)
+            if CLUSTER > 1:
+                tk.fence_mbarrier_init()
+        if CLUSTER > 1:
+            tk.cluster_sync()                        # the peers' barriers are ready
+        else:
+            tk.syncthreads()
 
         with tk.if_(wg == 0):                        # the producer warpgroup
             if REGISTERS[CONSUMERS]:
@@ -110,7 +125,12 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                         tk.mbarrier_wait(empty, stage, phase ^ 1)  # round 0 passes at once
                         tk.mbarrier_expect_tx(full, stage, (A_TILE + B_TILE) * 2)
                         tk.tma_load(sa, stage * A_TILE, ta, kt * BK, m0, full, stage)
-                        tk.tma_load(sb, stage * B_TILE, tb, kt * BK, n0, full, stage)
+                        if CLUSTER > 1:              # my share of B, to every block
+                            tk.tma_load(sb, stage * B_TILE + rank * BH * BK, tb, kt * BK,
+                                        n0 + rank * BH, full, stage,
+                                        multicast=(1 << CLUSTER) - 1)
+                        else:
+                            tk.tma_load(sb, stage * B_TILE, tb, kt * BK, n0, full, stage)
                         stage.set(stage + 1)
                         with tk.if_(stage == STAGES):
                             stage.set(0)
@@ -119,6 +139,16 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
             if REGISTERS[CONSUMERS]:
                 tk.setmaxnreg_inc(REGISTERS[CONSUMERS][1])
             row0 = (wg - 1) * WM                     # this warpgroup's rows of the tile
+
+            def release(s):
+                """Stage s is free here: tell every block of the cluster (their producers
+                multicast into it)."""
+                if CLUSTER > 1:
+                    for r in range(CLUSTER):
+                        tk.mbarrier_arrive(empty, s, cta=r)
+                else:
+                    tk.mbarrier_arrive(empty, s)
+
             lead = tid % 128 == 0                    # arrives for the warpgroup
             # Descriptors of stage 0 (swizzled K-major: 8-row groups 1024 bytes apart);
             # stage s, m64 block mw and k16 step ks lie (s A_TILE + 64 mw BK + 16 ks) x 2
@@ -147,7 +177,7 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                         for i in range(BN // 2):
                             acc[mw][i].set(cur[mw][i])
                     with tk.if_(lead & (kt > 0)):
-                        tk.mbarrier_arrive(empty, prev)   # its stage goes back
+                        release(prev)                # its stage goes back
                     prev.set(stage)
                     stage.set(stage + 1)
                     with tk.if_(stage == STAGES):
@@ -155,7 +185,7 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                         phase.set(phase ^ 1)
                 tk.wgmma_wait(0)
                 with tk.if_(lead):
-                    tk.mbarrier_arrive(empty, prev)
+                    release(prev)
                 # The D fragment -> c, inside only: warp w, lane (g, t) holds rows
                 # 16 w + g (+ 8) and columns 8 j + 2 t, + 1 of each m64 block.
                 w, lane = (tid // 32) % 4, tid % 32
@@ -192,6 +222,8 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                                     for e in range(2):
                                         with tk.if_((r < M) & (col + e < N)):
                                             c[r * N + col + e] = pair[e]
+        if CLUSTER > 1:
+            tk.cluster_sync()                        # no block leaves while peers arrive
 
     return gemm_wgmma
 
@@ -237,15 +269,19 @@ def check_tiles(K: int, BN: int, WM: int, CONSUMERS: int, STAGES: int,
 def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
             dtype: str = "float16", BN: int = 256, WM: int = 64, CONSUMERS: int = 2,
             STAGES: int = 4, GROUP_M: int = 8, blocks: int | None = None,
-            staged: bool = False, **launch: object) -> Callable[[], None]:
+            staged: bool = False, cluster: int = 1, **launch: object) -> Callable[[], None]:
     """Check the arguments and build the tensor maps once (on the GPU they are copied to
     device memory once); returns the launch of ``c[M, N] = a[M, K] @ bt[N, K].T``.
 
     NumPy arrays run on the CPU target, GPU arrays (DeviceArray, CUDA tensors) on the GPU.
     ``c`` holds float32 or the input type. ``blocks``: persistent blocks (default one per
     multiprocessor on the GPU, 3 on the CPU target). ``staged``: the epilogue through
-    shared memory where rows of ``c`` are whole 16-byte units (else direct stores)."""
+    shared memory where rows of ``c`` are whole 16-byte units (else direct stores).
+    ``cluster``: blocks per thread-block cluster (1 or 2; ``blocks`` is then rounded down
+    to a multiple)."""
     check_tiles(K, BN, WM, CONSUMERS, STAGES, GROUP_M)
+    if cluster not in (1, 2):
+        raise ValueError(f"cluster must be 1 or 2, got {cluster!r}")
     out = str(c.dtype).removeprefix("torch.") if hasattr(c, "element_size") \
         else str(np.dtype(getattr(c, "dtype", "float32")))  # type: ignore[attr-defined]
     if out not in ("float32", dtype):
@@ -254,20 +290,22 @@ def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
         raise ValueError(f"M x N must be below 2**31 (int32 indices), got {M * N}")
     bm = WM * CONSUMERS
     ta = tk.tensor_map(a, (bm, BK), swizzle=128)
-    tb = tk.tensor_map(bt, (BN, BK), swizzle=128)
+    tb = tk.tensor_map(bt, (BN // cluster, BK), swizzle=128)
     on_cpu = isinstance(a, np.ndarray) or launch.get("target") == "cpu"
     if not on_cpu:
         from thork_core import DeviceArray
 
         ta, tb = DeviceArray.from_host(ta), DeviceArray.from_host(tb)
-    tiles = -(-M // bm) * -(-N // BN)
+    tiles = -(-M // (bm * cluster)) * -(-N // BN) * cluster
     if blocks is None:
         blocks = 3 if on_cpu else sm_count()
+    blocks = max(min(blocks, tiles) // cluster * cluster, cluster)
     size = 4 if out == "float32" else 2
     staged = staged and N * size % 16 == 0 and BN % (128 // size) == 0
-    kernel = gemm_kernel(dtype, out)[min(blocks, tiles), 128 * (1 + CONSUMERS),
+    kernel = gemm_kernel(dtype, out)[blocks, 128 * (1 + CONSUMERS),
                                      shared_bytes(BN, WM, CONSUMERS, STAGES, staged)]
-    args = (c, ta, tb, M, N, K, BN, WM, CONSUMERS, STAGES, GROUP_M, N % 2 == 0, staged)
+    args = (c, ta, tb, M, N, K, BN, WM, CONSUMERS, STAGES, GROUP_M, N % 2 == 0, staged,
+            cluster)
     return lambda: kernel(*args, **launch)
 
 

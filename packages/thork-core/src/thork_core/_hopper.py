@@ -56,6 +56,26 @@ THORK_FN bool thork_mbarrier_try_wait(const void* bar, unsigned int parity) {
 THORK_FN void thork_mbarrier_wait(const void* bar, unsigned int parity) {
   while (!thork_mbarrier_try_wait(bar, parity)) { }
 }
+// Thread-block clusters (sm_90): the block's rank, a barrier over the cluster's threads,
+// the fence that publishes mbarrier inits to the cluster, an arrival on the barrier at the
+// same offset in block 'cta' of the cluster (mapa; release at CTA scope, as CUTLASS's
+// ClusterBarrier: cluster scope would add a GPU-wide MEMBAR before every arrival).
+THORK_FN unsigned int thork_cluster_rank() {
+  unsigned int r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+THORK_FN void thork_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+THORK_FN void thork_fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+THORK_FN void thork_mbarrier_arrive_cluster(const void* bar, unsigned int cta) {
+  asm volatile("{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1; "
+               "mbarrier.arrive.shared::cluster.b64 _, [ra]; }"
+               :: "r"(thork_smem_addr32(bar)), "r"(cta) : "memory");
+}
 // A 2-D TMA tile load; the tensor map lives in global memory (built on the host, copied
 // before the launch, so no tensormap proxy fence is needed).
 THORK_FN void thork_tma_load_2d(void* dst, const unsigned long long* tmap, int c0, int c1,
@@ -64,6 +84,14 @@ THORK_FN void thork_tma_load_2d(void* dst, const unsigned long long* tmap, int c
                "[%0], [%1, {%2, %3}], [%4];"
                :: "r"(thork_smem_addr32(dst)), "l"(tmap), "r"(c0), "r"(c1),
                   "r"(thork_smem_addr32(bar)) : "memory");
+}
+// The same box into every block of the cluster whose rank bit is set in 'mask'.
+THORK_FN void thork_tma_load_2d_multicast(void* dst, const unsigned long long* tmap, int c0,
+                                          int c1, const void* bar, unsigned int mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;"
+               :: "r"(thork_smem_addr32(dst)), "l"(tmap), "r"(c0), "r"(c1),
+                  "r"(thork_smem_addr32(bar)), "h"((unsigned short)mask) : "memory");
 }
 """
 

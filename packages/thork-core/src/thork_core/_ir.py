@@ -268,14 +268,22 @@ SETMAXNREG_COUNTS = tuple(range(24, 257, 8))
 #: parity completed; ``mbarrier.try_wait``: the same args → bool, whether it completed;
 #: ``tma.load.2d``: (destination Offset into shared, tensor map uint64 pointer, column
 #: int32, row int32, barrier); ``setmaxnreg.{inc,dec}.{count}``: () → void, this
-#: warpgroup's registers per thread become ``count``. Layouts: docs/language-wgmma.md.
+#: warpgroup's registers per thread become ``count``. Thread-block clusters (a kernel with
+#: ``KernelIR.cluster_dims``): ``cluster.rank`` () → uint32, the block's rank in its
+#: cluster; ``cluster.sync`` () → void, a barrier over every thread of the cluster;
+#: ``fence.mbarrier_init`` () → void, makes mbarrier inits visible to the cluster;
+#: ``mbarrier.arrive.cluster``: (barrier, rank uint32) — arrive on the barrier at the
+#: same offset in block ``rank`` of the cluster; ``tma.load.2d.multicast``: tma.load.2d's
+#: args + mask uint32 — the box lands at the same offset in every block whose rank bit
+#: is set, counting its bytes on each one's barrier. Layouts: docs/language-wgmma.md.
 HOPPER_OPS = frozenset(
     {f"wgmma.m64n{n}k16.{t}" for n in WGMMA_N for t in ("f16", "bf16")}
     | {f"wgmma.wait.{n}" for n in range(8)}
     | {f"setmaxnreg.{a}.{n}" for a in ("inc", "dec") for n in SETMAXNREG_COUNTS}
     | {"wgmma.fence", "wgmma.commit", "fence.proxy.async", "smem_addr", "mbarrier.init",
        "mbarrier.arrive", "mbarrier.expect_tx", "mbarrier.wait", "mbarrier.try_wait",
-       "tma.load.2d"})
+       "tma.load.2d", "cluster.rank", "cluster.sync", "fence.mbarrier_init",
+       "mbarrier.arrive.cluster", "tma.load.2d.multicast"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -549,6 +557,9 @@ class KernelIR:
     #: ``(max_threads, min_blocks)`` from ``tk.launch_bounds``: CUDA's
     #: ``__launch_bounds__``; launches of larger blocks are refused. None: no bounds.
     launch_bounds: tuple[int, int] | None = None
+    #: ``(x, y, z)`` blocks per thread-block cluster from ``tk.cluster_dims`` (CUDA's
+    #: ``__cluster_dims__``; sm_90); the grid must be a multiple. None: no clusters.
+    cluster_dims: tuple[int, int, int] | None = None
 
     @cached_property
     def cooperative(self) -> bool:
@@ -673,6 +684,8 @@ def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
 _HOPPER_FEATURES = (("wgmma.m64n", "tk.wgmma"), ("tma.", "tk.tma_load"),
                     ("mbarrier.", "tk.mbarrier"), ("wgmma.", "tk.wgmma_fence/commit/wait"),
                     ("setmaxnreg.", "tk.setmaxnreg_inc/dec"),
+                    ("cluster.", "tk.cluster_ctarank/cluster_sync"),
+                    ("fence.mbarrier_init", "tk.fence_mbarrier_init"),
                     ("fence.proxy.async", "tk.fence_proxy_async"),
                     ("smem_addr", "tk.smem_address"))
 

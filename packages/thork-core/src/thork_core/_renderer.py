@@ -215,6 +215,9 @@ THORK_FN double thork_u2d(unsigned long long u) { double d; asm("mov.b64 %%0, %%
 _LAUNCH_BOUNDS = """#ifndef __launch_bounds__
 #define __launch_bounds__(t, b) __attribute__((launch_bounds(t, b)))
 #endif
+#ifndef __cluster_dims__
+#define __cluster_dims__(x, y, z) __attribute__((cluster_dims(x, y, z)))
+#endif
 """
 
 # Atomics CUDA has no instruction for (float min/max, double exch/cas...), as CAS loops.
@@ -918,14 +921,17 @@ class CudaRenderer(Renderer):
         # -- end debug mode
         mma = (_cuda_mma_helpers() if uses_mma(self._kernel) else "") \
             + cuda_hopper_helpers(self._kernel)
-        if self._kernel is not None and self._kernel.launch_bounds:
-            mma += _LAUNCH_BOUNDS  # clang's -nocudainc headers lack the macro
+        if self._kernel is not None and (self._kernel.launch_bounds
+                                         or self._kernel.cluster_dims):
+            mma += _LAUNCH_BOUNDS  # clang's -nocudainc headers lack the macros
         return f"{self.prelude()}{mma}{dyn}\n"
 
     def _code(self, kernel: KernelIR, body: str) -> str:
         params = ", ".join(self.param_decl(kernel))
-        bounds = kernel.launch_bounds
+        bounds, cluster = kernel.launch_bounds, kernel.cluster_dims
         lb = f"__launch_bounds__({bounds[0]}, {bounds[1]}) " if bounds else ""
+        if cluster:
+            lb = f"__cluster_dims__({cluster[0]}, {cluster[1]}, {cluster[2]}) {lb}"
         return (f"{self.functions_text}"
                 f'extern "C" __global__ void {lb}{kernel.name}({params})\n'
                 f"{{\n{body}\n}}\n")

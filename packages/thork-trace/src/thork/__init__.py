@@ -48,6 +48,7 @@ from ._atomic import (
     atomic_sub,
     atomic_xor,
 )
+from ._cluster import cluster_ctarank, cluster_dims, cluster_sync, fence_mbarrier_init
 from ._control import cond, elif_, else_, if_, return_
 from ._func import DeviceFunction, func
 from ._globals import GlobalArray, const_array, device_array
@@ -224,7 +225,8 @@ __all__ = [
     "mma", "ldmatrix", "cp_async", "cp_async_commit", "cp_async_wait",
     # Hopper (sm_90a): warpgroup MMA, TMA, mbarriers
     "wgmma", "wgmma_descriptor", "wgmma_fence", "wgmma_commit", "wgmma_wait",
-    "setmaxnreg_inc", "setmaxnreg_dec", "launch_bounds",
+    "setmaxnreg_inc", "setmaxnreg_dec", "launch_bounds", "cluster_dims", "cluster_ctarank",
+    "cluster_sync", "fence_mbarrier_init",
     "fence_proxy_async", "smem_address", "swizzle", "tma_load", "tensor_map",
     "mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait",
     "mbarrier_try_wait",

@@ -35,14 +35,17 @@ _TMA_DTYPES = {"float16": 6, "bfloat16": 9, "float32": 7, "int32": 3, "uint32": 
 
 
 def tma_load(dst: Any, dst_index: Any, tmap: Any, col: Any, row: Any, bar: Any,
-             bar_index: Any) -> None:
+             bar_index: Any, multicast: Any = None) -> None:
     """Start copying the box of the tensor map ``tmap`` whose top-left element is
     (``row``, ``col``) of the global array into shared ``dst[dst_index]`` (128-byte
     aligned; 1024 for the 128-byte swizzle), PTX ``cp.async.bulk.tensor.2d`` with
     ``mbarrier::complete_tx::bytes``: on arrival it counts its bytes (box rows x box
     columns x element size, zero-filled ones included) on mbarrier ``bar[bar_index]``.
     ``row``/``col`` are element coordinates (int32, may be negative or past the end).
-    One thread issues it."""
+    One thread issues it. ``multicast``: a mask of cluster ranks (bit r: the block of rank
+    r, this one included or not): the box lands at the same ``dst`` offset in each of
+    them, counting its bytes on each one's ``bar[bar_index]`` (``.multicast::cluster``;
+    needs ``tk.cluster_dims``)."""
     if not isinstance(tmap, Memory) or tmap.space != "global" or tmap.dtype != dt.uint64:
         raise TraceError(f"tk.tma_load(): the tensor map must be a uint64 array parameter "
                          f"(the 16 words tk.tensor_map gives), got {tmap!r}")
@@ -56,8 +59,19 @@ def tma_load(dst: Any, dst_index: Any, tmap: Any, col: Any, row: Any, bar: Any,
         coords.append(_to(x, dt.int32))
     tmap.mark_read()
     dst.mark_written()
-    current().emit(Eval(Hopper(None, "tma.load.2d",  # type: ignore[arg-type]
-                               (d, tmap.expr, coords[0], coords[1], b))))
+    args = (d, tmap.expr, coords[0], coords[1], b)
+    if multicast is None:
+        current().emit(Eval(Hopper(None, "tma.load.2d", args)))  # type: ignore[arg-type]
+        return
+    if isinstance(multicast, int) and not 1 <= multicast < 1 << 16:
+        raise TraceError(f"tk.tma_load(): multicast must be a mask of cluster ranks from 1 "
+                         f"to 0xffff, got {multicast!r}")
+    m = as_value(multicast)
+    if not m.dtype.is_int:
+        raise TraceError(f"tk.tma_load(): multicast must be an integer mask, got "
+                         f"{m.dtype.name}")
+    current().emit(Eval(Hopper(None, "tma.load.2d.multicast",  # type: ignore[arg-type]
+                               (*args, _to(m, dt.uint32)))))
 
 
 def _fail(msg: str) -> NoReturn:
