@@ -54,20 +54,23 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
     OUT = f32 if out == "float32" else T
 
     @tk.jit
-    def gemm_wgmma(c: P[OUT], ta: P[u64], tb: P[u64], M: i32, N: i32, K: i32,
+    def gemm_wgmma(c: P[OUT], ta: P[u64], tb: P[u64], tc: P[u64], M: i32, N: i32, K: i32,
                    BN: tk.Constexpr[int] = 256, WM: tk.Constexpr[int] = 64,
                    CONSUMERS: tk.Constexpr[int] = 2, STAGES: tk.Constexpr[int] = 4,
                    GROUP_M: tk.Constexpr[int] = 8, PAIRS: tk.Constexpr[bool] = True,
-                   STAGED: tk.Constexpr[bool] = False, CLUSTER: tk.Constexpr[int] = 1):
+                   EPILOGUE: tk.Constexpr[int] = 0, CLUSTER: tk.Constexpr[int] = 1):
         """``c[M, N] = a[M, K] @ bt[N, K].T``: (WM CONSUMERS) x BN tiles, each block (1 +
         CONSUMERS warpgroups) taking tiles blockIdx.x, + gridDim.x, ... ``ta``/``tb``:
         tensor maps of a (box WM CONSUMERS x 64) and bt (box BN x 64), 128-byte swizzle.
-        PAIRS: N is even (the epilogue stores element pairs). STAGED: each warp passes its
-        rows through shared memory, 128 bytes of a row at a time, and stores 16 bytes per
-        thread (N a multiple of 16 bytes). CLUSTER: blocks per thread-block cluster (1 or
-        2): the blocks of a cluster take vertically adjacent tiles, each loads its own A
-        tile and 1/CLUSTER of the B tile they share, multicast to all of them (then ``tb``'s
-        box is BN / CLUSTER x 64)."""
+        EPILOGUE: how the accumulators reach c — 0 (DIRECT): each thread stores its
+        fragment, two elements at a time if PAIRS (N even); 1 (STAGED): each warp passes
+        its 16 rows through shared memory, 128 bytes of a row at a time, and stores 16
+        bytes per thread (rows of c whole 16-byte units); 2 (TMA): each warp writes 16 x
+        128 bytes to one of two shared buffers and one lane stores it with a TMA store
+        through ``tc``, the map of c (box 16 x 128 bytes, 128-byte swizzle). CLUSTER:
+        blocks per thread-block cluster (1 or 2): the blocks of a cluster take vertically
+        adjacent tiles, each loads its own A tile and 1/CLUSTER of the B tile they share,
+        multicast to all of them (then ``tb``'s box is BN / CLUSTER x 64)."""
         BM, MW = WM * CONSUMERS, WM // 64            # MW: m64 wgmma rows per consumer
         tk.launch_bounds(128 * (1 + CONSUMERS), 1)
         if CLUSTER > 1:
@@ -76,10 +79,12 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
         A_TILE, B_TILE = BM * BK, BN * BK            # elements per stage
         sa = tk.dynamic_shared(T)                    # STAGES x A_TILE, 1024-byte aligned
         sb = tk.dynamic_shared(T, STAGES * A_TILE * 2)
-        # STAGED: per consumer warp 16 rows of one 128-byte chunk, rows padded to 144
-        # bytes (the fragment's 4-byte stores and the 16-byte loads hit distinct banks).
+        # Epilogue buffers after the stages, per consumer warp: STAGED 16 rows of one
+        # 128-byte chunk, padded to 144 bytes (the fragment's 4-byte stores and the 16-byte
+        # loads hit distinct banks); TMA two 16 x 128-byte boxes, 128-byte swizzled.
         VEC = 16 // OUT.itemsize                     # elements per 16 bytes
-        PITCH = 8 * VEC + VEC                        # elements per staged row
+        CW = 8 * VEC                                 # elements per 128-byte chunk
+        PITCH = CW + VEC                             # elements per staged row
         so = tk.dynamic_shared(OUT, STAGES * (A_TILE + B_TILE) * 2)
         full = tk.shared_array(u64, (STAGES,))       # TMA landed: count 1 + bytes
         empty = tk.shared_array(u64, (STAGES,))      # consumers done: one per warpgroup
@@ -157,6 +162,7 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
             db0 = tk.wgmma_descriptor(tk.smem_address(sb, 0), 16, 1024, 128)
             acc = [[tk.var(0.0) for _ in range(BN // 2)] for _ in range(MW)]
             stage, phase = tk.var(0), tk.var(0)
+            box = tk.var(0)                          # EPILOGUE 2: the warp's next buffer
             for tile in tk.range(first, ntiles, step):
                 m0, n0 = tile_origin(tile)
                 prev = tk.var(0)                     # the stage read by the last group
@@ -192,9 +198,9 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                 g, t = lane // 4, lane % 4
                 for mw in range(MW):
                     top = m0 + row0 + 64 * mw + 16 * w   # the warp's 16 rows
-                    if STAGED:
+                    if EPILOGUE == 1:
                         mine = (tid // 32 - 4) * 16 * PITCH  # this warp's staging rows
-                        for q in range(BN // (8 * VEC)):     # 128-byte column chunks
+                        for q in range(BN // CW):            # 128-byte column chunks
                             for h in range(2):
                                 for j in range(VEC):
                                     jj = q * VEC + j
@@ -205,10 +211,30 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                             for it in range(4):              # 4 rows x 8 lanes per pass
                                 row = 4 * it + lane // 8
                                 vals = so.vload(mine + row * PITCH + (lane % 8) * VEC, VEC)
-                                col = n0 + q * 8 * VEC + (lane % 8) * VEC
+                                col = n0 + q * CW + (lane % 8) * VEC
                                 with tk.if_((top + row < M) & (col < N)):
                                     c.vstore((top + row) * N + col, vals)
                             tk.syncwarp()
+                    elif EPILOGUE == 2:
+                        for q in range(BN // CW):            # 128-byte column chunks
+                            buf = (tid // 32 - 4) * 2 * 16 * CW + box * (16 * CW)
+                            with tk.if_(lane == 0):          # its store 2 boxes ago is
+                                tk.tma_store_wait(1)         # done with the buffer
+                            tk.syncwarp()
+                            for h in range(2):
+                                for j in range(VEC):
+                                    # (row, 16-byte unit) of the pair in the swizzled box
+                                    row, unit = g + 8 * h, (8 * j + 2 * t) // VEC
+                                    at = row * CW + (unit ^ g) * VEC + (2 * t) % VEC
+                                    jj = q * VEC + j
+                                    so.vstore(buf + at, (acc[mw][4 * jj + 2 * h],
+                                                         acc[mw][4 * jj + 2 * h + 1]))
+                            tk.fence_proxy_async()           # visible to the TMA unit
+                            tk.syncwarp()
+                            with tk.if_(lane == 0):
+                                tk.tma_store(tc, n0 + q * CW, top, so, buf)
+                                tk.tma_store_commit()
+                            box.set(box ^ 1)
                     else:
                         for h in range(2):
                             r = top + g + 8 * h
@@ -222,17 +248,27 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                                     for e in range(2):
                                         with tk.if_((r < M) & (col + e < N)):
                                             c[r * N + col + e] = pair[e]
+            if EPILOGUE == 2:
+                with tk.if_(tid % 32 == 0):
+                    tk.tma_store_wait(0)             # the buffers are read before exit
         if CLUSTER > 1:
             tk.cluster_sync()                        # no block leaves while peers arrive
 
     return gemm_wgmma
 
 
+#: The epilogues (the kernel's EPILOGUE) and the shared bytes each needs per consumer warp.
+EPILOGUES = {"direct": 0, "staged": 1, "tma": 2}
+_EPILOGUE_BYTES = {0: 0, 1: 16 * 144, 2: 2 * 16 * 128}
+
+
 def shared_bytes(BN: int = 256, WM: int = 64, CONSUMERS: int = 2, STAGES: int = 4,
-                 staged: bool = False) -> int:
-    """Dynamic shared memory of one block: STAGES tiles of a and bt (and with ``staged``,
-    16 rows of 144 bytes per consumer warp)."""
-    return STAGES * (WM * CONSUMERS + BN) * BK * 2 + (CONSUMERS * 4 * 16 * 144 if staged else 0)
+                 epilogue: str = "direct") -> int:
+    """Dynamic shared memory of one block: STAGES tiles of a and bt, and the epilogue's
+    buffers (16 rows of 144 bytes per consumer warp staged, two 16 x 128-byte boxes with
+    TMA stores)."""
+    return (STAGES * (WM * CONSUMERS + BN) * BK * 2
+            + CONSUMERS * 4 * _EPILOGUE_BYTES[EPILOGUES[epilogue]])
 
 
 def sm_count() -> int:
@@ -269,19 +305,24 @@ def check_tiles(K: int, BN: int, WM: int, CONSUMERS: int, STAGES: int,
 def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
             dtype: str = "float16", BN: int = 256, WM: int = 64, CONSUMERS: int = 2,
             STAGES: int = 4, GROUP_M: int = 8, blocks: int | None = None,
-            staged: bool = False, cluster: int = 1, **launch: object) -> Callable[[], None]:
+            epilogue: str = "direct", cluster: int = 1,
+            **launch: object) -> Callable[[], None]:
     """Check the arguments and build the tensor maps once (on the GPU they are copied to
     device memory once); returns the launch of ``c[M, N] = a[M, K] @ bt[N, K].T``.
 
     NumPy arrays run on the CPU target, GPU arrays (DeviceArray, CUDA tensors) on the GPU.
     ``c`` holds float32 or the input type. ``blocks``: persistent blocks (default one per
-    multiprocessor on the GPU, 3 on the CPU target). ``staged``: the epilogue through
-    shared memory where rows of ``c`` are whole 16-byte units (else direct stores).
+    multiprocessor on the GPU, 3 on the CPU target). ``epilogue``: ``"direct"`` stores
+    from the accumulators, ``"staged"`` through shared memory with 16-byte stores,
+    ``"tma"`` through shared memory with TMA stores (both where rows of ``c`` are whole
+    16-byte units and BN whole 128-byte chunks; else direct).
     ``cluster``: blocks per thread-block cluster (1 or 2; ``blocks`` is then rounded down
     to a multiple)."""
     check_tiles(K, BN, WM, CONSUMERS, STAGES, GROUP_M)
     if cluster not in (1, 2):
         raise ValueError(f"cluster must be 1 or 2, got {cluster!r}")
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"epilogue must be one of {', '.join(EPILOGUES)}, got {epilogue!r}")
     out = str(c.dtype).removeprefix("torch.") if hasattr(c, "element_size") \
         else str(np.dtype(getattr(c, "dtype", "float32")))  # type: ignore[attr-defined]
     if out not in ("float32", dtype):
@@ -301,11 +342,17 @@ def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
         blocks = 3 if on_cpu else sm_count()
     blocks = max(min(blocks, tiles) // cluster * cluster, cluster)
     size = 4 if out == "float32" else 2
-    staged = staged and N * size % 16 == 0 and BN % (128 // size) == 0
+    if N * size % 16 or BN % (128 // size):
+        epilogue = "direct"
+    tc = ta                                          # (unused but for TMA stores)
+    if epilogue == "tma":
+        tc = tk.tensor_map(c, (16, 128 // size), swizzle=128)
+        if not on_cpu:
+            tc = DeviceArray.from_host(tc)
     kernel = gemm_kernel(dtype, out)[blocks, 128 * (1 + CONSUMERS),
-                                     shared_bytes(BN, WM, CONSUMERS, STAGES, staged)]
-    args = (c, ta, tb, M, N, K, BN, WM, CONSUMERS, STAGES, GROUP_M, N % 2 == 0, staged,
-            cluster)
+                                     shared_bytes(BN, WM, CONSUMERS, STAGES, epilogue)]
+    args = (c, ta, tb, tc, M, N, K, BN, WM, CONSUMERS, STAGES, GROUP_M, N % 2 == 0,
+            EPILOGUES[epilogue], cluster)
     return lambda: kernel(*args, **launch)
 
 
@@ -359,7 +406,8 @@ def main() -> None:
     for M, N, K, tile in ((77, 45, 136, {}),                      # edges in M, N and K
                           (130, 70, 200, dict(BN=64, STAGES=3)),  # 3 x 2 tiles, 3 blocks
                           (200, 96, 72, dict(BN=32, WM=128, CONSUMERS=1, STAGES=2)),
-                          (136, 200, 64, dict(BN=128, staged=True))):   # staged epilogue
+                          (136, 200, 64, dict(BN=128, epilogue="staged")),
+                          (200, 136, 128, dict(BN=128, epilogue="tma", cluster=2))):
         for dtype in ("float16", "bfloat16"):
             for out in ("float32", dtype):
                 worst = check(M, N, K, dtype, rng, out, **tile)

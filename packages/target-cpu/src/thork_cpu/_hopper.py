@@ -158,6 +158,26 @@ THORK_FN void thork_tma_load_2d(thork_block* b, void* dst, const unsigned long l
   const long long n = thork_tma_copy(b, b->smem, thork_smem_addr32(b, dst), map, c0, c1);
   if (n >= 0) thork_mbar_update(b, bar, 0u, -n);
 }
+// TMA store: the box at 'src' (the layout a load of the map writes) to the array, elements
+// outside it skipped; carried out at issue, so commit and wait have nothing to do.
+THORK_FN void thork_tma_store_2d(thork_block* b, const void* src, const unsigned long long* map,
+                                 int c0, int c1) {
+  if (map[0] != 0x414d544b524f4854ull) { b->err = THORK_BAD_TENSOR_MAP; return; }
+  unsigned char* base = (unsigned char*)map[1];
+  const long long width = (long long)map[2], height = (long long)map[3];
+  const unsigned long long stride = map[4];
+  const int cols = (int)map[5], rows = (int)map[6], es = (int)map[7];
+  const unsigned int swz = (unsigned int)map[8], s0 = thork_smem_addr32(b, src);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const long long x = (long long)c0 + c, y = (long long)c1 + r;
+      if (x < 0 || y < 0 || x >= width || y >= height) continue;
+      memcpy(base + (unsigned long long)y * stride + (unsigned long long)x * es,
+             b->smem + thork_swizzle(s0 + (unsigned int)((r * cols + c) * es), swz), (size_t)es);
+    }
+}
+THORK_FN void thork_tma_store_commit(thork_block*) {}
+template <int N> THORK_FN void thork_tma_store_wait(thork_block*) {}
 // Thread-block clusters: the blocks of a cluster run at once (one OS thread each); rank r
 // is the block at offset (r % X, r / X % Y, r / (X Y)) from the cluster's first block.
 THORK_FN unsigned int thork_cluster_rank(thork_block* b) {

@@ -85,6 +85,19 @@ THORK_FN void thork_tma_load_2d(void* dst, const unsigned long long* tmap, int c
                :: "r"(thork_smem_addr32(dst)), "l"(tmap), "r"(c0), "r"(c1),
                   "r"(thork_smem_addr32(bar)) : "memory");
 }
+// TMA store: the box at 'src' (laid out as a load of the same map puts it) to (c1, c0) of
+// the map's array, skipping elements outside it; a bulk async-group per commit.
+THORK_FN void thork_tma_store_2d(const void* src, const unsigned long long* tmap, int c0,
+                                 int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+               :: "l"(tmap), "r"(c0), "r"(c1), "r"(thork_smem_addr32(src)) : "memory");
+}
+THORK_FN void thork_tma_store_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N> THORK_FN void thork_tma_store_wait() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
 // The same box into every block of the cluster whose rank bit is set in 'mask'.
 THORK_FN void thork_tma_load_2d_multicast(void* dst, const unsigned long long* tmap, int c0,
                                           int c1, const void* bar, unsigned int mask) {
@@ -114,7 +127,7 @@ def _wgmma_helper(n: int, name: str) -> str:
 
 def helper_name(op: str) -> str:
     """The C name of the helper implementing ``op`` (both targets use the same names)."""
-    if op.startswith(("wgmma.wait.", "setmaxnreg.")):
+    if op.startswith(("wgmma.wait.", "setmaxnreg.", "tma.store.wait.")):
         head, n = op.rsplit(".", 1)
         return f"thork_{head.replace('.', '_')}<{n}>"
     if op == "smem_addr":

@@ -275,7 +275,11 @@ SETMAXNREG_COUNTS = tuple(range(24, 257, 8))
 #: ``mbarrier.arrive.cluster``: (barrier, rank uint32) — arrive on the barrier at the
 #: same offset in block ``rank`` of the cluster; ``tma.load.2d.multicast``: tma.load.2d's
 #: args + mask uint32 — the box lands at the same offset in every block whose rank bit
-#: is set, counting its bytes on each one's barrier. Layouts: docs/language-wgmma.md.
+#: is set, counting its bytes on each one's barrier. TMA stores: ``tma.store.2d``: (source
+#: Offset into shared, tensor map uint64 pointer, column int32, row int32) → void, a box
+#: shared → global (elements outside the array are not written); ``tma.store.commit``
+#: closes the issued stores into a bulk group; ``tma.store.wait.{0..7}`` waits until at
+#: most n groups still read shared memory. Layouts: docs/language-wgmma.md.
 HOPPER_OPS = frozenset(
     {f"wgmma.m64n{n}k16.{t}" for n in WGMMA_N for t in ("f16", "bf16")}
     | {f"wgmma.wait.{n}" for n in range(8)}
@@ -283,7 +287,9 @@ HOPPER_OPS = frozenset(
     | {"wgmma.fence", "wgmma.commit", "fence.proxy.async", "smem_addr", "mbarrier.init",
        "mbarrier.arrive", "mbarrier.expect_tx", "mbarrier.wait", "mbarrier.try_wait",
        "tma.load.2d", "cluster.rank", "cluster.sync", "fence.mbarrier_init",
-       "mbarrier.arrive.cluster", "tma.load.2d.multicast"})
+       "mbarrier.arrive.cluster", "tma.load.2d.multicast", "tma.store.2d",
+       "tma.store.commit"}
+    | {f"tma.store.wait.{n}" for n in range(8)})
 
 
 @dataclass(frozen=True, eq=False)

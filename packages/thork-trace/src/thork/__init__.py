@@ -148,7 +148,7 @@ from ._sync import (
     threadfence_block,
     threadfence_system,
 )
-from ._tma import tensor_map, tma_load
+from ._tma import tensor_map, tma_load, tma_store, tma_store_commit, tma_store_wait
 from ._trace import TraceWarning, cast, where
 from ._types import (
     BlockDim,
@@ -226,7 +226,7 @@ __all__ = [
     # Hopper (sm_90a): warpgroup MMA, TMA, mbarriers
     "wgmma", "wgmma_descriptor", "wgmma_fence", "wgmma_commit", "wgmma_wait",
     "setmaxnreg_inc", "setmaxnreg_dec", "launch_bounds", "cluster_dims", "cluster_ctarank",
-    "cluster_sync", "fence_mbarrier_init",
+    "cluster_sync", "fence_mbarrier_init", "tma_store", "tma_store_commit", "tma_store_wait",
     "fence_proxy_async", "smem_address", "swizzle", "tma_load", "tensor_map",
     "mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait",
     "mbarrier_try_wait",

@@ -26,7 +26,8 @@ from ._mbarrier import barrier_operand
 from ._trace import Memory, _to, as_value, current
 from ._wgmma import SWIZZLE_MODES, _shared_offset
 
-__all__ = ["tma_load", "tensor_map", "CPU_TENSOR_MAP_MAGIC"]
+__all__ = ["tma_load", "tma_store", "tma_store_commit", "tma_store_wait", "tensor_map",
+           "CPU_TENSOR_MAP_MAGIC"]
 
 #: First word of a CPU-target tensor map ("THORKTMA"); the CPU model checks it.
 CPU_TENSOR_MAP_MAGIC = int.from_bytes(b"THORKTMA", "little")
@@ -72,6 +73,46 @@ def tma_load(dst: Any, dst_index: Any, tmap: Any, col: Any, row: Any, bar: Any,
                          f"{m.dtype.name}")
     current().emit(Eval(Hopper(None, "tma.load.2d.multicast",  # type: ignore[arg-type]
                                (*args, _to(m, dt.uint32)))))
+
+
+def tma_store(tmap: Any, col: Any, row: Any, src: Any, src_index: Any) -> None:
+    """Start copying the box at shared ``src[src_index]`` (laid out as ``tk.tma_load`` of
+    the same map would put it: rows of the box one after the other, in the map's
+    swizzle; 128-byte aligned, 1024 for the 128-byte swizzle) to the box of the global
+    array whose top-left element is (``row``, ``col``); elements outside the array are
+    not written (PTX ``cp.async.bulk.tensor.2d.global.shared::cta.bulk_group``). Shared
+    memory written by ordinary stores needs ``tk.fence_proxy_async()`` in each writing
+    thread (and a barrier) first. One thread issues it; ``tk.tma_store_commit()`` closes
+    the issued stores into a group, ``tk.tma_store_wait(n)`` waits until at most ``n``
+    of that thread's groups still read shared memory (then ``src`` may be overwritten)."""
+    if not isinstance(tmap, Memory) or tmap.space != "global" or tmap.dtype != dt.uint64:
+        raise TraceError(f"tk.tma_store(): the tensor map must be a uint64 array parameter "
+                         f"(the 16 words tk.tensor_map gives), got {tmap!r}")
+    s = _shared_offset("tk.tma_store()", src, src_index)
+    coords = []
+    for what, v in (("col", col), ("row", row)):
+        x = as_value(v)
+        if not x.dtype.is_int:
+            raise TraceError(f"tk.tma_store(): {what} must be an integer, got {x.dtype.name}")
+        coords.append(_to(x, dt.int32))
+    tmap.mark_read()
+    src.mark_read()
+    current().emit(Eval(Hopper(None, "tma.store.2d",  # type: ignore[arg-type]
+                               (s, tmap.expr, coords[0], coords[1]))))
+
+
+def tma_store_commit() -> None:
+    """Close this thread's issued ``tk.tma_store``s into a bulk async-group (PTX
+    ``cp.async.bulk.commit_group``)."""
+    current().emit(Eval(Hopper(None, "tma.store.commit", ())))  # type: ignore[arg-type]
+
+
+def tma_store_wait(n: int = 0) -> None:
+    """Wait until at most ``n`` (0-7) of this thread's newest ``tk.tma_store`` groups still
+    read their shared memory (PTX ``cp.async.bulk.wait_group.read n``)."""
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 7:
+        raise TraceError(f"tk.tma_store_wait(): n must be an int from 0 to 7, got {n!r}")
+    current().emit(Eval(Hopper(None, f"tma.store.wait.{n}", ())))  # type: ignore[arg-type]
 
 
 def _fail(msg: str) -> NoReturn:
