@@ -22,8 +22,14 @@ What makes it fast (docs/language-wgmma.md, "The pipelining pattern"):
 * persistent blocks (one per multiprocessor) walking the tiles in groups of ``GROUP_M``
   tile rows (consecutive tiles share B tiles in L2), so the producer loads the next
   tile's stages while the consumers store the last one;
-* the epilogue stores pairs of elements (4 bytes in fp16/bf16, 8 in float32) straight
-  from the accumulator fragment.
+* the epilogue passes each warp's rows through shared memory and stores 16 bytes per
+  thread, whole 128-byte rows per warp instruction (``epilogue="staged"``, the default;
+  ``"direct"`` stores the fragment's pairs, ``"tma"`` uses TMA stores);
+* optionally (``cluster=2``) clusters of two blocks on vertically adjacent tiles, each
+  loading half of the B tile they share and multicasting it to both.
+
+On the H200 (session 9, docs/language-wgmma.md): 0.95-1.01 of torch.matmul and 1.00-1.03
+of Triton's tutorial kernel at 4096^3 and 8192^3, fp16 and bf16.
 """
 
 from __future__ import annotations
@@ -305,7 +311,7 @@ def check_tiles(K: int, BN: int, WM: int, CONSUMERS: int, STAGES: int,
 def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
             dtype: str = "float16", BN: int = 256, WM: int = 64, CONSUMERS: int = 2,
             STAGES: int = 4, GROUP_M: int = 8, blocks: int | None = None,
-            epilogue: str = "direct", cluster: int = 1,
+            epilogue: str = "staged", cluster: int = 1,
             **launch: object) -> Callable[[], None]:
     """Check the arguments and build the tensor maps once (on the GPU they are copied to
     device memory once); returns the launch of ``c[M, N] = a[M, K] @ bt[N, K].T``.
