@@ -15,19 +15,28 @@
 
 from __future__ import annotations
 
-__all__ = ["CPU_HOPPER", "BAD_TENSOR_MAP", "PARTIAL_WARPGROUP"]
+__all__ = ["CPU_HOPPER", "BAD_TENSOR_MAP", "PARTIAL_WARPGROUP", "BAD_CLUSTER_RANK",
+           "CLUSTER_DEADLOCK"]
 
 #: Return code when tk.wgmma ran in a warpgroup missing threads.
 PARTIAL_WARPGROUP = 6
 #: Return code when tk.tma_load was given something that is not a CPU tensor map.
 BAD_TENSOR_MAP = 7
+#: Return code when a cluster operation named a rank outside the cluster.
+BAD_CLUSTER_RANK = 8
+#: Return code when tk.cluster_sync waited for a block of the cluster that had ended.
+CLUSTER_DEADLOCK = 9
 
 CPU_HOPPER = f"""
 #define THORK_PARTIAL_WARPGROUP {PARTIAL_WARPGROUP}
 #define THORK_BAD_TENSOR_MAP {BAD_TENSOR_MAP}
+#define THORK_BAD_CLUSTER_RANK {BAD_CLUSTER_RANK}
+#define THORK_CLUSTER_DEADLOCK {CLUSTER_DEADLOCK}
 """ + r"""THORK_FN void thork_wgmma_fence(thork_block*) {}
 THORK_FN void thork_wgmma_commit(thork_block*) {}
 template <int N> THORK_FN void thork_wgmma_wait(thork_block*) {}
+template <int N> THORK_FN void thork_setmaxnreg_inc(thork_block*) {}  // no register file
+template <int N> THORK_FN void thork_setmaxnreg_dec(thork_block*) {}
 THORK_FN void thork_fence_proxy_async(thork_block*) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 THORK_FN unsigned int thork_smem_addr32(thork_block* b, const void* p) {
   return (unsigned int)((const unsigned char*)p - b->smem);
@@ -80,57 +89,170 @@ THORK_FN thork_vec<float, N / 2> thork_wgmma(thork_block* b, unsigned long long 
   }
   return d;
 }
-// mbarrier: 20-bit expected and pending arrival counts, the phase bit, signed tx bytes.
+// mbarrier: 20-bit expected and pending arrival counts, the phase bit, signed tx bytes. Every
+// change is one compare-and-swap of the 8 bytes: in a clustered launch other blocks (OS
+// threads) arrive on it and complete transactions on it too.
 struct thork_mbar { unsigned long long expected : 20, pending : 20, phase : 1; long long tx : 23; };
 static_assert(sizeof(thork_mbar) == 8, "an mbarrier is 8 bytes");
-THORK_FN void thork_mbar_check(thork_block* b, thork_mbar* m) {
+THORK_FN thork_mbar thork_mbar_read(const void* p) {
+  unsigned long long w = __atomic_load_n((const unsigned long long*)p, __ATOMIC_SEQ_CST);
+  thork_mbar m; __builtin_memcpy(&m, &w, 8); return m;
+}
+// 'arrivals' arrive and 'tx' bytes are announced (> 0) or delivered (< 0); the phase
+// completes when no arrival is pending and no byte is outstanding.
+THORK_FN void thork_mbar_update(thork_block* b, void* p, unsigned int arrivals, long long tx) {
+  unsigned long long* w = (unsigned long long*)p;
+  unsigned long long old = __atomic_load_n(w, __ATOMIC_SEQ_CST), nw;
+  do {
+    thork_mbar m; __builtin_memcpy(&m, &old, 8);
+    m.tx += tx; m.pending -= arrivals;
+    if (m.pending == 0 && m.tx == 0) { m.phase ^= 1u; m.pending = m.expected; }
+    __builtin_memcpy(&nw, &m, 8);
+  } while (!__atomic_compare_exchange_n(w, &old, nw, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
   b->progress = 1;
-  if (m->pending == 0 && m->tx == 0) { m->phase ^= 1u; m->pending = m->expected; }
 }
 THORK_FN void thork_mbarrier_init(thork_block* b, void* p, unsigned int count) {
-  thork_mbar* m = (thork_mbar*)p;
-  m->expected = count; m->pending = count; m->phase = 0; m->tx = 0; b->progress = 1;
+  thork_mbar m; m.expected = count; m.pending = count; m.phase = 0; m.tx = 0;
+  unsigned long long w; __builtin_memcpy(&w, &m, 8);
+  __atomic_store_n((unsigned long long*)p, w, __ATOMIC_SEQ_CST);
+  b->progress = 1;
 }
-THORK_FN void thork_mbarrier_arrive(thork_block* b, void* p) {
-  thork_mbar* m = (thork_mbar*)p; m->pending -= 1; thork_mbar_check(b, m);
-}
+THORK_FN void thork_mbarrier_arrive(thork_block* b, void* p) { thork_mbar_update(b, p, 1u, 0); }
 THORK_FN void thork_mbarrier_expect_tx(thork_block* b, void* p, unsigned int bytes) {
-  thork_mbar* m = (thork_mbar*)p;
-  m->tx += (long long)bytes; m->pending -= 1; thork_mbar_check(b, m);
+  thork_mbar_update(b, p, 1u, (long long)bytes);
 }
 THORK_FN void thork_mbarrier_wait(thork_block* b, void* p, unsigned int parity) {
-  thork_mbar* m = (thork_mbar*)p;
-  while (m->phase == (parity & 1u)) thork_yield(b, b->cur);  // phase 'parity' not done yet
+  while (thork_mbar_read(p).phase == (parity & 1u)) thork_yield(b, b->cur);  // not done yet
 }
 // A failed try lets the other threads run (so a spin loop around it makes progress, and one
 // that never can is found by the deadlock check).
 THORK_FN bool thork_mbarrier_try_wait(thork_block* b, void* p, unsigned int parity) {
-  thork_mbar* m = (thork_mbar*)p;
-  if (m->phase != (parity & 1u)) return true;
+  if (thork_mbar_read(p).phase != (parity & 1u)) return true;
   thork_yield(b, b->cur);
-  return m->phase != (parity & 1u);
+  return thork_mbar_read(p).phase != (parity & 1u);
 }
 // TMA: the CPU tensor map (tk.tensor_map of a NumPy array): magic, base, width, height,
-// row stride (bytes), box cols, box rows, element size, swizzle (bytes).
-THORK_FN void thork_tma_load_2d(thork_block* b, void* dst, const unsigned long long* map,
-                                int c0, int c1, void* bar) {
-  if (map[0] != 0x414d544b524f4854ull) { b->err = THORK_BAD_TENSOR_MAP; return; }
+// row stride (bytes), box cols, box rows, element size, swizzle (bytes). The box goes to
+// byte d0 of the shared memory at 'smem' (this block's, or a cluster peer's); returns its
+// bytes, or -1 (and the launch fails) for something that is not a CPU tensor map.
+THORK_FN long long thork_tma_copy(thork_block* b, unsigned char* smem, unsigned int d0,
+                                  const unsigned long long* map, int c0, int c1) {
+  if (map[0] != 0x414d544b524f4854ull) { b->err = THORK_BAD_TENSOR_MAP; return -1; }
   const unsigned char* base = (const unsigned char*)map[1];
   const long long width = (long long)map[2], height = (long long)map[3];
   const unsigned long long stride = map[4];
   const int cols = (int)map[5], rows = (int)map[6], es = (int)map[7];
   const unsigned int swz = (unsigned int)map[8];
-  const unsigned int d0 = thork_smem_addr32(b, dst);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
       const long long x = (long long)c0 + c, y = (long long)c1 + r;
-      unsigned char* out = b->smem + thork_swizzle(d0 + (unsigned int)((r * cols + c) * es), swz);
+      unsigned char* out = smem + thork_swizzle(d0 + (unsigned int)((r * cols + c) * es), swz);
       if (x < 0 || y < 0 || x >= width || y >= height) memset(out, 0, (size_t)es);
       else memcpy(out, base + (unsigned long long)y * stride + (unsigned long long)x * es,
                   (size_t)es);
     }
-  thork_mbar* m = (thork_mbar*)bar;
-  m->tx -= (long long)rows * cols * es;
-  thork_mbar_check(b, m);
+  return (long long)rows * cols * es;
+}
+THORK_FN void thork_tma_load_2d(thork_block* b, void* dst, const unsigned long long* map,
+                                int c0, int c1, void* bar) {
+  const long long n = thork_tma_copy(b, b->smem, thork_smem_addr32(b, dst), map, c0, c1);
+  if (n >= 0) thork_mbar_update(b, bar, 0u, -n);
+}
+// TMA store: the box at 'src' (the layout a load of the map writes) to the array, elements
+// outside it skipped; carried out at issue, so commit and wait have nothing to do.
+THORK_FN void thork_tma_store_2d(thork_block* b, const void* src, const unsigned long long* map,
+                                 int c0, int c1) {
+  if (map[0] != 0x414d544b524f4854ull) { b->err = THORK_BAD_TENSOR_MAP; return; }
+  unsigned char* base = (unsigned char*)map[1];
+  const long long width = (long long)map[2], height = (long long)map[3];
+  const unsigned long long stride = map[4];
+  const int cols = (int)map[5], rows = (int)map[6], es = (int)map[7];
+  const unsigned int swz = (unsigned int)map[8], s0 = thork_smem_addr32(b, src);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const long long x = (long long)c0 + c, y = (long long)c1 + r;
+      if (x < 0 || y < 0 || x >= width || y >= height) continue;
+      memcpy(base + (unsigned long long)y * stride + (unsigned long long)x * es,
+             b->smem + thork_swizzle(s0 + (unsigned int)((r * cols + c) * es), swz), (size_t)es);
+    }
+}
+THORK_FN void thork_tma_store_commit(thork_block*) {}
+template <int N> THORK_FN void thork_tma_store_wait(thork_block*) {}
+// Thread-block clusters: the blocks of a cluster run at once (one OS thread each); rank r
+// is the block at offset (r % X, r / X % Y, r / (X Y)) from the cluster's first block.
+THORK_FN unsigned int thork_cluster_rank(thork_block* b) {
+  return b->bid.x % THORK_CLUSTER_X + THORK_CLUSTER_X * (b->bid.y % THORK_CLUSTER_Y
+         + THORK_CLUSTER_Y * (b->bid.z % THORK_CLUSTER_Z));
+}
+THORK_FN long long thork_cluster_block(thork_block* b, unsigned int rank) {
+  const unsigned int x = b->bid.x - b->bid.x % THORK_CLUSTER_X + rank % THORK_CLUSTER_X;
+  const unsigned int y = b->bid.y - b->bid.y % THORK_CLUSTER_Y
+                         + rank / THORK_CLUSTER_X % THORK_CLUSTER_Y;
+  const unsigned int z = b->bid.z - b->bid.z % THORK_CLUSTER_Z
+                         + rank / (THORK_CLUSTER_X * THORK_CLUSTER_Y);
+  return x + (long long)b->gdim.x * (y + (long long)b->gdim.y * z);
+}
+// The shared memory of cluster rank 'rank' (null, and the launch fails, for a rank outside
+// the cluster or a launch without clusters).
+THORK_FN unsigned char* thork_peer_smem(thork_block* b, unsigned int rank) {
+  if (!b->grid || !b->grid->smem_of
+      || rank >= THORK_CLUSTER_X * THORK_CLUSTER_Y * THORK_CLUSTER_Z) {
+    b->err = THORK_BAD_CLUSTER_RANK; return 0;
+  }
+  return b->grid->smem_of[thork_cluster_block(b, rank)];
+}
+THORK_FN void thork_fence_mbarrier_init(thork_block*) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+THORK_FN void thork_mbarrier_arrive_cluster(thork_block* b, void* bar, unsigned int cta) {
+  unsigned char* peer = thork_peer_smem(b, cta);
+  if (peer) thork_mbar_update(b, peer + thork_smem_addr32(b, bar), 1u, 0);
+}
+THORK_FN void thork_tma_load_2d_multicast(thork_block* b, void* dst, const unsigned long long* map,
+                                          int c0, int c1, void* bar, unsigned int mask) {
+  const unsigned int n = THORK_CLUSTER_X * THORK_CLUSTER_Y * THORK_CLUSTER_Z;
+  if (mask >> n) { b->err = THORK_BAD_CLUSTER_RANK; return; }
+  for (unsigned int r = 0; r < n; ++r) {
+    if (!(mask >> r & 1u)) continue;
+    unsigned char* peer = thork_peer_smem(b, r);
+    if (!peer) return;
+    const long long bytes = thork_tma_copy(b, peer, thork_smem_addr32(b, dst), map, c0, c1);
+    if (bytes < 0) return;
+    thork_mbar_update(b, peer + thork_smem_addr32(b, bar), 0u, -bytes);
+  }
+}
+// A barrier over the cluster's threads: the block's threads meet, its first one meets the
+// other blocks (spinning: they are all at the barrier), then the threads go on together.
+// A block of the cluster that ended can never come: a deadlock, as on a GPU.
+THORK_FN void thork_cluster_sync(thork_block* b) {
+  const int me = b->cur;
+  thork_syncthreads(b);
+  if (b->cl_seen[me] == b->cl_done) {
+    struct thork_grid* g = b->grid;
+    const unsigned int n = THORK_CLUSTER_X * THORK_CLUSTER_Y * THORK_CLUSTER_Z;
+    const long long first = thork_cluster_block(b, 0u);
+    long long cid = 0;  // the cluster's index: its first block's, in clusters
+    {
+      const long long fx = first % b->gdim.x, fy = first / b->gdim.x % b->gdim.y,
+                      fz = first / ((long long)b->gdim.x * b->gdim.y);
+      const long long ncx = b->gdim.x / THORK_CLUSTER_X, ncy = b->gdim.y / THORK_CLUSTER_Y;
+      cid = fx / THORK_CLUSTER_X
+            + ncx * (fy / THORK_CLUSTER_Y + ncy * (fz / THORK_CLUSTER_Z));
+    }
+    const unsigned int gen = __atomic_load_n(&g->cl_gen[cid], __ATOMIC_SEQ_CST);
+    if (__atomic_add_fetch(&g->cl_arrived[cid], 1u, __ATOMIC_SEQ_CST) >= n) {
+      __atomic_store_n(&g->cl_arrived[cid], 0u, __ATOMIC_SEQ_CST);
+      __atomic_add_fetch(&g->cl_gen[cid], 1u, __ATOMIC_SEQ_CST);
+    } else {
+      while (__atomic_load_n(&g->cl_gen[cid], __ATOMIC_SEQ_CST) == gen) {
+        int ended = 0;
+        for (unsigned int r = 0; r < n; ++r)
+          ended |= __atomic_load_n(&g->bdone[thork_cluster_block(b, r)], __ATOMIC_SEQ_CST);
+        if (ended) { b->err = THORK_CLUSTER_DEADLOCK; break; }
+        sched_yield();
+      }
+    }
+    b->cl_done++;
+  }
+  b->cl_seen[me]++;
+  thork_syncthreads(b);
 }
 """

@@ -29,7 +29,9 @@ from thork_core.plugin import (
 
 from ._compiler import host_arch
 from ._renderer import (
+    BAD_CLUSTER_RANK,
     BAD_TENSOR_MAP,
+    CLUSTER_DEADLOCK,
     DEADLOCK,
     ENTRY,
     GRID_FAILED,
@@ -145,6 +147,16 @@ class CpuExecutable(Executable):
             raise LaunchError(
                 f"{kernel.name}: tk.tma_load was given an array that is not a CPU tensor map: "
                 "build it with tk.tensor_map(numpy_array, box) for the CPU target")
+        if rc == BAD_CLUSTER_RANK:
+            raise LaunchError(
+                f"{kernel.name}: a cluster operation (tk.mbarrier_arrive(cta=...), "
+                "tk.tma_load(multicast=...)) named a rank outside the block's cluster, or the "
+                "kernel declares no tk.cluster_dims")
+        if rc == CLUSTER_DEADLOCK:
+            raise LaunchError(
+                f"{kernel.name}: tk.cluster_sync waited for a block of the cluster that had "
+                "ended (every thread of every block of a cluster must reach each cluster "
+                "barrier)")
         raise LaunchError(f"{kernel.name} failed on the CPU target (code {rc})")
 
 

@@ -19,6 +19,13 @@ THORK_FN void thork_wgmma_commit() {
 template <int N> THORK_FN void thork_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
+// setmaxnreg: every thread of the warpgroup; takes effect under __launch_bounds__.
+template <int N> THORK_FN void thork_setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N));
+}
+template <int N> THORK_FN void thork_setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N));
+}
 THORK_FN void thork_fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
@@ -49,6 +56,26 @@ THORK_FN bool thork_mbarrier_try_wait(const void* bar, unsigned int parity) {
 THORK_FN void thork_mbarrier_wait(const void* bar, unsigned int parity) {
   while (!thork_mbarrier_try_wait(bar, parity)) { }
 }
+// Thread-block clusters (sm_90): the block's rank, a barrier over the cluster's threads,
+// the fence that publishes mbarrier inits to the cluster, an arrival on the barrier at the
+// same offset in block 'cta' of the cluster (mapa; release at CTA scope, as CUTLASS's
+// ClusterBarrier: cluster scope would add a GPU-wide MEMBAR before every arrival).
+THORK_FN unsigned int thork_cluster_rank() {
+  unsigned int r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+THORK_FN void thork_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+THORK_FN void thork_fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+THORK_FN void thork_mbarrier_arrive_cluster(const void* bar, unsigned int cta) {
+  asm volatile("{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1; "
+               "mbarrier.arrive.shared::cluster.b64 _, [ra]; }"
+               :: "r"(thork_smem_addr32(bar)), "r"(cta) : "memory");
+}
 // A 2-D TMA tile load; the tensor map lives in global memory (built on the host, copied
 // before the launch, so no tensormap proxy fence is needed).
 THORK_FN void thork_tma_load_2d(void* dst, const unsigned long long* tmap, int c0, int c1,
@@ -57,6 +84,27 @@ THORK_FN void thork_tma_load_2d(void* dst, const unsigned long long* tmap, int c
                "[%0], [%1, {%2, %3}], [%4];"
                :: "r"(thork_smem_addr32(dst)), "l"(tmap), "r"(c0), "r"(c1),
                   "r"(thork_smem_addr32(bar)) : "memory");
+}
+// TMA store: the box at 'src' (laid out as a load of the same map puts it) to (c1, c0) of
+// the map's array, skipping elements outside it; a bulk async-group per commit.
+THORK_FN void thork_tma_store_2d(const void* src, const unsigned long long* tmap, int c0,
+                                 int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+               :: "l"(tmap), "r"(c0), "r"(c1), "r"(thork_smem_addr32(src)) : "memory");
+}
+THORK_FN void thork_tma_store_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N> THORK_FN void thork_tma_store_wait() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
+// The same box into every block of the cluster whose rank bit is set in 'mask'.
+THORK_FN void thork_tma_load_2d_multicast(void* dst, const unsigned long long* tmap, int c0,
+                                          int c1, const void* bar, unsigned int mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;"
+               :: "r"(thork_smem_addr32(dst)), "l"(tmap), "r"(c0), "r"(c1),
+                  "r"(thork_smem_addr32(bar)), "h"((unsigned short)mask) : "memory");
 }
 """
 
@@ -79,8 +127,9 @@ def _wgmma_helper(n: int, name: str) -> str:
 
 def helper_name(op: str) -> str:
     """The C name of the helper implementing ``op`` (both targets use the same names)."""
-    if op.startswith("wgmma.wait."):
-        return f"thork_wgmma_wait<{op.rsplit('.', 1)[1]}>"
+    if op.startswith(("wgmma.wait.", "setmaxnreg.", "tma.store.wait.")):
+        head, n = op.rsplit(".", 1)
+        return f"thork_{head.replace('.', '_')}<{n}>"
     if op == "smem_addr":
         return "thork_smem_addr32"
     return "thork_" + op.replace(".", "_")

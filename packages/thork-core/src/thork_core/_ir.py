@@ -23,7 +23,7 @@ __all__ = [
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
     "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
     "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS", "Hopper",
-    "HOPPER_OPS", "WGMMA_N", "uses_hopper", "hopper_ops",
+    "HOPPER_OPS", "WGMMA_N", "SETMAXNREG_COUNTS", "uses_hopper", "hopper_ops",
 ]
 
 
@@ -252,9 +252,11 @@ class Warp(Expr):
     args: tuple[Expr, ...]
 
 
-#: The N of ``wgmma.mma_async.m64nNk16`` Thork offers (PTX allows every multiple of 8 up
-#: to 256; these are the ones a GEMM tile uses, each a separate inline-asm helper).
-WGMMA_N = (8, 16, 32, 64, 128, 256)
+#: The N of ``wgmma.mma_async.m64nNk16`` with float16/bfloat16 inputs: every multiple of 8
+#: from 8 to 256, as PTX allows (each one used is a separate inline-asm helper).
+WGMMA_N = tuple(range(8, 257, 8))
+#: The per-thread register counts ``setmaxnreg`` takes: multiples of 8 from 24 to 256.
+SETMAXNREG_COUNTS = tuple(range(24, 257, 8))
 #: Hopper (sm_90a) operations of the asynchronous proxy, as :class:`Hopper` expressions.
 #: ``wgmma.m64n{N}k16.{f16,bf16}``: args (A descriptor uint64, B descriptor uint64,
 #: scale_d int32 0/1, N/2 float32 accumulators) → ``VectorType(float32, N / 2)``;
@@ -265,13 +267,29 @@ WGMMA_N = (8, 16, 32, 64, 128, 256)
 #: ``bytes``; ``mbarrier.wait``: (barrier, parity uint32) — block until the phase of that
 #: parity completed; ``mbarrier.try_wait``: the same args → bool, whether it completed;
 #: ``tma.load.2d``: (destination Offset into shared, tensor map uint64 pointer, column
-#: int32, row int32, barrier). Layouts: docs/language-wgmma.md.
+#: int32, row int32, barrier); ``setmaxnreg.{inc,dec}.{count}``: () → void, this
+#: warpgroup's registers per thread become ``count``. Thread-block clusters (a kernel with
+#: ``KernelIR.cluster_dims``): ``cluster.rank`` () → uint32, the block's rank in its
+#: cluster; ``cluster.sync`` () → void, a barrier over every thread of the cluster;
+#: ``fence.mbarrier_init`` () → void, makes mbarrier inits visible to the cluster;
+#: ``mbarrier.arrive.cluster``: (barrier, rank uint32) — arrive on the barrier at the
+#: same offset in block ``rank`` of the cluster; ``tma.load.2d.multicast``: tma.load.2d's
+#: args + mask uint32 — the box lands at the same offset in every block whose rank bit
+#: is set, counting its bytes on each one's barrier. TMA stores: ``tma.store.2d``: (source
+#: Offset into shared, tensor map uint64 pointer, column int32, row int32) → void, a box
+#: shared → global (elements outside the array are not written); ``tma.store.commit``
+#: closes the issued stores into a bulk group; ``tma.store.wait.{0..7}`` waits until at
+#: most n groups still read shared memory. Layouts: docs/language-wgmma.md.
 HOPPER_OPS = frozenset(
     {f"wgmma.m64n{n}k16.{t}" for n in WGMMA_N for t in ("f16", "bf16")}
     | {f"wgmma.wait.{n}" for n in range(8)}
+    | {f"setmaxnreg.{a}.{n}" for a in ("inc", "dec") for n in SETMAXNREG_COUNTS}
     | {"wgmma.fence", "wgmma.commit", "fence.proxy.async", "smem_addr", "mbarrier.init",
        "mbarrier.arrive", "mbarrier.expect_tx", "mbarrier.wait", "mbarrier.try_wait",
-       "tma.load.2d"})
+       "tma.load.2d", "cluster.rank", "cluster.sync", "fence.mbarrier_init",
+       "mbarrier.arrive.cluster", "tma.load.2d.multicast", "tma.store.2d",
+       "tma.store.commit"}
+    | {f"tma.store.wait.{n}" for n in range(8)})
 
 
 @dataclass(frozen=True, eq=False)
@@ -542,6 +560,12 @@ class KernelIR:
     #: Debug mode (:func:`thork_core.instrument`): the bounds-check sites, by site id;
     #: None for a kernel built without checks.
     debug_sites: list[Any] | None = None
+    #: ``(max_threads, min_blocks)`` from ``tk.launch_bounds``: CUDA's
+    #: ``__launch_bounds__``; launches of larger blocks are refused. None: no bounds.
+    launch_bounds: tuple[int, int] | None = None
+    #: ``(x, y, z)`` blocks per thread-block cluster from ``tk.cluster_dims`` (CUDA's
+    #: ``__cluster_dims__``; sm_90); the grid must be a multiple. None: no clusters.
+    cluster_dims: tuple[int, int, int] | None = None
 
     @cached_property
     def cooperative(self) -> bool:
@@ -665,6 +689,9 @@ def walk_exprs(e: Expr):  # type: ignore[no-untyped-def]
 #: How errors name each family of Hopper operations, most significant first.
 _HOPPER_FEATURES = (("wgmma.m64n", "tk.wgmma"), ("tma.", "tk.tma_load"),
                     ("mbarrier.", "tk.mbarrier"), ("wgmma.", "tk.wgmma_fence/commit/wait"),
+                    ("setmaxnreg.", "tk.setmaxnreg_inc/dec"),
+                    ("cluster.", "tk.cluster_ctarank/cluster_sync"),
+                    ("fence.mbarrier_init", "tk.fence_mbarrier_init"),
                     ("fence.proxy.async", "tk.fence_proxy_async"),
                     ("smem_addr", "tk.smem_address"))
 

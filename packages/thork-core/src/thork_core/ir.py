@@ -31,6 +31,7 @@ from ._ir import (
     HOPPER_OPS,
     LDMATRIX_OPS,
     MMA_OPS,
+    SETMAXNREG_COUNTS,
     SPECIALS,
     SYNC_KINDS,
     WARP_OPS,
@@ -100,6 +101,7 @@ from ._renderer import (
 
 __all__ = [
     "AsyncCopy", "AsyncGroup", "LDMATRIX_OPS", "MMA_OPS", "HOPPER_OPS", "Hopper", "WGMMA_N",
+    "SETMAXNREG_COUNTS",
     "uses_hopper", "hopper_ops",
     "ALL_DTYPES", "ATOMIC_OPS", "Assign", "Atomic", "Binary", "BlockReduce", "Break",
     "CODEGEN_VERSION", "Call", "CallFunc", "Cast", "Const", "Continue", "CudaRenderer",

@@ -48,6 +48,7 @@ from ._atomic import (
     atomic_sub,
     atomic_xor,
 )
+from ._cluster import cluster_ctarank, cluster_dims, cluster_sync, fence_mbarrier_init
 from ._control import cond, elif_, else_, if_, return_
 from ._func import DeviceFunction, func
 from ._globals import GlobalArray, const_array, device_array
@@ -57,6 +58,7 @@ from ._grid import (
     block_idx,
     grid_dim,
     lane_id,
+    launch_bounds,
     linear_thread_idx,
     thread_idx,
     warp_id,
@@ -146,7 +148,7 @@ from ._sync import (
     threadfence_block,
     threadfence_system,
 )
-from ._tma import tensor_map, tma_load
+from ._tma import tensor_map, tma_load, tma_store, tma_store_commit, tma_store_wait
 from ._trace import TraceWarning, cast, where
 from ._types import (
     BlockDim,
@@ -177,6 +179,8 @@ from ._warp import (
 )
 from ._wgmma import (
     fence_proxy_async,
+    setmaxnreg_dec,
+    setmaxnreg_inc,
     smem_address,
     swizzle,
     wgmma,
@@ -221,6 +225,8 @@ __all__ = [
     "mma", "ldmatrix", "cp_async", "cp_async_commit", "cp_async_wait",
     # Hopper (sm_90a): warpgroup MMA, TMA, mbarriers
     "wgmma", "wgmma_descriptor", "wgmma_fence", "wgmma_commit", "wgmma_wait",
+    "setmaxnreg_inc", "setmaxnreg_dec", "launch_bounds", "cluster_dims", "cluster_ctarank",
+    "cluster_sync", "fence_mbarrier_init", "tma_store", "tma_store_commit", "tma_store_wait",
     "fence_proxy_async", "smem_address", "swizzle", "tma_load", "tensor_map",
     "mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait",
     "mbarrier_try_wait",

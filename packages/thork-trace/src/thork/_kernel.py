@@ -16,6 +16,7 @@ from thork_core import (
     CudaRenderer,
     Executable,
     KernelIR,
+    LaunchError,
     Loc,
     Param,
     PointerType,
@@ -29,11 +30,12 @@ from thork_core import (
     instrument,
     normalize_dims,
 )
-from thork_core.ir import Cast, Expr, Let, Special, Var
+from thork_core.ir import Cast, Expr, Let, Special, Var, hopper_ops
 from thork_core.launch import shared_bytes, static_shared_bytes
 from thork_core.runtime import check_device, route
 
 from ._aggregate import struct_fields
+from ._cluster import check_clusters
 from ._cooperative import check_coresident
 from ._shaped import ShapedPointer, with_derived
 from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
@@ -394,7 +396,14 @@ class Kernel:
                              f"through a DevicePointer (got a {type(result).__name__})")
         ir = KernelIR(self.name, params, trace.body, loc, mutable=trace.mutable,
                       globals=list(trace.globals),
-                      functions=trace.functions)
+                      functions=trace.functions, launch_bounds=trace.launch_bounds,
+                      cluster_dims=trace.cluster_dims)
+        ops = hopper_ops(ir)
+        check_clusters(self.name, ops, ir.cluster_dims)
+        if ir.launch_bounds is None and any(op.startswith("setmaxnreg.") for op in ops):
+            raise TraceError(f"{self.name}(): tk.setmaxnreg_inc/dec need the kernel's "
+                             "register cap at entry: declare tk.launch_bounds(max_threads, "
+                             "1) in the kernel body")
         return instrument(ir) if self.debug else ir  # debug mode: bounds checks
 
     @property
@@ -564,6 +573,18 @@ class Launch:
             args = kernel._flatten_structs(args)
         if ir.cooperative:
             check_coresident(exe, ir, self.grid, self.block, self.shared_mem)
+        if ir.cluster_dims is not None and any(
+                g % c for g, c in zip(self.grid, ir.cluster_dims)):
+            raise LaunchError(f"{kernel.name}[grid, block]: the grid {tuple(self.grid)} must "
+                              f"be a multiple of the kernel's clusters "
+                              f"(tk.cluster_dims{ir.cluster_dims}) along each axis")
+        if ir.launch_bounds is not None:
+            threads = self.block[0] * self.block[1] * self.block[2]
+            if threads > ir.launch_bounds[0]:
+                raise LaunchError(f"{kernel.name}[grid, block]: a block of {threads} "
+                                  f"threads, but the kernel declares tk.launch_bounds("
+                                  f"{ir.launch_bounds[0]}, {ir.launch_bounds[1]}): at most "
+                                  f"{ir.launch_bounds[0]}")
         if len(args) != len(ir.params):
             # Shaped arrays' extents follow their arrays (or the count is wrong: raises).
             args = tuple(with_derived(ir, args))

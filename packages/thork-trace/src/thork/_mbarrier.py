@@ -50,12 +50,20 @@ def mbarrier_init(bar: Any, index: Any, count: Any) -> None:
                                (op, _u32("tk.mbarrier_init()", "count", count)))))
 
 
-def mbarrier_arrive(bar: Any, index: Any) -> None:
+def mbarrier_arrive(bar: Any, index: Any, cta: Any = None) -> None:
     """This thread arrives on ``bar[index]`` (PTX ``mbarrier.arrive.shared::cta.b64``,
     release semantics: its earlier writes are visible to threads that then see the phase
-    complete)."""
+    complete). ``cta``: arrive instead on the barrier at the same place in the block of
+    that rank in this block's cluster (``mapa`` + ``mbarrier.arrive.shared::cluster``,
+    release at CTA scope: for handing back buffers that were only read; needs
+    ``tk.cluster_dims``)."""
     op = barrier_operand("tk.mbarrier_arrive()", bar, index)
-    current().emit(Eval(Hopper(None, "mbarrier.arrive", (op,))))  # type: ignore[arg-type]
+    if cta is None:
+        current().emit(Eval(Hopper(None, "mbarrier.arrive", (op,))))  # type: ignore[arg-type]
+        return
+    rank = _u32("tk.mbarrier_arrive()", "cta", cta)
+    current().emit(Eval(Hopper(None, "mbarrier.arrive.cluster",  # type: ignore[arg-type]
+                               (op, rank))))
 
 
 def mbarrier_expect_tx(bar: Any, index: Any, nbytes: Any) -> None:

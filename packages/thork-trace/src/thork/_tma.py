@@ -26,7 +26,8 @@ from ._mbarrier import barrier_operand
 from ._trace import Memory, _to, as_value, current
 from ._wgmma import SWIZZLE_MODES, _shared_offset
 
-__all__ = ["tma_load", "tensor_map", "CPU_TENSOR_MAP_MAGIC"]
+__all__ = ["tma_load", "tma_store", "tma_store_commit", "tma_store_wait", "tensor_map",
+           "CPU_TENSOR_MAP_MAGIC"]
 
 #: First word of a CPU-target tensor map ("THORKTMA"); the CPU model checks it.
 CPU_TENSOR_MAP_MAGIC = int.from_bytes(b"THORKTMA", "little")
@@ -35,14 +36,17 @@ _TMA_DTYPES = {"float16": 6, "bfloat16": 9, "float32": 7, "int32": 3, "uint32": 
 
 
 def tma_load(dst: Any, dst_index: Any, tmap: Any, col: Any, row: Any, bar: Any,
-             bar_index: Any) -> None:
+             bar_index: Any, multicast: Any = None) -> None:
     """Start copying the box of the tensor map ``tmap`` whose top-left element is
     (``row``, ``col``) of the global array into shared ``dst[dst_index]`` (128-byte
     aligned; 1024 for the 128-byte swizzle), PTX ``cp.async.bulk.tensor.2d`` with
     ``mbarrier::complete_tx::bytes``: on arrival it counts its bytes (box rows x box
     columns x element size, zero-filled ones included) on mbarrier ``bar[bar_index]``.
     ``row``/``col`` are element coordinates (int32, may be negative or past the end).
-    One thread issues it."""
+    One thread issues it. ``multicast``: a mask of cluster ranks (bit r: the block of rank
+    r, this one included or not): the box lands at the same ``dst`` offset in each of
+    them, counting its bytes on each one's ``bar[bar_index]`` (``.multicast::cluster``;
+    needs ``tk.cluster_dims``)."""
     if not isinstance(tmap, Memory) or tmap.space != "global" or tmap.dtype != dt.uint64:
         raise TraceError(f"tk.tma_load(): the tensor map must be a uint64 array parameter "
                          f"(the 16 words tk.tensor_map gives), got {tmap!r}")
@@ -56,8 +60,59 @@ def tma_load(dst: Any, dst_index: Any, tmap: Any, col: Any, row: Any, bar: Any,
         coords.append(_to(x, dt.int32))
     tmap.mark_read()
     dst.mark_written()
-    current().emit(Eval(Hopper(None, "tma.load.2d",  # type: ignore[arg-type]
-                               (d, tmap.expr, coords[0], coords[1], b))))
+    args = (d, tmap.expr, coords[0], coords[1], b)
+    if multicast is None:
+        current().emit(Eval(Hopper(None, "tma.load.2d", args)))  # type: ignore[arg-type]
+        return
+    if isinstance(multicast, int) and not 1 <= multicast < 1 << 16:
+        raise TraceError(f"tk.tma_load(): multicast must be a mask of cluster ranks from 1 "
+                         f"to 0xffff, got {multicast!r}")
+    m = as_value(multicast)
+    if not m.dtype.is_int:
+        raise TraceError(f"tk.tma_load(): multicast must be an integer mask, got "
+                         f"{m.dtype.name}")
+    current().emit(Eval(Hopper(None, "tma.load.2d.multicast",  # type: ignore[arg-type]
+                               (*args, _to(m, dt.uint32)))))
+
+
+def tma_store(tmap: Any, col: Any, row: Any, src: Any, src_index: Any) -> None:
+    """Start copying the box at shared ``src[src_index]`` (laid out as ``tk.tma_load`` of
+    the same map would put it: rows of the box one after the other, in the map's
+    swizzle; 128-byte aligned, 1024 for the 128-byte swizzle) to the box of the global
+    array whose top-left element is (``row``, ``col``); elements outside the array are
+    not written (PTX ``cp.async.bulk.tensor.2d.global.shared::cta.bulk_group``). Shared
+    memory written by ordinary stores needs ``tk.fence_proxy_async()`` in each writing
+    thread (and a barrier) first. One thread issues it; ``tk.tma_store_commit()`` closes
+    the issued stores into a group, ``tk.tma_store_wait(n)`` waits until at most ``n``
+    of that thread's groups still read shared memory (then ``src`` may be overwritten)."""
+    if not isinstance(tmap, Memory) or tmap.space != "global" or tmap.dtype != dt.uint64:
+        raise TraceError(f"tk.tma_store(): the tensor map must be a uint64 array parameter "
+                         f"(the 16 words tk.tensor_map gives), got {tmap!r}")
+    s = _shared_offset("tk.tma_store()", src, src_index)
+    coords = []
+    for what, v in (("col", col), ("row", row)):
+        x = as_value(v)
+        if not x.dtype.is_int:
+            raise TraceError(f"tk.tma_store(): {what} must be an integer, got {x.dtype.name}")
+        coords.append(_to(x, dt.int32))
+    tmap.mark_read()
+    src.mark_read()
+    current().emit(Eval(Hopper(None, "tma.store.2d",  # type: ignore[arg-type]
+                               (s, tmap.expr, coords[0], coords[1]))))
+
+
+def tma_store_commit() -> None:
+    """Close this thread's issued ``tk.tma_store``s into a bulk async-group (PTX
+    ``cp.async.bulk.commit_group``)."""
+    current().emit(Eval(Hopper(None, "tma.store.commit", ())))  # type: ignore[arg-type]
+
+
+def tma_store_wait(n: int = 0) -> None:
+    """Wait until at most ``n`` (0-7) of this thread's newest ``tk.tma_store`` groups still
+    read their shared memory (PTX ``cp.async.bulk.wait_group.read n``)."""
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 7:
+        raise TraceError(f"tk.tma_store_wait(): n must be an int from 0 to 7, got {n!r}")
+    current().emit(Eval(Hopper(None, f"tma.store.wait.{n}", ())))  # type: ignore[arg-type]
 
 
 def _fail(msg: str) -> NoReturn:

@@ -216,6 +216,10 @@ class Trace:
         self.functions_open: list[Any] = []
         #: Bytes of static shared memory declared so far (kernel-wide).
         self.static_shared = 0
+        #: (max_threads, min_blocks) of tk.launch_bounds (root only), or None.
+        self.launch_bounds: tuple[int, int] | None = None
+        #: (x, y, z) of tk.cluster_dims (root only), or None.
+        self.cluster_dims: tuple[int, int, int] | None = None
         self.is_function = parent is not None
         self._stack: list[list[Stmt]] = []
         self._closed: set[int] = set()

@@ -17,12 +17,23 @@ from __future__ import annotations
 from typing import Any
 
 from thork_core import TraceError, dt, dtype_of
-from thork_core.ir import WGMMA_N, Const, Eval, Field, Hopper, Offset, PointerType, VectorType
+from thork_core.ir import (
+    SETMAXNREG_COUNTS,
+    WGMMA_N,
+    Const,
+    Eval,
+    Field,
+    Hopper,
+    Offset,
+    PointerType,
+    VectorType,
+)
 
 from ._trace import Memory, Value, _to, as_value, current
 
 __all__ = ["wgmma", "wgmma_descriptor", "wgmma_fence", "wgmma_commit", "wgmma_wait",
-           "fence_proxy_async", "smem_address", "swizzle", "SWIZZLE_MODES"]
+           "fence_proxy_async", "smem_address", "swizzle", "SWIZZLE_MODES", "setmaxnreg_inc",
+           "setmaxnreg_dec"]
 
 #: Swizzle width in bytes → the descriptor's 2-bit mode (PTX ISA, "Matrix Descriptor
 #: Format": 0 none, 1 128-byte, 2 64-byte, 3 32-byte).
@@ -120,13 +131,12 @@ def wgmma(desc_a: Any, desc_b: Any, acc: Any, n: int, dtype: Any = "float16",
     ``desc_a``: descriptor (:func:`wgmma_descriptor`, uint64) of A, 64 rows (M) x 16
     elements (K); ``desc_b``: of B stored as N rows x 16 elements (Bᵀ row-major, "K-major");
     ``acc``: this thread's N/2 float32 accumulators (a tuple; ``None`` for zeros);
-    ``n``: N, one of 8, 16, 32, 64, 128, 256; ``dtype``: float16 or bfloat16, the
+    ``n``: N, a multiple of 8 from 8 to 256; ``dtype``: float16 or bfloat16, the
     operands' element type; ``scale_d``: 1 adds ``acc``, 0 ignores it (may be traced).
     Returns the N/2 new accumulators. Every thread of the warpgroup executes it.
     """
     if n not in WGMMA_N or isinstance(n, bool):
-        raise TraceError(f"tk.wgmma(): n must be one of {', '.join(map(str, WGMMA_N))}, "
-                         f"got {n!r}")
+        raise TraceError(f"tk.wgmma(): n must be a multiple of 8 from 8 to 256, got {n!r}")
     try:
         name = {"float16": "f16", "bfloat16": "bf16"}[dtype_of(dtype).name]
     except (KeyError, TypeError, ValueError):
@@ -192,3 +202,29 @@ def fence_proxy_async() -> None:
     """Make this thread's earlier shared-memory writes by ordinary stores visible to the
     async proxy (``tk.wgmma`` operand reads, TMA), PTX ``fence.proxy.async.shared::cta``."""
     _void("fence.proxy.async")
+
+
+def _setmaxnreg(action: str, count: int) -> None:
+    who = f"tk.setmaxnreg_{action}()"
+    if not isinstance(count, int) or isinstance(count, bool) or count not in SETMAXNREG_COUNTS:
+        raise TraceError(f"{who}: count must be a multiple of 8 from 24 to 256 (registers "
+                         f"per thread), got {count!r}")
+    _void(f"setmaxnreg.{action}.{count}")
+
+
+def setmaxnreg_inc(count: int) -> None:
+    """Raise this warpgroup's registers per thread to ``count`` (a multiple of 8 from 24 to
+    256; PTX ``setmaxnreg.inc.sync.aligned.u32``), waiting until the multiprocessor's pool
+    has them — registers other warpgroups gave back with :func:`setmaxnreg_dec`. Every
+    thread of the warpgroup executes it. The compiler honours it only in a kernel with a
+    register cap at entry (:func:`thork.launch_bounds`, required: a TraceError otherwise)
+    and where each warpgroup role is one branch of a single ``tk.if_``/``tk.else_``.
+    GPU: sm_90a; the CPU target has no register file and does nothing."""
+    _setmaxnreg("inc", count)
+
+
+def setmaxnreg_dec(count: int) -> None:
+    """Lower this warpgroup's registers per thread to ``count`` (a multiple of 8 from 24 to
+    256; PTX ``setmaxnreg.dec.sync.aligned.u32``), giving the rest back to the pool — a
+    producer warpgroup that only issues TMA copies needs few. As :func:`setmaxnreg_inc`."""
+    _setmaxnreg("dec", count)

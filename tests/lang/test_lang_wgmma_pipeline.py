@@ -1,0 +1,314 @@
+"""Hopper pipelines: setmaxnreg under launch bounds, thread-block clusters (multicast TMA,
+remote mbarrier arrivals, cluster barriers), TMA stores, and examples/gemm_wgmma.py.
+
+Values against NumPy on fresh random inputs of odd sizes, outputs poisoned; the same
+kernels on the GPU target where the GPU is a Hopper (the ``hopper`` fixture), the CPU
+model here. Deadlocks and bad ranks are CPU-only checks (a GPU would hang).
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import thork as tk
+from helpers import has_plugin, poisoned
+
+f16, f32, u16, u32, u64, i32 = (tk.dt.float16, tk.dt.float32, tk.dt.uint16, tk.dt.uint32,
+                                tk.dt.uint64, tk.dt.int32)
+P = tk.DevicePointer
+
+
+@pytest.fixture
+def hopper(target):
+    """The ``target`` fixture, skipping GPUs other than sm_90."""
+    if target == "gpu":
+        from thork_core import gpu_arch
+
+        if not gpu_arch().startswith("sm_90"):
+            pytest.skip(f"the GPU is {gpu_arch()}, not a Hopper (sm_90)")
+    return target
+
+
+def _map(target, array, box, sw, keep):
+    """The tensor map of ``array`` for ``target`` (on the GPU of a device copy kept in
+    ``keep``, which the caller reads back from)."""
+    if target == "gpu":
+        from thork_core import DeviceArray
+
+        keep.append(DeviceArray.from_host(np.ascontiguousarray(array)))
+        return tk.tensor_map(keep[-1], box, sw)
+    return tk.tensor_map(array, box, sw)
+
+
+def _compilers():
+    from thork_core import plugins
+
+    return [c.name for c in plugins().compilers()
+            if c.name in ("nvrtc", "nvcc") and has_plugin(c.name) and c.available()[0]]
+
+
+# -- setmaxnreg and launch bounds -------------------------------------------------------------
+@tk.jit
+def roles(out: P[f32]):
+    """Warpgroup 0 gives registers back, warpgroups 1-2 take them (one if/else)."""
+    tk.launch_bounds(384, 1)
+    tid = tk.thread_idx().x
+    with tk.if_(tid // 128 == 0):
+        tk.setmaxnreg_dec(40)
+        out[tid] = tk.cast(tid, f32)
+    with tk.else_():
+        tk.setmaxnreg_inc(232)
+        out[tid] = tk.cast(tid, f32) * 2.0
+
+
+def test_setmaxnreg_roles_run_and_render(hopper):
+    out = poisoned((384,), np.float32)
+    roles[1, 384](out, target=hopper)
+    t = np.arange(384, dtype=np.float32)
+    np.testing.assert_array_equal(out, np.where(t < 128, t, 2 * t))
+    src = roles.cuda_source
+    assert "__launch_bounds__(384, 1) roles(" in src
+    assert "setmaxnreg.dec.sync.aligned.u32" in src and "thork_setmaxnreg_dec<40>()" in src
+    assert "thork_setmaxnreg_inc<232>()" in src
+
+
+def test_launch_bounds_refuse_larger_blocks():
+    with pytest.raises(tk.LaunchError, match=r"512 threads.*launch_bounds\(384, 1\)"):
+        roles[1, 512](np.zeros(512, np.float32), target="cpu")
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_setmaxnreg_and_clusters_compile_for_sm90a(compiler):
+    if compiler not in _compilers():
+        pytest.skip(f"{compiler} is not usable here")
+    for kern in (roles, cluster_exchange, tma_roundtrip):
+        art = kern.artifact("sm_90", compiler=compiler)
+        assert art.arch == "sm_90a" and art.kind == "cubin" and art.data[:4] == b"\x7fELF"
+
+
+def test_setmaxnreg_launch_bounds_and_cluster_errors():
+    def trace(fn):
+        with pytest.raises(tk.TraceError) as info:
+            tk.jit(fn).ir  # noqa: B018 - tracing raises
+        return str(info.value)
+
+    def no_bounds(x: P[f32]):
+        tk.setmaxnreg_inc(232)
+    assert "declare tk.launch_bounds(max_threads, 1)" in trace(no_bounds)
+
+    def bad_count(bad):
+        def kern(x: P[f32]):
+            tk.launch_bounds(256, 1)
+            tk.setmaxnreg_dec(bad)
+        return kern
+    for bad in (20, 100, 264, True):
+        assert "multiple of 8 from 24 to 256" in trace(bad_count(bad)), bad
+
+    def twice(x: P[f32]):
+        tk.launch_bounds(256, 1)
+        tk.launch_bounds(128, 1)
+    assert "already declared launch bounds (256, 1)" in trace(twice)
+
+    def bad_bounds(args):
+        def kern(x: P[f32]):
+            tk.launch_bounds(*args)
+        return kern
+    for args in ((0,), (2048,), (256, 0), (256.0,)):
+        assert "must be a Python int" in trace(bad_bounds(args)), args
+
+    @tk.func
+    def helper(x: P[f32]):
+        tk.launch_bounds(128)
+
+    def in_func(x: P[f32]):
+        helper(x)
+    assert "not in a device function" in trace(in_func)
+
+    def too_big(x: P[f32]):
+        tk.cluster_dims(3, 3)
+    assert "at most 8 blocks per cluster, got 3 x 3 x 1 = 9" in trace(too_big)
+
+    def unclustered(x: P[f32]):
+        tk.cluster_sync()
+    assert "declare tk.cluster_dims" in trace(unclustered)
+
+    def bad_mask(x: P[u64]):
+        tk.cluster_dims(2)
+        s = tk.shared_array(f16, (1024,))
+        bar = tk.shared_array(u64, (1,))
+        tk.tma_load(s, 0, x, 0, 0, bar, 0, multicast=0)
+    assert "mask of cluster ranks from 1 to 0xffff, got 0" in trace(bad_mask)
+
+    def bad_wait(x: P[f32]):
+        tk.tma_store_wait(8)
+    assert "from 0 to 7, got 8" in trace(bad_wait)
+
+
+# -- clusters: multicast TMA, remote arrivals, cluster barriers -----------------------------
+@tk.jit
+def cluster_exchange(tmap: P[u64], out: P[u16], ranks: P[u32]):
+    """Clusters of 2 blocks: each block multicasts its 16 x 64 box (rows 16 blockIdx.x...)
+    into both blocks' shared memory at rank x 1024, so each ends up with its cluster's two
+    boxes; then each block's thread 0 arrives on the other block's barrier and waits for
+    the other's arrival on its own."""
+    tk.cluster_dims(2)
+    s = tk.shared_array(u16, (2 * 16 * 64,))
+    bar = tk.shared_array(u64, (2,))
+    tid, bx = tk.thread_idx().x, tk.block_idx().x
+    rank = tk.cluster_ctarank()
+    with tk.if_(tid == 0):
+        tk.mbarrier_init(bar, 0, 1)
+        tk.mbarrier_init(bar, 1, 1)
+        tk.fence_mbarrier_init()
+    tk.cluster_sync()
+    with tk.if_(tid == 0):
+        tk.mbarrier_expect_tx(bar, 0, 2 * 16 * 64 * 2)   # both boxes land here
+        tk.tma_load(s, rank * 1024, tmap, 0, 16 * bx, bar, 0, multicast=3)
+    tk.mbarrier_wait(bar, 0, 0)
+    for i in tk.range(tid, 2 * 16 * 64, 128):
+        out[bx * 2048 + i] = s[i]
+    with tk.if_(tid == 0):
+        tk.mbarrier_arrive(bar, 1, cta=rank ^ 1)
+    tk.mbarrier_wait(bar, 1, 0)
+    with tk.if_(tid == 0):
+        ranks[bx] = rank
+    tk.cluster_sync()                                    # no block leaves while peers work
+
+
+def test_cluster_multicast_and_remote_arrivals(hopper, rng):
+    src = rng.integers(1, 60000, (64, 64)).astype(np.uint16)
+    out = poisoned((4 * 2048,), np.uint16)
+    ranks = poisoned((4,), np.uint32)
+    keep: list = []
+    cluster_exchange[4, 128](_map(hopper, src, (16, 64), 0, keep), out, ranks,
+                             target=hopper)
+    np.testing.assert_array_equal(ranks, [0, 1, 0, 1])
+    for bx in range(4):
+        first = bx - bx % 2                              # the cluster's blocks' boxes
+        want = np.concatenate([src[16 * first:16 * first + 16].ravel(),
+                               src[16 * first + 16:16 * first + 32].ravel()])
+        np.testing.assert_array_equal(out[bx * 2048:(bx + 1) * 2048], want)
+    assert "__cluster_dims__(2, 1, 1)" in cluster_exchange.cuda_source
+    assert ".multicast::cluster" in cluster_exchange.cuda_source
+
+
+def test_cluster_launch_errors_on_cpu():
+    src = np.zeros((64, 64), np.uint16)
+    tmap = tk.tensor_map(src, (16, 64))
+    with pytest.raises(tk.LaunchError, match=r"grid \(3, 1, 1\) must be a multiple"):
+        cluster_exchange[3, 128](tmap, np.zeros(3 * 2048, np.uint16),
+                                 np.zeros(3, np.uint32), target="cpu")
+
+    @tk.jit
+    def far(x: P[f32]):
+        tk.cluster_dims(2)
+        bar = tk.shared_array(u64, (1,))
+        tk.mbarrier_arrive(bar, 0, cta=5)
+    with pytest.raises(tk.LaunchError, match="rank outside the block's cluster"):
+        far[2, 32](np.zeros(1, np.float32), target="cpu")
+
+    @tk.jit
+    def deserter(x: P[f32]):
+        tk.cluster_dims(2)
+        with tk.if_(tk.cluster_ctarank() == 1):
+            tk.return_()
+        tk.cluster_sync()
+    with pytest.raises(tk.LaunchError, match="waited for a block of the cluster that had"):
+        deserter[2, 32](np.zeros(1, np.float32), target="cpu")
+
+
+# -- TMA stores --------------------------------------------------------------------------
+@tk.jit
+def tma_roundtrip(tin: P[u64], tout: P[u64], n: i32, x: i32, y: i32):
+    """Load a box by TMA, add 1 to each element with ordinary stores, store it back by TMA
+    to the same place of another array."""
+    s = tk.shared_array(u16, (64 * 64,))
+    bar = tk.shared_array(u64, (1,))
+    tid = tk.thread_idx().x
+    with tk.if_(tid == 0):
+        tk.mbarrier_init(bar, 0, 1)
+    tk.syncthreads()
+    with tk.if_(tid == 0):
+        tk.mbarrier_expect_tx(bar, 0, n * 2)
+        tk.tma_load(s, 0, tin, x, y, bar, 0)
+    tk.mbarrier_wait(bar, 0, 0)
+    for i in tk.range(tid, n, 128):
+        s[i] = s[i] + 1
+    tk.fence_proxy_async()
+    tk.syncthreads()
+    with tk.if_(tid == 0):
+        tk.tma_store(tout, x, y, s, 0)
+        tk.tma_store_commit()
+        tk.tma_store_wait(0)
+
+
+@pytest.mark.parametrize("sw", [0, 32, 64, 128])
+def test_tma_store_round_trip_clips_at_the_edges(hopper, rng, sw):
+    """A box hanging over the bottom and right edges: inside it, in the array, the loaded
+    values plus 1; elsewhere (and past the edges) nothing is written. The load and the
+    store of one map agree on the swizzled layout."""
+    cols = (sw or 64) // 2
+    rows = 24
+    src = rng.integers(0, 60000, (37, 72)).astype(np.uint16)
+    dst = poisoned((37, 72), np.uint16)
+    keep: list = []
+    tin = _map(hopper, src, (rows, cols), sw, keep)
+    tout = _map(hopper, dst, (rows, cols), sw, keep)
+    x, y = 72 - cols + 8, 20
+    tma_roundtrip[1, 128](tin, tout, rows * cols, x, y, target=hopper)
+    got = keep[-1].to_host() if hopper == "gpu" else dst
+    want = poisoned((37, 72), np.uint16)
+    want[y:y + rows, x:x + cols] = src[y:y + rows, x:x + cols] + 1
+    np.testing.assert_array_equal(got, want)
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in \
+        tma_roundtrip.cuda_source
+
+
+# -- examples/gemm_wgmma.py ----------------------------------------------------------------
+def _example():
+    path = Path(__file__).resolve().parents[2] / "examples" / "gemm_wgmma.py"
+    spec = importlib.util.spec_from_file_location("gemm_wgmma_example", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["gemm_wgmma_example"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("size,tile", [
+    ((77, 45, 136), {}),                                               # one tile, edges
+    ((130, 70, 200), dict(BN=64, STAGES=3, epilogue="staged")),         # 3 x 2 tiles, wraps
+    ((200, 96, 72), dict(BN=32, WM=128, CONSUMERS=1, STAGES=2)),        # no setmaxnreg
+    ((200, 136, 128), dict(BN=128, epilogue="tma", cluster=2, blocks=4)),  # 2 clusters
+    ((260, 200, 96), dict(BN=192, WM=128, STAGES=2, epilogue="tma", cluster=2)),
+])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gemm_example(hopper, rng, size, tile, dtype):
+    pytest.importorskip("ml_dtypes")
+    mod = _example()
+    if hopper == "cpu" and mod.hopper_gpu():
+        pytest.skip("the example picks the GPU where it is a Hopper")
+    for out in ("float32", dtype):
+        worst = mod.check(*size, dtype, rng, out, **tile)
+        assert worst <= 1.0, (out, worst)
+
+
+def test_gemm_example_rejects_bad_tiles():
+    mod = _example()
+    a, bt = np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16)
+    c = np.zeros((64, 64), np.float32)
+    for kw, msg in ((dict(K=60), "K must be a positive multiple of 8, got 60"),
+                    (dict(BN=100), "BN must be a multiple of 16"),
+                    (dict(WM=32), "WM must be 64 or 128, got 32"),
+                    (dict(CONSUMERS=4), "CONSUMERS must be 1, 2 or 3, got 4"),
+                    (dict(cluster=4), "cluster must be 1 or 2, got 4"),
+                    (dict(epilogue="fast"), "epilogue must be one of direct, staged, tma"),
+                    (dict(WM=128, BN=256), "needs 256 accumulators per thread")):
+        args = dict(M=64, N=64, K=64)
+        args.update({k: v for k, v in kw.items() if k in args})
+        tile = {k: v for k, v in kw.items() if k not in args}
+        with pytest.raises(ValueError, match=msg):
+            mod.prepare(c, a, bt, args["M"], args["N"], args["K"], target="cpu", **tile)
+    with pytest.raises(ValueError, match="c must hold float32 or float16, got int32"):
+        mod.prepare(np.zeros((64, 64), np.int32), a, bt, 64, 64, 64, target="cpu")
