@@ -24,7 +24,7 @@ from ._ops import saturate_value
 from ._pixel import Geom, Pixel, PixType, Stage, per_channel
 
 __all__ = ["LinearFilter", "BoxFilter", "GaussianBlur", "Sobel", "Erode", "Dilate",
-           "MedianBlur", "MAX_KSIZE", "gaussian_kernel"]
+           "MedianBlur", "MAX_KSIZE", "gaussian_kernel", "gaussian_kernel_q8"]
 
 #: The largest window side: every tap is unrolled into the kernel, so the code grows with
 #: kw * kh (15 x 15 = 225 taps per channel).
@@ -195,6 +195,30 @@ class Filter(ReadBack):
     def from_sum(self, total: Value, c: list[Value], t: PixType) -> Value:
         """A lane-summing filter's output value from one channel's window sum (int32)."""
         raise NotImplementedError
+
+    def lane_row(self, words: list[Value], c: list[Value]) -> Value:
+        """The row pass of a lane-summing filter on one window row's masked words (two
+        channels per uint32, in 16-bit lanes): a plain sum here (kw * kh * 255 < 2**16,
+        so no carry crosses a lane)."""
+        acc = words[0]
+        for w in words[1:]:
+            acc = acc + w
+        return acc
+
+    def lane_outputs(self, rs: list[tuple[Value, Value]], rows: int, kh: int,
+                     c: list[Value], t: PixType) -> list[Pixel]:
+        """The ``rows`` output pixels from the row results ``rs`` (``(even, odd)`` lane
+        words of the ``rows + kh - 1`` tile rows under the thread): here each output's
+        ``kh`` rows summed in the lanes, each channel's total to :meth:`from_sum`."""
+        out = []
+        for r in range(rows):
+            even, odd = rs[r]
+            for j in range(1, kh):
+                even, odd = even + rs[r + j][0], odd + rs[r + j][1]
+            sums = _lanes(even, odd)
+            out.append([self.from_sum(cast(sums[k], dt.int32), c, t)
+                        for k in range(t.channels)])
+        return out
 
     def out_type(self, t: PixType) -> PixType:
         super().out_type(t)
@@ -397,29 +421,16 @@ class Filter(ReadBack):
                     for r in range(rows)]
 
         def lanes() -> list[Pixel]:
-            # Integer sums of the packed words: channels 0 and 2 in the 16-bit lanes of
-            # ``even``, 1 and 3 in those of ``odd`` (kw * kh * 255 < 2**16: no carry
-            # crosses a lane); then each output's channel sums go to :meth:`from_sum`.
+            # Integer row passes on the packed words: channels 0 and 2 in the 16-bit
+            # lanes of ``even``, 1 and 3 in those of ``odd`` (:meth:`lane_row` keeps each
+            # lane below 2**16); then :meth:`lane_outputs` does the column passes.
             mask = 0x00FF00FF
             rs = []
             for j in range(rows + kh - 1):
-                even: Any = None
-                odd: Any = None
-                for i in range(kw):
-                    w = at_word(j, i)
-                    e, o = w & mask, (w >> 8) & mask
-                    even = e if even is None else even + e
-                    odd = o if odd is None else odd + o
-                rs.append((even, odd))
-            out = []
-            for r in range(rows):
-                even, odd = rs[r]
-                for j in range(1, kh):
-                    even, odd = even + rs[r + j][0], odd + rs[r + j][1]
-                sums = [even & 0xFFFF, odd & 0xFFFF, even >> 16, odd >> 16]
-                out.append([self.from_sum(cast(sums[k], dt.int32), coefs, t)
-                            for k in range(t.channels)])
-            return out
+                ws = [at_word(j, i) for i in range(kw)]
+                rs.append((self.lane_row([w & mask for w in ws], coefs),
+                           self.lane_row([(w >> 8) & mask for w in ws], coefs)))
+            return self.lane_outputs(rs, rows, kh, coefs, t)
 
         return outputs
 
@@ -576,6 +587,61 @@ def gaussian_kernel(n: int, sigma: float) -> list[float]:
     return [v / total for v in w]
 
 
+def gaussian_kernel_q8(n: int, sigma: float) -> list[int]:
+    """The integer coefficients (units of 1/256, summing to exactly 256) of OpenCV's
+    bit-exact uint8 ``GaussianBlur``: ``getGaussianKernelBitExact`` (OpenCV's fixed
+    tables for ``sigma <= 0`` and n in 1, 3, 5, 7; else ``exp(x**2 * -0.125 / s**2)``
+    for ``x = 1 - n, 3 - n, ...`` with ``s = sigma``, or ``n * 0.15 + 0.35`` (one
+    rounding) when ``sigma <= 0``, normalised by ``1 / sum``), turned into 8.8 fixed
+    point by error diffusion from the outside in (``getGaussianKernelFixedPoint_ED``:
+    each side coefficient ``cvRound(k * 256 + err)``, carrying the rounding error to the
+    next; the centre takes ``256 - sum(sides)``). The model was checked against
+    ``cv2.GaussianBlur`` (OpenCV 5.0) on random images for every odd side to 15 and
+    random sigmas: equal everywhere."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    fixed = {1: [1.0], 3: [0.25, 0.5, 0.25], 5: [0.0625, 0.25, 0.375, 0.25, 0.0625],
+             7: [0.03125, 0.109375, 0.21875, 0.28125, 0.21875, 0.109375, 0.03125]}
+    if sigma <= 0 and n in fixed:
+        k = fixed[n]
+    else:
+        # softdouble mulAdd(n, 0.15, 0.35): one rounding (exact rational arithmetic).
+        s = float(sigma) if sigma > 0 else \
+            float(Fraction(n) * Fraction(0.15) + Fraction(0.35))
+        scale = -0.125 / (s * s)
+        half = (n - 1) // 2
+        side = [math.exp(float(x * x) * scale) for x in range(1 - n, 0, 2)][:half]
+        total = 0.0
+        for v in side:
+            total += v
+        total = total * 2.0 + 1.0
+        mul = 1.0 / total
+        k = [v * mul for v in side] + [mul] + [v * mul for v in reversed(side)]
+    out = [0] * n
+    err, acc = 0.0, 0
+    for i in range(n // 2):
+        adj = k[i] * 256.0 + err
+        v = int(np.rint(adj))  # cvRound: half to even
+        err = adj - float(v)
+        out[i] = out[n - 1 - i] = v
+        acc += v
+    out[n // 2] = 256 - 2 * acc
+    return out
+
+
+def _sym_dot(v: list[Value], c: list[Value]) -> Value:
+    """``sum_i v[i] * c[i]`` for symmetric integer weights (``c[i] == c[n - 1 - i]``,
+    checked on the host): the mirrored taps are added first, so ``n // 2 + 1``
+    multiplies. Exact in integers, whatever the order."""
+    n = len(v)
+    acc = v[n // 2] * c[n // 2]
+    for i in range(n // 2):
+        acc = acc + (v[i] + v[n - 1 - i]) * c[i]
+    return acc
+
+
 def _auto_side(sigma: float, u8: bool) -> int:
     """OpenCV's window side for ``ksize`` 0: ``cvRound(sigma * (3 if u8 else 4) * 2 + 1) | 1``."""
     return int(round(sigma * (3 if u8 else 4) * 2 + 1)) | 1
@@ -633,22 +699,67 @@ class GaussianBlur(Filter):
         self.window(t)
         return super().out_type(t)
 
+    #: uint8 pixels of 2 to 4 channels: the packed tile, summed in 16-bit lanes
+    #: (:meth:`lane_row`; other dtypes never pack).
+    pack_default = True
+    lane_sums = True
+
+    @staticmethod
+    def fixed(t: PixType) -> bool:
+        """Whether pixels ``t`` take OpenCV's bit-exact fixed-point arithmetic (uint8):
+        integer coefficients of :func:`gaussian_kernel_q8` (units of 1/256), exact
+        integer sums, ``(sum + 2**15) >> 16``."""
+        return t.dtype == dt.uint8
+
     def coef_types(self, t: PixType) -> list[DType]:
         kw, kh = self.window(t)
-        return [_math_type(t.dtype)] * (kw + kh)
+        return [dt.int32 if self.fixed(t) else _math_type(t.dtype)] * (kw + kh)
 
     def coefs(self, t: PixType) -> list[Any]:
         kw, kh = self.window(t)
-        return gaussian_kernel(kw, self.sigma[0]) + gaussian_kernel(kh, self.sigma[1])
+        make = gaussian_kernel_q8 if self.fixed(t) else gaussian_kernel
+        return make(kw, self.sigma[0]) + make(kh, self.sigma[1])  # type: ignore[operator]
 
     def staged_type(self, t: PixType) -> DType:
-        return _math_type(t.dtype)
+        return dt.int32 if self.fixed(t) else _math_type(t.dtype)
 
     def hsum(self, v: list[Value], c: list[Value], t: PixType) -> Value:
+        if self.fixed(t):
+            return _sym_dot(v, c[:len(v)])
         return _dot(v, c[:len(v)])
 
     def vsum(self, h: list[Value], c: list[Value], t: PixType) -> Value:
+        if self.fixed(t):
+            return _round_q16(_sym_dot(h, c[len(c) - len(h):]))
         return _store(_dot(h, c[len(c) - len(h):]), t.dtype, t.dtype)
+
+    def lane_row(self, words: list[Value], c: list[Value]) -> Value:
+        # Each lane (one channel) gets sum_i c_i * v_i <= 256 * 255 = 65280 < 2**16
+        # (the coefficients are non-negative and sum to 256): no carry crosses a lane.
+        return _sym_dot(words, [cast(v, dt.uint32) for v in c[:len(words)]])
+
+    def lane_outputs(self, rs: list[tuple[Value, Value]], rows: int, kh: int,
+                     c: list[Value], t: PixType) -> list[Pixel]:
+        # Each row's lanes taken apart once (a row feeds up to kh outputs), then the
+        # column pass per channel in int32 (up to 256 * 65280: past 16 bits).
+        chans = [[cast(v, dt.int32) for v in _lanes(even, odd)[:t.channels]]
+                 for even, odd in rs]
+        cy = c[len(c) - kh:]
+        return [[_round_q16(_sym_dot([chans[r + j][k] for j in range(kh)], cy))
+                 for k in range(t.channels)] for r in range(rows)]
+
+
+def _lanes(even: Value, odd: Value) -> list[Value]:
+    """Channels 0..3 of a packed row result: channels 0 and 2 are the 16-bit lanes of
+    ``even``, 1 and 3 those of ``odd``."""
+    return [even & 0xFFFF, odd & 0xFFFF, even >> 16, odd >> 16]
+
+
+def _round_q16(acc: Value) -> Value:
+    """A fixed-point sum in units of 2**-16 (at most 255 * 2**16 for the Gaussian's
+    weights, which sum to 2**16) rounded half up to uint8, as OpenCV's
+    ``ufixedpoint32`` → ``uint8`` conversion: ``(acc + 2**15) >> 16``."""
+    return cast((acc + 32768) >> 16, dt.uint8)
 
 
 #: 3-tap derivative kernels of order 0, 1, 2 (OpenCV's ksize=3 Sobel factors).
