@@ -152,6 +152,10 @@ class Filter(ReadBack):
     #: each pixel as one 32-bit word (its channel bytes) rather than one array per
     #: channel (None: :meth:`packs`).
     tile_packed: bool | None = None
+    #: Benchmark knob: the tiled form's whole-word accesses (docs/fkl-filters.md,
+    #: "Vector loads and stores"): None (the default, both where they apply), "load"
+    #: (the tile's words only), "store" (the output rows' words only) or "none".
+    tile_vec: str | None = None
 
     def __init__(self, ksize: tuple[int, int], border: str, value: Any,
                  tiled: bool | None = None) -> None:
@@ -173,9 +177,18 @@ class Filter(ReadBack):
         """The benchmark knobs of the tiled form, when set (else nothing: the default
         kernel keeps its key)."""
         knobs = (self.tile_rows, self.tile_v1, self.tile_block, self.tile_packed)
-        if knobs == (None, False, None, None):
+        if knobs == (None, False, None, None) and self.tile_vec is None:
             return ()
-        return ("tile", *knobs)
+        return ("tile", *knobs) + ((self.tile_vec,) if self.tile_vec is not None else ())
+
+    def vectors(self, which: str) -> bool:
+        """Whether the tiled form may use whole-word ``which`` accesses (``"load"`` or
+        ``"store"``) where they apply (:attr:`tile_vec`)."""
+        v = "both" if self.tile_vec is None else self.tile_vec
+        if v not in ("both", "load", "store", "none"):
+            raise ArgumentError(f"{self.name} tile_vec: expected None, 'both', 'load', "
+                                f"'store' or 'none', got {v!r}")
+        return not self.tile_v1 and v in ("both", which)
 
     def packs(self, t: PixType) -> bool:
         """Whether the tiled form packs each pixel's channels into one 32-bit tile word:
@@ -316,15 +329,25 @@ class Filter(ReadBack):
             rows //= 2
         return rows
 
+    def word_loads(self, src: Stage, block: tuple[int, int]) -> bool:
+        """Whether the tiled form (with ``words``) loads interior tiles of ``src`` in
+        whole words: a packed uint8 tile read straight from a contiguous TensorRead,
+        blocks a multiple of 4 wide, :attr:`tile_vec` allowing."""
+        return self.packs(src.type) and src.raw is not None and block[0] % 4 == 0 \
+            and self.vectors("load")
+
     def tile(self, src: Stage, p: list[Value], block: tuple[int, int], bx: Value,
-             by: Value, tx: Value, ty: Value, z: Value) -> Callable[[], list[Pixel]]:
+             by: Value, tx: Value, ty: Value, z: Value,
+             words: bool = True) -> Callable[[], list[Pixel]]:
         """The tiled form (``docs/fkl-filters.md``, "Tiled form"): emit the cooperative
         load of this block's tile of ``src`` into shared memory and the barrier, and
         return what computes the thread's output pixels from the tile: output rows
         ``ty * R + r`` for ``r < R`` = :meth:`rows_per_thread` of the block's
         ``block[1] * R`` rows, column ``tx``. Every thread of the block must run this (it
         holds a ``syncthreads``); ``block`` is the block's (width, height) in threads,
-        ``bx, by`` its index, ``tx, ty`` the thread's."""
+        ``bx, by`` its index, ``tx, ty`` the thread's; ``words``: tiles inside the
+        plane may load in whole words (:meth:`word_loads`; the arrays are then
+        word-aligned)."""
         t = src.type
         consts, coefs = self._split(p, t)
         kw, kh = self.window(t)
@@ -338,7 +361,16 @@ class Filter(ReadBack):
         st = self.staged_type(t) if split else t.dtype
         packed = self.packs(t)
         u32 = dt.uint32
-        tiles = [shared_array(u32, (th, tw))] if packed else \
+        raw = src.raw
+        # Whole-word tile loads (a packed uint8 tile read straight from a contiguous
+        # TensorRead): groups of 4 pixels (``channels`` aligned 32-bit words) from column
+        # ``ox - cpad``, a multiple of 4; the tile's rows are ``tws`` words apart (a
+        # multiple of 4: each group goes to shared memory as one 16-byte store) and tile
+        # column ``cpad + i`` holds the pixel ``i`` columns right of ``ox``.
+        vec = words and self.word_loads(src, block)
+        cpad = 4 * -(-rx // 4) - rx if vec else 0
+        tws = 4 * -(-(cpad + tw) // 4) if vec else tw
+        tiles = [shared_array(u32, (th, tws))] if packed else \
             [shared_array(st, (th, tw)) for _ in range(t.channels)]
         i32 = dt.int32
         ox, oy = cast(bx, i32) * bw - rx, cast(by, i32) * oh - ry
@@ -364,10 +396,7 @@ class Filter(ReadBack):
                     if mode == BorderMode.CONSTANT else None
                 px = self._tap(src, mx, my, z, inside, consts)
             if packed:  # channel k in bits 8k .. 8k + 7
-                word = cast(px[0], u32)
-                for k in range(1, t.channels):
-                    word = word | (cast(px[k], u32) << (8 * k))
-                tiles[0][ly, lx] = word
+                tiles[0][ly, lx + cpad if cpad else lx] = _pack(px)
                 return
             for k in range(t.channels):
                 tiles[k][ly, lx] = _staged(px[k], st)
@@ -381,24 +410,62 @@ class Filter(ReadBack):
                 else:
                     load(idx, interior)
 
+        def fill_words() -> None:
+            # Job j: tile row j // ng, group j % ng (4 pixels: ``channels`` words).
+            assert raw is not None
+            ng, c = tws // 4, t.channels
+            jobs = th * ng
+            for r in range(-(-jobs // threads)):
+                idx = tid + r * threads if r else tid
+
+                def job(idx: Value = idx) -> None:
+                    row = idx // ng
+                    gx = cast(idx - row * ng, i32) * 4
+                    ly = cast(row, i32)
+                    base = raw.index(ox - cpad + gx, oy + ly, z)
+                    b: list[Value] = []
+                    for m in range(c):
+                        b += raw.ptr.vload(base + 4 * m if m else base, 4)
+                    tiles[0].vstore((ly, gx), [_pack(b[k * c:(k + 1) * c]) for k in range(4)])
+
+                if (r + 1) * threads > jobs:
+                    with if_(idx < jobs):
+                        job()
+                else:
+                    job()
+
         if self.tile_v1:
             fill(False)
         else:
             # Block-uniform: a tile wholly inside the plane loads without border mapping
-            # (the same values: every mapped coordinate there is the coordinate itself).
+            # (the same values: every mapped coordinate there is the coordinate itself);
+            # with ``vec``, in whole words where the rows are word-aligned too.
             interior = (ox >= 0) & (oy >= 0) & (ox + tw <= src.w) & (oy + th <= src.h)
-            with if_(interior):
-                fill(True)
-            with else_():
-                fill(False)
+            if vec:
+                assert raw is not None
+                words = (ox >= cpad) & (oy >= 0) & (ox - cpad + tws <= src.w) \
+                    & (oy + th <= src.h) & ((raw.row & 3) == 0)
+                with if_(words):
+                    fill_words()
+                with else_():
+                    with if_(interior):
+                        fill(True)
+                    with else_():
+                        fill(False)
+            else:
+                with if_(interior):
+                    fill(True)
+                with else_():
+                    fill(False)
         syncthreads()
 
-        words: dict[tuple[int, int], Value] = {}
+        word_at: dict[tuple[int, int], Value] = {}
 
         def at_word(j: int, i: int) -> Value:
-            if (j, i) not in words:  # one load per tap, for every channel
-                words[j, i] = tiles[0][ly0 + j if j else ly0, lx0 + i if i else lx0]
-            return words[j, i]
+            if (j, i) not in word_at:  # one load per tap, for every channel
+                word_at[j, i] = tiles[0][ly0 + j if j else ly0,
+                                         lx0 + (cpad + i) if cpad + i else lx0]
+            return word_at[j, i]
 
         def at(k: int, j: int, i: int) -> Value:
             if not packed:
@@ -459,6 +526,15 @@ class Filter(ReadBack):
             return self.combine(win, coefs, t)
 
         return Stage(read, src.w, src.h, self.out_type(t))
+
+
+def _pack(px: list[Value]) -> Value:
+    """The uint8 channels ``px`` as one uint32 word: channel ``k`` in bits
+    ``8k .. 8k + 7``."""
+    word = cast(px[0], dt.uint32)
+    for k in range(1, len(px)):
+        word = word | (cast(px[k], dt.uint32) << (8 * k))
+    return word
 
 
 def _dot(v: list[Value], w: list[Any]) -> Value:

@@ -155,7 +155,8 @@ class Kernels:
             cuda = target != "cpu" if target is not None else self.language() == "cuda"
             lowered = lower(self.chain, t, name, active=variant == "active",
                             pitched=variant in ("pitched", "pitched-both"),
-                            pitched_out=variant in ("pitched-out", "pitched-both"), cuda=cuda)
+                            pitched_out=variant in ("pitched-out", "pitched-both"), cuda=cuda,
+                            words=variant != "scalar")
         return checked(lowered, self.debug)
 
     def get(self, t: PixType, variant: str, device: int = 0) -> Built:

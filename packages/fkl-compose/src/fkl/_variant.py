@@ -110,11 +110,12 @@ class Variants:
 
     def form(self, t: PixType, variant: str, target: str | None = None) -> Any:
         """The kernel's shape within (chain, pixel type): ``"grid"``, ``"active"`` (the
-        2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"pitched"``,
+        2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"scalar"`` (the
+        2-D kernel without whole-word accesses: misaligned arrays), ``"pitched"``,
         ``"pitched-out"``, ``"pitched-both"`` (the 2-D kernel reading a strided input,
         writing a strided output, or both), or ``("flat",
         fold, vectors)`` (see :class:`~fkl._flat.FlatSpec`)."""
-        if variant in ("active", "pitched", "pitched-out", "pitched-both"):
+        if variant in ("active", "pitched", "pitched-out", "pitched-both", "scalar"):
             return variant
         if variant == "flat":
             spec = self.flat_spec(t, target)
