@@ -153,10 +153,11 @@ class Kernels:
             lowered = lower_flat(self.chain, t, name, spec)
         else:
             cuda = target != "cpu" if target is not None else self.language() == "cuda"
-            lowered = lower(self.chain, t, name, active=variant == "active",
-                            pitched=variant in ("pitched", "pitched-both"),
-                            pitched_out=variant in ("pitched-out", "pitched-both"), cuda=cuda,
-                            words=variant != "scalar")
+            form, _, n = variant.partition(":")  # "grid:4": 4 pixels per thread
+            lowered = lower(self.chain, t, name, active=form == "active",
+                            pitched=form in ("pitched", "pitched-both"),
+                            pitched_out=form in ("pitched-out", "pitched-both"), cuda=cuda,
+                            words=form != "scalar", columns=int(n) if n else 1)
         return checked(lowered, self.debug)
 
     def get(self, t: PixType, variant: str, device: int = 0) -> Built:

@@ -81,6 +81,10 @@ class Lowered:
     #: threads compute several vertically adjacent pixels): the grid's y extent divides
     #: by ``block[1] * rows``.
     rows: int = 1
+    #: Output pixels each thread of an untiled grid kernel stores along its row,
+    #: ``block[0]`` columns apart (:func:`lower` ``columns``): the grid's x extent
+    #: divides by ``block[0] * cols``.
+    cols: int = 1
     #: Bytes every array address must be a multiple of (0: any): a grid kernel with
     #: whole-word accesses (a tiled filter's, :func:`lower` ``words``) needs 4; a call
     #: with other addresses runs the ``"scalar"`` variant instead (the plan's fallback).
@@ -243,7 +247,7 @@ def _tiles(op: Any, cuda: bool) -> bool:
 
 def lower(chain: Chain, t: PixType, name: str, active: bool = False,
           pitched: bool = False, pitched_out: bool = False, cuda: bool = False,
-          words: bool = True) -> Lowered:
+          words: bool = True, columns: int = 1) -> Lowered:
     """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
 
     ``pitched``: the read takes its input's strides
@@ -260,7 +264,12 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
     ``words``: a tiled filter may load its tile and store its output rows in whole
     32-bit words where they apply (docs/fkl-filters.md, "Whole-word loads and stores";
     never with ``active`` or strides); the kernel then needs word-aligned arrays
-    (``Lowered.align``)."""
+    (``Lowered.align``).
+
+    ``columns``: each thread of an untiled kernel computes that many pixels of its row,
+    ``block[0]`` columns apart (``Lowered.cols``; the grid's x extent divides by it): a
+    warp's stores of each of them stay one coalesced row, and what a thread computes
+    once (a crop's rect, a plane's scale) serves every one of them."""
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -327,6 +336,10 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             if rows > 1:  # the thread's first row of the block's block[1] * rows
                 y = cast(by * (block[1] * rows) + ty_ * rows, dt.int32)
         ys = [y + r if r else y for r in range(rows)]
+        cols = columns if columns > 1 and not tiled and not active else 1
+        if cols > 1:  # the thread's first column of the block's block[0] * cols
+            x = cast(bx * (block[0] * cols) + tx, dt.int32)
+        xs = [x + block[0] * k if k else x for k in range(cols)]
         outside = (x >= stage.w) | (y >= stage.h)
         if not tiled:
             with if_(outside):
@@ -355,15 +368,20 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             with if_(outside):
                 return_()
             pixels = outputs()
+            # Rows past the first may fall off the plane (the first was checked).
+            places = [(x, yr, lambda px=px: px, yr < stage.h if r else None)
+                      for r, (px, yr) in enumerate(zip(pixels, ys))]
         else:
-            pixels = [stage.read(x, y, z)]
+            # Columns past the first may fall off the plane; each reads only inside.
+            places = [(xk, y, lambda xk=xk: stage.read(xk, y, z), xk < stage.w if k else None)
+                      for k, xk in enumerate(xs)]
         ty0 = ty
         outs: dict[int, list[Pointer]] = {}
 
         def store_rows() -> None:
-            for r, (px, yr) in enumerate(zip(pixels, ys)):
-                # Rows past the first may fall off the plane (the first was checked).
-                with if_(yr < stage.h) if r else _nothing():
+            for xc, yr, get, inside in places:
+                with if_(inside) if inside is not None else _nothing():
+                    px = get()
                     ty = ty0
                     for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
                         p = op_params[i]
@@ -371,7 +389,7 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
                             assert isinstance(op, WriteOp)
                             if i not in outs:
                                 outs[i] = b.outputs(write_dtypes(op, ty))
-                            op.store(outs[i], px, x, yr, z, stage.w, stage.h, nb, ty)
+                            op.store(outs[i], px, xc, yr, z, stage.w, stage.h, nb, ty)
                         else:
                             px = op.apply(px, p, ty)
                         ty = op.out_type(ty)
@@ -379,9 +397,9 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
                     if -1 not in outs:
                         outs[-1] = out_ptrs if active else b.outputs(write_dtypes(w, ty))
                     if out_strides is not None:
-                        w.store_strided(outs[-1], px, x, yr, z, out_strides, ty)
+                        w.store_strided(outs[-1], px, xc, yr, z, out_strides, ty)
                     else:
-                        w.store(outs[-1], px, x, yr, z, stage.w, stage.h, nb, ty)
+                        w.store(outs[-1], px, xc, yr, z, stage.w, stage.h, nb, ty)
 
         if words and _word_rows(chain, ty0, block, active, out_strides is not None):
             align = 4
@@ -404,6 +422,7 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
         set_current(prev)
     lowered = b.finish(name, trace, block)
     lowered.rows = rows
+    lowered.cols = cols
     lowered.align = align
     return lowered
 

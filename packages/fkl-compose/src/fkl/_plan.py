@@ -97,6 +97,11 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
                                 f"batch of {og.batch}, got {k!r}")
         ft = final_type(chain, t)
         values = [*values, k, *per_channel(default, ft.channels, "fkl pipe default")]
+    if variant in ("grid", "scalar"):  # several pixels per thread for large outputs
+        cols = kernels.variants.grid_columns(t, og.w * og.h * og.batch,
+                                             kernels.target_name())
+        if cols > 1:
+            variant = f"{variant}:{cols}"
     built = kernels.get(t, variant, ordinal)
     tables = _tables(host_tables(chain, t, g), device, ops, ordinal)
     lowered = built.lowered
@@ -116,14 +121,15 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
         grid = spec.grid(og)
     else:
         bw, bh = write_block(chain.write)  # a block write: one thread per block
-        grid = (-(-og.w // (block[0] * bw)), -(-og.h // (block[1] * bh * lowered.rows)),
-                og.batch)
+        grid = (-(-og.w // (block[0] * bw * lowered.cols)),
+                -(-og.h // (block[1] * bh * lowered.rows)), og.batch)
     n_in = sum(1 for _, role, _ in pointer_slots if role == "in")
     order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
     align = spec.align if spec is not None else lowered.align
     return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
                 align_mask=align - 1 if align else 0,
-                fallback_variant="grid" if spec is not None else "scalar",
+                fallback_variant="grid" if spec is not None else
+                "scalar" + variant[len("grid"):] if variant.startswith("grid") else "scalar",
                 out_codes=[typestr(d) for _, d in outs], tables=tables,
                 table_ptrs=[pointer(a, "table") for a in tables], ordinal=ordinal)
 

@@ -37,8 +37,8 @@ class Variants:
     ``target`` (``"gpu"`` or ``"cpu"``) uses that instead, without looking for a target.
     """
 
-    __slots__ = ("chain", "thread_fusion", "flat", "fold", "vectors", "_target_name",
-                 "_specs")
+    __slots__ = ("chain", "thread_fusion", "flat", "fold", "vectors", "columns",
+                 "_target_name", "_specs")
 
     def __init__(self, chain: Chain, thread_fusion: bool,
                  target_name: Callable[[], str]) -> None:
@@ -52,6 +52,10 @@ class Variants:
         self.fold: bool | None = None
         #: Pixel groups per thread of the flat kernel (1, 2, 4 or 8); None: the default.
         self.vectors: int | None = None
+        #: Output pixels per thread of the 2-D kernel along x (1 to 8; each thread's
+        #: pixels 32 columns apart: every warp store stays one coalesced row); None:
+        #: :meth:`grid_columns` chooses per output size.
+        self.columns: int | None = None
         self._target_name = target_name
         self._specs: dict[tuple[Any, ...], FlatSpec | None] = {}
 
@@ -93,6 +97,29 @@ class Variants:
                 flat = spec is not None and (spec.folded or spec.coalesced)
         return "flat" if flat and self.has_flat(t) else "grid"
 
+    def grid_columns(self, t: PixType, out_pixels: int, target: str | None = None) -> int:
+        """Output pixels per thread of the 2-D kernel for an output of ``out_pixels``
+        pixels (batch included): :attr:`columns` when set, else 4 on GPU targets where
+        the chain's last geometry op resamples (``Resize``, ``Warping``: each thread's
+        own setup, as a batch of crops' rect and scale, is then shared by 4 pixels) and
+        the output has at least 2**21 pixels (at 4 per thread, still several waves of
+        threads on a large GPU), else 1. Measured on the H200 (docs/fkl-resize.md):
+        64 crops 448 -> 224 (3.2 M pixels)."""
+        if self.columns is not None:
+            n = self.columns
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 8:
+                raise ArgumentError(f"fkl pipe columns: expected an int from 1 to 8, got "
+                                    f"{n!r}")
+            return n
+        from ._geometry import Resize, Warping
+
+        last = self.chain.last_readback
+        if self.name(None) == "cpu" if target is None else target == "cpu":
+            return 1
+        if last < 0 or not isinstance(self.chain.middle[last], (Resize, Warping)):
+            return 1
+        return 4 if out_pixels >= 1 << 21 else 1
+
     def check(self, t: PixType, variant: str | None, who: str,
               target: str | None = None) -> str:
         """``variant`` checked for ``t`` (None: :meth:`choose`); ``who`` names the pipe."""
@@ -111,11 +138,14 @@ class Variants:
     def form(self, t: PixType, variant: str, target: str | None = None) -> Any:
         """The kernel's shape within (chain, pixel type): ``"grid"``, ``"active"`` (the
         2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"scalar"`` (the
-        2-D kernel without whole-word accesses: misaligned arrays), ``"pitched"``,
+        2-D kernel without whole-word accesses: misaligned arrays), ``"grid:N"`` /
+        ``"scalar:N"`` (those with N output pixels per thread, :meth:`grid_columns`),
+        ``"pitched"``,
         ``"pitched-out"``, ``"pitched-both"`` (the 2-D kernel reading a strided input,
         writing a strided output, or both), or ``("flat",
         fold, vectors)`` (see :class:`~fkl._flat.FlatSpec`)."""
-        if variant in ("active", "pitched", "pitched-out", "pitched-both", "scalar"):
+        if variant in ("active", "pitched", "pitched-out", "pitched-both", "scalar") \
+                or variant.startswith(("grid:", "scalar:")):
             return variant
         if variant == "flat":
             spec = self.flat_spec(t, target)
