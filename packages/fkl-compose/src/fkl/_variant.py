@@ -125,14 +125,15 @@ class Variants:
         """``variant`` checked for ``t`` (None: :meth:`choose`); ``who`` names the pipe."""
         if variant is None:
             return self.choose(t, target)
-        if variant in ("grid", "pitched", "pitched-out", "pitched-both") or (
-                variant == "flat" and self.has_flat(t)):
+        if variant in ("grid", "pitched", "pitched-out", "pitched-both", "scalar") or (
+                variant == "flat" and self.has_flat(t)) or _columns_form(variant):
             return variant
         if variant == "flat":
             raise ArgumentError(
                 f"fkl pipe: {who} has no flat kernel for {t} pixels (a geometry op, or "
                 "a read/write without a flat form); use variant='grid'")
-        raise ArgumentError(f"fkl pipe variant: expected 'flat', 'grid' or None, got "
+        raise ArgumentError(f"fkl pipe variant: expected 'flat', 'grid', 'scalar', "
+                            f"'grid:N' or 'scalar:N' (N from 1 to 8) or None, got "
                             f"{variant!r}")
 
     def form(self, t: PixType, variant: str, target: str | None = None) -> Any:
@@ -145,10 +146,18 @@ class Variants:
         writing a strided output, or both), or ``("flat",
         fold, vectors)`` (see :class:`~fkl._flat.FlatSpec`)."""
         if variant in ("active", "pitched", "pitched-out", "pitched-both", "scalar") \
-                or variant.startswith(("grid:", "scalar:")):
+                or _columns_form(variant):
             return variant
         if variant == "flat":
             spec = self.flat_spec(t, target)
             assert spec is not None
             return ("flat", spec.fold, spec.vectors)
         return "grid"
+
+
+def _columns_form(variant: Any) -> bool:
+    """Whether ``variant`` is ``"grid:N"`` or ``"scalar:N"`` with N from 1 to 8."""
+    if not isinstance(variant, str):
+        return False
+    form, _, n = variant.partition(":")
+    return form in ("grid", "scalar") and n.isdigit() and 1 <= int(n) <= 8
