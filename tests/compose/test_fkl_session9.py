@@ -7,18 +7,28 @@ OpenCV / NumPy."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import fkl
 import numpy as np
 import pytest
 from helpers import TARGETS, poisoned, random_array
 
-cv2 = pytest.importorskip("cv2")
-
 pytestmark = pytest.mark.plugin("compose")
 
 B = fkl.BorderMode
-CV_BORDER = {B.CONSTANT: cv2.BORDER_CONSTANT, B.REPLICATE: cv2.BORDER_REPLICATE,
-             B.REFLECT: cv2.BORDER_REFLECT, B.REFLECT_101: cv2.BORDER_REFLECT_101}
+
+
+def opencv() -> Any:
+    """cv2, or skip the test (the GPU machines have no OpenCV: the tests without it run
+    there too)."""
+    return pytest.importorskip("cv2")
+
+
+def cv_border(mode: str) -> int:
+    cv2 = opencv()
+    return {B.CONSTANT: cv2.BORDER_CONSTANT, B.REPLICATE: cv2.BORDER_REPLICATE,
+            B.REFLECT: cv2.BORDER_REFLECT, B.REFLECT_101: cv2.BORDER_REFLECT_101}[mode]
 
 
 def run(target: str, x: np.ndarray, op: fkl.Op, debug: bool = False) -> np.ndarray:
@@ -57,7 +67,7 @@ def test_gaussian_uint8_equals_opencv(target, rng, channels, border) -> None:
         sy = float(rng.choice([0.0, rng.uniform(0.3, 3.0)]))
         h, w = (int(v) * 2 + 1 for v in rng.integers(4, 40, 2))
         x = random_array(rng, (h, w, channels) if channels > 1 else (h, w), np.uint8)
-        want = cv2.GaussianBlur(x, (kw, kh), sx, sigmaY=sy, borderType=CV_BORDER[border])
+        want = opencv().GaussianBlur(x, (kw, kh), sx, sigmaY=sy, borderType=cv_border(border))
         for tiled in (None, True, False):
             got = run(target, x, fkl.GaussianBlur((kw, kh), sx, sy, border=border,
                                                   tiled=tiled))
@@ -67,6 +77,7 @@ def test_gaussian_uint8_equals_opencv(target, rng, channels, border) -> None:
 def test_gaussian_uint8_constant_border_and_runtime_sigma(rng) -> None:
     """CONSTANT with a value equals OpenCV on the image padded with it; a new sigma of the
     same window size reuses the compiled kernel (the coefficients are runtime ints)."""
+    cv2 = opencv()
     x = random_array(rng, (37, 45, 3), np.uint8)
     pad = cv2.copyMakeBorder(x, 2, 2, 1, 1, cv2.BORDER_CONSTANT, value=[90] * 4)
     want = cv2.GaussianBlur(pad, (3, 5), 1.1, borderType=cv2.BORDER_REPLICATE)[2:-2, 1:-1]
@@ -84,6 +95,7 @@ def test_gaussian_uint8_constant_border_and_runtime_sigma(rng) -> None:
 def test_gaussian_uint8_packed_lanes_do_not_carry(rng) -> None:
     """Values near 255 in every channel (each 16-bit lane's row sum reaches 255 * 256):
     the packed tile's lane arithmetic keeps channels apart, for 2 and 4 channels."""
+    cv2 = opencv()
     for channels in (2, 4):
         x = (255 - random_array(rng, (33, 70, channels), np.uint8) % 3).astype(np.uint8)
         op = fkl.GaussianBlur(15, 2.0, tiled=True)
@@ -133,6 +145,7 @@ def test_word_loads_and_stores_equal_the_untiled_kernel(target, rng, channels) -
 def test_word_paths_are_bounds_checked_and_opencv(rng) -> None:
     """The word paths under debug mode (every access bounds-checked: a word load or store
     outside an array raises) on the CPU target, and against OpenCV."""
+    cv2 = opencv()
     for h, w in ((70, 132), (35, 64)):
         x = random_array(rng, (h, w, 3), np.uint8)
         got = run("cpu", x, fkl.GaussianBlur(3, 0.8, tiled=True), debug=True)
@@ -249,6 +262,7 @@ def test_columns_default_and_errors() -> None:
 def test_area_cells_leave_out_slivers(target, rng) -> None:
     """1080p -> 720p cells are 2 source pixels per axis (OpenCV's table), not 3 with a
     zero weight; results stay OpenCV's."""
+    cv2 = opencv()
     from fkl._resampling import area_tables
 
     for n, d in ((1920, 1280), (1080, 720), (64, 32)):
