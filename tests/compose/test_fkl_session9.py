@@ -12,7 +12,9 @@ from typing import Any
 import fkl
 import numpy as np
 import pytest
+from fkl._pixel import PixType
 from helpers import TARGETS, poisoned, random_array
+from thork_core import dt
 
 pytestmark = pytest.mark.plugin("compose")
 
@@ -121,9 +123,10 @@ def _filters(vec: str | None) -> list[fkl.Op]:
 
 @pytest.mark.parametrize("channels", [2, 3, 4])
 def test_word_loads_and_stores_equal_the_untiled_kernel(target, rng, channels) -> None:
-    """Every tile_vec setting (both, loads only, stores only, none) gives the untiled
-    kernel's pixels, on sizes with and without word-aligned rows, batches and planes
-    smaller than a block; the default kernel asks for 4-byte-aligned arrays."""
+    """Every tile_vec setting (the default: none; both, loads only, stores only) gives the
+    untiled kernel's pixels, on sizes with and without word-aligned rows, batches and
+    planes smaller than a block; a kernel with word accesses asks for 4-byte-aligned
+    arrays, the default and the scalar form for none."""
     for size in WORD_SIZES:
         h, w = size[:2]
         shape = (*size[2:], h, w, channels)
@@ -132,14 +135,18 @@ def test_word_loads_and_stores_equal_the_untiled_kernel(target, rng, channels) -
                 run(target, x, fkl.GaussianBlur((5, 3), 1.2, tiled=False)),
                 run(target, x, fkl.BoxFilter((3, 5), border=B.CONSTANT, value=7,
                                              tiled=False))]
-        for vec in (None, "load", "store", "none"):
+        for vec in (None, "both", "load", "store", "none"):
             for op, ref in zip(_filters(vec), refs):
                 np.testing.assert_array_equal(run(target, x, op), ref,
                                               err_msg=f"{size} {op.name} vec={vec}")
-    pipe = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3), fkl.TensorWrite(), target="gpu")
-    t = pipe._pixtype(None, np.uint8, channels)
-    assert pipe.lowered(t, "grid", "gpu").align == 4
-    assert pipe.lowered(t, "scalar", "gpu").align == 0
+    t = PixType(dt.uint8, channels)
+    for vec, align in ((None, 0), ("both", 4), ("load", 4), ("store", 4 if channels > 2
+                                                                       else 0)):
+        op = fkl.BoxFilter(3)
+        op.tile_vec = vec
+        pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
+        assert pipe.lowered(t, "grid", "gpu").align == align, vec
+        assert pipe.lowered(t, "scalar", "gpu").align == 0
 
 
 def test_word_paths_are_bounds_checked_and_opencv(rng) -> None:
@@ -148,9 +155,11 @@ def test_word_paths_are_bounds_checked_and_opencv(rng) -> None:
     cv2 = opencv()
     for h, w in ((70, 132), (35, 64)):
         x = random_array(rng, (h, w, 3), np.uint8)
-        got = run("cpu", x, fkl.GaussianBlur(3, 0.8, tiled=True), debug=True)
+        gauss, box3 = fkl.GaussianBlur(3, 0.8, tiled=True), fkl.BoxFilter(3, tiled=True)
+        gauss.tile_vec = box3.tile_vec = "both"
+        got = run("cpu", x, gauss, debug=True)
         np.testing.assert_array_equal(got, cv2.GaussianBlur(x, (3, 3), 0.8))
-        box = run("cpu", x, fkl.BoxFilter(3, tiled=True), debug=True)
+        box = run("cpu", x, box3, debug=True)
         diff = np.abs(box.astype(int) - cv2.blur(x, (3, 3)).astype(int))
         assert diff.max() <= 1
 
@@ -159,8 +168,9 @@ def test_misaligned_arrays_run_the_scalar_kernel(rng) -> None:
     """An input or output one byte off a word boundary (views into larger buffers) runs
     the plan's fallback, the kernel without word accesses: the same pixels."""
     x = random_array(rng, (70, 132, 3), np.uint8)
-    pipe = fkl.compose(fkl.TensorRead(), fkl.BoxFilter(3, tiled=True), fkl.TensorWrite(),
-                       target="cpu")
+    op = fkl.BoxFilter(3, tiled=True)
+    op.tile_vec = "both"
+    pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="cpu")
     ref = run("cpu", x, fkl.BoxFilter(3, tiled=False))
     buf = np.empty(x.size + 3, np.uint8)
     xo = buf[1:1 + x.size].reshape(x.shape)
@@ -185,8 +195,9 @@ def test_misaligned_device_arrays_on_the_gpu(rng) -> None:
 
     x = random_array(rng, (70, 132, 3), np.uint8)
     ref = run("cpu", x, fkl.GaussianBlur(3, 0.8, tiled=False))
-    pipe = fkl.compose(fkl.TensorRead(), fkl.GaussianBlur(3, 0.8), fkl.TensorWrite(),
-                       target="gpu")
+    op = fkl.GaussianBlur(3, 0.8)
+    op.tile_vec = "both"
+    pipe = fkl.compose(fkl.TensorRead(), op, fkl.TensorWrite(), target="gpu")
     big = DeviceArray.from_host(np.concatenate([np.zeros(1, np.uint8), x.reshape(-1)]))
     odd = DeviceArray.wrap(big.ptr + 1, x.shape, "uint8", owner=big)
     even = DeviceArray.from_host(x)
