@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from thork.tracing import Pointer, Trace, Value, cast, else_, if_, return_, set_current
-from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
 from thork_core.ir import Special, Var
 
@@ -373,15 +372,9 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             places = [(x, yr, lambda px=px: px, yr < stage.h if r else None)
                       for r, (px, yr) in enumerate(zip(pixels, ys))]
         else:
-            # Every column's pixel is read first, in one stretch of code before any store
-            # (a store to an array the compiler cannot prove apart from the inputs would
-            # keep later loads behind it: each column's memory latency in turn). A column
-            # past the plane's edge reads the last column instead (a valid read) and
-            # stores nothing.
-            read = [stage.read(xk if not k else tkm.min(xk, stage.w - 1), y, z)
-                    for k, xk in enumerate(xs)]
-            places = [(xk, y, lambda px=px: px, xk < stage.w if k else None)
-                      for k, (xk, px) in enumerate(zip(xs, read))]
+            # Columns past the first may fall off the plane; each reads only inside.
+            places = [(xk, y, lambda xk=xk: stage.read(xk, y, z), xk < stage.w if k else None)
+                      for k, xk in enumerate(xs)]
         ty0 = ty
         outs: dict[int, list[Pointer]] = {}
 
