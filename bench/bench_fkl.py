@@ -763,7 +763,7 @@ def bench_crops(ev: Events, rng: Any, reps: int) -> None:
         f"1 call / 64 calls = {t64 / t64s:.3f} (goal <= 0.1)")
     row("batch", "  cuMemcpyDtoD same bytes", t_copy, "us",
         f"fkl at {100 * t_copy / t64:.0f}% of copy bandwidth (goal >= 80%)")
-    for n in (1, 2, 4, 7):
+    for n in (1, 2, 4, 7, 8):
         forced = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), *tail, target="gpu")
         forced.variants.columns = n
         forced(frame, out=crops)
