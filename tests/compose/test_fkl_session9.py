@@ -22,8 +22,7 @@ B = fkl.BorderMode
 
 
 def opencv() -> Any:
-    """cv2, or skip the test (the GPU machines have no OpenCV: the tests without it run
-    there too)."""
+    """cv2, or skip the test (only the tests that compare with OpenCV need it)."""
     return pytest.importorskip("cv2")
 
 
