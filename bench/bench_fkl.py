@@ -763,15 +763,16 @@ def bench_crops(ev: Events, rng: Any, reps: int) -> None:
         f"1 call / 64 calls = {t64 / t64s:.3f} (goal <= 0.1)")
     row("batch", "  cuMemcpyDtoD same bytes", t_copy, "us",
         f"fkl at {100 * t_copy / t64:.0f}% of copy bandwidth (goal >= 80%)")
-    for n in (1, 2, 4, 7, 8):
+    # Pixels per thread: (columns, rows) forced (pipe.variants.columns / .rows).
+    for n, m in ((1, 1), (2, 1), (4, 1), (7, 1), (1, 2), (1, 4), (1, 7), (2, 2), (2, 4)):
         forced = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), *tail, target="gpu")
-        forced.variants.columns = n
+        forced.variants.columns, forced.variants.rows = n, m
         forced(frame, out=crops)
         d = float(np.abs(crops.to_host() - got).max())
-        assert d <= 1e-6, f"columns={n}: differs from the default by {d}"
+        assert d <= 1e-6, f"columns={n} rows={m}: differs from the default by {d}"
         t = ev.stream_us(lambda forced=forced: forced(frame, out=crops), batch_reps)
-        row("batch", f"  1 call, {n} px/thread (columns={n})", t, "us",
-            f"1 call / 64 calls = {t / t64s:.3f}")
+        row("batch", f"  1 call, {n} x {m} px/thread", t, "us",
+            f"columns={n} rows={m}; 1 call / 64 calls = {t / t64s:.3f}")
 
 
 def bench_filters(ev: Events, rng: Any, reps: int) -> None:

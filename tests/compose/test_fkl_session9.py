@@ -242,6 +242,14 @@ def test_columns_per_thread_equal_one(target, rng) -> None:
         np.testing.assert_array_equal(out, ref, err_msg=f"columns={n}")
         plan = next(iter(pipe._plans.values()))
         assert plan.built.lowered.cols == n and plan.grid[0] == -(-37 // (32 * n))
+    for n, m in ((1, 2), (1, 3), (2, 4), (3, 8)):  # and rows per thread
+        pipe = fkl.compose(*_crop_chain(rects), target=target)
+        pipe.variants.columns, pipe.variants.rows = n, m
+        out = poisoned(ref.shape, np.float32)
+        assert pipe(x, out=out) is out
+        np.testing.assert_array_equal(out, ref, err_msg=f"columns={n} rows={m}")
+        plan = next(iter(pipe._plans.values()))
+        assert plan.built.lowered.rows == m and plan.grid[1] == -(-23 // (8 * m))
 
 
 def test_columns_default_and_errors() -> None:
@@ -260,6 +268,11 @@ def test_columns_default_and_errors() -> None:
     big.variants.columns = 9
     with pytest.raises(fkl.ArgumentError, match="columns: expected an int from 1 to 8"):
         big.variants.grid_columns(t, 10, "gpu")
+    big.variants.columns, big.variants.rows = 2, 0
+    with pytest.raises(fkl.ArgumentError, match="rows: expected an int from 1 to 8"):
+        big.variants.grid_shape(t, 10, "gpu")
+    big.variants.rows = 3
+    assert big.variants.grid_shape(t, 10, "gpu") == (2, 3)
     sources = set()
     for n in (1, 4):
         big.variants.columns = n

@@ -16,9 +16,10 @@ values are kernel scalar parameters, so the generated code depends only on types
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from thork.tracing import Pointer, Trace, Value, cast, else_, if_, return_, set_current
@@ -247,7 +248,7 @@ def _tiles(op: Any, cuda: bool) -> bool:
 
 def lower(chain: Chain, t: PixType, name: str, active: bool = False,
           pitched: bool = False, pitched_out: bool = False, cuda: bool = False,
-          words: bool = True, columns: int = 1) -> Lowered:
+          words: bool = True, columns: int = 1, rows: int = 1) -> Lowered:
     """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
 
     ``pitched``: the read takes its input's strides
@@ -269,7 +270,8 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
     ``columns``: each thread of an untiled kernel computes that many pixels of its row,
     ``block[0]`` columns apart (``Lowered.cols``; the grid's x extent divides by it): a
     warp's stores of each of them stay one coalesced row, and what a thread computes
-    once (a crop's rect, a plane's scale) serves every one of them."""
+    once (a crop's rect, a plane's scale) serves every one of them; ``rows``: and that
+    many vertically adjacent rows (``Lowered.rows``)."""
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -326,7 +328,11 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             _block_write(b, chain, stage, op_params, x, y, z, nb, ty, (bw, bh), active,
                          out_strides)
             return b.finish(name, trace, BLOCK)
+        want_rows = rows if not tiled and not active else 1
         rows, block = 1, BLOCK
+        if want_rows > 1:  # the thread's first row of the block's block[1] * rows
+            rows = want_rows
+            y = cast(by * (block[1] * rows) + ty_ * rows, dt.int32)
         if tiled:
             op = chain.middle[last]
             tb = getattr(op, "tile_block", None)
@@ -369,12 +375,17 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
                 return_()
             pixels = outputs()
             # Rows past the first may fall off the plane (the first was checked).
-            places = [(x, yr, lambda px=px: px, yr < stage.h if r else None)
-                      for r, (px, yr) in enumerate(zip(pixels, ys))]
+            places: list[tuple[Value, Value, Callable[[], Any], Any]] = [
+                (x, yr, partial(_same, px), yr < stage.h if r else None)
+                for r, (px, yr) in enumerate(zip(pixels, ys))]
         else:
-            # Columns past the first may fall off the plane; each reads only inside.
-            places = [(xk, y, lambda xk=xk: stage.read(xk, y, z), xk < stage.w if k else None)
-                      for k, xk in enumerate(xs)]
+            # Pixels past the first may fall off the plane; each reads only inside.
+            places = []
+            for r, yr in enumerate(ys):
+                for k, xk in enumerate(xs):
+                    inside = None if not (r or k) else xk < stage.w if not r else \
+                        yr < stage.h if not k else (xk < stage.w) & (yr < stage.h)
+                    places.append((xk, yr, partial(stage.read, xk, yr, z), inside))
         ty0 = ty
         outs: dict[int, list[Pointer]] = {}
 
@@ -470,6 +481,11 @@ def _store_row_words(out: Pointer, px: list[Any], x0: Value, y: Value, z: Value,
     with if_(lane < 24):
         out.vstore(base + lane * 4, [cast(got >> (8 * j), dt.uint8) if j else
                                      cast(got, dt.uint8) for j in range(4)])
+
+
+def _same(v: Any) -> Any:
+    """``v`` (what a place whose pixel is already computed hands back)."""
+    return v
 
 
 @contextmanager

@@ -98,9 +98,11 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
         ft = final_type(chain, t)
         values = [*values, k, *per_channel(default, ft.channels, "fkl pipe default")]
     if variant in ("grid", "scalar"):  # several pixels per thread for large outputs
-        cols = kernels.variants.grid_columns(t, og.w * og.h * og.batch,
-                                             kernels.target_name())
-        if cols > 1:
+        cols, rows = kernels.variants.grid_shape(t, og.w * og.h * og.batch,
+                                                 kernels.target_name())
+        if rows > 1:
+            variant = f"{variant}:{cols}x{rows}"
+        elif cols > 1:
             variant = f"{variant}:{cols}"
     built = kernels.get(t, variant, ordinal)
     tables = _tables(host_tables(chain, t, g), device, ops, ordinal)

@@ -37,7 +37,7 @@ class Variants:
     ``target`` (``"gpu"`` or ``"cpu"``) uses that instead, without looking for a target.
     """
 
-    __slots__ = ("chain", "thread_fusion", "flat", "fold", "vectors", "columns",
+    __slots__ = ("chain", "thread_fusion", "flat", "fold", "vectors", "columns", "rows",
                  "_target_name", "_specs")
 
     def __init__(self, chain: Chain, thread_fusion: bool,
@@ -56,6 +56,9 @@ class Variants:
         #: pixels 32 columns apart: every warp store stays one coalesced row); None:
         #: :meth:`grid_columns` chooses per output size.
         self.columns: int | None = None
+        #: Output rows per thread of the untiled 2-D kernel (1 to 8; each thread's
+        #: pixels vertically adjacent); None: :meth:`grid_shape` chooses.
+        self.rows: int | None = None
         self._target_name = target_name
         self._specs: dict[tuple[Any, ...], FlatSpec | None] = {}
 
@@ -120,6 +123,15 @@ class Variants:
             return 1
         return 4 if out_pixels >= 1 << 21 else 1
 
+    def grid_shape(self, t: PixType, out_pixels: int, target: str | None = None
+                   ) -> tuple[int, int]:
+        """``(columns, rows)``: the output pixels per thread of the untiled 2-D kernel
+        along x (:meth:`grid_columns`) and y (:attr:`rows` when set, else 1)."""
+        rows = 1 if self.rows is None else self.rows
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= 8:
+            raise ArgumentError(f"fkl pipe rows: expected an int from 1 to 8, got {rows!r}")
+        return self.grid_columns(t, out_pixels, target), rows
+
     def check(self, t: PixType, variant: str | None, who: str,
               target: str | None = None) -> str:
         """``variant`` checked for ``t`` (None: :meth:`choose`); ``who`` names the pipe."""
@@ -140,7 +152,8 @@ class Variants:
         """The kernel's shape within (chain, pixel type): ``"grid"``, ``"active"`` (the
         2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"scalar"`` (the
         2-D kernel without whole-word accesses: misaligned arrays), ``"grid:N"`` /
-        ``"scalar:N"`` (those with N output pixels per thread, :meth:`grid_columns`),
+        ``"scalar:N"`` (those with N output pixels per thread, :meth:`grid_columns`;
+        ``"grid:NxM"``: and M rows),
         ``"pitched"``,
         ``"pitched-out"``, ``"pitched-both"`` (the 2-D kernel reading a strided input,
         writing a strided output, or both), or ``("flat",
@@ -156,8 +169,19 @@ class Variants:
 
 
 def _columns_form(variant: Any) -> bool:
-    """Whether ``variant`` is ``"grid:N"`` or ``"scalar:N"`` with N from 1 to 8."""
+    """Whether ``variant`` is ``"grid:N"`` / ``"scalar:N"`` (N pixels per thread along
+    x) or ``"grid:NxM"`` / ``"scalar:NxM"`` (and M rows), N and M from 1 to 8."""
     if not isinstance(variant, str):
         return False
-    form, _, n = variant.partition(":")
-    return form in ("grid", "scalar") and n.isdigit() and 1 <= int(n) <= 8
+    form, _, shape = variant.partition(":")
+    n, _, m = shape.partition("x")
+    return form in ("grid", "scalar") and all(
+        v.isdigit() and 1 <= int(v) <= 8 for v in ((n, m) if m else (n,)))
+
+
+def thread_shape(variant: str) -> tuple[str, int, int]:
+    """``(form, columns, rows)`` of a variant name (``"grid:4x2"`` → ``("grid", 4, 2)``;
+    no suffix: 1, 1)."""
+    form, _, shape = variant.partition(":")
+    n, _, m = shape.partition("x")
+    return form, int(n) if n else 1, int(m) if m else 1
