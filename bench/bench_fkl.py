@@ -1,6 +1,6 @@
 """fkl-compose benchmark: fused chains against torch eager, CuPy and a device copy.
 
-    python bench/bench_fkl.py --out DIR [--quick]
+    python bench/bench_fkl.py --out DIR [--quick] [--only filters|crops|resize ...]
 
 Rows (GPU rows run when a GPU is visible; anchors when torch / CuPy / torchvision import):
   * 6-op float chain, 1080p x 3: fkl fused vs torch eager vs CuPy unfused (and cupy.fuse)
@@ -663,35 +663,7 @@ def bench_batch(ev: Events, rng: Any, reps: int) -> None:
         except Exception as exc:  # an anchor failing must not stop the run
             print(f"  CV-CUDA anchor failed: {type(exc).__name__}: {str(exc)[:200]}")
 
-    # 64 crops of 448x448 from one 4K frame -> 224x224 normalized CHW float, one call.
-    print("batch: 64 crops 448x448 of a 4K frame -> 224 normalized CHW", flush=True)
-    fh, fw = 2160, 3840
-    frame = DeviceArray.from_host(rng.integers(0, 256, (fh, fw, C)).astype(np.uint8))
-    rects = [(int(x), int(y), 448, 448) for x, y in zip(
-        rng.integers(0, fw - 448, 64), rng.integers(0, fh - 448, 64))]
-    crops = DeviceArray((64, C, 224, 224), "float32")
-    tail = [fkl.Resize(224, 224), fkl.Mul(1 / 255), fkl.Sub(MEAN), fkl.Div(STD),
-            fkl.TensorSplit()]
-    pipe64 = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), *tail, target="gpu")
-    pipe64(frame, out=crops)
-    t64 = ev.stream_us(lambda: pipe64(frame, out=crops), batch_reps)
-    singles = [fkl.compose(fkl.TensorRead(), fkl.Crop(r), *tail, target="gpu") for r in rects]
-    souts = [DeviceArray.wrap(crops.ptr + i * C * 224 * 224 * 4, (C, 224, 224), "float32",
-                              owner=crops) for i in range(64)]
-
-    def sixty_four() -> None:
-        for p, o in zip(singles, souts):
-            p(frame, out=o)
-
-    t64s = ev.stream_us(sixty_four, max(batch_reps // 4, 3))
-    nbytes = 64 * 448 * 448 * C + 64 * C * 224 * 224 * 4  # source read + output written
-    t_copy = copy_us(nbytes)
-    row("batch", "64 crops 4K->224 CHW, fkl 1 call", t64, "us",
-        f"host {host_us(lambda: pipe64(frame, out=crops), 50):.1f} us/call")
-    row("batch", "  64 single fkl calls", t64s, "us",
-        f"1 call / 64 calls = {t64 / t64s:.3f} (goal <= 0.1)")
-    row("batch", "  cuMemcpyDtoD same bytes", t_copy, "us",
-        f"fkl at {100 * t_copy / t64:.0f}% of copy bandwidth (goal >= 80%)")
+    bench_crops(ev, rng, reps)
 
     # compose_divergent of two chains vs the two chains alone.
     print("divergent: 2 chains over 8 x 1080p planes", flush=True)
@@ -731,6 +703,78 @@ def bench_batch(ev: Events, rng: Any, reps: int) -> None:
     row("circular", "  cuMemcpyDtoD same bytes", t_ctc, "us")
 
 
+def bench_crops(ev: Events, rng: Any, reps: int) -> None:
+    """64 crops of 448x448 from one 4K frame -> 224x224 normalized CHW float in one call,
+    against 64 back-to-back single calls and a same-bytes copy (issue 14); the one call
+    also with each thread's pixels along x forced (``pipe.variants.columns``: the default
+    chooses 4 here, docs/fkl-resize.md), checked against a NumPy float64 reference."""
+    from thork_core import _cuda
+    from thork_core._device_array import DeviceArray
+
+    drv = ev.drv
+    batch_reps = max(reps // 4, 5)
+
+    def host_us(fn: Callable[[], Any], n: int = 50) -> float:
+        fn()
+        _cuda.check(drv.cuCtxSynchronize(), "sync")
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        took = (time.perf_counter() - t0) / n * 1e6
+        _cuda.check(drv.cuCtxSynchronize(), "sync")
+        return took
+
+    print("batch: 64 crops 448x448 of a 4K frame -> 224 normalized CHW", flush=True)
+    fh, fw = 2160, 3840
+    host = rng.integers(0, 256, (fh, fw, C)).astype(np.uint8)
+    frame = DeviceArray.from_host(host)
+    rects = [(int(x), int(y), 448, 448) for x, y in zip(
+        rng.integers(0, fw - 448, 64), rng.integers(0, fh - 448, 64))]
+    crops = DeviceArray((64, C, 224, 224), "float32")
+    tail = [fkl.Resize(224, 224), fkl.Mul(1 / 255), fkl.Sub(MEAN), fkl.Div(STD),
+            fkl.TensorSplit()]
+    pipe64 = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), *tail, target="gpu")
+    pipe64(frame, out=crops)
+    got = crops.to_host()
+    # FKL's bilinear at exactly 2x: source column 2x (weight 1) and 2x + 1 (weight 0).
+    want = np.stack([host[y:y + 448:2, x:x + 448:2] for x, y, _, _ in rects])
+    want = ((want / 255.0 - np.asarray(MEAN)) / np.asarray(STD)).transpose(0, 3, 1, 2)
+    err = float(np.abs(got - want).max())
+    assert err < 1e-4, f"64 crops: max |fkl - NumPy| {err}"
+    t64 = ev.stream_us(lambda: pipe64(frame, out=crops), batch_reps)
+    singles = [fkl.compose(fkl.TensorRead(), fkl.Crop(r), *tail, target="gpu") for r in rects]
+    souts = [DeviceArray.wrap(crops.ptr + i * C * 224 * 224 * 4, (C, 224, 224), "float32",
+                              owner=crops) for i in range(64)]
+
+    def sixty_four() -> None:
+        for p, o in zip(singles, souts):
+            p(frame, out=o)
+
+    t64s = ev.stream_us(sixty_four, max(batch_reps // 4, 3))
+    nbytes = 64 * 448 * 448 * C + 64 * C * 224 * 224 * 4  # source read + output written
+    a, b = DeviceArray((nbytes,), "uint8"), DeviceArray((nbytes,), "uint8")
+    t_copy = ev.stream_us(lambda: _cuda.check(
+        drv.cuMemcpyDtoDAsync(b.ptr, a.ptr, nbytes, 0), "copy"), batch_reps)
+    plan = next(iter(pipe64._plans.values()))
+    row("batch", "64 crops 4K->224 CHW, fkl 1 call", t64, "us",
+        f"{plan.built.lowered.cols} px/thread; max |err| {err:.1e}; host "
+        f"{host_us(lambda: pipe64(frame, out=crops)):.1f} us/call")
+    row("batch", "  64 single fkl calls", t64s, "us",
+        f"1 call / 64 calls = {t64 / t64s:.3f} (goal <= 0.1)")
+    row("batch", "  cuMemcpyDtoD same bytes", t_copy, "us",
+        f"fkl at {100 * t_copy / t64:.0f}% of copy bandwidth (goal >= 80%)")
+    # Pixels per thread: (columns, rows) forced (pipe.variants.columns / .rows).
+    for n, m in ((1, 1), (2, 1), (4, 1), (7, 1), (1, 2), (1, 4), (1, 7), (2, 2), (2, 4)):
+        forced = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), *tail, target="gpu")
+        forced.variants.columns, forced.variants.rows = n, m
+        forced(frame, out=crops)
+        d = float(np.abs(crops.to_host() - got).max())
+        assert d <= 1e-6, f"columns={n} rows={m}: differs from the default by {d}"
+        t = ev.stream_us(lambda forced=forced: forced(frame, out=crops), batch_reps)
+        row("batch", f"  1 call, {n} x {m} px/thread", t, "us",
+            f"columns={n} rows={m}; 1 call / 64 calls = {t / t64s:.3f}")
+
+
 def bench_filters(ev: Events, rng: Any, reps: int) -> None:
     """Neighbourhood filters on 1080p x 3 uint8, in and out, steady-state device time
     (20 back-to-back calls), against a same-bytes copy and CV-CUDA."""
@@ -755,9 +799,11 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
     # thread forced (`tile_rows`), next to the default tiled kernel (issue 21).
     # "tiled packed" / "tiled unpacked": the uint8 tile as one 32-bit word per pixel or
     # one array per channel (`tile_packed`).
+    # "tiled vec=X" (session 9): the tile's whole-word loads and the output rows'
+    # whole-word stores (`tile_vec`: "both", "load", "store"; the default: none).
     def knobs(op: Any, v1: bool = False, rows: int | None = None,
-              packed: bool | None = None) -> Any:
-        op.tile_v1, op.tile_rows, op.tile_packed = v1, rows, packed
+              packed: bool | None = None, vec: str | None = None) -> Any:
+        op.tile_v1, op.tile_rows, op.tile_packed, op.tile_vec = v1, rows, packed, vec
         return op
 
     cases = {
@@ -768,6 +814,9 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
         "box 3x3 tiled rows=8": (knobs(fkl.BoxFilter(3, tiled=True), rows=8), True),
         "box 3x3 tiled packed": (knobs(fkl.BoxFilter(3, tiled=True), packed=True), True),
         "box 3x3 tiled unpacked": (knobs(fkl.BoxFilter(3, tiled=True), packed=False), True),
+        "box 3x3 tiled vec=both": (knobs(fkl.BoxFilter(3, tiled=True), vec="both"), True),
+        "box 3x3 tiled vec=load": (knobs(fkl.BoxFilter(3, tiled=True), vec="load"), True),
+        "box 3x3 tiled vec=store": (knobs(fkl.BoxFilter(3, tiled=True), vec="store"), True),
         "box 3x3 tiled": (fkl.BoxFilter(3, tiled=True), True),
         "gaussian 3x3": (fkl.GaussianBlur(3, 0.8, tiled=False), True),
         "gaussian 3x3 tiled v1": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True), v1=True), True),
@@ -779,6 +828,12 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
                                             packed=True), True),
         "gaussian 3x3 tiled unpacked": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
                                               packed=False), True),
+        "gaussian 3x3 tiled vec=both": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
+                                              vec="both"), True),
+        "gaussian 3x3 tiled vec=load": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
+                                              vec="load"), True),
+        "gaussian 3x3 tiled vec=store": (knobs(fkl.GaussianBlur(3, 0.8, tiled=True),
+                                               vec="store"), True),
         "gaussian 3x3 tiled": (fkl.GaussianBlur(3, 0.8, tiled=True), True),
         "median 5x5": (fkl.MedianBlur(5, tiled=False), False),
         "median 5x5 tiled": (fkl.MedianBlur(5, tiled=True), False),
@@ -794,13 +849,44 @@ def bench_filters(ev: Events, rng: Any, reps: int) -> None:
         untiled = results.get(name.split(" tiled")[0])
         if " tiled" in name and untiled is not None:
             # The same pixels as the untiled kernel (an FMA contracted differently may
-            # move a uint8 result by one at a rounding boundary: docs/fkl-filters.md).
+            # move a uint8 result by one at a rounding boundary: docs/fkl-filters.md;
+            # box and uint8 Gaussian sum integers: equal).
             diff = np.abs(results[name].astype(np.int32) - untiled.astype(np.int32))
-            assert diff.max() <= 1, f"{name}: differs from untiled by {diff.max()}"
+            exact = name.startswith(("box", "gaussian"))
+            assert diff.max() <= (0 if exact else 1), \
+                f"{name}: differs from untiled by {diff.max()}"
         t = ev.stream_us(lambda pipe=pipe: pipe(src, out=dst), batch_reps)
         times[name] = t
         note = f"at {100 * t_copy / t:.0f}% of copy" + (" (goal >= 80%)" if goal else "")
         row("filters", f"fkl {name}", t, "us", note)
+    # OpenCV's own uint8 Gaussian (bit-exact fixed point) on this frame: fkl's equals it.
+    try:
+        import cv2
+
+        want = cv2.GaussianBlur(src.to_host(), (3, 3), 0.8)
+        bad = int((results["gaussian 3x3 tiled"] != want).sum())
+        assert bad == 0, f"gaussian 3x3: {bad} pixels differ from cv2.GaussianBlur"
+        print("  gaussian 3x3 equals cv2.GaussianBlur on every pixel", flush=True)
+    except ImportError:
+        print("  cv2 not importable: the Gaussian's OpenCV check skipped", flush=True)
+    # Anchors: fkl's own copies of the frame (the grid kernel: a byte per load and
+    # store, what the untiled/tiled filters pay; the flat kernel: vectorized), and the
+    # tiled box on a misaligned view (the scalar fallback kernel, same pixels).
+    for name, flat in (("copy grid (bytes)", False), ("copy flat (vectors)", True)):
+        cp = fkl.compose(fkl.TensorRead(), fkl.TensorWrite(), target="gpu")
+        cp.variants.flat = flat
+        cp(src, out=dst)
+        row("filters", f"fkl {name}", ev.stream_us(lambda cp=cp: cp(src, out=dst),
+                                                   batch_reps), "us")
+    big = DeviceArray((H * W * C + 4,), "uint8")
+    _cuda.check(drv.cuMemcpyDtoDAsync(big.ptr + 1, src.ptr, H * W * C, 0), "copy")
+    odd_src = DeviceArray.wrap(big.ptr + 1, (H, W, C), "uint8", owner=big)
+    box = fkl.compose(fkl.TensorRead(), knobs(fkl.BoxFilter(3, tiled=True), vec="both"),
+                      fkl.TensorWrite(), target="gpu")
+    box(odd_src, out=dst)
+    assert (dst.to_host() == results["box 3x3 tiled"]).all(), "misaligned box differs"
+    row("filters", "fkl box 3x3 tiled, input +1 byte", ev.stream_us(
+        lambda: box(odd_src, out=dst), batch_reps), "us", "vec=both: its scalar fallback")
     cvcuda = try_import("cvcuda")
     if cvcuda is None:
         print("  anchor missing: CV-CUDA (`import cvcuda` failed; pip install cvcuda-cu13)",
@@ -860,6 +946,26 @@ def bench_resize(ev: Events, rng: Any, reps: int) -> None:
         pipe(src, out=dst)
         times[name] = ev.stream_us(lambda pipe=pipe: pipe(src, out=dst), batch_reps)
         row("resize", f"fkl {name}", times[name], "us")
+        if name == "cv_area":
+            area = dst.to_host()
+            try:
+                import cv2
+
+                want = cv2.resize(src.to_host(), (dw, dh), interpolation=cv2.INTER_AREA)
+                diff = np.abs(area.astype(np.int32) - want.astype(np.int32))
+                print(f"  cv_area vs cv2.resize INTER_AREA: max |diff| {diff.max()}, "
+                      f"{100 * (diff == 0).mean():.2f}% equal", flush=True)
+            except ImportError:
+                pass
+            # Each thread's pixels along x forced (the default: 1 at this size).
+            for n in (2, 4):
+                forced = fkl.compose(fkl.TensorRead(), fkl.Resize(
+                    dw, dh, interpolation="cv_area"), fkl.TensorWrite(), target="gpu")
+                forced.variants.columns = n
+                forced(src, out=dst)
+                assert (dst.to_host() == area).all(), f"cv_area columns={n} differs"
+                row("resize", f"fkl cv_area columns={n}", ev.stream_us(
+                    lambda forced=forced: forced(src, out=dst), batch_reps), "us")
     cvcuda = try_import("cvcuda")
     if cvcuda is None:
         print("  anchor missing: CV-CUDA (`import cvcuda` failed; pip install cvcuda-cu13)",
@@ -992,18 +1098,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=".", help="folder for bench_fkl.json")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
-    ap.add_argument("--only", choices=["filters"], default=None,
-                    help="run only this group (default: every group)")
+    ap.add_argument("--only", choices=["filters", "crops", "resize"], action="append",
+                    default=None, help="run only these groups (repeatable; default: every "
+                    "group)")
     args = ap.parse_args()
     reps = 20 if args.quick else 100
     from thork_core._cuda import gpu_status
 
     gpu, why = gpu_status()
-    if args.only == "filters":
-        if gpu:
-            bench_filters(Events(), np.random.default_rng(), reps)
-        else:
-            print(f"no GPU ({why}): the filter rows need one", flush=True)
+    if args.only:
+        groups = {"filters": bench_filters, "crops": bench_crops, "resize": bench_resize}
+        for name in dict.fromkeys(args.only):
+            if gpu:
+                groups[name](Events(), np.random.default_rng(), reps)
+            else:
+                print(f"no GPU ({why}): the {name} rows need one", flush=True)
     elif gpu:
         bench_gpu(reps)
         bench_batch(Events(), np.random.default_rng(), reps)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
         MedianBlur,
         Sobel,
         gaussian_kernel,
+        gaussian_kernel_q8,
     )
     from ._geometry import (
         AspectRatio,
@@ -114,6 +115,7 @@ _EXPORTS = {
     "LinearFilter": "._filter",
     "MAX_KSIZE": "._filter",
     "gaussian_kernel": "._filter",
+    "gaussian_kernel_q8": "._filter",
     "MedianBlur": "._filter",
     "Sobel": "._filter",
     "Abs": "._ops",
@@ -233,8 +235,8 @@ __all__ = [
     "BorderReader", "BoxFilter", "Cast", "CircularTensor", "COLOR_CODES", "ColorCode",
     "ColorConversion", "compose", "compose_divergent", "Crop", "Deinterlace", "DeinterlaceMode",
     "DeviceBuffer", "Dilate", "Discard", "Div", "Divergent", "DualRead", "Equal", "Erode",
-    "Exp", "gaussian_kernel", "GaussianBlur", "IGNORE_AR", "Interpolation", "IsEven",
-    "letterbox", "LinearFilter", "Ln",
+    "Exp", "gaussian_kernel", "gaussian_kernel_q8", "GaussianBlur", "IGNORE_AR",
+    "Interpolation", "IsEven", "letterbox", "LinearFilter", "Ln",
     "Max", "MAX_KSIZE", "MedianBlur", "MidWrite", "Min", "Mul", "MxVFloat3", "Normalize", "Not",
     "Op", "ops", "Or", "PerItem", "Pipe", "PRESERVE_AR", "PRESERVE_AR_LEFT",
     "PRESERVE_AR_RN_EVEN", "ReadSet", "reset_stats", "Resize", "Saturate", "SaturateCast",

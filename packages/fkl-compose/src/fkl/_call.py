@@ -549,11 +549,12 @@ class CallPath:
             plan.order, plan.align_mask, stream_handle)
 
     def _fallback(self, plan: Plan) -> Plan:
-        """The grid-variant plan that stands in for the flat ``plan`` on misaligned
-        arrays (made, with its launcher where ``plan`` has one, on first need)."""
+        """The plan that stands in for ``plan`` on misaligned arrays: the grid variant's
+        for a flat plan, the scalar one's for a grid kernel with whole-word accesses
+        (made, with its launcher where ``plan`` has one, on first need)."""
         if plan.fallback is None:
-            fb = make_plan(self.kernels, *plan.source, plan.device, "grid", self.ops,
-                           ordinal=plan.ordinal)
+            fb = make_plan(self.kernels, *plan.source, plan.device, plan.fallback_variant,
+                           self.ops, ordinal=plan.ordinal)
             if plan.span_bytes is not None:  # (h-debug) the same arrays: the same spans
                 add_spans(fb, plan.span_bytes)
             if plan.launcher is not None:

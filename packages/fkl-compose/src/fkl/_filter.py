@@ -24,7 +24,7 @@ from ._ops import saturate_value
 from ._pixel import Geom, Pixel, PixType, Stage, per_channel
 
 __all__ = ["LinearFilter", "BoxFilter", "GaussianBlur", "Sobel", "Erode", "Dilate",
-           "MedianBlur", "MAX_KSIZE", "gaussian_kernel"]
+           "MedianBlur", "MAX_KSIZE", "gaussian_kernel", "gaussian_kernel_q8"]
 
 #: The largest window side: every tap is unrolled into the kernel, so the code grows with
 #: kw * kh (15 x 15 = 225 taps per channel).
@@ -152,6 +152,11 @@ class Filter(ReadBack):
     #: each pixel as one 32-bit word (its channel bytes) rather than one array per
     #: channel (None: :meth:`packs`).
     tile_packed: bool | None = None
+    #: Benchmark knob: the tiled form's whole-word accesses (docs/fkl-filters.md,
+    #: "Whole-word loads and stores"): "load" (the tile's words), "store" (the output
+    #: rows' words), "both", or None / "none" (the default: measured on the H200, words
+    #: gained nothing on loads and lost ~2 us on stores).
+    tile_vec: str | None = None
 
     def __init__(self, ksize: tuple[int, int], border: str, value: Any,
                  tiled: bool | None = None) -> None:
@@ -173,9 +178,18 @@ class Filter(ReadBack):
         """The benchmark knobs of the tiled form, when set (else nothing: the default
         kernel keeps its key)."""
         knobs = (self.tile_rows, self.tile_v1, self.tile_block, self.tile_packed)
-        if knobs == (None, False, None, None):
+        if knobs == (None, False, None, None) and self.tile_vec is None:
             return ()
-        return ("tile", *knobs)
+        return ("tile", *knobs) + ((self.tile_vec,) if self.tile_vec is not None else ())
+
+    def vectors(self, which: str) -> bool:
+        """Whether the tiled form may use whole-word ``which`` accesses (``"load"`` or
+        ``"store"``) where they apply (:attr:`tile_vec`)."""
+        v = "none" if self.tile_vec is None else self.tile_vec
+        if v not in ("both", "load", "store", "none"):
+            raise ArgumentError(f"{self.name} tile_vec: expected None, 'both', 'load', "
+                                f"'store' or 'none', got {v!r}")
+        return not self.tile_v1 and v in ("both", which)
 
     def packs(self, t: PixType) -> bool:
         """Whether the tiled form packs each pixel's channels into one 32-bit tile word:
@@ -195,6 +209,30 @@ class Filter(ReadBack):
     def from_sum(self, total: Value, c: list[Value], t: PixType) -> Value:
         """A lane-summing filter's output value from one channel's window sum (int32)."""
         raise NotImplementedError
+
+    def lane_row(self, words: list[Value], c: list[Value]) -> Value:
+        """The row pass of a lane-summing filter on one window row's masked words (two
+        channels per uint32, in 16-bit lanes): a plain sum here (kw * kh * 255 < 2**16,
+        so no carry crosses a lane)."""
+        acc = words[0]
+        for w in words[1:]:
+            acc = acc + w
+        return acc
+
+    def lane_outputs(self, rs: list[tuple[Value, Value]], rows: int, kh: int,
+                     c: list[Value], t: PixType) -> list[Pixel]:
+        """The ``rows`` output pixels from the row results ``rs`` (``(even, odd)`` lane
+        words of the ``rows + kh - 1`` tile rows under the thread): here each output's
+        ``kh`` rows summed in the lanes, each channel's total to :meth:`from_sum`."""
+        out = []
+        for r in range(rows):
+            even, odd = rs[r]
+            for j in range(1, kh):
+                even, odd = even + rs[r + j][0], odd + rs[r + j][1]
+            sums = _lanes(even, odd)
+            out.append([self.from_sum(cast(sums[k], dt.int32), c, t)
+                        for k in range(t.channels)])
+        return out
 
     def out_type(self, t: PixType) -> PixType:
         super().out_type(t)
@@ -292,15 +330,25 @@ class Filter(ReadBack):
             rows //= 2
         return rows
 
+    def word_loads(self, src: Stage, block: tuple[int, int]) -> bool:
+        """Whether the tiled form (with ``words``) loads interior tiles of ``src`` in
+        whole words: a packed uint8 tile read straight from a contiguous TensorRead,
+        blocks a multiple of 4 wide, :attr:`tile_vec` allowing."""
+        return self.packs(src.type) and src.raw is not None and block[0] % 4 == 0 \
+            and self.vectors("load")
+
     def tile(self, src: Stage, p: list[Value], block: tuple[int, int], bx: Value,
-             by: Value, tx: Value, ty: Value, z: Value) -> Callable[[], list[Pixel]]:
+             by: Value, tx: Value, ty: Value, z: Value,
+             words: bool = True) -> Callable[[], list[Pixel]]:
         """The tiled form (``docs/fkl-filters.md``, "Tiled form"): emit the cooperative
         load of this block's tile of ``src`` into shared memory and the barrier, and
         return what computes the thread's output pixels from the tile: output rows
         ``ty * R + r`` for ``r < R`` = :meth:`rows_per_thread` of the block's
         ``block[1] * R`` rows, column ``tx``. Every thread of the block must run this (it
         holds a ``syncthreads``); ``block`` is the block's (width, height) in threads,
-        ``bx, by`` its index, ``tx, ty`` the thread's."""
+        ``bx, by`` its index, ``tx, ty`` the thread's; ``words``: tiles inside the
+        plane may load in whole words (:meth:`word_loads`; the arrays are then
+        word-aligned)."""
         t = src.type
         consts, coefs = self._split(p, t)
         kw, kh = self.window(t)
@@ -314,7 +362,16 @@ class Filter(ReadBack):
         st = self.staged_type(t) if split else t.dtype
         packed = self.packs(t)
         u32 = dt.uint32
-        tiles = [shared_array(u32, (th, tw))] if packed else \
+        raw = src.raw
+        # Whole-word tile loads (a packed uint8 tile read straight from a contiguous
+        # TensorRead): groups of 4 pixels (``channels`` aligned 32-bit words) from column
+        # ``ox - cpad``, a multiple of 4; the tile's rows are ``tws`` words apart (a
+        # multiple of 4: each group goes to shared memory as one 16-byte store) and tile
+        # column ``cpad + i`` holds the pixel ``i`` columns right of ``ox``.
+        vec = words and self.word_loads(src, block)
+        cpad = 4 * -(-rx // 4) - rx if vec else 0
+        tws = 4 * -(-(cpad + tw) // 4) if vec else tw
+        tiles = [shared_array(u32, (th, tws))] if packed else \
             [shared_array(st, (th, tw)) for _ in range(t.channels)]
         i32 = dt.int32
         ox, oy = cast(bx, i32) * bw - rx, cast(by, i32) * oh - ry
@@ -340,10 +397,7 @@ class Filter(ReadBack):
                     if mode == BorderMode.CONSTANT else None
                 px = self._tap(src, mx, my, z, inside, consts)
             if packed:  # channel k in bits 8k .. 8k + 7
-                word = cast(px[0], u32)
-                for k in range(1, t.channels):
-                    word = word | (cast(px[k], u32) << (8 * k))
-                tiles[0][ly, lx] = word
+                tiles[0][ly, lx + cpad if cpad else lx] = _pack(px)
                 return
             for k in range(t.channels):
                 tiles[k][ly, lx] = _staged(px[k], st)
@@ -357,24 +411,62 @@ class Filter(ReadBack):
                 else:
                     load(idx, interior)
 
+        def fill_words() -> None:
+            # Job j: tile row j // ng, group j % ng (4 pixels: ``channels`` words).
+            assert raw is not None
+            ng, c = tws // 4, t.channels
+            jobs = th * ng
+            for r in range(-(-jobs // threads)):
+                idx = tid + r * threads if r else tid
+
+                def job(idx: Value = idx) -> None:
+                    row = idx // ng
+                    gx = cast(idx - row * ng, i32) * 4
+                    ly = cast(row, i32)
+                    base = raw.index(ox - cpad + gx, oy + ly, z)
+                    b: list[Value] = []
+                    for m in range(c):
+                        b += raw.ptr.vload(base + 4 * m if m else base, 4)
+                    tiles[0].vstore((ly, gx), [_pack(b[k * c:(k + 1) * c]) for k in range(4)])
+
+                if (r + 1) * threads > jobs:
+                    with if_(idx < jobs):
+                        job()
+                else:
+                    job()
+
         if self.tile_v1:
             fill(False)
         else:
             # Block-uniform: a tile wholly inside the plane loads without border mapping
-            # (the same values: every mapped coordinate there is the coordinate itself).
+            # (the same values: every mapped coordinate there is the coordinate itself);
+            # with ``vec``, in whole words where the rows are word-aligned too.
             interior = (ox >= 0) & (oy >= 0) & (ox + tw <= src.w) & (oy + th <= src.h)
-            with if_(interior):
-                fill(True)
-            with else_():
-                fill(False)
+            if vec:
+                assert raw is not None
+                words = (ox >= cpad) & (oy >= 0) & (ox - cpad + tws <= src.w) \
+                    & (oy + th <= src.h) & ((raw.row & 3) == 0)
+                with if_(words):
+                    fill_words()
+                with else_():
+                    with if_(interior):
+                        fill(True)
+                    with else_():
+                        fill(False)
+            else:
+                with if_(interior):
+                    fill(True)
+                with else_():
+                    fill(False)
         syncthreads()
 
-        words: dict[tuple[int, int], Value] = {}
+        word_at: dict[tuple[int, int], Value] = {}
 
         def at_word(j: int, i: int) -> Value:
-            if (j, i) not in words:  # one load per tap, for every channel
-                words[j, i] = tiles[0][ly0 + j if j else ly0, lx0 + i if i else lx0]
-            return words[j, i]
+            if (j, i) not in word_at:  # one load per tap, for every channel
+                word_at[j, i] = tiles[0][ly0 + j if j else ly0,
+                                         lx0 + (cpad + i) if cpad + i else lx0]
+            return word_at[j, i]
 
         def at(k: int, j: int, i: int) -> Value:
             if not packed:
@@ -397,29 +489,16 @@ class Filter(ReadBack):
                     for r in range(rows)]
 
         def lanes() -> list[Pixel]:
-            # Integer sums of the packed words: channels 0 and 2 in the 16-bit lanes of
-            # ``even``, 1 and 3 in those of ``odd`` (kw * kh * 255 < 2**16: no carry
-            # crosses a lane); then each output's channel sums go to :meth:`from_sum`.
+            # Integer row passes on the packed words: channels 0 and 2 in the 16-bit
+            # lanes of ``even``, 1 and 3 in those of ``odd`` (:meth:`lane_row` keeps each
+            # lane below 2**16); then :meth:`lane_outputs` does the column passes.
             mask = 0x00FF00FF
             rs = []
             for j in range(rows + kh - 1):
-                even: Any = None
-                odd: Any = None
-                for i in range(kw):
-                    w = at_word(j, i)
-                    e, o = w & mask, (w >> 8) & mask
-                    even = e if even is None else even + e
-                    odd = o if odd is None else odd + o
-                rs.append((even, odd))
-            out = []
-            for r in range(rows):
-                even, odd = rs[r]
-                for j in range(1, kh):
-                    even, odd = even + rs[r + j][0], odd + rs[r + j][1]
-                sums = [even & 0xFFFF, odd & 0xFFFF, even >> 16, odd >> 16]
-                out.append([self.from_sum(cast(sums[k], dt.int32), coefs, t)
-                            for k in range(t.channels)])
-            return out
+                ws = [at_word(j, i) for i in range(kw)]
+                rs.append((self.lane_row([w & mask for w in ws], coefs),
+                           self.lane_row([(w >> 8) & mask for w in ws], coefs)))
+            return self.lane_outputs(rs, rows, kh, coefs, t)
 
         return outputs
 
@@ -448,6 +527,15 @@ class Filter(ReadBack):
             return self.combine(win, coefs, t)
 
         return Stage(read, src.w, src.h, self.out_type(t))
+
+
+def _pack(px: list[Value]) -> Value:
+    """The uint8 channels ``px`` as one uint32 word: channel ``k`` in bits
+    ``8k .. 8k + 7``."""
+    word = cast(px[0], dt.uint32)
+    for k in range(1, len(px)):
+        word = word | (cast(px[k], dt.uint32) << (8 * k))
+    return word
 
 
 def _dot(v: list[Value], w: list[Any]) -> Value:
@@ -576,6 +664,61 @@ def gaussian_kernel(n: int, sigma: float) -> list[float]:
     return [v / total for v in w]
 
 
+def gaussian_kernel_q8(n: int, sigma: float) -> list[int]:
+    """The integer coefficients (units of 1/256, summing to exactly 256) of OpenCV's
+    bit-exact uint8 ``GaussianBlur``: ``getGaussianKernelBitExact`` (OpenCV's fixed
+    tables for ``sigma <= 0`` and n in 1, 3, 5, 7; else ``exp(x**2 * -0.125 / s**2)``
+    for ``x = 1 - n, 3 - n, ...`` with ``s = sigma``, or ``n * 0.15 + 0.35`` (one
+    rounding) when ``sigma <= 0``, normalised by ``1 / sum``), turned into 8.8 fixed
+    point by error diffusion from the outside in (``getGaussianKernelFixedPoint_ED``:
+    each side coefficient ``cvRound(k * 256 + err)``, carrying the rounding error to the
+    next; the centre takes ``256 - sum(sides)``). The model was checked against
+    ``cv2.GaussianBlur`` (OpenCV 5.0) on random images for every odd side to 15 and
+    random sigmas: equal everywhere."""
+    from fractions import Fraction
+
+    import numpy as np
+
+    fixed = {1: [1.0], 3: [0.25, 0.5, 0.25], 5: [0.0625, 0.25, 0.375, 0.25, 0.0625],
+             7: [0.03125, 0.109375, 0.21875, 0.28125, 0.21875, 0.109375, 0.03125]}
+    if sigma <= 0 and n in fixed:
+        k = fixed[n]
+    else:
+        # softdouble mulAdd(n, 0.15, 0.35): one rounding (exact rational arithmetic).
+        s = float(sigma) if sigma > 0 else \
+            float(Fraction(n) * Fraction(0.15) + Fraction(0.35))
+        scale = -0.125 / (s * s)
+        half = (n - 1) // 2
+        side = [math.exp(float(x * x) * scale) for x in range(1 - n, 0, 2)][:half]
+        total = 0.0
+        for v in side:
+            total += v
+        total = total * 2.0 + 1.0
+        mul = 1.0 / total
+        k = [v * mul for v in side] + [mul] + [v * mul for v in reversed(side)]
+    out = [0] * n
+    err, acc = 0.0, 0
+    for i in range(n // 2):
+        adj = k[i] * 256.0 + err
+        v = int(np.rint(adj))  # cvRound: half to even
+        err = adj - float(v)
+        out[i] = out[n - 1 - i] = v
+        acc += v
+    out[n // 2] = 256 - 2 * acc
+    return out
+
+
+def _sym_dot(v: list[Value], c: list[Value]) -> Value:
+    """``sum_i v[i] * c[i]`` for symmetric integer weights (``c[i] == c[n - 1 - i]``,
+    checked on the host): the mirrored taps are added first, so ``n // 2 + 1``
+    multiplies. Exact in integers, whatever the order."""
+    n = len(v)
+    acc = v[n // 2] * c[n // 2]
+    for i in range(n // 2):
+        acc = acc + (v[i] + v[n - 1 - i]) * c[i]
+    return acc
+
+
 def _auto_side(sigma: float, u8: bool) -> int:
     """OpenCV's window side for ``ksize`` 0: ``cvRound(sigma * (3 if u8 else 4) * 2 + 1) | 1``."""
     return int(round(sigma * (3 if u8 else 4) * 2 + 1)) | 1
@@ -633,22 +776,67 @@ class GaussianBlur(Filter):
         self.window(t)
         return super().out_type(t)
 
+    #: uint8 pixels of 2 to 4 channels: the packed tile, summed in 16-bit lanes
+    #: (:meth:`lane_row`; other dtypes never pack).
+    pack_default = True
+    lane_sums = True
+
+    @staticmethod
+    def fixed(t: PixType) -> bool:
+        """Whether pixels ``t`` take OpenCV's bit-exact fixed-point arithmetic (uint8):
+        integer coefficients of :func:`gaussian_kernel_q8` (units of 1/256), exact
+        integer sums, ``(sum + 2**15) >> 16``."""
+        return t.dtype == dt.uint8
+
     def coef_types(self, t: PixType) -> list[DType]:
         kw, kh = self.window(t)
-        return [_math_type(t.dtype)] * (kw + kh)
+        return [dt.int32 if self.fixed(t) else _math_type(t.dtype)] * (kw + kh)
 
     def coefs(self, t: PixType) -> list[Any]:
         kw, kh = self.window(t)
-        return gaussian_kernel(kw, self.sigma[0]) + gaussian_kernel(kh, self.sigma[1])
+        make = gaussian_kernel_q8 if self.fixed(t) else gaussian_kernel
+        return make(kw, self.sigma[0]) + make(kh, self.sigma[1])  # type: ignore[operator]
 
     def staged_type(self, t: PixType) -> DType:
-        return _math_type(t.dtype)
+        return dt.int32 if self.fixed(t) else _math_type(t.dtype)
 
     def hsum(self, v: list[Value], c: list[Value], t: PixType) -> Value:
+        if self.fixed(t):
+            return _sym_dot(v, c[:len(v)])
         return _dot(v, c[:len(v)])
 
     def vsum(self, h: list[Value], c: list[Value], t: PixType) -> Value:
+        if self.fixed(t):
+            return _round_q16(_sym_dot(h, c[len(c) - len(h):]))
         return _store(_dot(h, c[len(c) - len(h):]), t.dtype, t.dtype)
+
+    def lane_row(self, words: list[Value], c: list[Value]) -> Value:
+        # Each lane (one channel) gets sum_i c_i * v_i <= 256 * 255 = 65280 < 2**16
+        # (the coefficients are non-negative and sum to 256): no carry crosses a lane.
+        return _sym_dot(words, [cast(v, dt.uint32) for v in c[:len(words)]])
+
+    def lane_outputs(self, rs: list[tuple[Value, Value]], rows: int, kh: int,
+                     c: list[Value], t: PixType) -> list[Pixel]:
+        # Each row's lanes taken apart once (a row feeds up to kh outputs), then the
+        # column pass per channel in int32 (up to 256 * 65280: past 16 bits).
+        chans = [[cast(v, dt.int32) for v in _lanes(even, odd)[:t.channels]]
+                 for even, odd in rs]
+        cy = c[len(c) - kh:]
+        return [[_round_q16(_sym_dot([chans[r + j][k] for j in range(kh)], cy))
+                 for k in range(t.channels)] for r in range(rows)]
+
+
+def _lanes(even: Value, odd: Value) -> list[Value]:
+    """Channels 0..3 of a packed row result: channels 0 and 2 are the 16-bit lanes of
+    ``even``, 1 and 3 those of ``odd``."""
+    return [even & 0xFFFF, odd & 0xFFFF, even >> 16, odd >> 16]
+
+
+def _round_q16(acc: Value) -> Value:
+    """A fixed-point sum in units of 2**-16 (at most 255 * 2**16 for the Gaussian's
+    weights, which sum to 2**16) rounded half up to uint8, as OpenCV's
+    ``ufixedpoint32`` → ``uint8`` conversion: ``(acc + 2**15) >> 16``."""
+    return cast((acc + 32768) >> 16, dt.uint8)
 
 
 #: 3-tap derivative kernels of order 0, 1, 2 (OpenCV's ksize=3 Sobel factors).

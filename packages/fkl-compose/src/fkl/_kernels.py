@@ -30,7 +30,7 @@ from thork_core import (
 from ._flat import lower_flat
 from ._lowering import Chain, Lowered, kernel_name, lower, type_chain
 from ._pixel import PixType
-from ._variant import Variants
+from ._variant import Variants, thread_shape
 
 __all__ = ["Built", "Kernels", "build_cached", "checked", "reset_stats", "stats", "target_key"]
 
@@ -153,9 +153,11 @@ class Kernels:
             lowered = lower_flat(self.chain, t, name, spec)
         else:
             cuda = target != "cpu" if target is not None else self.language() == "cuda"
-            lowered = lower(self.chain, t, name, active=variant == "active",
-                            pitched=variant in ("pitched", "pitched-both"),
-                            pitched_out=variant in ("pitched-out", "pitched-both"), cuda=cuda)
+            form, cols, rows = thread_shape(variant)  # "grid:4x2": 4 x 2 per thread
+            lowered = lower(self.chain, t, name, active=form == "active",
+                            pitched=form in ("pitched", "pitched-both"),
+                            pitched_out=form in ("pitched-out", "pitched-both"), cuda=cuda,
+                            words=form != "scalar", columns=cols, rows=rows)
         return checked(lowered, self.debug)
 
     def get(self, t: PixType, variant: str, device: int = 0) -> Built:

@@ -16,12 +16,13 @@ values are kernel scalar parameters, so the generated code depends only on types
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from thork.tracing import Pointer, Trace, Value, cast, if_, return_, set_current
+from thork.tracing import Pointer, Trace, Value, cast, else_, if_, return_, set_current
 from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
 from thork_core.ir import Special, Var
 
@@ -81,6 +82,14 @@ class Lowered:
     #: threads compute several vertically adjacent pixels): the grid's y extent divides
     #: by ``block[1] * rows``.
     rows: int = 1
+    #: Output pixels each thread of an untiled grid kernel stores along its row,
+    #: ``block[0]`` columns apart (:func:`lower` ``columns``): the grid's x extent
+    #: divides by ``block[0] * cols``.
+    cols: int = 1
+    #: Bytes every array address must be a multiple of (0: any): a grid kernel with
+    #: whole-word accesses (a tiled filter's, :func:`lower` ``words``) needs 4; a call
+    #: with other addresses runs the ``"scalar"`` variant instead (the plan's fallback).
+    align: int = 0
 
     @property
     def folded(self) -> bool:
@@ -238,7 +247,8 @@ def _tiles(op: Any, cuda: bool) -> bool:
 
 
 def lower(chain: Chain, t: PixType, name: str, active: bool = False,
-          pitched: bool = False, pitched_out: bool = False, cuda: bool = False) -> Lowered:
+          pitched: bool = False, pitched_out: bool = False, cuda: bool = False,
+          words: bool = True, columns: int = 1, rows: int = 1) -> Lowered:
     """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
 
     ``pitched``: the read takes its input's strides
@@ -250,7 +260,18 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
     ``k`` (int32) and a default pixel (the written type, one value per channel) — and
     planes ``z >= k`` store the default and read nothing (FKL's conditional planes).
 
-    ``cuda``: the kernel is for a CUDA target (a filter's ``tiled=None`` tiles there)."""
+    ``cuda``: the kernel is for a CUDA target (a filter's ``tiled=None`` tiles there).
+
+    ``words``: a tiled filter may load its tile and store its output rows in whole
+    32-bit words where they apply (docs/fkl-filters.md, "Whole-word loads and stores";
+    never with ``active`` or strides); the kernel then needs word-aligned arrays
+    (``Lowered.align``).
+
+    ``columns``: each thread of an untiled kernel computes that many pixels of its row,
+    ``block[0]`` columns apart (``Lowered.cols``; the grid's x extent divides by it): a
+    warp's stores of each of them stay one coalesced row, and what a thread computes
+    once (a crop's rect, a plane's scale) serves every one of them; ``rows``: and that
+    many vertically adjacent rows (``Lowered.rows``)."""
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -278,6 +299,8 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
         # A tiled filter as the last ReadBack reads its tile below, at the block level
         # (its output is read once per thread at the thread's pixel: what a tile needs).
         tiled = last >= 0 and (bw, bh) == (1, 1) and _tiles(chain.middle[last], cuda)
+        words = words and tiled and not (active or pitched or pitched_out)
+        align = 0
         ty = t
         below = stage
         for i, op in enumerate(chain.middle[: last + 1]):
@@ -305,7 +328,11 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             _block_write(b, chain, stage, op_params, x, y, z, nb, ty, (bw, bh), active,
                          out_strides)
             return b.finish(name, trace, BLOCK)
+        want_rows = rows if not tiled and not active else 1
         rows, block = 1, BLOCK
+        if want_rows > 1:  # the thread's first row of the block's block[1] * rows
+            rows = want_rows
+            y = cast(by * (block[1] * rows) + ty_ * rows, dt.int32)
         if tiled:
             op = chain.middle[last]
             tb = getattr(op, "tile_block", None)
@@ -315,6 +342,10 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             if rows > 1:  # the thread's first row of the block's block[1] * rows
                 y = cast(by * (block[1] * rows) + ty_ * rows, dt.int32)
         ys = [y + r if r else y for r in range(rows)]
+        cols = columns if columns > 1 and not tiled and not active else 1
+        if cols > 1:  # the thread's first column of the block's block[0] * cols
+            x = cast(bx * (block[0] * cols) + tx, dt.int32)
+        xs = [x + block[0] * k if k else x for k in range(cols)]
         outside = (x >= stage.w) | (y >= stage.h)
         if not tiled:
             with if_(outside):
@@ -336,40 +367,125 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             # Every thread of the block loads its part of the tile and meets the barrier;
             # only then do the threads outside the plane leave.
             outputs = chain.middle[last].tile(  # type: ignore[attr-defined]
-                below, op_params[last], block[:2], bx, by, tx, ty_, z)
+                below, op_params[last], block[:2], bx, by, tx, ty_, z, words)
+            if words and chain.middle[last].word_loads(  # type: ignore[attr-defined]
+                    below, block[:2]):
+                align = 4
             with if_(outside):
                 return_()
             pixels = outputs()
+            # Rows past the first may fall off the plane (the first was checked).
+            places: list[tuple[Value, Value, Callable[[], Any], Any]] = [
+                (x, yr, partial(_same, px), yr < stage.h if r else None)
+                for r, (px, yr) in enumerate(zip(pixels, ys))]
         else:
-            pixels = [stage.read(x, y, z)]
+            # Pixels past the first may fall off the plane; each reads only inside.
+            places = []
+            for r, yr in enumerate(ys):
+                for k, xk in enumerate(xs):
+                    inside = None if not (r or k) else xk < stage.w if not r else \
+                        yr < stage.h if not k else (xk < stage.w) & (yr < stage.h)
+                    places.append((xk, yr, partial(stage.read, xk, yr, z), inside))
         ty0 = ty
         outs: dict[int, list[Pointer]] = {}
-        for r, (px, yr) in enumerate(zip(pixels, ys)):
-            # Rows past the first may fall off the plane (the first was checked above).
-            with if_(yr < stage.h) if r else _nothing():
-                ty = ty0
-                for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
-                    p = op_params[i]
-                    if op.kind == "midwrite":
-                        assert isinstance(op, WriteOp)
-                        if i not in outs:
-                            outs[i] = b.outputs(write_dtypes(op, ty))
-                        op.store(outs[i], px, x, yr, z, stage.w, stage.h, nb, ty)
+
+        def store_rows() -> None:
+            for xc, yr, get, inside in places:
+                with if_(inside) if inside is not None else _nothing():
+                    px = get()
+                    ty = ty0
+                    for i, op in enumerate(chain.middle[last + 1:], start=last + 1):
+                        p = op_params[i]
+                        if op.kind == "midwrite":
+                            assert isinstance(op, WriteOp)
+                            if i not in outs:
+                                outs[i] = b.outputs(write_dtypes(op, ty))
+                            op.store(outs[i], px, xc, yr, z, stage.w, stage.h, nb, ty)
+                        else:
+                            px = op.apply(px, p, ty)
+                        ty = op.out_type(ty)
+                    w = chain.write
+                    if -1 not in outs:
+                        outs[-1] = out_ptrs if active else b.outputs(write_dtypes(w, ty))
+                    if out_strides is not None:
+                        w.store_strided(outs[-1], px, xc, yr, z, out_strides, ty)
                     else:
-                        px = op.apply(px, p, ty)
-                    ty = op.out_type(ty)
-                w = chain.write
-                if -1 not in outs:
-                    outs[-1] = out_ptrs if active else b.outputs(write_dtypes(w, ty))
-                if out_strides is not None:
-                    w.store_strided(outs[-1], px, x, yr, z, out_strides, ty)
-                else:
-                    w.store(outs[-1], px, x, yr, z, stage.w, stage.h, nb, ty)
+                        w.store(outs[-1], px, xc, yr, z, stage.w, stage.h, nb, ty)
+
+        if words and _word_rows(chain, ty0, block, active, out_strides is not None):
+            align = 4
+            # Whole-word stores of the block's output rows where its 32 columns lie in
+            # the plane and rows start word-aligned (block-uniform); else pixel stores.
+            c = ty0.channels
+            outs[-1] = b.outputs(write_dtypes(chain.write, ty0))
+            x0 = cast(bx, dt.int32) * block[0]
+            full = (x0 + block[0] <= stage.w) & (((stage.w * c) & 3) == 0)
+            with if_(full):
+                for r, (px, yr) in enumerate(zip(pixels, ys)):
+                    with if_(yr < stage.h) if r else _nothing():
+                        _store_row_words(outs[-1][0], px, x0, yr, z, stage.w, stage.h,
+                                         cast(tx, dt.int32))
+            with else_():
+                store_rows()
+        else:
+            store_rows()
     finally:
         set_current(prev)
     lowered = b.finish(name, trace, block)
     lowered.rows = rows
+    lowered.cols = cols
+    lowered.align = align
     return lowered
+
+
+def _word_rows(chain: Chain, t: PixType, block: tuple[int, int, int], active: bool,
+               strided: bool) -> bool:
+    """Whether a tiled filter's kernel may store whole words of its output rows
+    (:func:`_store_row_words`): the filter (the last op) asks for it (its ``tile_vec``)
+    and feeds a plain contiguous :class:`TensorWrite` of uint8 pixels of 3 or 4
+    channels, each warp one row of 32 pixels."""
+    from ._tensor import TensorWrite
+
+    last = chain.last_readback
+    if last != len(chain.middle) - 1 or active or strided or block[0] != 32 \
+            or type(chain.write) is not TensorWrite:
+        return False
+    vectors = getattr(chain.middle[last], "vectors", None)
+    return bool(vectors is not None and vectors("store") and t.dtype == dt.uint8
+                and t.channels in (3, 4) and not t.pair)
+
+
+def _store_row_words(out: Pointer, px: list[Any], x0: Value, y: Value, z: Value, w: Value,
+                     h: Value, lane: Value) -> None:
+    """One warp stores its row of 32 uint8 pixels (``px``: lane ``lane``'s, at column
+    ``x0 + lane``) as aligned 32-bit words: 4 channels, each lane its own pixel; 3
+    channels (96 bytes, 24 words), lane ``k < 24`` word ``k``, the bytes ``4k .. 4k + 3``
+    of pixels ``a = 4k // 3`` and ``a + 1`` fetched by two shuffles. The row's first
+    element index must be a multiple of 4 (the caller checks)."""
+    from thork import shfl_idx
+    from thork.tracing import math as tkm
+
+    from ._tensor import TensorWrite
+
+    c = len(px)
+    base = TensorWrite.index(x0, y, z, w, h, c)
+    if c == 4:
+        out.vstore(base + lane * 4, px)
+        return
+    u32, u64 = dt.uint32, dt.uint64
+    word = cast(px[0], u32) | (cast(px[1], u32) << 8) | (cast(px[2], u32) << 16)
+    a = tkm.min((lane * 4) // 3, 30)  # lanes 24..31 store nothing: any valid lane
+    lo, hi = shfl_idx(word, a), shfl_idx(word, a + 1)
+    six = cast(lo | (hi << 24), u64) | (cast(hi >> 8, u64) << 32)  # 6 bytes from a
+    got = cast(six >> cast((lane * 4 - a * 3) * 8, u32), u32)
+    with if_(lane < 24):
+        out.vstore(base + lane * 4, [cast(got >> (8 * j), dt.uint8) if j else
+                                     cast(got, dt.uint8) for j in range(4)])
+
+
+def _same(v: Any) -> Any:
+    """``v`` (what a place whose pixel is already computed hands back)."""
+    return v
 
 
 @contextmanager

@@ -161,16 +161,21 @@ class Pipe(CallPath):
                    compiler: str | None = None) -> list[str]:
         """Compile (without loading or running) the kernels a call on input ``x`` (or
         the given pixel dtype and channel count) builds on ``target``: the variant it
-        prefers and the grid one misaligned arrays fall back to. ``arch`` as in
+        prefers and the ones misaligned arrays fall back to (the grid kernel, and its
+        scalar form where it has whole-word accesses). ``arch`` as in
         :meth:`thork.Kernel.precompile`; no GPU needed. Returns the cache keys;
         ``thork precompile`` collects the artifacts into a bundle (docs/scale-out.md)."""
         from thork_core.build import precompile
 
         t = self._pixtype(x, dtype, channels)
         keys = []
-        for variant in dict.fromkeys((self.variants.choose(t, target), "grid")):
+        todo = list(dict.fromkeys((self.variants.choose(t, target), "grid")))
+        while todo:
+            variant = todo.pop(0)
             lowered = self.kernels.lowered(t, variant, target)
             keys.append(precompile(lowered.ir, target, compiler or self.compiler, arch))
+            if variant == "grid" and lowered.align:
+                todo.append("scalar")
         return keys
 
     def compile_info(self, t: PixType | None = None) -> CompileInfo | None:

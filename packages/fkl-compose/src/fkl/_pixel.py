@@ -15,7 +15,8 @@ from typing import Any
 from thork_core import ArgumentError, DType, dt, dtype_of
 
 __all__ = [
-    "PixType", "Geom", "Stage", "Pixel", "Reader", "as_dtype", "per_channel", "value_dtype",
+    "PixType", "Geom", "Stage", "RawPlane", "Pixel", "Reader", "as_dtype", "per_channel",
+    "value_dtype",
 ]
 
 #: A traced pixel: one traced scalar per channel (``thork._trace.Value``).
@@ -90,6 +91,23 @@ class Stage:
     h: Any
     type: PixType
     per_plane: bool = False
+    #: A plain contiguous packed read (:class:`RawPlane`): the kernel may load the
+    #: array's elements itself, several pixels at once (the tiled filters' vector
+    #: loads). Only a read sets it; every op makes a new Stage without it.
+    raw: RawPlane | None = None
+
+
+@dataclass
+class RawPlane:
+    """Where a contiguous packed read's pixels are: ``ptr`` (the traced element array),
+    ``index(x, y, z)`` the element index of pixel ``(x, y)``'s first channel in plane
+    ``z`` (``read(x, y, z)`` loads ``ptr[index .. index + channels - 1]``), and ``row``
+    the elements of one row (``w * channels``)."""
+
+    ptr: Any
+    index: Callable[[Any, Any, Any], Any]
+    row: Any
+    channels: int
 
 
 def as_dtype(value: Any, what: str) -> DType:

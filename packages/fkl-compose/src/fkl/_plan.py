@@ -32,9 +32,11 @@ class Plan:
     outputs' shapes and dtypes (``out_codes``: their typestrs), whether the arrays live on
     the device, and the pre-packed launcher.
 
-    ``align_mask`` is nonzero for the flat variant: an array address with any of those
-    bits set makes the call use ``fallback``, the grid variant's plan (made on first
-    need from ``source``, the pixel type, geometry and layout)."""
+    ``align_mask`` is nonzero for the flat variant and for a grid kernel with whole-word
+    accesses (``Lowered.align``): an array address with any of those bits set makes the
+    call use ``fallback``, the plan of variant ``fallback_variant`` (``"grid"`` for a
+    flat plan, ``"scalar"`` for a grid one), made on first need from ``source``, the
+    pixel type, geometry and layout."""
 
     args: list[Any]
     pointer_slots: list[tuple[int, str, int]]
@@ -47,6 +49,7 @@ class Plan:
     source: tuple[PixType, Any, Layout]
     align_mask: int = 0
     fallback: Plan | None = None
+    fallback_variant: str = "grid"
     launcher: Launcher | None = None
     out_codes: list[str | None] = field(default_factory=list)
     #: The ops' value tables (:meth:`fkl.Op.table_types`): arrays in the inputs' memory,
@@ -94,6 +97,13 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
                                 f"batch of {og.batch}, got {k!r}")
         ft = final_type(chain, t)
         values = [*values, k, *per_channel(default, ft.channels, "fkl pipe default")]
+    if variant in ("grid", "scalar"):  # several pixels per thread for large outputs
+        cols, rows = kernels.variants.grid_shape(t, og.w * og.h * og.batch,
+                                                 kernels.target_name())
+        if rows > 1:
+            variant = f"{variant}:{cols}x{rows}"
+        elif cols > 1:
+            variant = f"{variant}:{cols}"
     built = kernels.get(t, variant, ordinal)
     tables = _tables(host_tables(chain, t, g), device, ops, ordinal)
     lowered = built.lowered
@@ -113,12 +123,15 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
         grid = spec.grid(og)
     else:
         bw, bh = write_block(chain.write)  # a block write: one thread per block
-        grid = (-(-og.w // (block[0] * bw)), -(-og.h // (block[1] * bh * lowered.rows)),
-                og.batch)
+        grid = (-(-og.w // (block[0] * bw * lowered.cols)),
+                -(-og.h // (block[1] * bh * lowered.rows)), og.batch)
     n_in = sum(1 for _, role, _ in pointer_slots if role == "in")
     order = [idx if role == "in" else n_in + idx for _, role, idx in pointer_slots]
+    align = spec.align if spec is not None else lowered.align
     return Plan(args, pointer_slots, grid, block, outs, device, order, built, (t, g, lay),
-                align_mask=spec.align - 1 if spec is not None else 0,
+                align_mask=align - 1 if align else 0,
+                fallback_variant="grid" if spec is not None else
+                "scalar" + variant[len("grid"):] if variant.startswith("grid") else "scalar",
                 out_codes=[typestr(d) for _, d in outs], tables=tables,
                 table_ptrs=[pointer(a, "table") for a in tables], ordinal=ordinal)
 

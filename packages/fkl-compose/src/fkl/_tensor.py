@@ -13,7 +13,7 @@ from thork.tracing import Pointer, Value
 from thork_core import ArgumentError, ArrayView, DType, dt
 
 from ._ops import Op
-from ._pixel import Geom, Pixel, PixType, Stage, as_dtype, per_channel
+from ._pixel import Geom, Pixel, PixType, RawPlane, Stage, as_dtype, per_channel
 
 __all__ = [
     "ReadOp", "WriteOp", "Layout", "Run", "Stream", "vector_width", "packed_strides",
@@ -274,12 +274,15 @@ class TensorRead(ReadOp):
 
             return Stage(pitched, w, h, t)
 
+        def index(x: Value, y: Value, z: Value) -> Value:
+            base = _index((z, None), (y, h), (x, w))
+            return base * c if c > 1 else base
+
         def read(x: Value, y: Value, z: Value) -> Pixel:
-            base = _index((z, None), (y, h), (x, w)) * c if c > 1 else \
-                _index((z, None), (y, h), (x, w))
+            base = index(x, y, z)
             return [src[base + k] if k else src[base] for k in range(c)]
 
-        return Stage(read, w, h, t)
+        return Stage(read, w, h, t, raw=RawPlane(src, index, w * c if c > 1 else w, c))
 
     def flat_streams(self, t: PixType) -> list[Stream] | None:
         return [(t.channels, t.dtype)] * self.inputs
@@ -585,12 +588,17 @@ class TensorWrite(WriteOp):
                                                                          DType]]:
         return [(_packed_shape(t, g, lay), t.dtype)]
 
+    @staticmethod
+    def index(x: Value, y: Value, z: Value, w: Value, h: Value, c: int) -> Value:
+        """The element index of pixel ``(x, y)``'s first channel in plane ``z`` of the
+        packed output (``w`` x ``h`` planes of ``c`` channels)."""
+        base = _index((z, None), (y, h), (x, w))
+        return base * c if c > 1 else base
+
     def store(self, ptrs: list[Pointer], px: Pixel, x: Value, y: Value, z: Value, w: Value,
               h: Value, nb: Value, t: PixType) -> None:
         out, c = ptrs[0], t.channels
-        base = _index((z, None), (y, h), (x, w))
-        if c > 1:
-            base = base * c
+        base = self.index(x, y, z, w, h, c)
         for k in range(c):
             out[base + k if k else base] = px[k]
 

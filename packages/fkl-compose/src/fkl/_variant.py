@@ -37,8 +37,8 @@ class Variants:
     ``target`` (``"gpu"`` or ``"cpu"``) uses that instead, without looking for a target.
     """
 
-    __slots__ = ("chain", "thread_fusion", "flat", "fold", "vectors", "_target_name",
-                 "_specs")
+    __slots__ = ("chain", "thread_fusion", "flat", "fold", "vectors", "columns", "rows",
+                 "_target_name", "_specs")
 
     def __init__(self, chain: Chain, thread_fusion: bool,
                  target_name: Callable[[], str]) -> None:
@@ -52,6 +52,13 @@ class Variants:
         self.fold: bool | None = None
         #: Pixel groups per thread of the flat kernel (1, 2, 4 or 8); None: the default.
         self.vectors: int | None = None
+        #: Output pixels per thread of the 2-D kernel along x (1 to 8; each thread's
+        #: pixels 32 columns apart: every warp store stays one coalesced row); None:
+        #: :meth:`grid_columns` chooses per output size.
+        self.columns: int | None = None
+        #: Output rows per thread of the untiled 2-D kernel (1 to 8; each thread's
+        #: pixels vertically adjacent); None: :meth:`grid_shape` chooses.
+        self.rows: int | None = None
         self._target_name = target_name
         self._specs: dict[tuple[Any, ...], FlatSpec | None] = {}
 
@@ -93,31 +100,88 @@ class Variants:
                 flat = spec is not None and (spec.folded or spec.coalesced)
         return "flat" if flat and self.has_flat(t) else "grid"
 
+    def grid_columns(self, t: PixType, out_pixels: int, target: str | None = None) -> int:
+        """Output pixels per thread of the 2-D kernel for an output of ``out_pixels``
+        pixels (batch included): :attr:`columns` when set, else 4 on GPU targets where
+        the chain's last geometry op resamples (``Resize``, ``Warping``: each thread's
+        own setup, as a batch of crops' rect and scale, is then shared by 4 pixels) and
+        the output has at least 2**21 pixels (at 4 per thread, still several waves of
+        threads on a large GPU), else 1. Measured on the H200 (docs/fkl-resize.md):
+        64 crops 448 -> 224 (3.2 M pixels)."""
+        if self.columns is not None:
+            n = self.columns
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 8:
+                raise ArgumentError(f"fkl pipe columns: expected an int from 1 to 8, got "
+                                    f"{n!r}")
+            return n
+        from ._geometry import Resize, Warping
+
+        last = self.chain.last_readback
+        if self.name(None) == "cpu" if target is None else target == "cpu":
+            return 1
+        if last < 0 or not isinstance(self.chain.middle[last], (Resize, Warping)):
+            return 1
+        return 4 if out_pixels >= 1 << 21 else 1
+
+    def grid_shape(self, t: PixType, out_pixels: int, target: str | None = None
+                   ) -> tuple[int, int]:
+        """``(columns, rows)``: the output pixels per thread of the untiled 2-D kernel
+        along x (:meth:`grid_columns`) and y (:attr:`rows` when set, else 1)."""
+        rows = 1 if self.rows is None else self.rows
+        if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= 8:
+            raise ArgumentError(f"fkl pipe rows: expected an int from 1 to 8, got {rows!r}")
+        return self.grid_columns(t, out_pixels, target), rows
+
     def check(self, t: PixType, variant: str | None, who: str,
               target: str | None = None) -> str:
         """``variant`` checked for ``t`` (None: :meth:`choose`); ``who`` names the pipe."""
         if variant is None:
             return self.choose(t, target)
-        if variant in ("grid", "pitched", "pitched-out", "pitched-both") or (
-                variant == "flat" and self.has_flat(t)):
+        if variant in ("grid", "pitched", "pitched-out", "pitched-both", "scalar") or (
+                variant == "flat" and self.has_flat(t)) or _columns_form(variant):
             return variant
         if variant == "flat":
             raise ArgumentError(
                 f"fkl pipe: {who} has no flat kernel for {t} pixels (a geometry op, or "
                 "a read/write without a flat form); use variant='grid'")
-        raise ArgumentError(f"fkl pipe variant: expected 'flat', 'grid' or None, got "
+        raise ArgumentError(f"fkl pipe variant: expected 'flat', 'grid', 'scalar', "
+                            f"'grid:N' or 'scalar:N' (N from 1 to 8) or None, got "
                             f"{variant!r}")
 
     def form(self, t: PixType, variant: str, target: str | None = None) -> Any:
         """The kernel's shape within (chain, pixel type): ``"grid"``, ``"active"`` (the
-        2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"pitched"``,
+        2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"scalar"`` (the
+        2-D kernel without whole-word accesses: misaligned arrays), ``"grid:N"`` /
+        ``"scalar:N"`` (those with N output pixels per thread, :meth:`grid_columns`;
+        ``"grid:NxM"``: and M rows),
+        ``"pitched"``,
         ``"pitched-out"``, ``"pitched-both"`` (the 2-D kernel reading a strided input,
         writing a strided output, or both), or ``("flat",
         fold, vectors)`` (see :class:`~fkl._flat.FlatSpec`)."""
-        if variant in ("active", "pitched", "pitched-out", "pitched-both"):
+        if variant in ("active", "pitched", "pitched-out", "pitched-both", "scalar") \
+                or _columns_form(variant):
             return variant
         if variant == "flat":
             spec = self.flat_spec(t, target)
             assert spec is not None
             return ("flat", spec.fold, spec.vectors)
         return "grid"
+
+
+def _columns_form(variant: Any) -> bool:
+    """Whether ``variant`` is ``"grid:N"`` / ``"scalar:N"`` (N pixels per thread along
+    x) or ``"grid:NxM"`` / ``"scalar:NxM"`` (and M rows), N and M from 1 to 8."""
+    if not isinstance(variant, str):
+        return False
+    form, _, shape = variant.partition(":")
+    n, _, m = shape.partition("x")
+    return form in ("grid", "scalar") and all(
+        v.isdigit() and 1 <= int(v) <= 8 for v in ((n, m) if m else (n,)))
+
+
+def thread_shape(variant: str) -> tuple[str, int, int]:
+    """``(form, columns, rows)`` of a variant name (``"grid:4x2"`` → ``("grid", 4, 2)``;
+    no suffix: 1, 1)."""
+    form, _, shape = variant.partition(":")
+    n, _, m = shape.partition("x")
+    return form, int(n) if n else 1, int(m) if m else 1
