@@ -17,7 +17,7 @@ import functools
 import numpy as np
 import thork as tk
 
-f32, i32 = tk.dt.float32, tk.dt.int32
+f32, i32, u32 = tk.dt.float32, tk.dt.int32, tk.dt.uint32
 
 #: Skew (elements) added to each shared row so that the 8 rows one ldmatrix reads fall in
 #: different banks: 16 bytes, keeping rows 16-byte aligned for cp.async.
@@ -32,12 +32,15 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
     @tk.jit
     def gemm_mma(c: tk.DevicePointer[f32], a: tk.DevicePointer[T], b: tk.DevicePointer[T],
                  M: i32, N: i32, K: i32, BM: tk.Constexpr[int] = 128,
-                 BN: tk.Constexpr[int] = 128, BK: tk.Constexpr[int] = 32,
+                 BN: tk.Constexpr[int] = 256, BK: tk.Constexpr[int] = 64,
                  WM: tk.Constexpr[int] = 64, WN: tk.Constexpr[int] = 64,
-                 STAGES: tk.Constexpr[int] = 3, ALIGNED: tk.Constexpr[bool] = True):
+                 STAGES: tk.Constexpr[int] = 4, ALIGNED: tk.Constexpr[bool] = True,
+                 GROUP_M: tk.Constexpr[int] = 8):
         """``c[M, N] = a[M, K] @ b[K, N]``: a BM x BN tile per block of
         (BM / WM) * (BN / WN) warps, each warp a WM x WN tile of 16 x 8 mma tiles; STAGES
-        tiles of a and b in flight (dynamic shared memory, :func:`shared_bytes`)."""
+        tiles of a and b in flight (dynamic shared memory, :func:`shared_bytes`). Blocks
+        take the tiles GROUP_M tile rows at a time (0: row by row), so that what one wave
+        of blocks reads stays in L2."""
         LA, LB = BK + PAD, BN + PAD
         # STAGES x BM x LA elements of a, then STAGES x BK x LB of b (flat, row-major).
         sa = tk.dynamic_shared(T)
@@ -47,72 +50,129 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         lane, warp = tid % 32, tid // 32
         wm0 = (warp // (BN // WN)) * WM        # the warp's tile inside the block tile
         wn0 = (warp % (BN // WN)) * WN
-        m0 = tk.block_idx().y * BM
-        n0 = tk.block_idx().x * BN
+        bx, by = tk.block_idx().x, tk.block_idx().y
+        if GROUP_M > 1:                        # block (bx, by) -> tile (tn, tm), grouped
+            gx, gy = tk.grid_dim().x, tk.grid_dim().y
+            pid = by * gx + bx
+            first = pid // (GROUP_M * gx) * GROUP_M
+            rows = tk.where(gy - first < GROUP_M, gy - first, GROUP_M)
+            by, bx = first + pid % (GROUP_M * gx) % rows, pid % (GROUP_M * gx) // rows
+        m0, n0 = by * BM, bx * BN
 
-        def load_part(dst, src, rows, cols, ld, stage, r0, c0, R, C):
-            """Start copying src[r0:r0+rows, c0:c0+cols] (src is R x C, row-major) into
-            ``stage`` of dst (rows of ``ld`` elements): chunks of 8 elements (16 bytes),
-            zeros past the matrix's edges."""
-            for i in range(rows * cols // 8 // nthreads):
-                chunk = tid + i * nthreads
-                r, col = chunk // (cols // 8), (chunk % (cols // 8)) * 8
-                at = (stage * rows + r) * ld + col
-                src_at = (r0 + r) * C + c0 + col
-                if ALIGNED:
-                    ok = (r0 + r < R) & (c0 + col < C)
-                    tk.cp_async(dst, at, src, tk.where(ok, src_at, 0), 16, tk.where(ok, 16, 0))
-                else:
-                    for e in range(8):
-                        inb = (r0 + r < R) & (c0 + col + e < C)
-                        dst[at + e] = tk.cond(inb, lambda s=src_at, e=e: src[s + e], 0.0)
+        # Copies global -> shared: 16-byte chunks (8 elements) of a row, thread tid taking
+        # chunks tid, tid + nthreads, ... of the tile; row r, column col of chunk i.
+        def chunk_at(i, cols):
+            per_row = cols // 8
+            if nthreads % per_row == 0:        # (tid + i n) // per_row, without a division
+                return tid // per_row + i * (nthreads // per_row), tid % per_row * 8
+            ch = tid + i * nthreads
+            return ch // per_row, ch % per_row * 8
 
-        def load_tile(stage, k0):
-            """Tile k0 of a (BM x BK at row m0) and of b (BK x BN at column n0)."""
-            load_part(sa, a, BM, BK, LA, stage, m0, k0, M, K)
-            load_part(sb, b, BK, BN, LB, stage, k0, n0, K, N)
+        NA, NB = BM * BK // 8 // nthreads, BK * BN // 8 // nthreads
+        ra, ca = chunk_at(0, BK)
+        rb, cb = chunk_at(0, BN)
 
+        def load_chunk(which, stage, k0):
+            """Start chunk ``which`` = ("a" | "b", i) of tile k0 (a[m0:m0+BM, k0:k0+BK] or
+            b[k0:k0+BK, n0:n0+BN]) into ``stage``: zeros past the matrix's edges."""
+            kind, i = which
+            if kind == "a":
+                r, col = chunk_at(i, BK)
+                dst, src, at = sa, a, stage * (BM * LA) + r * LA + col
+                src_at, ok = (m0 + r) * K + k0 + col, (m0 + r < M) & (k0 + col < K)
+                last = (k0 + col, K)           # the row's end, for the unaligned path
+            else:
+                r, col = chunk_at(i, BN)
+                dst, src, at = sb, b, stage * (BK * LB) + r * LB + col
+                src_at, ok = (k0 + r) * N + n0 + col, (k0 + r < K) & (n0 + col < N)
+                last = (n0 + col, N)
+            if ALIGNED:
+                tk.cp_async(dst, at, src, tk.where(ok, src_at, 0), 16, tk.where(ok, 16, 0))
+            else:
+                for e in range(8):
+                    inb = ok & (last[0] + e < last[1])
+                    dst[at + e] = tk.cond(inb, lambda s=src_at, e=e: src[s + e], 0.0)
+
+        work = [("a", i) for i in range(NA)] + [("b", i) for i in range(NB)]
+        KS = BK // 16                          # mma k-steps per tile
+        # One tile's chunks spread over the KS k-steps (part kk issued in step kk).
+        parts = [work[len(work) * kk // KS:len(work) * (kk + 1) // KS] for kk in range(KS)]
         MT, NT = WM // 16, WN // 8             # mma tiles per warp
         acc = [[[tk.var(0.0) for _ in range(4)] for _ in range(NT)] for _ in range(MT)]
         nk = (K + BK - 1) // BK
         for s in range(STAGES - 1):            # prologue: tiles 0 .. STAGES-2 in flight
             with tk.if_(s < nk):
-                load_tile(s, s * BK)
+                for w in work:
+                    load_chunk(w, s, s * BK)
             tk.cp_async_commit()
-        # ldmatrix row addresses: lane l gives row l % 8 of matrix l // 8.
+        # ldmatrix rows: lane l gives row l % 8 of matrix l // 8, for a (x4) rows 0-7 /
+        # 8-15 x columns 0-7 / 8-15 of a 16 x 16 tile, for b (x4.trans) k rows 0-7 / 8-15
+        # of two 8-column tiles. The lane's element offsets inside a stage:
         mat, row = lane // 8, lane % 8
+        a_lane = (wm0 + row + 8 * (mat % 2)) * LA + 8 * (mat // 2)
+        b_lane = (row + 8 * (mat % 2)) * LB + wn0 + 8 * (mat // 2)
+
+        def fragments(stage, kk):
+            """The a and b fragments of the k-step at column kk of ``stage``'s tile."""
+            at = a_lane + stage * (BM * LA) + kk
+            bt = b_lane + stage * (BK * LB) + kk * LB
+            af = [tk.ldmatrix(sa, at + mt * 16 * LA) for mt in range(MT)]
+            bf = []
+            for nt in range(0, NT, 2):
+                regs = tk.ldmatrix(sb, bt + nt * 8, 4, trans=True)
+                bf += [(regs[0], regs[1]), (regs[2], regs[3])]
+            return af, bf
+
+        # The fragments of a k-step are read from shared memory one step ahead of the
+        # mma that use them; step 0 of tile kt + 1 during step KS - 1 of tile kt, so they
+        # cross the loop's back edge in variables.
+        a_var = [[tk.var(0, u32) for _ in range(4)] for _ in range(MT)]
+        b_var = [[tk.var(0, u32) for _ in range(2)] for _ in range(NT)]
+
+        def keep(fr):
+            for vs, xs in zip(a_var + b_var, fr[0] + fr[1]):
+                for v, x in zip(vs, xs):
+                    v.set(x)
+
+        tk.cp_async_wait(STAGES - 2)           # tile 0 has landed
+        tk.syncthreads()
+        keep(fragments(0, 0))
         for kt in tk.range(nk):
-            tk.cp_async_wait(STAGES - 2)       # this thread's copies of tile kt are done
-            tk.syncthreads()                   # ... every thread's; and all are done with
-            nxt = kt + STAGES - 1              # tile kt-1, whose stage is refilled now
-            with tk.if_(nxt < nk):
-                load_tile(nxt % STAGES, nxt * BK)
-            tk.cp_async_commit()
             stage = kt % STAGES
-            for kk in range(0, BK, 16):
-                afrag = []
-                for mt in range(MT):           # x4: rows 0-7/8-15 x cols 0-7/8-15
-                    r = wm0 + mt * 16 + row + 8 * (mat % 2)
-                    afrag.append(tk.ldmatrix(sa, (stage * BM + r) * LA + kk + 8 * (mat // 2)))
-                bfrag = []
-                for nt in range(0, NT, 2):     # x4.trans: two 8-column tiles, k 0-7/8-15
-                    kr = kk + row + 8 * (mat % 2)
-                    regs = tk.ldmatrix(sb, (stage * BK + kr) * LB + wn0 + nt * 8
-                                       + 8 * (mat // 2), 4, trans=True)
-                    bfrag += [(regs[0], regs[1]), (regs[2], regs[3])]
+            nxt = kt + STAGES - 1              # refills the stage that tile kt - 1 used
+            cur = ([tuple(v) for v in a_var], [tuple(v) for v in b_var])
+            for kk in range(KS):
+                with tk.if_(nxt < nk):         # part kk of tile nxt's copies
+                    for w in parts[kk]:
+                        load_chunk(w, nxt % STAGES, nxt * BK)
+                if kk == KS - 1:
+                    tk.cp_async_commit()
+                    tk.cp_async_wait(STAGES - 2)   # tile kt + 1 has landed, and every
+                    tk.syncthreads()               # warp is done with tile kt - 1
+                    nfr = fragments((kt + 1) % STAGES, 0)
+                    keep(nfr)                  # (step 0 read the variables before this)
+                else:
+                    nfr = fragments(stage, (kk + 1) * 16)
                 for mt in range(MT):
                     for nt in range(NT):
-                        d = tk.mma(afrag[mt], bfrag[nt], acc[mt][nt], dtype=T)
+                        d = tk.mma(cur[0][mt], cur[1][nt], acc[mt][nt], dtype=T)
                         for v, x in zip(acc[mt][nt], d):
                             v.set(x)
+                cur = nfr
         g, t4 = lane // 4, lane % 4
         for mt in range(MT):
             for nt in range(NT):
-                for i in range(4):             # accumulator i: row g (+8), column 2 t4 (+1)
-                    r = m0 + wm0 + mt * 16 + g + 8 * (i // 2)
-                    col = n0 + wn0 + nt * 8 + 2 * t4 + i % 2
-                    with tk.if_((r < M) & (col < N)):
-                        c[r * N + col] = acc[mt][nt][i]
+                for h in range(2):             # accumulators 2h, 2h + 1: row g + 8h,
+                    r = m0 + wm0 + mt * 16 + g + 8 * h     # columns 2 t4, 2 t4 + 1
+                    col = n0 + wn0 + nt * 8 + 2 * t4
+                    x0, x1 = acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]
+                    if ALIGNED:                # N even: both columns in, or both out
+                        with tk.if_((r < M) & (col < N)):
+                            c.vstore(r * N + col, (x0, x1))
+                    else:
+                        for e, x in enumerate((x0, x1)):
+                            with tk.if_((r < M) & (col + e < N)):
+                                c[r * N + col + e] = x
 
     return gemm_mma
 
@@ -123,19 +183,23 @@ def shared_bytes(BM: int, BN: int, BK: int, STAGES: int) -> int:
 
 
 def gemm(c: object, a: object, b: object, M: int, N: int, K: int, dtype: str = "float16",
-         BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64,
-         STAGES: int = 3, **launch: object) -> None:
+         BM: int = 128, BN: int = 256, BK: int = 64, WM: int = 64, WN: int = 64,
+         STAGES: int = 4, GROUP_M: int = 8, **launch: object) -> None:
     """Launch the kernel for ``c[M, N] = a[M, K] @ b[K, N]`` (NumPy or device arrays);
-    ``launch`` goes to the launch (``target=``...)."""
+    ``launch`` goes to the launch (``target=``...). The default tile (128 x 256 x 64, 8 warps
+    of 64 x 64, 4 stages: 204 KiB of shared memory) is the fastest measured on an H200
+    (docs/benchmarks.md); small sizes on the CPU target run faster with smaller tiles."""
     threads = (BM // WM) * (BN // WN) * 32
     if BM * BK % (8 * threads) or BK * BN % (8 * threads) or BK % 16 or WM % 16 \
-            or WN % 16 or STAGES < 2:
+            or WN % 16 or BM % WM or BN % WN or STAGES < 2:
         raise ValueError(f"tile {BM}x{BN}x{BK} / warp {WM}x{WN} / {STAGES} stages: the "
                          "16-byte chunks of a tile must spread evenly over the threads")
+    if BK < 32:
+        raise ValueError(f"BK must be at least 32 (two mma k-steps of 16), got {BK}")
     aligned = K % 8 == 0 and N % 8 == 0
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
     gemm_kernel(dtype)[grid, threads, shared_bytes(BM, BN, BK, STAGES)](
-        c, a, b, M, N, K, BM, BN, BK, WM, WN, STAGES, aligned, **launch)
+        c, a, b, M, N, K, BM, BN, BK, WM, WN, STAGES, aligned, GROUP_M, **launch)
 
 
 def check(M: int, N: int, K: int, dtype: str, rng: np.random.Generator, **tile: int) -> float:
