@@ -59,34 +59,37 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
             by, bx = first + pid % (GROUP_M * gx) % rows, pid % (GROUP_M * gx) // rows
         m0, n0 = by * BM, bx * BN
 
-        # Copies global -> shared: 16-byte chunks (8 elements) of a row, thread tid taking
-        # chunks tid, tid + nthreads, ... of the tile; row r, column col of chunk i.
-        def chunk_at(i, cols):
-            per_row = cols // 8
-            if nthreads % per_row == 0:        # (tid + i n) // per_row, without a division
-                return tid // per_row + i * (nthreads // per_row), tid % per_row * 8
-            ch = tid + i * nthreads
-            return ch // per_row, ch % per_row * 8
-
+        # Copies global -> shared in 16-byte chunks (8 elements): thread tid copies chunk
+        # column tid % (cols / 8) of rows tid // (cols / 8) + i P (P = nthreads / (cols / 8),
+        # i = 0, 1 ...), so each thread's chunks of a tile lie a constant apart.
         NA, NB = BM * BK // 8 // nthreads, BK * BN // 8 // nthreads
-        ra, ca = chunk_at(0, BK)
-        rb, cb = chunk_at(0, BN)
+        PA, PB = nthreads // (BK // 8), nthreads // (BN // 8)
+        ra, ca = tid // (BK // 8), tid % (BK // 8) * 8
+        rb, cb = tid // (BN // 8), tid % (BN // 8) * 8
+        a_dst, b_dst = ra * LA + ca, rb * LB + cb          # chunk 0 inside a stage
+        a_src, b_src = (m0 + ra) * K + ca, rb * N + n0 + cb  # chunk 0 of the tile at k 0
+        a_step, b_step = PA * K, PB * N                    # from chunk i to i + 1
 
-        def load_chunk(which, stage, k0):
-            """Start chunk ``which`` = ("a" | "b", i) of tile k0 (a[m0:m0+BM, k0:k0+BK] or
-            b[k0:k0+BK, n0:n0+BN]) into ``stage``: zeros past the matrix's edges."""
+        def load_chunk(which, stage, k0, k0n, check=True):
+            """Start chunk ``which`` = ("a" | "b", i) of the tile at column (a) / row (b)
+            k0 (k0n = k0 N) into ``stage``: zeros past the matrix's edges (``check=False``:
+            the tile is known to lie inside both matrices)."""
             kind, i = which
-            if kind == "a":
-                r, col = chunk_at(i, BK)
-                dst, src, at = sa, a, stage * (BM * LA) + r * LA + col
-                src_at, ok = (m0 + r) * K + k0 + col, (m0 + r < M) & (k0 + col < K)
-                last = (k0 + col, K)           # the row's end, for the unaligned path
-            else:
-                r, col = chunk_at(i, BN)
-                dst, src, at = sb, b, stage * (BK * LB) + r * LB + col
-                src_at, ok = (k0 + r) * N + n0 + col, (k0 + r < K) & (n0 + col < N)
-                last = (n0 + col, N)
-            if ALIGNED:
+            if kind == "a":                    # a[m0 + ra + i PA, k0 + ca ...]
+                dst, src = sa, a
+                at = stage * (BM * LA) + a_dst + i * PA * LA
+                src_at = a_src + k0 + a_step * i
+                ok = (m0 + ra + i * PA < M) & (k0 + ca < K)
+                last = (k0 + ca, K)            # the row's end, for the unaligned path
+            else:                              # b[k0 + rb + i PB, n0 + cb ...]
+                dst, src = sb, b
+                at = stage * (BK * LB) + b_dst + i * PB * LB
+                src_at = b_src + k0n + b_step * i
+                ok = (k0 + rb + i * PB < K) & (n0 + cb < N)
+                last = (n0 + cb, N)
+            if not check:
+                tk.cp_async(dst, at, src, src_at, 16)
+            elif ALIGNED:
                 tk.cp_async(dst, at, src, tk.where(ok, src_at, 0), 16, tk.where(ok, 16, 0))
             else:
                 for e in range(8):
@@ -103,7 +106,7 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         for s in range(STAGES - 1):            # prologue: tiles 0 .. STAGES-2 in flight
             with tk.if_(s < nk):
                 for w in work:
-                    load_chunk(w, s, s * BK)
+                    load_chunk(w, s, s * BK, s * BK * N)
             tk.cp_async_commit()
         # ldmatrix rows: lane l gives row l % 8 of matrix l // 8, for a (x4) rows 0-7 /
         # 8-15 x columns 0-7 / 8-15 of a 16 x 16 tile, for b (x4.trans) k rows 0-7 / 8-15
@@ -137,28 +140,39 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         tk.cp_async_wait(STAGES - 2)           # tile 0 has landed
         tk.syncthreads()
         keep(fragments(0, 0))
+        stage = tk.var(0, u32)                 # tile kt's stage: kt % STAGES
+        inside = (m0 + BM <= M) & (n0 + BN <= N)   # the block's tiles need no checks in M, N
         for kt in tk.range(nk):
-            stage = kt % STAGES
             nxt = kt + STAGES - 1              # refills the stage that tile kt - 1 used
+            refill = tk.where(stage == 0, STAGES - 1, stage - 1)
+            k0 = nxt * BK
+            k0n = k0 * N
+            after = tk.where(stage == STAGES - 1, 0, stage + 1)
             cur = ([tuple(v) for v in a_var], [tuple(v) for v in b_var])
             for kk in range(KS):
-                with tk.if_(nxt < nk):         # part kk of tile nxt's copies
+                if kk < KS - 1:                # read ahead first, then start copies
+                    nfr = fragments(stage, (kk + 1) * 16)
+                # Part kk of tile nxt's copies; without bounds checks where the whole tile
+                # lies inside a and b (k0 + BK <= K implies nxt < nk).
+                with tk.if_(inside & (k0 + BK <= K) if ALIGNED else False):
                     for w in parts[kk]:
-                        load_chunk(w, nxt % STAGES, nxt * BK)
+                        load_chunk(w, refill, k0, k0n, check=False)
+                with tk.elif_(nxt < nk):
+                    for w in parts[kk]:
+                        load_chunk(w, refill, k0, k0n)
                 if kk == KS - 1:
                     tk.cp_async_commit()
                     tk.cp_async_wait(STAGES - 2)   # tile kt + 1 has landed, and every
                     tk.syncthreads()               # warp is done with tile kt - 1
-                    nfr = fragments((kt + 1) % STAGES, 0)
+                    nfr = fragments(after, 0)
                     keep(nfr)                  # (step 0 read the variables before this)
-                else:
-                    nfr = fragments(stage, (kk + 1) * 16)
-                for mt in range(MT):
-                    for nt in range(NT):
+                for mt in range(MT):           # serpentine: b fragments reused at the turn
+                    for nt in (range(NT) if mt % 2 == 0 else range(NT - 1, -1, -1)):
                         d = tk.mma(cur[0][mt], cur[1][nt], acc[mt][nt], dtype=T)
                         for v, x in zip(acc[mt][nt], d):
                             v.set(x)
                 cur = nfr
+            stage.set(after)
         g, t4 = lane // 4, lane % 4
         for mt in range(MT):
             for nt in range(NT):
@@ -194,6 +208,10 @@ def gemm(c: object, a: object, b: object, M: int, N: int, K: int, dtype: str = "
             or WN % 16 or BM % WM or BN % WN or STAGES < 2:
         raise ValueError(f"tile {BM}x{BN}x{BK} / warp {WM}x{WN} / {STAGES} stages: the "
                          "16-byte chunks of a tile must spread evenly over the threads")
+    if threads % (BK // 8) or threads % (BN // 8):
+        raise ValueError(f"tile {BM}x{BN}x{BK} with {threads} threads: the threads must "
+                         "cover whole rows of 16-byte chunks (BK / 8 and BN / 8 must divide "
+                         "the thread count)")
     if BK < 32:
         raise ValueError(f"BK must be at least 32 (two mma k-steps of 16), got {BK}")
     aligned = K % 8 == 0 and N % 8 == 0
