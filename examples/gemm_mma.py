@@ -145,33 +145,45 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         for kt in tk.range(nk):
             nxt = kt + STAGES - 1              # refills the stage that tile kt - 1 used
             refill = tk.where(stage == 0, STAGES - 1, stage - 1)
+            after = tk.where(stage == STAGES - 1, 0, stage + 1)
             k0 = nxt * BK
             k0n = k0 * N
-            after = tk.where(stage == STAGES - 1, 0, stage + 1)
-            cur = ([tuple(v) for v in a_var], [tuple(v) for v in b_var])
-            for kk in range(KS):
-                if kk < KS - 1:                # read ahead first, then start copies
-                    nfr = fragments(stage, (kk + 1) * 16)
-                # Part kk of tile nxt's copies; without bounds checks where the whole tile
-                # lies inside a and b (k0 + BK <= K implies nxt < nk).
-                with tk.if_(inside & (k0 + BK <= K) if ALIGNED else False):
-                    for w in parts[kk]:
-                        load_chunk(w, refill, k0, k0n, check=False)
-                with tk.elif_(nxt < nk):
-                    for w in parts[kk]:
-                        load_chunk(w, refill, k0, k0n)
-                if kk == KS - 1:
-                    tk.cp_async_commit()
-                    tk.cp_async_wait(STAGES - 2)   # tile kt + 1 has landed, and every
-                    tk.syncthreads()               # warp is done with tile kt - 1
-                    nfr = fragments(after, 0)
-                    keep(nfr)                  # (step 0 read the variables before this)
-                for mt in range(MT):           # serpentine: b fragments reused at the turn
-                    for nt in (range(NT) if mt % 2 == 0 else range(NT - 1, -1, -1)):
-                        d = tk.mma(cur[0][mt], cur[1][nt], acc[mt][nt], dtype=T)
-                        for v, x in zip(acc[mt][nt], d):
-                            v.set(x)
-                cur = nfr
+            cur0 = ([tuple(v) for v in a_var], [tuple(v) for v in b_var])
+
+            def steps(check, cur=cur0, k0=k0, k0n=k0n, nxt=nxt, refill=refill, after=after):
+                """The KS k-steps of tile kt, with part kk of tile nxt's copies in step kk:
+                straight-line code (no branch), so that the compiler interleaves the copies
+                and ldmatrix with the mma; ``check``: bounds-checked copies (edge tiles)."""
+                for kk in range(KS):
+                    if kk < KS - 1:            # read ahead first, then start copies
+                        nfr = fragments(stage, (kk + 1) * 16)
+                    if check:
+                        with tk.if_(nxt < nk):
+                            for w in parts[kk]:
+                                load_chunk(w, refill, k0, k0n)
+                    else:
+                        for w in parts[kk]:
+                            load_chunk(w, refill, k0, k0n, check=False)
+                    if kk == KS - 1:
+                        tk.cp_async_commit()
+                        tk.cp_async_wait(STAGES - 2)   # tile kt + 1 has landed, and every
+                        tk.syncthreads()               # warp is done with tile kt - 1
+                        nfr = fragments(after, 0)
+                        keep(nfr)              # (step 0 read the variables before this)
+                    for mt in range(MT):       # serpentine: b fragments reused at the turn
+                        for nt in (range(NT) if mt % 2 == 0 else range(NT - 1, -1, -1)):
+                            d = tk.mma(cur[0][mt], cur[1][nt], acc[mt][nt], dtype=T)
+                            for v, x in zip(acc[mt][nt], d):
+                                v.set(x)
+                    cur = nfr
+
+            if ALIGNED:                        # the whole tile nxt inside a and b (so also
+                with tk.if_(inside & (k0 + BK <= K)):  # nxt < nk): a block-uniform branch
+                    steps(False)
+                with tk.else_():
+                    steps(True)
+            else:
+                steps(True)
             stage.set(after)
         g, t4 = lane // 4, lane % 4
         for mt in range(MT):
