@@ -19,9 +19,16 @@ import thork as tk
 
 f32, i32, u32 = tk.dt.float32, tk.dt.int32, tk.dt.uint32
 
-#: Skew (elements) added to each shared row so that the 8 rows one ldmatrix reads fall in
-#: different banks: 16 bytes, keeping rows 16-byte aligned for cp.async.
-PAD = 8
+
+
+def swizzle_key(r8: object, chunks: int) -> object:
+    """The XOR key of a shared-memory row of ``chunks`` 16-byte chunks (a power of two, at
+    least 4), from r8 = the row's index mod 8: logical chunk c of the row is stored at
+    chunk c ^ key. Any 8 consecutive rows then put one logical chunk in 8 different bank
+    groups (ldmatrix reads 8 rows at one column without conflicts), while each row stays
+    whole and 128-byte aligned, as cp.async writes it (a padded row would straddle two
+    128-byte lines of banks and cost every copy a second pass)."""
+    return r8 if chunks >= 8 else r8 // (8 // chunks) % chunks
 
 
 @functools.cache
@@ -41,10 +48,11 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         tiles of a and b in flight (dynamic shared memory, :func:`shared_bytes`). Blocks
         take the tiles GROUP_M tile rows at a time (0: row by row), so that what one wave
         of blocks reads stays in L2."""
-        LA, LB = BK + PAD, BN + PAD
-        # STAGES x BM x LA elements of a, then STAGES x BK x LB of b (flat, row-major).
+        CA, CB = BK // 8, BN // 8              # 16-byte chunks per row of a / b tile
+        # STAGES x BM x BK elements of a, then STAGES x BK x BN of b (flat, rows of chunks
+        # permuted by swizzle_key).
         sa = tk.dynamic_shared(T)
-        sb = tk.dynamic_shared(T, STAGES * BM * LA * 2)
+        sb = tk.dynamic_shared(T, STAGES * BM * BK * 2)
         nthreads = (BM // WM) * (BN // WN) * 32
         tid = tk.thread_idx().x
         lane, warp = tid % 32, tid // 32
@@ -66,7 +74,6 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         PA, PB = nthreads // (BK // 8), nthreads // (BN // 8)
         ra, ca = tid // (BK // 8), tid % (BK // 8) * 8
         rb, cb = tid // (BN // 8), tid % (BN // 8) * 8
-        a_dst, b_dst = ra * LA + ca, rb * LB + cb          # chunk 0 inside a stage
         a_src, b_src = (m0 + ra) * K + ca, rb * N + n0 + cb  # chunk 0 of the tile at k 0
         a_step, b_step = PA * K, PB * N                    # from chunk i to i + 1
 
@@ -77,13 +84,17 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
             kind, i = which
             if kind == "a":                    # a[m0 + ra + i PA, k0 + ca ...]
                 dst, src = sa, a
-                at = stage * (BM * LA) + a_dst + i * PA * LA
+                r8 = (ra + i * PA % 8) % 8
+                at = (stage * (BM * BK) + (ra + i * PA) * BK
+                      + (ca // 8 ^ swizzle_key(r8, CA)) * 8)
                 src_at = a_src + k0 + a_step * i
                 ok = (m0 + ra + i * PA < M) & (k0 + ca < K)
                 last = (k0 + ca, K)            # the row's end, for the unaligned path
             else:                              # b[k0 + rb + i PB, n0 + cb ...]
                 dst, src = sb, b
-                at = stage * (BK * LB) + b_dst + i * PB * LB
+                r8 = (rb + i * PB % 8) % 8
+                at = (stage * (BK * BN) + (rb + i * PB) * BN
+                      + (cb // 8 ^ swizzle_key(r8, CB)) * 8)
                 src_at = b_src + k0n + b_step * i
                 ok = (k0 + rb + i * PB < K) & (n0 + cb < N)
                 last = (n0 + cb, N)
@@ -110,19 +121,21 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
             tk.cp_async_commit()
         # ldmatrix rows: lane l gives row l % 8 of matrix l // 8, for a (x4) rows 0-7 /
         # 8-15 x columns 0-7 / 8-15 of a 16 x 16 tile, for b (x4.trans) k rows 0-7 / 8-15
-        # of two 8-column tiles. The lane's element offsets inside a stage:
+        # of two 8-column tiles. Every row a lane reads is row (mod 8) of its 8-row block:
         mat, row = lane // 8, lane % 8
-        a_lane = (wm0 + row + 8 * (mat % 2)) * LA + 8 * (mat // 2)
-        b_lane = (row + 8 * (mat % 2)) * LB + wn0 + 8 * (mat // 2)
+        a_row = (wm0 + row + 8 * (mat % 2)) * BK     # + 16 mt rows
+        b_row = (row + 8 * (mat % 2)) * BN           # + kk rows
+        a_key, b_key = swizzle_key(row, CA), swizzle_key(row, CB)
 
         def fragments(stage, kk):
             """The a and b fragments of the k-step at column kk of ``stage``'s tile."""
-            at = a_lane + stage * (BM * LA) + kk
-            bt = b_lane + stage * (BK * LB) + kk * LB
-            af = [tk.ldmatrix(sa, at + mt * 16 * LA) for mt in range(MT)]
+            ac = (kk // 8 + mat // 2 ^ a_key) * 8    # the lane's chunk, as stored
+            af = [tk.ldmatrix(sa, stage * (BM * BK) + a_row + mt * 16 * BK + ac)
+                  for mt in range(MT)]
             bf = []
             for nt in range(0, NT, 2):
-                regs = tk.ldmatrix(sb, bt + nt * 8, 4, trans=True)
+                bc = ((wn0 + nt * 8) // 8 + mat // 2 ^ b_key) * 8
+                regs = tk.ldmatrix(sb, stage * (BK * BN) + b_row + kk * BN + bc, 4, trans=True)
                 bf += [(regs[0], regs[1]), (regs[2], regs[3])]
             return af, bf
 
@@ -204,8 +217,8 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
 
 
 def shared_bytes(BM: int, BN: int, BK: int, STAGES: int) -> int:
-    """Dynamic shared memory of one block: STAGES tiles of a and b, rows skewed by PAD."""
-    return STAGES * (BM * (BK + PAD) + BK * (BN + PAD)) * 2
+    """Dynamic shared memory of one block, bytes: STAGES tiles of a and b (16-bit)."""
+    return STAGES * (BM * BK + BK * BN) * 2
 
 
 def gemm(c: object, a: object, b: object, M: int, N: int, K: int, dtype: str = "float16",
@@ -226,6 +239,9 @@ def gemm(c: object, a: object, b: object, M: int, N: int, K: int, dtype: str = "
                          "the thread count)")
     if BK < 32:
         raise ValueError(f"BK must be at least 32 (two mma k-steps of 16), got {BK}")
+    if BK & (BK - 1) or BN & (BN - 1) or BN < 32:
+        raise ValueError(f"BK and BN must be powers of two, BN at least 32 (the shared "
+                         f"layout's swizzle), got BK={BK}, BN={BN}")
     aligned = K % 8 == 0 and N % 8 == 0
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
     gemm_kernel(dtype)[grid, threads, shared_bytes(BM, BN, BK, STAGES)](
