@@ -40,17 +40,20 @@ CHAINS = 8  # independent accumulators per warp: enough to cover the mma latency
 #: Dense fp16/bf16 tensor-core peak of an H200 SXM, TFLOP/s: NVIDIA's H200 datasheet gives
 #: 1,979 TFLOPS "with sparsity"; dense is half. Only for the H200 (the device name says).
 H200_DENSE_PEAK = 989.5
-#: GEMM tilings tried (BM, BN, BK, WM, WN, STAGES, GROUP_M).
-CONFIGS = ((128, 256, 64, 64, 64, 4, 8), (256, 128, 64, 64, 64, 3, 8),
-           (256, 128, 64, 64, 64, 4, 8), (128, 256, 32, 64, 64, 4, 8))
+#: GEMM tilings tried (BM, BN, BK, WM, WN, STAGES, GROUP_M, SWIZZLE): the four fastest of
+#: session 9's sweeps (padded shared rows), and two with swizzled rows (not yet measured).
+CONFIGS = ((128, 256, 64, 64, 64, 4, 8, 0), (256, 128, 64, 64, 64, 3, 8, 0),
+           (256, 128, 64, 64, 64, 4, 8, 0), (128, 256, 32, 64, 64, 4, 8, 0),
+           (128, 256, 64, 64, 64, 4, 8, 1), (256, 128, 64, 64, 64, 3, 8, 1))
 #: With --sweep: CONFIGS and more (k depth, stages, tile order).
-SWEEP = CONFIGS + ((128, 256, 32, 64, 64, 6, 8), (128, 256, 64, 64, 64, 3, 8),
-                   (128, 256, 64, 64, 64, 4, 0), (256, 128, 64, 64, 64, 3, 16))
+SWEEP = CONFIGS + ((128, 256, 32, 64, 64, 6, 8, 0), (128, 256, 64, 64, 64, 3, 8, 0),
+                   (128, 256, 64, 64, 64, 4, 0, 0), (256, 128, 64, 64, 64, 3, 16, 0),
+                   (128, 256, 32, 64, 64, 4, 8, 1))
 
 
 def _label(cfg: tuple[int, ...]) -> str:
-    bm, bn, bk, _, _, st, g = cfg
-    return f"{bm}x{bn}x{bk}/{st}" + (f" g{g}" if g != 8 else "")
+    bm, bn, bk, _, _, st, g, sw = cfg
+    return f"{bm}x{bn}x{bk}/{st}" + (f" g{g}" if g != 8 else "") + (" swz" if sw else "")
 
 
 def precompile(mod: Any, configs: Any) -> None:
@@ -59,8 +62,8 @@ def precompile(mod: Any, configs: Any) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     kernels = [mod.gemm_kernel(name).specialize(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, STAGES=st,
-                                                 ALIGNED=True, GROUP_M=g)
-               for name in ("float16", "bfloat16") for bm, bn, bk, wm, wn, st, g in configs]
+                                                 ALIGNED=True, GROUP_M=g, SWIZZLE=bool(sw))
+               for name in ("float16", "bfloat16") for bm, bn, bk, wm, wn, st, g, sw in configs]
     try:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda k: k.precompile("gpu"), kernels))
@@ -207,10 +210,11 @@ def check_build() -> int:
     for name, dt in (("float16", tk.dt.float16), ("bfloat16", tk.dt.bfloat16)):
         art = ceiling_kernel(dt).artifact("sm_90")
         print(f"mma ceiling {name}: sm_90 cubin {len(art.data)} bytes")
-        for bm, bn, bk, wm, wn, st, g in CONFIGS:
-            k = mod.gemm_kernel(name).specialize(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn,
-                                                 STAGES=st, ALIGNED=True, GROUP_M=g)
-            print(f"gemm {name} {_label((bm, bn, bk, wm, wn, st, g))}: sm_90 cubin "
+        for cfg in CONFIGS:
+            bm, bn, bk, wm, wn, st, g, sw = cfg
+            k = mod.gemm_kernel(name).specialize(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, STAGES=st,
+                                                 ALIGNED=True, GROUP_M=g, SWIZZLE=bool(sw))
+            print(f"gemm {name} {_label(cfg)}: sm_90 cubin "
                   f"{len(k.artifact('sm_90').data)} bytes")
     hopper = _example("gemm_wgmma")
     for name in ("float16", "bfloat16"):
@@ -347,13 +351,13 @@ def main() -> int:
             row: dict[str, Any] = {"n": n, "dtype": name, "configs": {}}
             ok = True
             for cfg in configs:
-                bm, bn, bk, wm, wn, st, g = cfg
+                bm, bn, bk, wm, wn, st, g, sw = cfg
                 kern = mod.gemm_kernel(name)[(n // bn, n // bm), (bm // wm) * (bn // wn) * 32,
-                                             mod.shared_bytes(bm, bn, bk, st)]
+                                             mod.shared_bytes(bm, bn, bk, st, bool(sw))]
 
                 def thork_fn(kern: Any = kern, c: Any = c, a: Any = a, b: Any = b,
                              n: int = n, cfg: Any = cfg) -> None:
-                    kern(c, a, b, n, n, n, *cfg[:6], True, cfg[6], target="gpu")
+                    kern(c, a, b, n, n, n, *cfg[:6], True, cfg[6], bool(cfg[7]), target="gpu")
                 c.fill_(float("nan"))
                 thork_fn()
                 good = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))

@@ -19,15 +19,18 @@ import thork as tk
 
 f32, i32, u32 = tk.dt.float32, tk.dt.int32, tk.dt.uint32
 
+#: Shared rows, padded layout: the skew (elements) added to each row so that the 8 rows one
+#: ldmatrix reads fall in different banks: 16 bytes, keeping rows 16-byte aligned.
+PAD = 8
 
 
 def swizzle_key(r8: object, chunks: int) -> object:
-    """The XOR key of a shared-memory row of ``chunks`` 16-byte chunks (a power of two, at
-    least 4), from r8 = the row's index mod 8: logical chunk c of the row is stored at
-    chunk c ^ key. Any 8 consecutive rows then put one logical chunk in 8 different bank
-    groups (ldmatrix reads 8 rows at one column without conflicts), while each row stays
-    whole and 128-byte aligned, as cp.async writes it (a padded row would straddle two
-    128-byte lines of banks and cost every copy a second pass)."""
+    """Shared rows, swizzled layout: the XOR key of a row of ``chunks`` 16-byte chunks (a
+    power of two, at least 4), from r8 = the row's index mod 8; logical chunk c of the row
+    is stored at chunk c ^ key. Any 8 consecutive rows then hold one logical chunk in 8
+    different bank groups (ldmatrix reads 8 rows at one column without conflicts), while
+    each row stays whole and 128-byte aligned as cp.async writes it (a padded row straddles
+    two 128-byte lines of banks)."""
     return r8 if chunks >= 8 else r8 // (8 // chunks) % chunks
 
 
@@ -42,17 +45,22 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
                  BN: tk.Constexpr[int] = 256, BK: tk.Constexpr[int] = 64,
                  WM: tk.Constexpr[int] = 64, WN: tk.Constexpr[int] = 64,
                  STAGES: tk.Constexpr[int] = 4, ALIGNED: tk.Constexpr[bool] = True,
-                 GROUP_M: tk.Constexpr[int] = 8):
+                 GROUP_M: tk.Constexpr[int] = 8, SWIZZLE: tk.Constexpr[bool] = False):
         """``c[M, N] = a[M, K] @ b[K, N]``: a BM x BN tile per block of
         (BM / WM) * (BN / WN) warps, each warp a WM x WN tile of 16 x 8 mma tiles; STAGES
         tiles of a and b in flight (dynamic shared memory, :func:`shared_bytes`). Blocks
         take the tiles GROUP_M tile rows at a time (0: row by row), so that what one wave
-        of blocks reads stays in L2."""
+        of blocks reads stays in L2. Shared rows padded by PAD, or (SWIZZLE) unpadded with
+        their 16-byte chunks permuted by :func:`swizzle_key`."""
         CA, CB = BK // 8, BN // 8              # 16-byte chunks per row of a / b tile
-        # STAGES x BM x BK elements of a, then STAGES x BK x BN of b (flat, rows of chunks
-        # permuted by swizzle_key).
+        LA, LB = (BK, BN) if SWIZZLE else (BK + PAD, BN + PAD)     # elements per row
+        # STAGES x BM x LA elements of a, then STAGES x BK x LB of b (flat, row-major).
         sa = tk.dynamic_shared(T)
-        sb = tk.dynamic_shared(T, STAGES * BM * BK * 2)
+        sb = tk.dynamic_shared(T, STAGES * BM * LA * 2)
+
+        def chunk_at(r8, ch, chunks):
+            """Element offset, inside its row, of logical chunk ch of a row r (r8 = r % 8)."""
+            return (ch ^ swizzle_key(r8, chunks)) * 8 if SWIZZLE else ch * 8
         nthreads = (BM // WM) * (BN // WN) * 32
         tid = tk.thread_idx().x
         lane, warp = tid % 32, tid // 32
@@ -75,6 +83,7 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         ra, ca = tid // (BK // 8), tid % (BK // 8) * 8
         rb, cb = tid // (BN // 8), tid % (BN // 8) * 8
         a_src, b_src = (m0 + ra) * K + ca, rb * N + n0 + cb  # chunk 0 of the tile at k 0
+        a_dst, b_dst = ra * LA + ca, rb * LB + cb          # chunk 0 in a (padded) stage
         a_step, b_step = PA * K, PB * N                    # from chunk i to i + 1
 
         def load_chunk(which, stage, k0, k0n, check=True):
@@ -84,17 +93,21 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
             kind, i = which
             if kind == "a":                    # a[m0 + ra + i PA, k0 + ca ...]
                 dst, src = sa, a
-                r8 = (ra + i * PA % 8) % 8
-                at = (stage * (BM * BK) + (ra + i * PA) * BK
-                      + (ca // 8 ^ swizzle_key(r8, CA)) * 8)
+                if SWIZZLE:
+                    r8 = (ra + i * PA % 8) % 8
+                    at = stage * (BM * LA) + (ra + i * PA) * LA + chunk_at(r8, ca // 8, CA)
+                else:
+                    at = stage * (BM * LA) + a_dst + i * PA * LA
                 src_at = a_src + k0 + a_step * i
                 ok = (m0 + ra + i * PA < M) & (k0 + ca < K)
                 last = (k0 + ca, K)            # the row's end, for the unaligned path
             else:                              # b[k0 + rb + i PB, n0 + cb ...]
                 dst, src = sb, b
-                r8 = (rb + i * PB % 8) % 8
-                at = (stage * (BK * BN) + (rb + i * PB) * BN
-                      + (cb // 8 ^ swizzle_key(r8, CB)) * 8)
+                if SWIZZLE:
+                    r8 = (rb + i * PB % 8) % 8
+                    at = stage * (BK * LB) + (rb + i * PB) * LB + chunk_at(r8, cb // 8, CB)
+                else:
+                    at = stage * (BK * LB) + b_dst + i * PB * LB
                 src_at = b_src + k0n + b_step * i
                 ok = (k0 + rb + i * PB < K) & (n0 + cb < N)
                 last = (n0 + cb, N)
@@ -123,19 +136,25 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         # 8-15 x columns 0-7 / 8-15 of a 16 x 16 tile, for b (x4.trans) k rows 0-7 / 8-15
         # of two 8-column tiles. Every row a lane reads is row (mod 8) of its 8-row block:
         mat, row = lane // 8, lane % 8
-        a_row = (wm0 + row + 8 * (mat % 2)) * BK     # + 16 mt rows
-        b_row = (row + 8 * (mat % 2)) * BN           # + kk rows
-        a_key, b_key = swizzle_key(row, CA), swizzle_key(row, CB)
+        a_row = (wm0 + row + 8 * (mat % 2)) * LA     # + 16 mt rows
+        b_row = (row + 8 * (mat % 2)) * LB           # + kk rows
+        a_lane = a_row + 8 * (mat // 2)              # padded: the lane's element offsets
+        b_lane = b_row + wn0 + 8 * (mat // 2)
 
         def fragments(stage, kk):
             """The a and b fragments of the k-step at column kk of ``stage``'s tile."""
-            ac = (kk // 8 + mat // 2 ^ a_key) * 8    # the lane's chunk, as stored
-            af = [tk.ldmatrix(sa, stage * (BM * BK) + a_row + mt * 16 * BK + ac)
-                  for mt in range(MT)]
+            if SWIZZLE:
+                ac = stage * (BM * LA) + a_row + chunk_at(row, kk // 8 + mat // 2, CA)
+                bcs = [stage * (BK * LB) + b_row + kk * LB
+                       + chunk_at(row, (wn0 + nt * 8) // 8 + mat // 2, CB)
+                       for nt in range(0, NT, 2)]
+            else:
+                ac = a_lane + stage * (BM * LA) + kk
+                bcs = [b_lane + stage * (BK * LB) + kk * LB + nt * 8 for nt in range(0, NT, 2)]
+            af = [tk.ldmatrix(sa, ac + mt * 16 * LA) for mt in range(MT)]
             bf = []
-            for nt in range(0, NT, 2):
-                bc = ((wn0 + nt * 8) // 8 + mat // 2 ^ b_key) * 8
-                regs = tk.ldmatrix(sb, stage * (BK * BN) + b_row + kk * BN + bc, 4, trans=True)
+            for bc in bcs:
+                regs = tk.ldmatrix(sb, bc, 4, trans=True)
                 bf += [(regs[0], regs[1]), (regs[2], regs[3])]
             return af, bf
 
@@ -216,18 +235,22 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
     return gemm_mma
 
 
-def shared_bytes(BM: int, BN: int, BK: int, STAGES: int) -> int:
-    """Dynamic shared memory of one block, bytes: STAGES tiles of a and b (16-bit)."""
-    return STAGES * (BM * BK + BK * BN) * 2
+def shared_bytes(BM: int, BN: int, BK: int, STAGES: int, SWIZZLE: bool = False) -> int:
+    """Dynamic shared memory of one block, bytes: STAGES tiles of a and b (16-bit), rows
+    padded by PAD unless swizzled."""
+    pad = 0 if SWIZZLE else PAD
+    return STAGES * (BM * (BK + pad) + BK * (BN + pad)) * 2
 
 
 def gemm(c: object, a: object, b: object, M: int, N: int, K: int, dtype: str = "float16",
          BM: int = 128, BN: int = 256, BK: int = 64, WM: int = 64, WN: int = 64,
-         STAGES: int = 4, GROUP_M: int = 8, **launch: object) -> None:
+         STAGES: int = 4, GROUP_M: int = 8, SWIZZLE: bool = False,
+         **launch: object) -> None:
     """Launch the kernel for ``c[M, N] = a[M, K] @ b[K, N]`` (NumPy or device arrays);
     ``launch`` goes to the launch (``target=``...). The default tile (128 x 256 x 64, 8 warps
-    of 64 x 64, 4 stages: 204 KiB of shared memory) is the fastest measured on an H200
-    (docs/benchmarks.md); small sizes on the CPU target run faster with smaller tiles."""
+    of 64 x 64, 4 stages: 204 KiB of shared memory) is among the fastest measured on an
+    H200 (docs/benchmarks.md); small sizes on the CPU target run faster with smaller tiles.
+    ``SWIZZLE``: XOR-swizzled shared rows instead of padded ones (:func:`swizzle_key`)."""
     threads = (BM // WM) * (BN // WN) * 32
     if BM * BK % (8 * threads) or BK * BN % (8 * threads) or BK % 16 or WM % 16 \
             or WN % 16 or BM % WM or BN % WN or STAGES < 2:
@@ -239,13 +262,13 @@ def gemm(c: object, a: object, b: object, M: int, N: int, K: int, dtype: str = "
                          "the thread count)")
     if BK < 32:
         raise ValueError(f"BK must be at least 32 (two mma k-steps of 16), got {BK}")
-    if BK & (BK - 1) or BN & (BN - 1) or BN < 32:
-        raise ValueError(f"BK and BN must be powers of two, BN at least 32 (the shared "
-                         f"layout's swizzle), got BK={BK}, BN={BN}")
+    if SWIZZLE and (BK & (BK - 1) or BN & (BN - 1) or BN < 32):
+        raise ValueError(f"SWIZZLE: BK and BN must be powers of two, BN at least 32 (rows "
+                         f"of 4, 8, 16... chunks), got BK={BK}, BN={BN}")
     aligned = K % 8 == 0 and N % 8 == 0
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
-    gemm_kernel(dtype)[grid, threads, shared_bytes(BM, BN, BK, STAGES)](
-        c, a, b, M, N, K, BM, BN, BK, WM, WN, STAGES, aligned, GROUP_M, **launch)
+    gemm_kernel(dtype)[grid, threads, shared_bytes(BM, BN, BK, STAGES, SWIZZLE)](
+        c, a, b, M, N, K, BM, BN, BK, WM, WN, STAGES, aligned, GROUP_M, SWIZZLE, **launch)
 
 
 def check(M: int, N: int, K: int, dtype: str, rng: np.random.Generator, **tile: int) -> float:

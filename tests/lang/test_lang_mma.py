@@ -296,13 +296,16 @@ def test_gemm_example_default_tiles(target, rng, dtype, stages, size):
 @pytest.mark.parametrize("dtype,size,tile", [
     ("float16", (163, 104, 200), dict(STAGES=3, GROUP_M=4)),
     ("bfloat16", (70, 97, 83), dict(STAGES=2, GROUP_M=0)),
-    ("float16", (40, 72, 48), dict(STAGES=4, GROUP_M=3, BK=64))],
-    ids=["grouped", "row-order-unaligned", "short-k"])
+    ("float16", (40, 72, 48), dict(STAGES=4, GROUP_M=3, BK=64)),
+    ("bfloat16", (163, 104, 200), dict(STAGES=3, GROUP_M=4, SWIZZLE=True)),
+    ("float16", (70, 97, 83), dict(STAGES=2, GROUP_M=0, SWIZZLE=True, BN=64, WN=32))],
+    ids=["grouped", "row-order-unaligned", "short-k", "swizzled", "swizzled-unaligned"])
 def test_gemm_example_many_tiles(target, rng, dtype, size, tile):
     """Small tiles (32 x 32 x 32, 4 warps of 16 x 16), so that the grid has many blocks:
     the grouped tile order with a last group of fewer rows (6 tile rows, groups of 4), the
-    plain order, a pipeline deeper than the k tiles with BK = 64 (4 k-steps); every element
-    written once (poisoned output) and within the bound."""
+    plain order, a pipeline deeper than the k tiles with BK = 64 (4 k-steps), the swizzled
+    shared layout (rows of 4 and 8 chunks); every element written once (poisoned output)
+    and within the bound."""
     mod = _example()
     M, N, K = size
     a = rng.standard_normal((M, K)).astype(NP[dtype])
@@ -321,6 +324,9 @@ def test_gemm_example_rejects_uneven_tiles():
         mod.gemm(None, None, None, 8, 8, 8, BM=32, BN=32, BK=16, WM=16, WN=16)
     with pytest.raises(ValueError, match="BK must be at least 32.*got 16"):
         mod.gemm(None, None, None, 8, 8, 8, BM=16, BN=16, BK=16, WM=16, WN=16)
+    with pytest.raises(ValueError, match="SWIZZLE: BK and BN must be powers of two.*BK=48"):
+        mod.gemm(None, None, None, 8, 8, 8, BM=32, BN=96, BK=48, WM=16, WN=32,
+                 SWIZZLE=True)
 
 
 def test_mma_compile_nvcc_clang_and_arch_floor():
