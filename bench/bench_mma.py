@@ -3,9 +3,10 @@
 1. A register-only microbenchmark: every warp issues ``tk.mma`` (m16n8k16, fp32 accumulate)
    on 8 independent accumulator chains in a loop, nothing else; TFLOP/s of the whole GPU is
    the ceiling of that instruction here.
-2. The Thork GEMM (examples/gemm_mma.py: 128 x 128 or 128 x 256 block tiles of warps of
-   64 x 64, a 3- or 4-stage cp.async pipeline, ldmatrix, mma; float32 output; the best of
-   the configurations in CONFIGS is reported, each listed) at 4096^3 and 8192^3, fp16
+2. The Thork GEMM (examples/gemm_mma.py: 128 x 256 (or 256 x 128, 128 x 128) block tiles
+   of warps of 64 x 64, a 3- or 4-stage cp.async pipeline, ldmatrix, mma, grouped tile
+   order; float32 output; the best of the configurations in CONFIGS, or with --sweep in
+   SWEEP, is reported, each listed) at 4096^3 and 8192^3, fp16
    and bf16, in TFLOP/s, as a fraction of the ceiling, of ``torch.matmul`` (cuBLAS,
    fp16/bf16 output) and of Triton's matmul tutorial kernel (re-typed below, one fixed
    configuration of the tutorial's autotune list, fp16/bf16 output). Each result is
@@ -21,7 +22,7 @@ Triton). torch and Triton are optional: their columns are left empty without the
    WGMMA_ROUNDS rounds of alternating order (the GPU's clock falls as it warms: whatever
    runs later would lose), each a median; the rows give the medians over rounds.
 
-    python bench/bench_mma.py --out DIR [--quick]
+    python bench/bench_mma.py --out DIR [--quick] [--sweep] [--no-wgmma]
     python bench/bench_mma.py --check     # no GPU: build the kernels for sm_90(a) only
 """
 
@@ -42,8 +43,35 @@ CHAINS = 8  # independent accumulators per warp: enough to cover the mma latency
 #: Dense fp16/bf16 tensor-core peak of an H200 SXM, TFLOP/s: NVIDIA's H200 datasheet gives
 #: 1,979 TFLOPS "with sparsity"; dense is half. Only for the H200 (the device name says).
 H200_DENSE_PEAK = 989.5
-#: GEMM tilings tried (BM, BN, BK, WM, WN, STAGES).
-CONFIGS = ((128, 128, 32, 64, 64, 4), (128, 256, 32, 64, 64, 3), (256, 128, 32, 64, 64, 3))
+#: GEMM tilings tried (BM, BN, BK, WM, WN, STAGES, GROUP_M, SWIZZLE): the four fastest of
+#: session 9's sweeps (padded shared rows), and two with swizzled rows (not yet measured).
+CONFIGS = ((128, 256, 64, 64, 64, 4, 8, 0), (256, 128, 64, 64, 64, 3, 8, 0),
+           (256, 128, 64, 64, 64, 4, 8, 0), (128, 256, 32, 64, 64, 4, 8, 0),
+           (128, 256, 64, 64, 64, 4, 8, 1), (256, 128, 64, 64, 64, 3, 8, 1))
+#: With --sweep: CONFIGS and more (k depth, stages, tile order).
+SWEEP = CONFIGS + ((128, 256, 32, 64, 64, 6, 8, 0), (128, 256, 64, 64, 64, 3, 8, 0),
+                   (128, 256, 64, 64, 64, 4, 0, 0), (256, 128, 64, 64, 64, 3, 16, 0),
+                   (128, 256, 32, 64, 64, 4, 8, 1))
+
+
+def _label(cfg: tuple[int, ...]) -> str:
+    bm, bn, bk, _, _, st, g, sw = cfg
+    return f"{bm}x{bn}x{bk}/{st}" + (f" g{g}" if g != 8 else "") + (" swz" if sw else "")
+
+
+def precompile(mod: Any, configs: Any) -> None:
+    """Build every (dtype, configuration) kernel for this GPU, several at a time (threads;
+    the compilers run outside the GIL), so that the timed loop finds them in the cache."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    kernels = [mod.gemm_kernel(name).specialize(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, STAGES=st,
+                                                 ALIGNED=True, GROUP_M=g, SWIZZLE=bool(sw))
+               for name in ("float16", "bfloat16") for bm, bn, bk, wm, wn, st, g, sw in configs]
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda k: k.precompile("gpu"), kernels))
+    except Exception as exc:  # noqa: BLE001 - the launches compile what is missing
+        print(f"precompile: {type(exc).__name__}: {exc}"[:300])
 
 
 #: Hopper GEMM configurations tried: examples/gemm_wgmma.prepare's keywords by name (the
@@ -90,6 +118,56 @@ def ceiling_kernel(dtype: Any) -> tk.Kernel:
                 total += v
         out[tk.block_idx().x * tk.block_dim().x + tid] = total
     return mma_peak
+
+
+def operand_kernel(dtype: Any) -> tk.Kernel:
+    """The GEMM's inner loop with no global memory: 8 warps of 64 x 64 read one 128 x 64
+    tile of a and one 64 x 256 tile of b from shared memory (the GEMM's padded layout)
+    through ldmatrix into fragments and multiply them, ``iters`` times: the ceiling of the
+    ldmatrix + mma operand path at the GEMM's occupancy (one block of 8 warps per SM)."""
+    BM, BK = 128, 64
+    LA, LB = BK + 8, 256 + 8                  # rows skewed by 16 bytes, as in the GEMM
+
+    @tk.jit
+    def mma_smem(out: tk.DevicePointer[f32], iters: i32):
+        """Every warp: iters x (BK / 16) k-steps of 4 x ldmatrix.x4 (a), 4 x
+        ldmatrix.x4.trans (b) and 32 mma."""
+        sa = tk.dynamic_shared(dtype)
+        sb = tk.dynamic_shared(dtype, BM * LA * 2)
+        tid = tk.thread_idx().x
+        for i in range((BM * LA + BK * LB) // 256 + 1):   # small values, no zeros
+            at = tid + i * 256
+            x = tk.cast(at % 7, f32) * 0.125 - 0.375
+            with tk.if_(at < BM * LA):
+                sa[at] = x
+            with tk.if_((at >= BM * LA) & (at < BM * LA + BK * LB)):
+                sb[at - BM * LA] = x
+        tk.syncthreads()
+        lane, warp = tid % 32, tid // 32
+        wm0, wn0 = warp // 4 * 64, warp % 4 * 64
+        mat, row = lane // 8, lane % 8
+        a_lane = (wm0 + row + 8 * (mat % 2)) * LA + 8 * (mat // 2)
+        b_lane = (row + 8 * (mat % 2)) * LB + wn0 + 8 * (mat // 2)
+        acc = [[[tk.var(0.0) for _ in range(4)] for _ in range(8)] for _ in range(4)]
+        for _ in tk.range(iters):
+            for kk in range(0, BK, 16):
+                af = [tk.ldmatrix(sa, a_lane + kk + mt * 16 * LA) for mt in range(4)]
+                bf = []
+                for nt in range(0, 8, 2):
+                    regs = tk.ldmatrix(sb, b_lane + kk * LB + nt * 8, 4, trans=True)
+                    bf += [(regs[0], regs[1]), (regs[2], regs[3])]
+                for mt in range(4):
+                    for nt in range(8):
+                        d = tk.mma(af[mt], bf[nt], acc[mt][nt], dtype=dtype)
+                        for v, x in zip(acc[mt][nt], d):
+                            v.set(x)
+        total = tk.var(0.0)
+        for m in acc:
+            for n in m:
+                for v in n:
+                    total += v
+        out[tk.block_idx().x * 256 + tid] = total
+    return mma_smem
 
 
 # -- Triton's matmul tutorial kernel (re-typed; grouped tile order, fixed configuration) --
@@ -144,10 +222,11 @@ def check_build() -> int:
     for name, dt in (("float16", tk.dt.float16), ("bfloat16", tk.dt.bfloat16)):
         art = ceiling_kernel(dt).artifact("sm_90")
         print(f"mma ceiling {name}: sm_90 cubin {len(art.data)} bytes")
-        for bm, bn, bk, wm, wn, st in CONFIGS:
-            k = mod.gemm_kernel(name).specialize(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn,
-                                                 STAGES=st, ALIGNED=True)
-            print(f"gemm {name} {bm}x{bn}x{bk}/{st}: sm_90 cubin "
+        for cfg in CONFIGS:
+            bm, bn, bk, wm, wn, st, g, sw = cfg
+            k = mod.gemm_kernel(name).specialize(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, STAGES=st,
+                                                 ALIGNED=True, GROUP_M=g, SWIZZLE=bool(sw))
+            print(f"gemm {name} {_label(cfg)}: sm_90 cubin "
                   f"{len(k.artifact('sm_90').data)} bytes")
     hopper = _example("gemm_wgmma")
     for name in ("float16", "bfloat16"):
@@ -214,6 +293,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="write bench_mma.json here")
     ap.add_argument("--quick", action="store_true", help="4096^3 only")
     ap.add_argument("--check", action="store_true", help="no GPU: build for sm_90 only")
+    ap.add_argument("--sweep", action="store_true", help="time SWEEP, not only CONFIGS")
+    ap.add_argument("--no-wgmma", action="store_true", help="leave out the Hopper GEMM")
     opts = ap.parse_args()
     if opts.check:
         return check_build()
@@ -243,7 +324,10 @@ def main() -> int:
             return sorted(times)[len(times) // 2]
 
     mod = _example()
-    hopper = _example("gemm_wgmma") if torch.cuda.get_device_capability(0) == (9, 0) else None
+    configs = SWEEP if opts.sweep else CONFIGS
+    hopper = _example("gemm_wgmma") if torch.cuda.get_device_capability(0) == (9, 0) \
+        and not opts.no_wgmma else None
+    precompile(mod, configs)
     info: dict[str, Any] = {"ceiling": {}, "gemm": [], "wgmma": []}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     dev = torch.cuda.get_device_name(0)
@@ -257,6 +341,23 @@ def main() -> int:
         flops = 2.0 * 16 * 8 * 16 * CHAINS * iters * blocks * (threads // 32)
         info["ceiling"][name] = flops / ms / 1e9
         print(f"mma.sync m16n8k16 {name} ceiling: {info['ceiling'][name]:8.1f} TFLOP/s")
+        # The same at the GEMM's occupancy (8 warps per SM), and fed from shared memory.
+        blocks, threads = sms, 256
+        out = torch.empty(blocks * threads, device="cuda", dtype=torch.float32)
+        kern = ceiling_kernel(dt)[blocks, threads]
+        ms = do_bench(lambda kern=kern, out=out, it=iters: kern(out, it, target="gpu"),
+                      return_mode="median")
+        flops = 2.0 * 16 * 8 * 16 * CHAINS * iters * blocks * (threads // 32)
+        info.setdefault("ceiling_8warps", {})[name] = flops / ms / 1e9
+        okern = operand_kernel(dt)[sms, 256, (128 * 72 + 64 * 264) * 2]
+        oiters = 1024
+        ms = do_bench(lambda k=okern, out=out, it=oiters: k(out, it, target="gpu"),
+                      return_mode="median")
+        flops = 2.0 * 128 * 256 * 64 * oiters * sms
+        info.setdefault("operand_path", {})[name] = flops / ms / 1e9
+        print(f"  at 8 warps/SM: {info['ceiling_8warps'][name]:8.1f} TFLOP/s; fed by ldmatrix "
+              f"from shared memory (the GEMM's inner loop, no global memory): "
+              f"{info['operand_path'][name]:8.1f} TFLOP/s")
 
     sizes = (4096,) if opts.quick else (4096, 8192)
     peak = H200_DENSE_PEAK if "H200" in dev else None
@@ -273,20 +374,20 @@ def main() -> int:
             flops = 2.0 * n ** 3
             row: dict[str, Any] = {"n": n, "dtype": name, "configs": {}}
             ok = True
-            for cfg in CONFIGS:
-                bm, bn, bk, wm, wn, st = cfg
+            for cfg in configs:
+                bm, bn, bk, wm, wn, st, g, sw = cfg
                 kern = mod.gemm_kernel(name)[(n // bn, n // bm), (bm // wm) * (bn // wn) * 32,
-                                             mod.shared_bytes(bm, bn, bk, st)]
+                                             mod.shared_bytes(bm, bn, bk, st, bool(sw))]
 
                 def thork_fn(kern: Any = kern, c: Any = c, a: Any = a, b: Any = b,
                              n: int = n, cfg: Any = cfg) -> None:
-                    kern(c, a, b, n, n, n, *cfg, True, target="gpu")
+                    kern(c, a, b, n, n, n, *cfg[:6], True, cfg[6], bool(cfg[7]), target="gpu")
                 c.fill_(float("nan"))
                 thork_fn()
                 good = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))
                 ok = ok and good
                 tf = flops / do_bench(thork_fn, return_mode="median") / 1e9
-                label = f"{bm}x{bn}x{bk}/{st}"
+                label = _label(cfg)
                 row["configs"][label] = tf
                 print(f"  {n}^3 {name} thork {label}: {tf:8.1f} TFLOP/s "
                       f"{'ok' if good else 'MISMATCH'}")

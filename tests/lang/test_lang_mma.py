@@ -274,9 +274,10 @@ def _example():
 @pytest.mark.parametrize("dtype,stages,size", [
     ("bfloat16", 4, (77, 131, 112)), ("float16", 2, (65, 37, 29))], ids=["aligned", "unaligned"])
 def test_gemm_example_default_tiles(target, rng, dtype, stages, size):
-    """The example's GEMM with the tiles the bench uses (128 x 128 x 32, 4 warps of 64 x 64)
-    and 4 or 2 pipeline stages: edge tiles in M, N (and K when unaligned). (Compiling these
-    fully unrolled kernels dominates; the example itself covers both dtypes and paths.)"""
+    """The example's GEMM with the tiles the bench found fastest (128 x 256 x 64, 8 warps of
+    64 x 64) and 4 or 2 pipeline stages: edge tiles in M, N (and K when unaligned).
+    (Compiling these fully unrolled kernels dominates; the example itself covers both
+    dtypes and paths.)"""
     mod = _example()
     M, N, K = size
     a = rng.standard_normal((M, K)).astype(NP[dtype])
@@ -287,15 +288,45 @@ def test_gemm_example_default_tiles(target, rng, dtype, stages, size):
     bound = K * 2.0**-22 * (np.abs(a64) @ np.abs(b64))
     assert (np.abs(c - a64 @ b64) <= bound).all()
     aligned = K % 8 == 0 and N % 8 == 0
-    kern = mod.gemm_kernel(dtype).specialize(BM=128, BN=128, BK=32, WM=64, WN=64,
+    kern = mod.gemm_kernel(dtype).specialize(BM=128, BN=256, BK=64, WM=64, WN=64,
                                              STAGES=stages, ALIGNED=aligned)
     compiles_for_gpu(kern, ("sm_90",))
+
+
+@pytest.mark.parametrize("dtype,size,tile", [
+    ("float16", (163, 104, 200), dict(STAGES=3, GROUP_M=4)),
+    ("bfloat16", (70, 97, 83), dict(STAGES=2, GROUP_M=0)),
+    ("float16", (40, 72, 48), dict(STAGES=4, GROUP_M=3, BK=64)),
+    ("bfloat16", (163, 104, 200), dict(STAGES=3, GROUP_M=4, SWIZZLE=True)),
+    ("float16", (70, 97, 83), dict(STAGES=2, GROUP_M=0, SWIZZLE=True, BN=64, WN=32))],
+    ids=["grouped", "row-order-unaligned", "short-k", "swizzled", "swizzled-unaligned"])
+def test_gemm_example_many_tiles(target, rng, dtype, size, tile):
+    """Small tiles (32 x 32 x 32, 4 warps of 16 x 16), so that the grid has many blocks:
+    the grouped tile order with a last group of fewer rows (6 tile rows, groups of 4), the
+    plain order, a pipeline deeper than the k tiles with BK = 64 (4 k-steps), the swizzled
+    shared layout (rows of 4 and 8 chunks); every element written once (poisoned output)
+    and within the bound."""
+    mod = _example()
+    M, N, K = size
+    a = rng.standard_normal((M, K)).astype(NP[dtype])
+    b = rng.standard_normal((K, N)).astype(NP[dtype])
+    c = poisoned((M, N), np.float32)
+    kw = dict(BM=32, BN=32, BK=32, WM=16, WN=16) | tile
+    mod.gemm(c, a, b, M, N, K, dtype, target=target, **kw)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    bound = K * 2.0**-22 * (np.abs(a64) @ np.abs(b64))
+    assert (np.abs(c - a64 @ b64) <= bound).all()
 
 
 def test_gemm_example_rejects_uneven_tiles():
     mod = _example()
     with pytest.raises(ValueError, match="spread evenly"):
         mod.gemm(None, None, None, 8, 8, 8, BM=32, BN=32, BK=16, WM=16, WN=16)
+    with pytest.raises(ValueError, match="BK must be at least 32.*got 16"):
+        mod.gemm(None, None, None, 8, 8, 8, BM=16, BN=16, BK=16, WM=16, WN=16)
+    with pytest.raises(ValueError, match="SWIZZLE: BK and BN must be powers of two.*BK=48"):
+        mod.gemm(None, None, None, 8, 8, 8, BM=32, BN=96, BK=48, WM=16, WN=32,
+                 SWIZZLE=True)
 
 
 def test_mma_compile_nvcc_clang_and_arch_floor():

@@ -294,10 +294,20 @@ THORK_FN void thork_grid_sync() {
 # Tensor-core and asynchronous-copy helpers (PTX through inline asm, so that NVRTC, nvcc
 # and clang need no header), added to kernels that use them. sm_80+ (ldmatrix: sm_75+).
 _CUDA_MMA_HEAD = r"""
+// The 32-bit shared-memory address of p. Through the compiler's own conversion where
+// there is one, so that it sees the shared base and computes addresses in 32 bits, with
+// constant offsets folded into the instruction (an asm cvta hides the base: every
+// ldmatrix / cp.async then costs a 64-bit generic address computation).
 THORK_FN unsigned int thork_smem_addr(const void* p) {
+#if defined(__NVCC__) || defined(__CUDACC_RTC__)
+  return (unsigned int)__cvta_generic_to_shared(p);
+#elif defined(__clang__)
+  return (unsigned int)(unsigned long long)(const __attribute__((address_space(3))) void*)p;
+#else
   unsigned int a;
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
   return a;
+#endif
 }
 THORK_FN unsigned long long thork_gmem_addr(const void* p) {
   unsigned long long a; asm("cvta.to.global.u64 %0, %1;" : "=l"(a) : "l"(p)); return a;
