@@ -71,7 +71,9 @@ for step in "${steps[@]}"; do
     grep -E "^(FAILED|ERROR) |Timeout" "$log" | head -20 >> "$out/summary.txt"
   else
     echo "=== $step"
-    timeout "${THORK_BENCH_TIMEOUT:-240}" python3 "bench/$step.py" --out "$out" \
+    # THORK_ARGS_<step> adds arguments, e.g. THORK_ARGS_bench_fkl="--only filters".
+    extra_var="THORK_ARGS_${step}"; read -r -a extra <<< "${!extra_var:-}"
+    timeout "${THORK_BENCH_TIMEOUT:-240}" python3 "bench/$step.py" --out "$out" "${extra[@]}" \
       > "$out/$step.log" 2>&1
     echo "exit $?"; tail -25 "$out/$step.log"
   fi
