@@ -743,15 +743,22 @@ def test_finalizer_frees_owned_arrays_in_c(native):
     FArr, Pitched = _array_class(native, drv, fallen)
     a = _owned(FArr, 0x1000, stream=7)
     del a
-    assert drv.frees == [(0x1000, 7, 0x5000)] and drv.sets == [0x5000]  # ctx made current
+    # The device's context current for the free, the thread's own (none) restored after.
+    assert drv.frees == [(0x1000, 7, 0x5000)] and drv.sets == [0x5000, 0]
+    drv.current = 0x5000
     b = _owned(Pitched, 0x2000)  # a subclass with the same slots
     del b
-    assert drv.frees[-1] == (0x2000, 0, 0x5000) and drv.sets == [0x5000]  # already current
+    assert drv.frees[-1] == (0x2000, 0, 0x5000) and drv.sets == [0x5000, 0]  # was current
+    drv.current = 0x7000  # another device's context: switched for the free, then back
+    c = _owned(FArr, 0x2800)
+    del c
+    assert drv.frees[-1] == (0x2800, 0, 0x5000) and drv.sets[-2:] == [0x5000, 0x7000]
+    assert drv.current == 0x7000
     view = _owned(FArr, 0x3000, owns=False)
     del view
     half = FArr()  # __init__ never finished: no slot set
     del half
-    assert len(drv.frees) == 2 and fallen == []
+    assert len(drv.frees) == 3 and fallen == []
 
 
 def test_finalizer_leaves_other_cases_to_python(native):
@@ -785,11 +792,17 @@ def test_device_array_gets_the_native_finalizer_only_with_a_driver(native, monke
     from thork_core import _cuda
 
     before = da.DeviceArray.__dict__["__del__"]
+    retained: dict[int, int] = {}
+    monkeypatch.setattr(_cuda, "retained_context", retained.get)
+    made: list[int] = []
+    monkeypatch.setattr(_cuda, "make_current", lambda device=0: made.append(device))
+    assert da.use_native_finalizer(native) is False  # device 0 unused: nothing retained
+    retained[0] = 0x5000
     monkeypatch.setattr(_cuda, "function_address", lambda name: (_ for _ in ()).throw(
         LaunchError("no libcuda")))
-    monkeypatch.setattr(_cuda, "make_current", lambda device=0: 0x5000)
-    assert da.use_native_finalizer(native) is False
+    assert da.use_native_finalizer(native) is False  # no driver entry points
     assert da.DeviceArray.__dict__["__del__"] is before  # the Python method stays
+    assert made == []  # installing never switches the thread's context
 
 
 # -- the guard with CAI arrays (session 8): native and Python, one behaviour ---------------

@@ -353,11 +353,13 @@ _FINALIZER_LOCK = threading.Lock()
 def use_native_finalizer(mod: Any) -> bool:
     """Make ``DeviceArray.__del__`` the native module's ``Finalizer`` (``_native_launch.c``)
     for device 0: the same steps as the Python method (the memory back to the pool on the
-    array's stream, the device's context made current first), taken in C with no Python
-    frame; arrays of other devices take the Python method. Installed once per process,
+    array's stream), taken in C with no Python frame, with device 0's context current for
+    the free and the thread's own restored after (the Python method frees in whatever
+    context is current); arrays of other devices take the Python method. Installed once per process,
     by the paths that use the native module on the GPU (an fkl output maker, a kernel's
     binder): an allocating ``pipe(x)`` in a loop frees one output per call. Returns whether
-    it is installed (False: no driver entry points, or a module without it)."""
+    it is installed (False: no driver entry points, a module without it, or device 0's
+    context not yet retained by this process: a later call installs it)."""
     current = DeviceArray.__dict__.get("__del__")
     finalizer = getattr(mod, "Finalizer", None)
     if finalizer is None:
@@ -368,9 +370,11 @@ def use_native_finalizer(mod: Any) -> bool:
         current = DeviceArray.__dict__.get("__del__")
         if isinstance(current, finalizer):
             return True
+        ctx = _cuda.retained_context(0)
+        if ctx is None:  # device 0 unused so far: retaining it here would make it current
+            return False
         try:
-            ctx = int(_cuda.make_current(0))
-            fin = finalizer(DeviceArray, 0, _cuda.function_address("cuMemFreeAsync"), ctx,
+            fin = finalizer(DeviceArray, 0, _cuda.function_address("cuMemFreeAsync"), int(ctx),
                             _cuda.function_address("cuCtxGetCurrent"),
                             _cuda.function_address("cuCtxSetCurrent"), _PY_DEL)
         except Exception:  # no driver, or no such entry point: the Python method stays

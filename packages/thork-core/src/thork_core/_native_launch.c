@@ -1375,8 +1375,8 @@ static PyTypeObject OutMakerType = {
  * Finalizer(array_type, device, free, ctx, ctx_get, ctx_set, fallback)
  *   DeviceArray's __del__ in C (thork_core._device_array.use_native_finalizer installs it
  *   as the class's __del__): an owning array of `device` gives its memory back to the
- *   stream-ordered pool with cuMemFreeAsync (`free`) on its stream, `ctx` made current
- *   first as OutMaker does, and clears its _owns; an array that owns nothing returns at
+ *   stream-ordered pool with cuMemFreeAsync (`free`) on its stream, with `ctx` current
+ *   for the call (the thread's own context restored after), and clears its _owns; an array that owns nothing returns at
  *   once. Anything else (another device, a slot that is not the plain value the Python
  *   __del__ expects) calls `fallback(array)`, that Python __del__. Errors are swallowed,
  *   as in a finalizer they must be. It is a method descriptor: `type.__del__` finds it
@@ -1486,10 +1486,16 @@ static PyObject *fin_vectorcall(PyObject *self, PyObject *const *args, size_t na
     }
     if (device != f->device) return PyObject_CallOneArg(f->fallback, a);
     set_slot(a, f->offset[FIN_OWNS], Py_NewRef(Py_False));
+    /* The device's context for the free, then the thread's own again: a finalizer runs
+     * wherever the last reference went (another thread, code working on another device). */
     void *cur = NULL;
-    int err = 0;
-    if (f->ctx_get(&cur) != 0 || cur != f->ctx) err = f->ctx_set(f->ctx);
+    int got = f->ctx_get(&cur) == 0, err = 0, switched = 0;
+    if (!got || cur != f->ctx) {
+        err = f->ctx_set(f->ctx);
+        switched = !err;
+    }
     if (!err) f->free(ptr, (void *)(uintptr_t)stream); /* a failure has no one to tell */
+    if (switched && got) f->ctx_set(cur);
     Py_RETURN_NONE;
 }
 
