@@ -683,6 +683,128 @@ def test_out_maker_needs_the_array_slots(native):
     assert type(made) is Arr and made.stream == 5 and pool.allocs[-1][1] == 5
 
 
+# -- Finalizer: DeviceArray.__del__ in C (the allocating call's other half) ---------------
+
+CTX_GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+CTX_SET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class Driver:
+    """Fake cuMemFreeAsync / cuCtxGetCurrent / cuCtxSetCurrent: records frees with the
+    context current at the time."""
+
+    def __init__(self, current: int = 0) -> None:
+        self.current = current
+        self.frees: list[tuple[int, int, int]] = []  # (ptr, stream, context)
+        self.sets: list[int] = []
+
+        def get(out):
+            out[0] = self.current
+            return 0
+
+        def set_(ctx):
+            self.sets.append(ctx or 0)
+            self.current = ctx or 0
+            return 0
+
+        self.free = FREE(lambda p, s: self.frees.append((p, s or 0, self.current)) or 0)
+        self.get, self.set = CTX_GET(get), CTX_SET(set_)
+
+    def finalizer(self, native, cls, fallback, ctx=0x5000):
+        a = ctypes.cast
+        return native.Finalizer(cls, 0, a(self.free, ctypes.c_void_p).value, ctx,
+                                a(self.get, ctypes.c_void_p).value,
+                                a(self.set, ctypes.c_void_p).value, fallback)
+
+
+def _array_class(native, drv: Driver, fallen: list[Any]):
+    class FArr:
+        """DeviceArray's slots, with the native finalizer as its __del__."""
+
+        __slots__ = ("ptr", "shape", "dtype", "device", "stream", "_owner", "_owns",
+                     "__weakref__")
+
+    class Pitched(FArr):
+        __slots__ = ("pitch",)
+
+    FArr.__del__ = drv.finalizer(native, FArr, lambda a: fallen.append(a.ptr))
+    return FArr, Pitched
+
+
+def _owned(cls, ptr: int, device: int = 0, stream: int = 0, owns: Any = True) -> Any:
+    a = cls()
+    a.ptr, a.shape, a.dtype, a.device, a.stream, a._owner, a._owns = \
+        ptr, (4,), F32, device, stream, None, owns
+    return a
+
+
+def test_finalizer_frees_owned_arrays_in_c(native):
+    drv, fallen = Driver(), []
+    FArr, Pitched = _array_class(native, drv, fallen)
+    a = _owned(FArr, 0x1000, stream=7)
+    del a
+    # The device's context current for the free, the thread's own (none) restored after.
+    assert drv.frees == [(0x1000, 7, 0x5000)] and drv.sets == [0x5000, 0]
+    drv.current = 0x5000
+    b = _owned(Pitched, 0x2000)  # a subclass with the same slots
+    del b
+    assert drv.frees[-1] == (0x2000, 0, 0x5000) and drv.sets == [0x5000, 0]  # was current
+    drv.current = 0x7000  # another device's context: switched for the free, then back
+    c = _owned(FArr, 0x2800)
+    del c
+    assert drv.frees[-1] == (0x2800, 0, 0x5000) and drv.sets[-2:] == [0x5000, 0x7000]
+    assert drv.current == 0x7000
+    view = _owned(FArr, 0x3000, owns=False)
+    del view
+    half = FArr()  # __init__ never finished: no slot set
+    del half
+    assert len(drv.frees) == 3 and fallen == []
+
+
+def test_finalizer_leaves_other_cases_to_python(native):
+    drv, fallen = Driver(current=0x5000), []
+    FArr, _ = _array_class(native, drv, fallen)
+    other = _owned(FArr, 0x4000, device=1)  # another device: its context is Python's job
+    del other
+    odd = _owned(FArr, 0x5000, owns=1)  # not the plain True the C path expects
+    del odd
+    assert fallen == [0x4000, 0x5000] and drv.frees == []
+
+
+def test_finalizer_runs_once_and_binds_like_a_method(native):
+    drv, fallen = Driver(current=0x5000), []
+    FArr, _ = _array_class(native, drv, fallen)
+    a = _owned(FArr, 0x6000)
+    a.__del__()  # an explicit call (as DeviceArray's own code may make): freed, disowned
+    assert drv.frees == [(0x6000, 0, 0x5000)] and a._owns is False
+    del a
+    assert len(drv.frees) == 1
+    with pytest.raises(TypeError):
+        FArr.__del__()
+    with pytest.raises(TypeError, match="array_type: 'ptr' must be a __slots__ entry"):
+        drv.finalizer(native, Stream, print)
+    with pytest.raises(ValueError, match="non-null"):
+        drv.finalizer(native, FArr, print, ctx=0)
+
+
+def test_device_array_gets_the_native_finalizer_only_with_a_driver(native, monkeypatch):
+    import thork_core._device_array as da
+    from thork_core import _cuda
+
+    before = da.DeviceArray.__dict__["__del__"]
+    retained: dict[int, int] = {}
+    monkeypatch.setattr(_cuda, "retained_context", retained.get)
+    made: list[int] = []
+    monkeypatch.setattr(_cuda, "make_current", lambda device=0: made.append(device))
+    assert da.use_native_finalizer(native) is False  # device 0 unused: nothing retained
+    retained[0] = 0x5000
+    monkeypatch.setattr(_cuda, "function_address", lambda name: (_ for _ in ()).throw(
+        LaunchError("no libcuda")))
+    assert da.use_native_finalizer(native) is False  # no driver entry points
+    assert da.DeviceArray.__dict__["__del__"] is before  # the Python method stays
+    assert made == []  # installing never switches the thread's context
+
+
 # -- the guard with CAI arrays (session 8): native and Python, one behaviour ---------------
 
 class CaiArray:

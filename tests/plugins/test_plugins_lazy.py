@@ -91,11 +91,14 @@ def install(site, dist, version, entry_points, modules=None):
 
 
 def write(path, text):
-    """Write ``text``; make sure the modification time moves even within one clock tick."""
+    """Write ``text``; make sure the modification time moves even within one clock tick,
+    and to another whole second: a ``.pyc`` records its source's time in seconds (and its
+    size, the same for priority 1 and 3), so an import could otherwise run the old code."""
     old = path.stat().st_mtime_ns if path.exists() else 0
     path.write_text(text)
-    if path.stat().st_mtime_ns <= old:
-        os.utime(path, ns=(old + 1_000_000, old + 1_000_000))
+    if path.stat().st_mtime_ns // 10**9 <= old // 10**9:
+        new = (old // 10**9 + 2) * 10**9
+        os.utime(path, ns=(new, new))
 
 
 def fresh_process():

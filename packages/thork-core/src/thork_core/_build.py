@@ -6,6 +6,7 @@ signatures); this module is the shared path behind it.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -177,12 +178,13 @@ def _fetch(
     """The artifact, its key and where it came from: ``bundle``, ``disk`` or
     ``compiled``. ``arch`` has been through :func:`resolve_arch`."""
     key = cache_key(source, ident, flags, kind, arch)
-    from ._bundle import bundle_get
+    if os.environ.get("THORK_CACHE_BUNDLE"):  # (else a disk-cache hit never imports _bundle)
+        from ._bundle import bundle_get
 
-    artifact = bundle_get(key)  # only where THORK_CACHE_BUNDLE names a bundle
-    if artifact is not None:
-        _count("bundle", key, artifact)
-        return artifact, key, "bundle"
+        artifact = bundle_get(key)
+        if artifact is not None:
+            _count("bundle", key, artifact)
+            return artifact, key, "bundle"
     cache = disk_cache()
     artifact = cache.get(key)
     if artifact is not None:

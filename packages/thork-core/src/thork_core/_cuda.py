@@ -109,6 +109,12 @@ def context(ordinal: int = 0) -> Any:
 _CONTEXTS: dict[int, Any] = {}
 
 
+def retained_context(ordinal: int = 0) -> Any | None:
+    """Device ``ordinal``'s primary context if this process has retained it, else None
+    (never retains it: nothing is made current)."""
+    return _CONTEXTS.get(ordinal)
+
+
 def _retain(ordinal: int) -> Any:
     """Retain device ``ordinal``'s primary context (shared with CuPy and PyTorch)."""
     ok, why = gpu_status()

@@ -24,7 +24,6 @@ debug preludes only for instrumented kernels (``KernelIR.debug_sites`` not None)
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import os
 import threading
 from collections.abc import Sequence
@@ -65,6 +64,8 @@ from ._ir import (
     VectorType,
     Warp,
     While,
+    node_fields,
+    replace,
 )
 from ._target import Executable
 
@@ -145,9 +146,9 @@ class _Instrumenter:
         mutable = set(ir.mutable)
         functions = [self.function(f) for f in ir.functions]
         body = self.block(ir.body, env, mutable)
-        return dataclasses.replace(ir, params=list(ir.params) + spans, body=body,
-                                   mutable=mutable, functions=functions,
-                                   debug_sites=self.sites)
+        return replace(ir, params=list(ir.params) + spans, body=body,
+                       mutable=mutable, functions=functions,
+                       debug_sites=self.sites)
 
     def function(self, f: Function) -> Function:
         env = dict(self.module)
@@ -162,8 +163,8 @@ class _Instrumenter:
                                  f.name)
         mutable = set(f.mutable)
         body = self.block(f.body, env, mutable)
-        return dataclasses.replace(f, params=list(f.params) + extra, body=body,
-                                   mutable=mutable)
+        return replace(f, params=list(f.params) + extra, body=body,
+                       mutable=mutable)
 
     # -- statements -----------------------------------------------------------------------
     def block(self, stmts: list[Stmt], env: dict[str, _Range], mutable: set[str]
@@ -192,7 +193,7 @@ class _Instrumenter:
                                      "local", None)
             return [s]
         if isinstance(s, (Let, Assign)):
-            new = dataclasses.replace(s, value=x(s.value))
+            new = replace(s, value=x(s.value))
             if not isinstance(s.var.type, PointerType):
                 return [new]
             r = self.range_of(s.value, env)
@@ -213,37 +214,37 @@ class _Instrumenter:
         if isinstance(s, Store):
             ptr = self.checked(s.pointer, s.index, env, loc, "store", 1)
             if ptr is None:
-                return [dataclasses.replace(s, pointer=x(s.pointer), index=x(s.index),
-                                            value=x(s.value))]
+                return [replace(s, pointer=x(s.pointer), index=x(s.index),
+                                value=x(s.value))]
             return [Store(ptr, Const(dt.int32, 0), x(s.value), loc=loc)]
         if isinstance(s, VecStore):
             ptr = self.checked(s.pointer, s.index, env, loc, "store", len(s.values))
             values = tuple(x(v) for v in s.values)
             if ptr is None:
-                return [dataclasses.replace(s, pointer=x(s.pointer), index=x(s.index),
-                                            values=values)]
+                return [replace(s, pointer=x(s.pointer), index=x(s.index),
+                                values=values)]
             return [VecStore(ptr, Const(dt.int32, 0), values, loc=loc)]
         if isinstance(s, If):
-            return [dataclasses.replace(s, cond=x(s.cond), then=self.block(s.then, env, mutable),
-                                        orelse=self.block(s.orelse, env, mutable))]
+            return [replace(s, cond=x(s.cond), then=self.block(s.then, env, mutable),
+                            orelse=self.block(s.orelse, env, mutable))]
         if isinstance(s, For):
-            return [dataclasses.replace(s, start=x(s.start), stop=x(s.stop), step=x(s.step),
-                                        body=self.block(s.body, env, mutable))]
+            return [replace(s, start=x(s.start), stop=x(s.stop), step=x(s.step),
+                            body=self.block(s.body, env, mutable))]
         if isinstance(s, While):
             head = self.block(s.head, env, mutable)
-            return [dataclasses.replace(s, head=head, cond=x(s.cond),
-                                        body=self.block(s.body, env, mutable))]
+            return [replace(s, head=head, cond=x(s.cond),
+                            body=self.block(s.body, env, mutable))]
         if isinstance(s, AsyncCopy):
             return self.async_copy(s, env, loc)
         # Everything else: rewrite the expressions it holds.
         changes: dict[str, Any] = {}
-        for f in dataclasses.fields(s):
-            v = getattr(s, f.name)
+        for name in node_fields(s):
+            v = getattr(s, name)
             if isinstance(v, Expr):
-                changes[f.name] = x(v)
+                changes[name] = x(v)
             elif isinstance(v, tuple) and v and all(isinstance(a, Expr) for a in v):
-                changes[f.name] = tuple(x(a) for a in v)
-        return [dataclasses.replace(s, **changes) if changes else s]
+                changes[name] = tuple(x(a) for a in v)
+        return [replace(s, **changes) if changes else s]
 
     def ok(self, pointer: Expr, index: Expr, env: dict[str, _Range], loc: Loc | None,
            access: str, width: Expr | int) -> Expr | None:
@@ -277,11 +278,11 @@ class _Instrumenter:
         included) and the ``src_bytes`` it reads are inside their arrays (a shared address
         cannot be swapped for the global scratch cell). ``src_bytes == 0`` reads nothing,
         so its source is not checked (a tile's edge may pass any address there)."""
-        new = dataclasses.replace(s, dst=self.expr(s.dst, env, loc),
-                                  dst_index=self.expr(s.dst_index, env, loc),
-                                  src=self.expr(s.src, env, loc),
-                                  src_index=self.expr(s.src_index, env, loc),
-                                  src_bytes=self.expr(s.src_bytes, env, loc))
+        new = replace(s, dst=self.expr(s.dst, env, loc),
+                      dst_index=self.expr(s.dst_index, env, loc),
+                      src=self.expr(s.src, env, loc),
+                      src_index=self.expr(s.src_index, env, loc),
+                      src_bytes=self.expr(s.src_bytes, env, loc))
         dt_, st = s.dst.type, s.src.type
         assert isinstance(dt_, PointerType) and isinstance(st, PointerType)
         out: list[Stmt] = [new]
@@ -312,7 +313,7 @@ class _Instrumenter:
         address) rather than skipped."""
         (addr,) = e.args
         r = self.range_of(addr, env)
-        new = dataclasses.replace(e, args=(self.expr(addr, env, loc),))
+        new = replace(e, args=(self.expr(addr, env, loc),))
         assert isinstance(addr.type, PointerType)
         width = 16 // addr.type.elem.itemsize
         ok = self.ok(addr, Const(_I64, 0), env, loc, "ldmatrix load", width)
@@ -328,7 +329,7 @@ class _Instrumenter:
             lane = Binary(u, "and", linear, Const(u, 31))
             ok = Binary(dt.bool, "lor", Binary(dt.bool, "ge", lane, Const(u, 8 * num)), ok)
         start = Offset(addr.type, new.args[0], r.lo)
-        return dataclasses.replace(e, args=(Select(addr.type, ok, new.args[0], start),))
+        return replace(e, args=(Select(addr.type, ok, new.args[0], start),))
 
     # -- expressions ----------------------------------------------------------------------
     def range_of(self, p: Expr, env: dict[str, _Range]) -> _Range | None:
@@ -370,7 +371,7 @@ class _Instrumenter:
             ptr = self.checked(e.pointer, e.index, env, loc, "atomic", 1)
             if ptr is not None:
                 args = tuple(self.expr(a, env, loc) for a in e.args)
-                return dataclasses.replace(e, pointer=ptr, index=Const(dt.int32, 0), args=args)
+                return replace(e, pointer=ptr, index=Const(dt.int32, 0), args=args)
         elif isinstance(e, Warp) and e.op in LDMATRIX_OPS:
             return self.ldmatrix(e, env, loc)
         elif isinstance(e, CallFunc) and e.name in self.fn_pointers:
@@ -378,15 +379,15 @@ class _Instrumenter:
             for i in self.fn_pointers[e.name]:
                 r = self.range_of(e.args[i], env)
                 call_args += [_NO_LO, _NO_HI] if r is None else [r.lo, r.hi]
-            return dataclasses.replace(e, args=tuple(call_args))
+            return replace(e, args=tuple(call_args))
         changes: dict[str, Any] = {}
-        for f in dataclasses.fields(e):
-            v = getattr(e, f.name)
+        for name in node_fields(e):
+            v = getattr(e, name)
             if isinstance(v, Expr):
-                changes[f.name] = self.expr(v, env, loc)
+                changes[name] = self.expr(v, env, loc)
             elif isinstance(v, tuple) and v and all(isinstance(a, Expr) for a in v):
-                changes[f.name] = tuple(self.expr(a, env, loc) for a in v)
-        return dataclasses.replace(e, **changes) if changes else e
+                changes[name] = tuple(self.expr(a, env, loc) for a in v)
+        return replace(e, **changes) if changes else e
 
 
 def instrument(ir: KernelIR) -> KernelIR:

@@ -332,6 +332,8 @@ class DeviceArray:
 
     # -- lifetime ------------------------------------------------------------------------
     def __del__(self) -> None:
+        # (Where core's native module serves launches, device 0's arrays take the same
+        # steps in C: use_native_finalizer below replaces this method.)
         if not getattr(self, "_owns", False):
             return
         self._owns = False
@@ -341,6 +343,44 @@ class DeviceArray:
             device_pool(self.device).free(self.ptr, self.stream)
         except Exception:  # interpreter shutdown or a destroyed stream: nothing to do
             pass
+
+
+#: The Python finalizer, which the native one falls back to (other devices, odd slots).
+_PY_DEL = DeviceArray.__del__
+_FINALIZER_LOCK = threading.Lock()
+
+
+def use_native_finalizer(mod: Any) -> bool:
+    """Make ``DeviceArray.__del__`` the native module's ``Finalizer`` (``_native_launch.c``)
+    for device 0: the same steps as the Python method (the memory back to the pool on the
+    array's stream), taken in C with no Python frame, with device 0's context current for
+    the free and the thread's own restored after (the Python method frees in whatever
+    context is current); arrays of other devices take the Python method. Installed once per process,
+    by the paths that use the native module on the GPU (an fkl output maker, a kernel's
+    binder): an allocating ``pipe(x)`` in a loop frees one output per call. Returns whether
+    it is installed (False: no driver entry points, a module without it, or device 0's
+    context not yet retained by this process: a later call installs it)."""
+    current = DeviceArray.__dict__.get("__del__")
+    finalizer = getattr(mod, "Finalizer", None)
+    if finalizer is None:
+        return False
+    if isinstance(current, finalizer):
+        return True
+    with _FINALIZER_LOCK:
+        current = DeviceArray.__dict__.get("__del__")
+        if isinstance(current, finalizer):
+            return True
+        ctx = _cuda.retained_context(0)
+        if ctx is None:  # device 0 unused so far: retaining it here would make it current
+            return False
+        try:
+            fin = finalizer(DeviceArray, 0, _cuda.function_address("cuMemFreeAsync"), int(ctx),
+                            _cuda.function_address("cuCtxGetCurrent"),
+                            _cuda.function_address("cuCtxSetCurrent"), _PY_DEL)
+        except Exception:  # no driver, or no such entry point: the Python method stays
+            return False
+        DeviceArray.__del__ = fin  # type: ignore[method-assign]
+        return True
 
 
 def _shape(shape: Any) -> tuple[int, ...]:

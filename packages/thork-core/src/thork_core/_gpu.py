@@ -224,6 +224,9 @@ def _binder(launcher: Any, kernel: KernelIR, ordinal: int, cai: bool) -> Any:
     mod = native_module()
     if mod is None:
         return None
+    from ._device_array import use_native_finalizer
+
+    use_native_finalizer(mod)  # DeviceArrays then go back to the pool without Python
     specs: list[tuple[Any, ...]] = []
     for p in kernel.params:
         if isinstance(p.type, PointerType):

@@ -18,9 +18,8 @@ its other hooks stays.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import pluggy
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     from ._adapter import ArrayAdapter
@@ -29,9 +28,76 @@ if TYPE_CHECKING:
     from ._target import Target
 
 PROJECT = "thork"
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class HookimplMarker:
+    """``@hookimpl`` (with pluggy's options): marks a hook implementation exactly as
+    ``pluggy.HookimplMarker("thork")`` does (the ``thork_impl`` attribute and its options),
+    without importing pluggy: ``import thork`` and a fresh process's lazily imported
+    plugins do not need it (the registry imports pluggy only to index a plugin)."""
+
+    def __init__(self, project_name: str) -> None:
+        self.project_name = project_name
+
+    @overload
+    def __call__(self, function: _F) -> _F: ...
+
+    @overload
+    def __call__(self, function: None = None, hookwrapper: bool = False,
+                 optionalhook: bool = False, tryfirst: bool = False, trylast: bool = False,
+                 specname: str | None = None, wrapper: bool = False
+                 ) -> Callable[[_F], _F]: ...
+
+    def __call__(self, function: _F | None = None, hookwrapper: bool = False,
+                 optionalhook: bool = False, tryfirst: bool = False, trylast: bool = False,
+                 specname: str | None = None, wrapper: bool = False
+                 ) -> _F | Callable[[_F], _F]:
+        def mark(func: _F) -> _F:
+            setattr(func, self.project_name + "_impl", {
+                "wrapper": wrapper, "hookwrapper": hookwrapper,
+                "optionalhook": optionalhook, "tryfirst": tryfirst, "trylast": trylast,
+                "specname": specname})
+            return func
+
+        return mark if function is None else mark(function)
+
+
+class HookspecMarker:
+    """``@hookspec``: marks a hook specification as ``pluggy.HookspecMarker("thork")``
+    does (the ``thork_spec`` attribute), without importing pluggy."""
+
+    def __init__(self, project_name: str) -> None:
+        self.project_name = project_name
+
+    @overload
+    def __call__(self, function: _F) -> _F: ...
+
+    @overload
+    def __call__(self, function: None = None, firstresult: bool = False,
+                 historic: bool = False, warn_on_impl: Warning | None = None,
+                 warn_on_impl_args: dict[str, Warning] | None = None
+                 ) -> Callable[[_F], _F]: ...
+
+    def __call__(self, function: _F | None = None, firstresult: bool = False,
+                 historic: bool = False, warn_on_impl: Warning | None = None,
+                 warn_on_impl_args: dict[str, Warning] | None = None
+                 ) -> _F | Callable[[_F], _F]:
+        if historic and firstresult:
+            raise ValueError("cannot have a historic firstresult hook")
+
+        def mark(func: _F) -> _F:
+            setattr(func, self.project_name + "_spec", {
+                "firstresult": firstresult, "historic": historic,
+                "warn_on_impl": warn_on_impl, "warn_on_impl_args": warn_on_impl_args})
+            return func
+
+        return mark if function is None else mark(function)
+
+
 # The plugin API's version (PLUGIN_API_VERSION) and plugins' declared ranges: _plugin_api.
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
+hookspec = HookspecMarker(PROJECT)
+hookimpl = HookimplMarker(PROJECT)
 
 
 @hookspec

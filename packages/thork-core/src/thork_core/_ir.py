@@ -9,9 +9,9 @@ Python line that produced it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import FrozenInstanceError
 from functools import cached_property
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from ._dtype import DType
 
@@ -23,34 +23,124 @@ __all__ = [
     "VecStore", "Eval", "Function", "walk_stmts", "walk_exprs", "ATOMIC_OPS", "WARP_OPS",
     "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
     "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS", "Hopper",
-    "HOPPER_OPS", "WGMMA_N", "SETMAXNREG_COUNTS", "uses_hopper", "hopper_ops",
+    "HOPPER_OPS", "WGMMA_N", "SETMAXNREG_COUNTS", "uses_hopper", "hopper_ops", "node_fields",
+    "replace",
 ]
 
+# The node classes are plain classes with their methods written out, not dataclasses:
+# ``dataclasses.dataclass`` compiles each class's methods when the module loads (45 classes:
+# ~8 ms of ``import thork`` on the H200's host, session 8). Their fields are the annotated
+# names of the class and its bases in order (:func:`node_fields`); :func:`replace` makes a
+# changed copy; equality, hashing and immutability are as the dataclasses had them
+# (tests/core/test_ir_nodes.py holds the equivalence).
 
-@dataclass(frozen=True)
-class Loc:
+_set = object.__setattr__
+#: The default of a field whose default is a new empty container (``set()``, ``list()``).
+_FACTORY: Any = object()
+
+
+class _Node:
+    """A record of the IR: ``_fields`` (the annotated names of the class and its bases, in
+    order), a ``__repr__`` naming them; equality and hash by identity."""
+
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = tuple(n for n in cls.__dict__.get("__annotations__", {}) if n not in cls._fields)
+        cls._fields = cls._fields + own
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._fields)
+        return f"{type(self).__qualname__}({inner})"
+
+
+class _Frozen(_Node):
+    """An immutable node (expressions): assigning or deleting a field raises
+    :class:`dataclasses.FrozenInstanceError`."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+class _FrozenValue(_Frozen):
+    """An immutable node compared and hashed by value (types, locations)."""
+
+
+class _Record(_Node):
+    """A mutable node compared by value (same class, equal fields) and not hashable."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        names = self._fields
+        return tuple(getattr(self, n) for n in names) == tuple(getattr(other, n) for n in names)
+
+
+def node_fields(node: Any) -> tuple[str, ...]:
+    """The field names of an IR node (or node class), in order."""
+    return node._fields  # type: ignore[no-any-return]
+
+
+def replace(node: Any, /, **changes: Any) -> Any:
+    """A new node of ``node``'s class with ``changes`` and its other fields
+    (``dataclasses.replace`` for IR nodes)."""
+    for n in node._fields:
+        if n not in changes:
+            changes[n] = getattr(node, n)
+    return type(node)(**changes)
+
+
+class Loc(_FrozenValue):
     """A Python source location: absolute file name and 1-based line."""
 
     file: str
     line: int
 
+    def __init__(self, file: str, line: int) -> None:
+        _set(self, "file", file)
+        _set(self, "line", line)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.file, self.line) == (other.file, other.line)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.file, self.line))
+
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
 
 
-@dataclass(frozen=True)
-class PointerType:
+class PointerType(_FrozenValue):
     """A pointer to ``elem`` in an address space (``"global"`` for kernel arguments)."""
 
     elem: DType
     space: str = "global"
 
+    def __init__(self, elem: DType, space: str = "global") -> None:
+        _set(self, "elem", elem)
+        _set(self, "space", space)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.elem, self.space) == (other.elem, other.space)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.elem, self.space))
+
     def __str__(self) -> str:
         return f"{self.elem.name}*"
 
 
-@dataclass(frozen=True)
-class VectorType:
+class VectorType(_FrozenValue):
     """``n`` elements of ``elem`` moved as one aligned unit (``float4``, ``int2``...).
 
     Only loads and stores produce and consume vectors; arithmetic happens on the
@@ -60,6 +150,18 @@ class VectorType:
     elem: DType
     n: int
 
+    def __init__(self, elem: DType, n: int) -> None:
+        _set(self, "elem", elem)
+        _set(self, "n", n)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.elem, self.n) == (other.elem, other.n)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.elem, self.n))
+
     @property
     def nbytes(self) -> int:
         return self.elem.itemsize * self.n
@@ -68,13 +170,24 @@ class VectorType:
         return f"{self.elem.name}x{self.n}"
 
 
-@dataclass(frozen=True)
-class StructType:
+class StructType(_FrozenValue):
     """A plain aggregate of scalar ``fields`` named ``r0, r1, ...`` in C++ (``name``): the
     result of a device function that returns several values."""
 
     name: str
     fields: tuple[DType, ...]
+
+    def __init__(self, name: str, fields: tuple[DType, ...]) -> None:
+        _set(self, "name", name)
+        _set(self, "fields", fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.name, self.fields) == (other.name, other.fields)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.fields))
 
     def __str__(self) -> str:
         return f"{self.name}({', '.join(f.name for f in self.fields)})"
@@ -90,41 +203,55 @@ SPECIALS: tuple[str, ...] = tuple(
 )
 
 
-@dataclass(frozen=True, eq=False)
-class Expr:
+class Expr(_Frozen):
     """Base of all expressions; ``type`` is the value's type."""
 
     type: Type
 
+    def __init__(self, type: Type) -> None:
+        _set(self, "type", type)
 
-@dataclass(frozen=True, eq=False)
+
 class Const(Expr):
     value: Any
 
+    def __init__(self, type: Type, value: Any) -> None:
+        _set(self, "type", type)
+        _set(self, "value", value)
 
-@dataclass(frozen=True, eq=False)
+
 class Var(Expr):
     """A named value: a kernel parameter or a temporary."""
 
     name: str
 
+    def __init__(self, type: Type, name: str) -> None:
+        _set(self, "type", type)
+        _set(self, "name", name)
 
-@dataclass(frozen=True, eq=False)
+
 class Special(Expr):
     """A CUDA special register, one of :data:`SPECIALS`."""
 
     name: str
 
+    def __init__(self, type: Type, name: str) -> None:
+        _set(self, "type", type)
+        _set(self, "name", name)
 
-@dataclass(frozen=True, eq=False)
+
 class Unary(Expr):
     """``op`` is one of ``neg``, ``invert`` (bitwise), ``not`` (logical)."""
 
     op: str
     operand: Expr
 
+    def __init__(self, type: Type, op: str, operand: Expr) -> None:
+        _set(self, "type", type)
+        _set(self, "op", op)
+        _set(self, "operand", operand)
 
-@dataclass(frozen=True, eq=False)
+
 class Binary(Expr):
     """Operands already have the operation's common type (front-ends insert casts).
 
@@ -137,23 +264,35 @@ class Binary(Expr):
     lhs: Expr
     rhs: Expr
 
+    def __init__(self, type: Type, op: str, lhs: Expr, rhs: Expr) -> None:
+        _set(self, "type", type)
+        _set(self, "op", op)
+        _set(self, "lhs", lhs)
+        _set(self, "rhs", rhs)
 
-@dataclass(frozen=True, eq=False)
+
 class Cast(Expr):
     """C++ ``static_cast`` of ``operand`` to ``type``."""
 
     operand: Expr
 
+    def __init__(self, type: Type, operand: Expr) -> None:
+        _set(self, "type", type)
+        _set(self, "operand", operand)
 
-@dataclass(frozen=True, eq=False)
+
 class Load(Expr):
     """``pointer[index]``."""
 
     pointer: Expr
     index: Expr
 
+    def __init__(self, type: Type, pointer: Expr, index: Expr) -> None:
+        _set(self, "type", type)
+        _set(self, "pointer", pointer)
+        _set(self, "index", index)
 
-@dataclass(frozen=True, eq=False)
+
 class Select(Expr):
     """``cond ? if_true : if_false``."""
 
@@ -161,16 +300,25 @@ class Select(Expr):
     if_true: Expr
     if_false: Expr
 
+    def __init__(self, type: Type, cond: Expr, if_true: Expr, if_false: Expr) -> None:
+        _set(self, "type", type)
+        _set(self, "cond", cond)
+        _set(self, "if_true", if_true)
+        _set(self, "if_false", if_false)
 
-@dataclass(frozen=True, eq=False)
+
 class Call(Expr):
     """A call of a named intrinsic (``sqrt``, ``min``...) that the renderer spells."""
 
     func: str
     args: tuple[Expr, ...]
 
+    def __init__(self, type: Type, func: str, args: tuple[Expr, ...]) -> None:
+        _set(self, "type", type)
+        _set(self, "func", func)
+        _set(self, "args", args)
 
-@dataclass(frozen=True, eq=False)
+
 class Field(Expr):
     """Element ``lane`` of a vector-typed expression, or field ``lane`` of a
     :class:`StructType` one."""
@@ -178,15 +326,22 @@ class Field(Expr):
     vector: Expr
     lane: int
 
+    def __init__(self, type: Type, vector: Expr, lane: int) -> None:
+        _set(self, "type", type)
+        _set(self, "vector", vector)
+        _set(self, "lane", lane)
 
-@dataclass(frozen=True, eq=False)
+
 class Pack(Expr):
     """A :class:`StructType` value made of ``items`` (one per field, of its type)."""
 
     items: tuple[Expr, ...]
 
+    def __init__(self, type: Type, items: tuple[Expr, ...]) -> None:
+        _set(self, "type", type)
+        _set(self, "items", items)
 
-@dataclass(frozen=True, eq=False)
+
 class VecLoad(Expr):
     """``type.n`` consecutive elements ``pointer[index .. index + n - 1]`` in one access.
 
@@ -196,14 +351,23 @@ class VecLoad(Expr):
     pointer: Expr
     index: Expr
 
+    def __init__(self, type: Type, pointer: Expr, index: Expr) -> None:
+        _set(self, "type", type)
+        _set(self, "pointer", pointer)
+        _set(self, "index", index)
 
-@dataclass(frozen=True, eq=False)
+
 class Offset(Expr):
     """``pointer + offset``: a pointer ``offset`` elements further (a view of an array);
     ``type`` is the pointer's :class:`PointerType`."""
 
     pointer: Expr
     offset: Expr
+
+    def __init__(self, type: Type, pointer: Expr, offset: Expr) -> None:
+        _set(self, "type", type)
+        _set(self, "pointer", pointer)
+        _set(self, "offset", offset)
 
 
 #: Atomic read-modify-write operations; every one returns the old value. ``inc``/``dec``
@@ -213,7 +377,6 @@ ATOMIC_OPS = frozenset({"add", "sub", "min", "max", "exch", "cas", "and", "or", 
                         "inc", "dec"})
 
 
-@dataclass(frozen=True, eq=False)
 class Atomic(Expr):
     """Atomic ``op`` on ``pointer[index]`` (global or shared); the value is the old one.
 
@@ -224,6 +387,15 @@ class Atomic(Expr):
     pointer: Expr
     index: Expr
     args: tuple[Expr, ...]
+
+    def __init__(
+        self, type: Type, op: str, pointer: Expr, index: Expr, args: tuple[Expr, ...],
+    ) -> None:
+        _set(self, "type", type)
+        _set(self, "op", op)
+        _set(self, "pointer", pointer)
+        _set(self, "index", index)
+        _set(self, "args", args)
 
 
 #: Tensor-core matrix multiply-accumulate, PTX ``mma.sync.aligned.m16n8k16.row.col``
@@ -243,13 +415,17 @@ WARP_OPS = frozenset({
 }) | MMA_OPS | LDMATRIX_OPS
 
 
-@dataclass(frozen=True, eq=False)
 class Warp(Expr):
     """A warp primitive (:data:`WARP_OPS`); ``ballot``/``activemask`` give uint32,
     ``any``/``all`` bool, shuffles the value's type."""
 
     op: str
     args: tuple[Expr, ...]
+
+    def __init__(self, type: Type, op: str, args: tuple[Expr, ...]) -> None:
+        _set(self, "type", type)
+        _set(self, "op", op)
+        _set(self, "args", args)
 
 
 #: The N of ``wgmma.mma_async.m64nNk16`` with float16/bfloat16 inputs: every multiple of 8
@@ -292,7 +468,6 @@ HOPPER_OPS = frozenset(
     | {f"tma.store.wait.{n}" for n in range(8)})
 
 
-@dataclass(frozen=True, eq=False)
 class Hopper(Expr):
     """A Hopper operation (:data:`HOPPER_OPS`); a void one has type None and stands in an
     :class:`Eval`. Kernels using any are compiled for ``sm_90a`` only."""
@@ -300,8 +475,12 @@ class Hopper(Expr):
     op: str
     args: tuple[Expr, ...]
 
+    def __init__(self, type: Type, op: str, args: tuple[Expr, ...]) -> None:
+        _set(self, "type", type)
+        _set(self, "op", op)
+        _set(self, "args", args)
 
-@dataclass(frozen=True, eq=False)
+
 class BlockReduce(Expr):
     """``__syncthreads_count/and/or(pred)``: a barrier that also combines a predicate
     over the block (``op`` is ``count`` → int32, ``and``/``or`` → bool)."""
@@ -309,8 +488,12 @@ class BlockReduce(Expr):
     op: str
     pred: Expr
 
+    def __init__(self, type: Type, op: str, pred: Expr) -> None:
+        _set(self, "type", type)
+        _set(self, "op", op)
+        _set(self, "pred", pred)
 
-@dataclass(frozen=True, eq=False)
+
 class CallFunc(Expr):
     """A call of the device function ``name`` of the same :class:`KernelIR`.
 
@@ -320,31 +503,45 @@ class CallFunc(Expr):
     name: str
     args: tuple[Expr, ...]
 
+    def __init__(self, type: Type, name: str, args: tuple[Expr, ...]) -> None:
+        _set(self, "type", type)
+        _set(self, "name", name)
+        _set(self, "args", args)
 
-@dataclass(eq=False)
-class Stmt:
+
+class Stmt(_Node):
     """Base of all statements; ``loc`` is where the front-end created it."""
 
-    loc: Loc | None = field(default=None, kw_only=True)
+    loc: Loc | None = None  # keyword-only
+
+    def __init__(self, *, loc: Loc | None = None) -> None:
+        self.loc = loc
 
 
-@dataclass(eq=False)
 class Let(Stmt):
     """Declare the immutable temporary ``var`` with ``value``."""
 
     var: Var
     value: Expr
 
+    def __init__(self, var: Var, value: Expr, *, loc: Loc | None = None) -> None:
+        self.loc = loc
+        self.var = var
+        self.value = value
 
-@dataclass(eq=False)
+
 class Assign(Stmt):
     """Assign to a mutable local ``var`` (declared by a ``Let`` with ``mutable=True``)."""
 
     var: Var
     value: Expr
 
+    def __init__(self, var: Var, value: Expr, *, loc: Loc | None = None) -> None:
+        self.loc = loc
+        self.var = var
+        self.value = value
 
-@dataclass(eq=False)
+
 class Store(Stmt):
     """``pointer[index] = value``."""
 
@@ -352,23 +549,40 @@ class Store(Stmt):
     index: Expr
     value: Expr
 
+    def __init__(
+        self, pointer: Expr, index: Expr, value: Expr, *, loc: Loc | None = None,
+    ) -> None:
+        self.loc = loc
+        self.pointer = pointer
+        self.index = index
+        self.value = value
 
-@dataclass(eq=False)
+
 class If(Stmt):
     cond: Expr
     then: list[Stmt]
     orelse: list[Stmt]
 
+    def __init__(
+        self, cond: Expr, then: list[Stmt], orelse: list[Stmt], *, loc: Loc | None = None,
+    ) -> None:
+        self.loc = loc
+        self.cond = cond
+        self.then = then
+        self.orelse = orelse
 
-@dataclass(eq=False)
+
 class Return(Stmt):
     """Early exit of the current thread; in a device function, its return (with
     ``value`` when the function has a result)."""
 
     value: Expr | None = None
 
+    def __init__(self, value: Expr | None = None, *, loc: Loc | None = None) -> None:
+        self.loc = loc
+        self.value = value
 
-@dataclass(eq=False)
+
 class For(Stmt):
     """``for (var = start; var < stop; var += step)`` (``>`` when ``step`` is negative,
     decided at run time when ``step`` is not a constant): Python ``range`` semantics.
@@ -383,8 +597,19 @@ class For(Stmt):
     body: list[Stmt]
     unroll: int = 0
 
+    def __init__(
+        self, var: Var, start: Expr, stop: Expr, step: Expr, body: list[Stmt], unroll: int = 0, *,
+        loc: Loc | None = None,
+    ) -> None:
+        self.loc = loc
+        self.var = var
+        self.start = start
+        self.stop = stop
+        self.step = step
+        self.body = body
+        self.unroll = unroll
 
-@dataclass(eq=False)
+
 class While(Stmt):
     """``while (true) { head...; if (!cond) break; body... }``.
 
@@ -396,18 +621,29 @@ class While(Stmt):
     cond: Expr
     body: list[Stmt]
 
+    def __init__(
+        self, head: list[Stmt], cond: Expr, body: list[Stmt], *, loc: Loc | None = None,
+    ) -> None:
+        self.loc = loc
+        self.head = head
+        self.cond = cond
+        self.body = body
 
-@dataclass(eq=False)
+
 class Break(Stmt):
     """Leave the innermost loop."""
 
+    def __init__(self, *, loc: Loc | None = None) -> None:
+        self.loc = loc
 
-@dataclass(eq=False)
+
 class Continue(Stmt):
     """Start the next iteration of the innermost loop."""
 
+    def __init__(self, *, loc: Loc | None = None) -> None:
+        self.loc = loc
 
-@dataclass(eq=False)
+
 class SharedDecl(Stmt):
     """Declare shared memory ``var`` (a shared :class:`PointerType`) of ``count``
     elements; ``dynamic`` arrays live in the launch's dynamic shared memory at
@@ -418,14 +654,28 @@ class SharedDecl(Stmt):
     dynamic: bool = False
     offset: int = 0
 
+    def __init__(
+        self, var: Var, count: int, dynamic: bool = False, offset: int = 0, *,
+        loc: Loc | None = None,
+    ) -> None:
+        self.loc = loc
+        self.var = var
+        self.count = count
+        self.dynamic = dynamic
+        self.offset = offset
 
-@dataclass(eq=False)
+
 class LocalDecl(Stmt):
     """Declare a per-thread array ``var`` (a ``"local"`` :class:`PointerType`) of
     ``count`` elements, uninitialized (C++ ``T var[count];`` in the thread's body)."""
 
     var: Var
     count: int
+
+    def __init__(self, var: Var, count: int, *, loc: Loc | None = None) -> None:
+        self.loc = loc
+        self.var = var
+        self.count = count
 
 
 #: Barriers and fences: ``syncthreads`` (block barrier), ``syncwarp`` (mask in
@@ -435,13 +685,16 @@ SYNC_KINDS = frozenset({"syncthreads", "syncwarp", "fence_block", "fence", "fenc
                         "grid"})
 
 
-@dataclass(eq=False)
 class Sync(Stmt):
     kind: str
     mask: Expr | None = None
 
+    def __init__(self, kind: str, mask: Expr | None = None, *, loc: Loc | None = None) -> None:
+        self.loc = loc
+        self.kind = kind
+        self.mask = mask
 
-@dataclass(eq=False)
+
 class VecStore(Stmt):
     """Store ``values`` (one per lane) to ``pointer[index ..]`` in one access."""
 
@@ -449,8 +702,15 @@ class VecStore(Stmt):
     index: Expr
     values: tuple[Expr, ...]
 
+    def __init__(
+        self, pointer: Expr, index: Expr, values: tuple[Expr, ...], *, loc: Loc | None = None,
+    ) -> None:
+        self.loc = loc
+        self.pointer = pointer
+        self.index = index
+        self.values = values
 
-@dataclass(eq=False)
+
 class AsyncCopy(Stmt):
     """PTX ``cp.async``: start copying ``nbytes`` (4, 8 or 16) from global ``src[src_index]``
     to shared ``dst[dst_index]`` without waiting; only ``src_bytes`` (uint32, at most
@@ -465,8 +725,19 @@ class AsyncCopy(Stmt):
     nbytes: int
     src_bytes: Expr
 
+    def __init__(
+        self, dst: Expr, dst_index: Expr, src: Expr, src_index: Expr, nbytes: int, src_bytes: Expr,
+        *, loc: Loc | None = None,
+    ) -> None:
+        self.loc = loc
+        self.dst = dst
+        self.dst_index = dst_index
+        self.src = src
+        self.src_index = src_index
+        self.nbytes = nbytes
+        self.src_bytes = src_bytes
 
-@dataclass(eq=False)
+
 class AsyncGroup(Stmt):
     """``op`` ``"commit"``: close this thread's pending :class:`AsyncCopy` operations into
     a group (``cp.async.commit_group``); ``"wait"``: wait until at most ``n`` of the most
@@ -475,15 +746,22 @@ class AsyncGroup(Stmt):
     op: str
     n: int = 0
 
+    def __init__(self, op: str, n: int = 0, *, loc: Loc | None = None) -> None:
+        self.loc = loc
+        self.op = op
+        self.n = n
 
-@dataclass(eq=False)
+
 class Eval(Stmt):
     """Evaluate an expression for its side effect (a void device-function call)."""
 
     value: Expr
 
+    def __init__(self, value: Expr, *, loc: Loc | None = None) -> None:
+        self.loc = loc
+        self.value = value
 
-@dataclass(eq=False)
+
 class Print(Stmt):
     """Device ``printf``: ``fmt`` is a C format string with one conversion per value of
     ``args``, chosen for the value's dtype by the front-end (``%d %u %lld %llu`` for
@@ -492,9 +770,13 @@ class Print(Stmt):
     fmt: str
     args: tuple[Expr, ...]
 
+    def __init__(self, fmt: str, args: tuple[Expr, ...], *, loc: Loc | None = None) -> None:
+        self.loc = loc
+        self.fmt = fmt
+        self.args = args
 
-@dataclass
-class Param:
+
+class Param(_Record):
     """A kernel parameter. ``reads``/``writes`` record whether the body loads/stores it."""
 
     name: str
@@ -509,13 +791,23 @@ class Param:
     #: parameter the caller passes.
     derived: tuple[str, str, int] | None = None
 
+    def __init__(
+        self, name: str, type: Type, reads: bool = False, writes: bool = False,
+        ndim: int | None = None, derived: tuple[str, str, int] | None = None,
+    ) -> None:
+        self.name = name
+        self.type = type
+        self.reads = reads
+        self.writes = writes
+        self.ndim = ndim
+        self.derived = derived
+
     @property
     def is_pointer(self) -> bool:
         return isinstance(self.type, PointerType)
 
 
-@dataclass
-class GlobalDecl:
+class GlobalDecl(_Record):
     """A module-level array ``var`` of ``count`` elements: ``"constant"`` memory (read-only,
     ``init`` holds every value) or ``"global"`` device memory (a ``__device__`` variable:
     ``init`` or zeros at module load, then it keeps its contents across launches)."""
@@ -524,9 +816,13 @@ class GlobalDecl:
     count: int
     init: tuple[Any, ...] | None = None
 
+    def __init__(self, var: Var, count: int, init: tuple[Any, ...] | None = None) -> None:
+        self.var = var
+        self.count = count
+        self.init = init
 
-@dataclass
-class Function:
+
+class Function(_Record):
     """A device function (a traced helper), emitted once before the kernel.
 
     ``result`` is its return type (None for void); parameters are passed by value
@@ -538,11 +834,21 @@ class Function:
     result: DType | StructType | None
     body: list[Stmt]
     loc: Loc | None = None
-    mutable: set[str] = field(default_factory=set)
+    mutable: set[str]
+
+    def __init__(
+        self, name: str, params: list[Param], result: DType | StructType | None, body: list[Stmt],
+        loc: Loc | None = None, mutable: set[str] = _FACTORY,
+    ) -> None:
+        self.name = name
+        self.params = params
+        self.result = result
+        self.body = body
+        self.loc = loc
+        self.mutable = set() if mutable is _FACTORY else mutable
 
 
-@dataclass
-class KernelIR:
+class KernelIR(_Record):
     """A whole kernel: name, parameters in call order, body, and where it was defined.
 
     ``functions`` are the device functions it calls, callees before callers;
@@ -553,10 +859,10 @@ class KernelIR:
     params: list[Param]
     body: list[Stmt]
     loc: Loc | None = None
-    mutable: set[str] = field(default_factory=set)
-    functions: list[Function] = field(default_factory=list)
+    mutable: set[str]
+    functions: list[Function]
     #: Module-level arrays the kernel uses (constant memory, device globals).
-    globals: list[GlobalDecl] = field(default_factory=list)
+    globals: list[GlobalDecl]
     #: Debug mode (:func:`thork_core.instrument`): the bounds-check sites, by site id;
     #: None for a kernel built without checks.
     debug_sites: list[Any] | None = None
@@ -566,6 +872,24 @@ class KernelIR:
     #: ``(x, y, z)`` blocks per thread-block cluster from ``tk.cluster_dims`` (CUDA's
     #: ``__cluster_dims__``; sm_90); the grid must be a multiple. None: no clusters.
     cluster_dims: tuple[int, int, int] | None = None
+
+    def __init__(
+        self, name: str, params: list[Param], body: list[Stmt], loc: Loc | None = None,
+        mutable: set[str] = _FACTORY, functions: list[Function] = _FACTORY,
+        globals: list[GlobalDecl] = _FACTORY, debug_sites: list[Any] | None = None,
+        launch_bounds: tuple[int, int] | None = None,
+        cluster_dims: tuple[int, int, int] | None = None,
+    ) -> None:
+        self.name = name
+        self.params = params
+        self.body = body
+        self.loc = loc
+        self.mutable = set() if mutable is _FACTORY else mutable
+        self.functions = [] if functions is _FACTORY else functions
+        self.globals = [] if globals is _FACTORY else globals
+        self.debug_sites = debug_sites
+        self.launch_bounds = launch_bounds
+        self.cluster_dims = cluster_dims
 
     @cached_property
     def cooperative(self) -> bool:

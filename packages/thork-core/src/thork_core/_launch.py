@@ -473,6 +473,9 @@ def out_maker(array_type: type, shape: tuple[int, ...], dtype: DType, device: in
 
     ctx = int(make_current(device))
     device_pool(device)  # the pool DeviceArrays use, set up (kept, not trimmed) before use
+    from ._device_array import use_native_finalizer
+
+    use_native_finalizer(mod)  # each output this makes is freed by the next call, in C
     nbytes = dtype.itemsize
     for s in shape:
         nbytes *= s

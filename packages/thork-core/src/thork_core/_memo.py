@@ -7,11 +7,14 @@ recomputes it. This keeps a disk-cache hit in a fresh process in the low millise
 
 Everything lives in one JSON file, ``memo.json`` in the cache folder, replaced atomically
 on each change (concurrent writers lose at worst an update, never the file). Deleting it
-is always safe; ``thork cache clear`` does.
+is always safe; ``thork cache clear`` does. A fingerprint is stored as the SHA-256 of its
+JSON text, not as the text itself: the file a fresh process reads and parses stays small
+(the ``installed`` fact's fingerprints list every ``sys.path`` folder).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -79,21 +82,46 @@ def _stat(p: str) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size]
 
 
+#: This process's answers of :func:`installed_fingerprint`, by the ``sys.path`` folders'
+#: stamps they were computed from (the same stamps give the same answer, as in the memo).
+_INSTALLED: dict[tuple[Any, ...], str] = {}
+#: ``os.path.abspath`` of the absolute ``sys.path`` entries (they do not depend on the cwd).
+_ABS: dict[str, str] = {}
+
+
+def _abspath(p: str) -> str:
+    got = _ABS.get(p)
+    if got is None:
+        got = os.path.abspath(p)
+        if os.path.isabs(p):
+            if len(_ABS) > 1024:
+                _ABS.clear()
+            _ABS[p] = got
+    return got
+
+
 def installed_fingerprint() -> str:
     """What the installed distributions look like on ``sys.path``: every metadata folder
     with its modification time (installing, upgrading or removing a distribution creates
-    or deletes one). Cheap when no ``sys.path`` folder changed (one ``stat`` each);
-    otherwise the folders are listed, so a script folder that gains files (a program
+    or deletes one). Cheap when no ``sys.path`` folder changed (one ``stat`` each; a
+    process asking again with the same stamps gets its earlier answer without reading the
+    memo); otherwise the folders are listed, so a script folder that gains files (a program
     writing its outputs next to itself) does not invalidate what depends on this.
     Returns a digest of that listing."""
-    paths = list(dict.fromkeys(os.path.abspath(p) for p in sys.path))  # '' is the cwd
-    return memo("installed", [sys.version, path_fingerprint(paths)],
-                lambda: _digest(_metadata_listing(paths)))
+    paths = list(dict.fromkeys(_abspath(p) for p in sys.path))  # '' is the cwd
+    stamps = path_fingerprint(paths)
+    key = tuple(tuple(s) for s in stamps)
+    got = _INSTALLED.get(key)
+    if got is None:
+        got = memo("installed", [sys.version, stamps],
+                   lambda: _digest(_metadata_listing(paths)))
+        if len(_INSTALLED) > 64:
+            _INSTALLED.clear()
+        _INSTALLED[key] = got
+    return got
 
 
 def _digest(value: Any) -> str:
-    import hashlib
-
     return hashlib.sha256(json.dumps(value).encode()).hexdigest()
 
 
@@ -117,11 +145,16 @@ def _canonical(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+def _fp(fingerprint: Any) -> str:
+    """How a fingerprint is stored: the SHA-256 of its JSON text (tuples and lists alike)."""
+    return hashlib.sha256(json.dumps(fingerprint).encode()).hexdigest()
+
+
 def recall(name: str, fingerprint: Any, default: Any = None) -> Any:
     """What :func:`remember` stored under ``name`` with this ``fingerprint``, else ``default``."""
     entry = _load().get(name)
     if isinstance(entry, list):
-        want = _canonical(fingerprint)
+        want = _fp(fingerprint)
         for item in entry:
             if isinstance(item, list) and len(item) == 2 and item[0] == want:
                 return item[1]
@@ -134,10 +167,11 @@ def remember(name: str, fingerprint: Any, value: Any) -> None:
     two scripts in two folders see two ``sys.path``s, and alternating between them must
     not relearn each fact every time."""
     data = _load()
-    fp = _canonical(fingerprint)
+    fp = _fp(fingerprint)
     old = data.get(name)
-    kept = [i for i in old if isinstance(i, list) and len(i) == 2 and i[0] != fp] \
-        if isinstance(old, list) else []
+    # (fingerprints of the layout before digests, lists, are dropped)
+    kept = [i for i in old if isinstance(i, list) and len(i) == 2
+            and isinstance(i[0], str) and i[0] != fp] if isinstance(old, list) else []
     data[name] = [[fp, _canonical(value)], *kept[:KEEP - 1]]
     try:
         import tempfile
@@ -147,7 +181,7 @@ def remember(name: str, fingerprint: Any, value: Any) -> None:
         fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-memo-")  # 0600
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump(data, f)
+                f.write(json.dumps(data))  # the C encoder (json.dump streams in Python)
             os.replace(tmp, os.path.join(root, FILE))
         except BaseException:
             os.unlink(tmp)
@@ -171,6 +205,7 @@ def reset() -> None:
     global _loaded, _loaded_from
     _loaded = None
     _loaded_from = None
+    _INSTALLED.clear()
 
 
 # `thork cache clear` removes memo.json with everything else; the copy in memory goes too.

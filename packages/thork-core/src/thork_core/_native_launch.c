@@ -1371,6 +1371,153 @@ static PyTypeObject OutMakerType = {
     .tp_call = maker_call,
 };
 
+/* ---- Finalizer ---------------------------------------------------------------------
+ * Finalizer(array_type, device, free, ctx, ctx_get, ctx_set, fallback)
+ *   DeviceArray's __del__ in C (thork_core._device_array.use_native_finalizer installs it
+ *   as the class's __del__): an owning array of `device` gives its memory back to the
+ *   stream-ordered pool with cuMemFreeAsync (`free`) on its stream, with `ctx` current
+ *   for the call (the thread's own context restored after), and clears its _owns; an array that owns nothing returns at
+ *   once. Anything else (another device, a slot that is not the plain value the Python
+ *   __del__ expects) calls `fallback(array)`, that Python __del__. Errors are swallowed,
+ *   as in a finalizer they must be. It is a method descriptor: `type.__del__` finds it
+ *   and the interpreter calls it with the array, with no Python frame. The point: an
+ *   allocating fkl call `y = pipe(x)` in a loop frees the previous output each time
+ *   (session 8: the Python __del__ with its ctypes call was ~1 us of the 2 us such a call
+ *   costs over pipe(x, out=y)).
+ */
+enum { FIN_PTR, FIN_DEVICE, FIN_STREAM, FIN_OWNS, N_FIN };
+static const char *fin_names[N_FIN] = {"ptr", "device", "stream", "_owns"};
+
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *array_type;
+    PyObject *fallback;
+    long device;
+    Py_ssize_t offset[N_FIN];
+    free_fn free;
+    void *ctx;
+    ctx_get_fn ctx_get;
+    ctx_set_fn ctx_set;
+    vectorcallfunc vectorcall;
+} FinalizerObject;
+
+static PyTypeObject FinalizerType;
+
+static int fin_init(FinalizerObject *self, PyObject *args, PyObject *kw) {
+    PyObject *array_type, *freef, *ctx, *get, *set, *fallback;
+    long device;
+    static char *names[] = {"array_type", "device", "free", "ctx", "ctx_get", "ctx_set",
+                            "fallback", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!lOOOOO", names, &PyType_Type, &array_type,
+                                     &device, &freef, &ctx, &get, &set, &fallback))
+        return -1;
+    void *f = as_address(freef), *c = as_address(ctx), *g = as_address(get);
+    void *st = as_address(set);
+    if (PyErr_Occurred()) return -1;
+    if (!f || !c || !g || !st || !PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_ValueError, "free, ctx, ctx_get and ctx_set must be non-null "
+                        "addresses and fallback callable");
+        return -1;
+    }
+    for (int i = 0; i < N_FIN; i++) {
+        PyObject *name = PyUnicode_InternFromString(fin_names[i]);
+        if (!name) return -1;
+        Field fld;
+        field_init(&fld, (PyTypeObject *)array_type, name);
+        Py_DECREF(name);
+        if (fld.offset < 0) {
+            PyErr_Format(PyExc_TypeError, "array_type: '%s' must be a __slots__ entry",
+                         fin_names[i]);
+            return -1;
+        }
+        self->offset[i] = fld.offset;
+    }
+    Py_XSETREF(self->array_type, (PyTypeObject *)Py_NewRef(array_type));
+    Py_XSETREF(self->fallback, Py_NewRef(fallback));
+    self->device = device;
+    self->free = (free_fn)f;
+    self->ctx = c;
+    self->ctx_get = (ctx_get_fn)g;
+    self->ctx_set = (ctx_set_fn)st;
+    return 0;
+}
+
+static PyObject *fin_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                PyObject *kwnames);
+
+static PyObject *fin_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    FinalizerObject *self = (FinalizerObject *)type->tp_alloc(type, 0);
+    if (self) self->vectorcall = fin_vectorcall;
+    return (PyObject *)self;
+}
+
+static void fin_dealloc(FinalizerObject *self) {
+    Py_XDECREF((PyObject *)self->array_type);
+    Py_XDECREF(self->fallback);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static inline PyObject *fin_slot(PyObject *a, Py_ssize_t offset) { /* borrowed or NULL */
+    return *(PyObject **)((char *)a + offset);
+}
+
+static PyObject *fin_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                PyObject *kwnames) {
+    FinalizerObject *f = (FinalizerObject *)self;
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "__del__() takes the array alone");
+        return NULL;
+    }
+    PyObject *a = args[0];
+    if (!f->array_type || !PyObject_TypeCheck(a, f->array_type))
+        return f->fallback ? PyObject_CallOneArg(f->fallback, a) : Py_NewRef(Py_None);
+    PyObject *owns = fin_slot(a, f->offset[FIN_OWNS]);
+    if (!owns || owns == Py_False) Py_RETURN_NONE; /* a view, or never finished __init__ */
+    PyObject *dev = fin_slot(a, f->offset[FIN_DEVICE]);
+    PyObject *pv = fin_slot(a, f->offset[FIN_PTR]), *sv = fin_slot(a, f->offset[FIN_STREAM]);
+    if (owns != Py_True || !dev || !PyLong_CheckExact(dev) || !pv || !PyLong_CheckExact(pv) ||
+        !sv || !PyLong_CheckExact(sv))
+        return PyObject_CallOneArg(f->fallback, a);
+    long device = PyLong_AsLong(dev);
+    uint64_t ptr = PyLong_AsUnsignedLongLong(pv), stream = PyLong_AsUnsignedLongLong(sv);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return PyObject_CallOneArg(f->fallback, a);
+    }
+    if (device != f->device) return PyObject_CallOneArg(f->fallback, a);
+    set_slot(a, f->offset[FIN_OWNS], Py_NewRef(Py_False));
+    /* The device's context for the free, then the thread's own again: a finalizer runs
+     * wherever the last reference went (another thread, code working on another device). */
+    void *cur = NULL;
+    int got = f->ctx_get(&cur) == 0, err = 0, switched = 0;
+    if (!got || cur != f->ctx) {
+        err = f->ctx_set(f->ctx);
+        switched = !err;
+    }
+    if (!err) f->free(ptr, (void *)(uintptr_t)stream); /* a failure has no one to tell */
+    if (switched && got) f->ctx_set(cur);
+    Py_RETURN_NONE;
+}
+
+static PyObject *fin_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (!obj) return Py_NewRef(self);
+    return PyMethod_New(self, obj); /* arr.__del__(): bound to the array */
+}
+
+static PyTypeObject FinalizerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.Finalizer",
+    .tp_basicsize = sizeof(FinalizerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "DeviceArray.__del__ in C (see _native_launch.c).",
+    .tp_new = fin_new,
+    .tp_init = (initproc)fin_init,
+    .tp_dealloc = (destructor)fin_dealloc,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(FinalizerObject, vectorcall),
+    .tp_descr_get = fin_descr_get,
+};
+
 /* ---- GuardedCall ------------------------------------------------------------------
  * A base type for callables whose hottest call, obj(x, out=y) or obj(x, out=y, stream=s),
  * is decided here: when obj._hot_guard is a Guard over two arrays, it is called with
@@ -1928,6 +2075,7 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&PreparedType) < 0 ||
         PyType_Ready(&GuardType) < 0 || PyType_Ready(&GuardedCallType) < 0 ||
         PyType_Ready(&BinderType) < 0 || PyType_Ready(&OutMakerType) < 0 ||
+        PyType_Ready(&FinalizerType) < 0 ||
         PyType_Ready(&LaunchCallType) < 0 ||
         PyType_Ready(&GraphLaunchType) < 0)
         return NULL;
@@ -1959,6 +2107,8 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyModule_AddObject(m, "OutMaker", (PyObject *)&OutMakerType) < 0) return NULL;
     Py_INCREF(&BinderType);
     if (PyModule_AddObject(m, "Binder", (PyObject *)&BinderType) < 0) return NULL;
+    Py_INCREF(&FinalizerType);
+    if (PyModule_AddObject(m, "Finalizer", (PyObject *)&FinalizerType) < 0) return NULL;
     Py_INCREF(&GuardType);
     if (PyModule_AddObject(m, "Guard", (PyObject *)&GuardType) < 0) return NULL;
     Py_INCREF(&GuardedCallType);

@@ -12,6 +12,7 @@ plugin that declares nothing is taken as compatible.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Callable
@@ -61,11 +62,17 @@ def incompatibility(declared: object) -> str | None:
     cannot be loaded by this core, or None when it can."""
     if declared is None:
         return None
+    if isinstance(declared, str):  # every plugin's index entry asks: parse each range once
+        return _incompatibility(declared, PLUGIN_API_VERSION)
+    return _incompatibility.__wrapped__(declared, PLUGIN_API_VERSION)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=64)
+def _incompatibility(declared: str, provided: str) -> str | None:
     try:
-        ok = in_range(PLUGIN_API_VERSION, declared)  # type: ignore[arg-type]
+        ok = in_range(provided, declared)
     except ValueError as exc:
         return f"its {ATTRIBUTE} is invalid: {exc}"
     if ok:
         return None
-    return (f"it supports plugin API {declared} and thork-core provides "
-            f"{PLUGIN_API_VERSION}")
+    return f"it supports plugin API {declared} and thork-core provides {provided}"

@@ -20,6 +20,12 @@ before, or failing) is imported when the registry is built, as before, and index
 it loads cleanly. When a lazily imported plugin turns out to differ from its index entry
 (or fails to import), its real registrations replace the indexed ones (or it is
 skipped with a warning) and the query is answered again.
+
+pluggy's plugin manager registers (and so validates) every plugin the registry indexes.
+A plugin imported lazily from a valid index entry whose hooks are plain module functions
+named after their hooks (recorded when it was indexed: ``direct``) has those functions
+called directly: its files are the ones pluggy validated, and a fresh process's first
+kernel call imports neither pluggy nor its plugin manager.
 """
 
 from __future__ import annotations
@@ -32,8 +38,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import pluggy
-
 from . import _hookspecs, _plugin_api
 from ._selection import pick_compiler, pick_target
 
@@ -41,6 +45,8 @@ from ._selection import pick_compiler, pick_target
 # launch path (argument binding asks for array adapters) imports this module, and it must
 # not import the target and compiler interfaces back (no import cycle).
 if TYPE_CHECKING:
+    import pluggy
+
     from ._adapter import ArrayAdapter
     from ._compiler import Compiler
     from ._frontend import Frontend
@@ -58,7 +64,7 @@ _KINDS = {"compilers": "produces", "targets": "consumes"}
 #: says which they are without importing the other plugins).
 _THIRD = {"compilers": "language", "targets": "language", "array_adapters": "follows"}
 #: Bump when the layout of the plugin index (or what it records) changes.
-_INDEX_FORMAT = 2
+_INDEX_FORMAT = 3
 _INDEX = "plugin_index"
 
 T = TypeVar("T")
@@ -97,11 +103,14 @@ class _Item:
 class _Plugin:
     """One entry point (or core's built-ins) in registration order."""
 
-    __slots__ = ("name", "value", "dist", "version", "loaded", "items")
+    __slots__ = ("name", "value", "dist", "version", "loaded", "items", "direct")
 
     def __init__(self, name: str, value: str, dist: str, version: str) -> None:
         self.name, self.value, self.dist, self.version = name, value, dist, version
         self.loaded = False
+        #: Its index entry says its hooks can be called without pluggy (see the module
+        #: docstring); set from a valid entry only.
+        self.direct = False
         #: hook -> items, for the hooks the plugin implements (indexed or real).
         self.items: dict[str, list[_Item]] = {}
 
@@ -151,8 +160,9 @@ class Plugins:
         if self._keep is not None and not self._keep.issuperset(self._index):
             self._index_dirty = True  # uninstalled or upgraded: drop their entries
         self._plugins: list[_Plugin] = []
+        stamps: dict[str, Any] = {}  # path -> [path, mtime, size] (None: missing), shared
         for p in candidates:
-            if not self._from_index(p):
+            if not self._from_index(p, stamps):
                 items = self._load(p)
                 if items is None:
                     continue
@@ -165,25 +175,27 @@ class Plugins:
     @property
     def _pm(self) -> pluggy.PluginManager:
         if self._manager is None:
+            import pluggy
+
             self._manager = pluggy.PluginManager(_hookspecs.PROJECT)
             self._manager.add_hookspecs(_hookspecs)
         return self._manager
 
-    def _from_index(self, p: _Plugin) -> bool:
-        """Take ``p``'s registrations from the index if its entry is still valid."""
-        from ._memo import path_fingerprint
-
+    def _from_index(self, p: _Plugin, stamps: dict[str, Any] | None = None) -> bool:
+        """Take ``p``'s registrations from the index if its entry is still valid
+        (``stamps``: files already looked at while building this registry)."""
         entry = self._index.get(p.key)
         if entry is None:
             return False
         try:
             files = entry["files"]
-            if path_fingerprint(f[0] for f in files) != files:
+            if _stamps((f[0] for f in files), {} if stamps is None else stamps) != files:
                 return False
             if _plugin_api.incompatibility(entry.get("api")) is not None:
                 return False  # core changed under it: import it to say why it is skipped
             p.items = {hook: [_Item(p, fact) for fact in facts]
                        for hook, facts in entry["registered"].items()}
+            p.direct = entry.get("direct") is True
         except (TypeError, KeyError, ValueError):
             return False
         return True
@@ -193,11 +205,15 @@ class Plugins:
         a warning) when it cannot be imported. Indexes it when every hook succeeded
         (``indexed``: its index entry was found valid when the registry was built, and is
         rewritten only when it registered something else)."""
+        direct: dict[str, Callable[[], Any]] | None = None
         try:
             plugin = _load_object(p.value)
             why = _plugin_api.incompatibility(getattr(plugin, _plugin_api.ATTRIBUTE, None))
             if why is None:
-                self._pm.register(plugin, name=p.name)
+                if indexed and p.direct:
+                    direct = _direct_hooks(plugin)
+                if direct is None:
+                    self._pm.register(plugin, name=p.name)
         except Exception as exc:
             _warn(f"thork plugin {p.name!r} ({p.value}) failed to load and was skipped: "
                   f"{type(exc).__name__}: {exc}", p.value, exc)
@@ -211,28 +227,35 @@ class Plugins:
         p.loaded = True
         clean = True
         items: dict[str, list[_Item]] = {}
-        for hook in _HOOKS:
-            caller = getattr(self._pm.hook, f"thork_register_{hook}")
-            for impl in caller.get_hookimpls():
-                if impl.plugin_name != p.name:
-                    continue
-                try:
-                    got = list(impl.function() or ())
-                except Exception as exc:
-                    _warn(f"thork plugin {p.name!r} failed in thork_register_{hook} and was "
-                          f"skipped: {type(exc).__name__}: {exc}", p.value, exc)
-                    clean = False
-                    continue
-                items[hook] = [_Item(p, _fact(hook, x), x) for x in got]
+        if direct is None:  # as pluggy registered them
+            functions = []
+            for hook in _HOOKS:
+                caller = getattr(self._pm.hook, f"thork_register_{hook}")
+                functions += [(hook, impl.function) for impl in caller.get_hookimpls()
+                              if impl.plugin_name == p.name]
+        else:
+            functions = list(direct.items())
+        for hook, function in functions:
+            try:
+                got = list(function() or ())
+            except Exception as exc:
+                _warn(f"thork plugin {p.name!r} failed in thork_register_{hook} and was "
+                      f"skipped: {type(exc).__name__}: {exc}", p.value, exc)
+                clean = False
+                continue
+            items[hook] = [_Item(p, _fact(hook, x), x) for x in got]
         if clean:
             if not (indexed and _facts(items) == _facts(p.items)):
-                self._remember(p, plugin, items)
+                self._remember(p, plugin, items,
+                               direct is not None or _direct_hooks(plugin) == dict(functions))
         else:
             self._forget(p)
         return items
 
-    def _remember(self, p: _Plugin, plugin: Any, items: dict[str, list[_Item]]) -> None:
-        """Index what ``p`` registered, with the files that define it."""
+    def _remember(self, p: _Plugin, plugin: Any, items: dict[str, list[_Item]],
+                  direct: bool) -> None:
+        """Index what ``p`` registered, with the files that define it (``direct``: its
+        hooks are the module functions :func:`_direct_hooks` finds, exactly)."""
         from ._memo import path_fingerprint
 
         facts = _facts(items)
@@ -245,7 +268,7 @@ class Plugins:
                 files.update(_file_of(c) for c in type(i.obj).__mro__
                              if c.__module__ not in ("builtins", "abc"))
         entry = {"files": path_fingerprint(sorted(f for f in files if f is not None)),
-                 "registered": facts}
+                 "registered": facts, "direct": direct}
         declared = getattr(plugin, _plugin_api.ATTRIBUTE, None)
         if isinstance(declared, str):
             entry["api"] = declared
@@ -379,6 +402,44 @@ class Plugins:
     def loaded(self) -> list[str]:
         """Names of the plugins imported so far (the others are known from the index)."""
         return [p.name for p in self._plugins if p.loaded]
+
+
+def _direct_hooks(plugin: Any) -> dict[str, Callable[[], Any]] | None:
+    """``plugin``'s hook functions when it is a module whose hooks are plain functions
+    named ``thork_register_<hook>`` (marked, no pluggy options that change how they are
+    called or matched), by hook in :data:`_HOOKS` order; None otherwise."""
+    if not isinstance(plugin, type(sys)):
+        return None
+    marker = _hookspecs.PROJECT + "_impl"
+    out: dict[str, Callable[[], Any]] = {}
+    for hook in _HOOKS:
+        function = getattr(plugin, f"thork_register_{hook}", None)
+        if function is None:
+            continue
+        opts = getattr(function, marker, None)
+        if not isinstance(opts, dict) or any(opts.get(k) for k in (
+                "specname", "wrapper", "hookwrapper", "tryfirst", "trylast")):
+            return None
+        out[hook] = function
+    return out
+
+
+def _stamps(paths: Iterator[str], seen: dict[str, Any]) -> list[Any]:
+    """:func:`~thork_core._memo.path_fingerprint` of ``paths``, each path looked at once
+    per ``seen`` (the registry build's shared record: plugins share core's files)."""
+    out = []
+    for p in paths:
+        got = seen.get(p, False)
+        if got is False:
+            try:
+                st = os.stat(p)
+                got = [p, st.st_mtime_ns, st.st_size]
+            except OSError:
+                got = None
+            seen[p] = got
+        if got is not None:
+            out.append(got)
+    return out
 
 
 def _facts(items: dict[str, list[_Item]]) -> dict[str, list[list[Any]]]:

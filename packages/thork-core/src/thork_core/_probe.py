@@ -22,6 +22,7 @@ types listed there as plain producers).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ._device import _DL_CUDA, _DL_CUDA_MANAGED
@@ -36,6 +37,7 @@ __all__ = ["CAI", "DEFAULT_STREAMS", "DLPACK", "KINDS", "cai_pointer", "dlpack_c
 DEFAULT_STREAMS = (None, 0, 1, 2)
 
 _TYPES: list[Any] = []
+_TYPES_LOCK = threading.Lock()
 _ONE_GPU: list[bool] = []
 
 #: The kind of a plain ``__cuda_array_interface__`` producer (CuPy, Numba, anything not
@@ -56,14 +58,17 @@ _MAX_KINDS = 512
 
 
 def _types() -> list[Any]:
-    """``[numpy.ndarray, DeviceArray]``, imported on first use."""
+    """``[numpy.ndarray, DeviceArray, PitchedArray]``, imported on first use (once: threads
+    calling first wait for one another, never extend the list twice)."""
     if not _TYPES:
         import numpy as np
 
         from ._device_array import DeviceArray
         from ._pitched_array import PitchedArray
 
-        _TYPES.extend((np.ndarray, DeviceArray, PitchedArray))
+        with _TYPES_LOCK:
+            if not _TYPES:
+                _TYPES.extend((np.ndarray, DeviceArray, PitchedArray))
     return _TYPES
 
 

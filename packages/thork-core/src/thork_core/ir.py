@@ -4,7 +4,10 @@ A kernel is a :class:`KernelIR` (name, :class:`Param` list, body of statements).
 are expressions (:class:`Const`, :class:`Var`, :class:`Binary`, :class:`Load`...), each
 with a scalar :class:`DType` (or a :class:`VectorType`); statements (:class:`Let`,
 :class:`Store`, :class:`If`, :class:`For`...) carry the :class:`Loc` of the Python line
-they came from. :func:`walk_stmts`/:func:`walk_exprs` visit a body.
+they came from. :func:`walk_stmts`/:func:`walk_exprs` visit a body. Nodes are plain
+classes (not dataclasses, which cost ``import thork`` ~8 ms to create):
+:func:`node_fields` lists a node's fields in order, :func:`replace` makes a changed copy;
+expressions and types are immutable.
 
 A target's renderer subclasses :class:`Renderer` (``render(kernel) -> str``);
 :class:`CudaRenderer` is the CUDA C++ one, which host C++ renderers extend.
@@ -83,6 +86,8 @@ from ._ir import (
     Warp,
     While,
     hopper_ops,
+    node_fields,
+    replace,
     stmt_exprs,
     uses_hopper,
     walk_exprs,
@@ -113,5 +118,5 @@ __all__ = [
     "StructType", "Sync",
     "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",
     "While", "dt", "dtype_of", "input_typestr", "int_range", "literal_dtype", "promote",
-    "stmt_exprs", "typestr", "walk_exprs", "walk_stmts",
+    "stmt_exprs", "typestr", "walk_exprs", "walk_stmts", "node_fields", "replace",
 ]

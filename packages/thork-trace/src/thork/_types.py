@@ -8,8 +8,8 @@ and ``tk.Int3[...]`` are their signed int32 views); a dtype such as
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import FrozenInstanceError
+from typing import Any, ClassVar
 
 from thork_core import DType, TraceError, dt, dtype_of
 
@@ -20,11 +20,50 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Builtin:
+_set = object.__setattr__
+
+
+class _Value:
+    """An immutable value compared and hashed by its fields (the annotated names of the
+    class, bases first): what these specs were as frozen dataclasses, written out
+    (creating the dataclasses cost ``import thork`` ~2 ms)."""
+
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = tuple(n for n in cls.__dict__.get("__annotations__", {}) if n not in cls._fields)
+        cls._fields = cls._fields + own
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._fields)
+        return f"{type(self).__qualname__}({inner})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+class Builtin(_Value):
     """One of the four CUDA built-in index/dimension registers."""
 
     cuda_name: str
+
+    def __init__(self, cuda_name: str) -> None:
+        _set(self, "cuda_name", cuda_name)
 
     def __repr__(self) -> str:
         return f"tk.{self.cuda_name[0].upper()}{self.cuda_name[1:]}"
@@ -36,14 +75,18 @@ BlockDim = Builtin("blockDim")
 GridDim = Builtin("gridDim")
 
 
-@dataclass(frozen=True)
-class PointerSpec:
+class PointerSpec(_Value):
     """An array parameter of element type ``dtype``; ``ndim`` None accepts any rank.
     ``optional`` (``tk.DevicePointer[...] | None``) also accepts ``None`` at launch."""
 
     dtype: DType
     ndim: int | None = None
     optional: bool = False
+
+    def __init__(self, dtype: DType, ndim: int | None = None, optional: bool = False) -> None:
+        _set(self, "dtype", dtype)
+        _set(self, "ndim", ndim)
+        _set(self, "optional", optional)
 
     def __or__(self, other: Any) -> PointerSpec:
         if other is not None:
@@ -54,8 +97,7 @@ class PointerSpec:
     __ror__ = __or__
 
 
-@dataclass(frozen=True)
-class BuiltinSpec:
+class BuiltinSpec(_Value):
     """A built-in register: ``vector`` gives .x/.y/.z, else the .x component; ``signed``
     gives int32 values (``tk.Int``/``tk.Int3``) instead of CUDA's uint32."""
 
@@ -63,27 +105,38 @@ class BuiltinSpec:
     vector: bool
     signed: bool = False
 
+    def __init__(self, builtin: Builtin, vector: bool, signed: bool = False) -> None:
+        _set(self, "builtin", builtin)
+        _set(self, "vector", vector)
+        _set(self, "signed", signed)
 
-@dataclass(frozen=True)
-class ScalarSpec:
+
+class ScalarSpec(_Value):
     dtype: DType
 
+    def __init__(self, dtype: DType) -> None:
+        _set(self, "dtype", dtype)
 
-@dataclass(frozen=True)
-class StructSpec:
+
+class StructSpec(_Value):
     """A ``@tk.struct`` passed by value: one scalar kernel argument per field."""
 
     cls: Any
 
+    def __init__(self, cls: Any) -> None:
+        _set(self, "cls", cls)
 
-@dataclass(frozen=True)
-class ConstexprSpec:
+
+class ConstexprSpec(_Value):
     """A compile-time constant parameter: its Python value is given at launch, used as a
     plain Python value while tracing (so it folds, sizes shared arrays, unrolls loops)
     and is part of the kernel's specialization key. ``kind`` is the accepted Python type
     (None for any hashable value)."""
 
     kind: Any = None
+
+    def __init__(self, kind: Any = None) -> None:
+        _set(self, "kind", kind)
 
     def check(self, value: Any, param: str, func: str) -> Any:
         k = self.kind
