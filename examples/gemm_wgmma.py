@@ -329,8 +329,11 @@ def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
         raise ValueError(f"cluster must be 1 or 2, got {cluster!r}")
     if epilogue not in EPILOGUES:
         raise ValueError(f"epilogue must be one of {', '.join(EPILOGUES)}, got {epilogue!r}")
-    out = str(c.dtype).removeprefix("torch.") if hasattr(c, "element_size") \
-        else str(np.dtype(getattr(c, "dtype", "float32")))  # type: ignore[attr-defined]
+    # c's element type by name: torch says "torch.float16", NumPy and Thork's DeviceArray
+    # (a tk.dt type) have .name.
+    d = getattr(c, "dtype", "float32")
+    out = str(d).removeprefix("torch.") if hasattr(c, "element_size") \
+        else str(getattr(d, "name", d))
     if out not in ("float32", dtype):
         raise ValueError(f"c must hold float32 or {dtype}, got {out}")
     if M * N >= 2**31:
