@@ -595,6 +595,22 @@ def bench_gpu(reps: int) -> None:
 
 
 # -- horizontal fusion (issue 14) ----------------------------------------------------------
+
+def call_host_us(drv: Any, fn: Callable[[], Any], n: int) -> float:
+    """Host microseconds per call of ``fn`` over ``n`` back-to-back calls, after one
+    warm-up call, the device synchronized before and after (outside the timing)."""
+    from thork_core import _cuda
+
+    fn()
+    _cuda.check(drv.cuCtxSynchronize(), "sync")
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    took = (time.perf_counter() - t0) / n * 1e6
+    _cuda.check(drv.cuCtxSynchronize(), "sync")
+    return took
+
+
 def bench_batch(ev: Events, rng: Any, reps: int) -> None:
     """Batches in one call against CV-CUDA, single calls and a same-bytes copy; steady
     state device time over 20 back-to-back calls (host time per call noted)."""
@@ -605,14 +621,7 @@ def bench_batch(ev: Events, rng: Any, reps: int) -> None:
     batch_reps = max(reps // 4, 5)
 
     def host_us(fn: Callable[[], Any], n: int = 200) -> float:
-        fn()
-        _cuda.check(drv.cuCtxSynchronize(), "sync")
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        took = (time.perf_counter() - t0) / n * 1e6
-        _cuda.check(drv.cuCtxSynchronize(), "sync")
-        return took
+        return call_host_us(drv, fn, n)
 
     def copy_us(nbytes: int) -> float:
         a, b = DeviceArray((nbytes,), "uint8"), DeviceArray((nbytes,), "uint8")
@@ -715,14 +724,7 @@ def bench_crops(ev: Events, rng: Any, reps: int) -> None:
     batch_reps = max(reps // 4, 5)
 
     def host_us(fn: Callable[[], Any], n: int = 50) -> float:
-        fn()
-        _cuda.check(drv.cuCtxSynchronize(), "sync")
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        took = (time.perf_counter() - t0) / n * 1e6
-        _cuda.check(drv.cuCtxSynchronize(), "sync")
-        return took
+        return call_host_us(drv, fn, n)
 
     print("batch: 64 crops 448x448 of a 4K frame -> 224 normalized CHW", flush=True)
     fh, fw = 2160, 3840
