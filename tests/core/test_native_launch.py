@@ -7,7 +7,9 @@ the same decisions."""
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
+import re
 import shutil
 import sysconfig
 import threading
@@ -83,8 +85,20 @@ def which(request, native):
 def test_status_names_what_happened(native):
     status = native_status()
     assert status.split()[0] == "ready"
-    # The module's file is the cache's verified library store entry (lib/<sha256>.so).
-    assert os.path.isfile(status.split(maxsplit=1)[1])
+    # The module's file is the cache's verified library store entry (lib/<sha256 of its
+    # bytes>.so). Another test of this worker may have cleared the cache since the module
+    # was loaded (a loaded library needs no file), so the name is checked always and the
+    # content where the file is still there.
+    path = status.split(maxsplit=1)[1]
+    folder, name = os.path.split(path)
+    assert os.path.basename(folder) == "lib"
+    assert re.fullmatch(r"[0-9a-f]{64}\.so", name), name
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return
+    assert hashlib.sha256(data).hexdigest() == name[:-3]
 
 
 def test_run_passes_the_pointers_scalars_and_launch(which, rng):
