@@ -47,17 +47,10 @@ def tma_load(dst: Any, dst_index: Any, tmap: Any, col: Any, row: Any, bar: Any,
     r, this one included or not): the box lands at the same ``dst`` offset in each of
     them, counting its bytes on each one's ``bar[bar_index]`` (``.multicast::cluster``;
     needs ``tk.cluster_dims``)."""
-    if not isinstance(tmap, Memory) or tmap.space != "global" or tmap.dtype != dt.uint64:
-        raise TraceError(f"tk.tma_load(): the tensor map must be a uint64 array parameter "
-                         f"(the 16 words tk.tensor_map gives), got {tmap!r}")
+    _check_map("tk.tma_load()", tmap)
     d = _shared_offset("tk.tma_load()", dst, dst_index)
     b = barrier_operand("tk.tma_load()", bar, bar_index)
-    coords = []
-    for what, v in (("col", col), ("row", row)):
-        x = as_value(v)
-        if not x.dtype.is_int:
-            raise TraceError(f"tk.tma_load(): {what} must be an integer, got {x.dtype.name}")
-        coords.append(_to(x, dt.int32))
+    coords = _coords("tk.tma_load()", col, row)
     tmap.mark_read()
     dst.mark_written()
     args = (d, tmap.expr, coords[0], coords[1], b)
@@ -85,20 +78,31 @@ def tma_store(tmap: Any, col: Any, row: Any, src: Any, src_index: Any) -> None:
     thread (and a barrier) first. One thread issues it; ``tk.tma_store_commit()`` closes
     the issued stores into a group, ``tk.tma_store_wait(n)`` waits until at most ``n``
     of that thread's groups still read shared memory (then ``src`` may be overwritten)."""
-    if not isinstance(tmap, Memory) or tmap.space != "global" or tmap.dtype != dt.uint64:
-        raise TraceError(f"tk.tma_store(): the tensor map must be a uint64 array parameter "
-                         f"(the 16 words tk.tensor_map gives), got {tmap!r}")
+    _check_map("tk.tma_store()", tmap)
     s = _shared_offset("tk.tma_store()", src, src_index)
-    coords = []
-    for what, v in (("col", col), ("row", row)):
-        x = as_value(v)
-        if not x.dtype.is_int:
-            raise TraceError(f"tk.tma_store(): {what} must be an integer, got {x.dtype.name}")
-        coords.append(_to(x, dt.int32))
+    coords = _coords("tk.tma_store()", col, row)
     tmap.mark_read()
     src.mark_read()
     current().emit(Eval(Hopper(None, "tma.store.2d",  # type: ignore[arg-type]
                                (s, tmap.expr, coords[0], coords[1]))))
+
+
+def _check_map(fn: str, tmap: Any) -> None:
+    """``tmap`` must be a global uint64 array parameter (a tensor map's 16 words)."""
+    if not isinstance(tmap, Memory) or tmap.space != "global" or tmap.dtype != dt.uint64:
+        raise TraceError(f"{fn}: the tensor map must be a uint64 array parameter "
+                         f"(the 16 words tk.tensor_map gives), got {tmap!r}")
+
+
+def _coords(fn: str, col: Any, row: Any) -> list[Any]:
+    """The box's element coordinates (column, row) as int32 expressions."""
+    coords = []
+    for what, v in (("col", col), ("row", row)):
+        x = as_value(v)
+        if not x.dtype.is_int:
+            raise TraceError(f"{fn}: {what} must be an integer, got {x.dtype.name}")
+        coords.append(_to(x, dt.int32))
+    return coords
 
 
 def tma_store_commit() -> None:
