@@ -312,3 +312,30 @@ def test_gemm_example_rejects_bad_tiles():
             mod.prepare(c, a, bt, args["M"], args["N"], args["K"], target="cpu", **tile)
     with pytest.raises(ValueError, match="c must hold float32 or float16, got int32"):
         mod.prepare(np.zeros((64, 64), np.int32), a, bt, 64, 64, 64, target="cpu")
+
+
+def test_tma_load_and_store_argument_errors():
+    """tk.tma_load and tk.tma_store name themselves, the argument and what came."""
+    def trace(fn):  # type: ignore[no-untyped-def]
+        with pytest.raises(tk.TraceError) as info:
+            tk.jit(fn).ir  # noqa: B018 - tracing raises
+        return str(info.value)
+
+    def load(tm, col):  # type: ignore[no-untyped-def]
+        def kern(tmap: P[tm], x: P[f32]):
+            buf = tk.shared_array(tk.dt.uint16, (1024,))
+            bar = tk.shared_array(u64, (1,))
+            tk.tma_load(buf, 0, tmap, col if col is not None else x[0], 0, bar, 0)
+        return kern
+
+    def store(tm, col):  # type: ignore[no-untyped-def]
+        def kern(tmap: P[tm], x: P[f32]):
+            buf = tk.shared_array(tk.dt.uint16, (1024,))
+            tk.tma_store(tmap, col if col is not None else x[0], 0, buf, 0)
+        return kern
+
+    for make, name in ((load, "tk.tma_load()"), (store, "tk.tma_store()")):
+        msg = trace(make(f32, 0))
+        assert msg.startswith(f"{name}: the tensor map must be a uint64 array parameter"), msg
+        msg = trace(make(u64, None))
+        assert f"{name}: col must be an integer, got float32" in msg, msg
