@@ -365,26 +365,32 @@ extern "C" __global__ void copy(float* out, const float* a, int n) {
 
 # The grid-synchronised solver as a CUDA programmer writes it: cooperative groups (a
 # toolkit header, so nvcc only; the row is skipped without nvcc).
-CUDA_COOP = r"""
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-extern "C" __global__ void jacobi(float* u, float* v, int h, int w, int iters) {
-  cg::grid_group grid = cg::this_grid();
+#: The solver in CUDA C++ with its grid barrier left open: ``%(name)s`` the kernel's name,
+#: ``%(setup)s`` what the barrier needs first, ``%(sync)s`` the barrier (diag_lang prices
+#: another barrier in the same solver).
+JACOBI_CUDA = r"""
+extern "C" __global__ void %(name)s(float* u, float* v, int h, int w, int iters) {
+  %(setup)s
   int stride = gridDim.x * blockDim.x, first = blockIdx.x * blockDim.x + threadIdx.x;
   for (int it = 0; it < iters; ++it) {
-    const float* src = (it % 2 == 0) ? u : v;
-    float* dst = (it % 2 == 0) ? v : u;
+    const float* src = (it %% 2 == 0) ? u : v;
+    float* dst = (it %% 2 == 0) ? v : u;
     for (int k = first; k < h * w; k += stride) {
-      int y = k / w, x = k % w;
+      int y = k / w, x = k %% w;
       if (y > 0 && y < h - 1 && x > 0 && x < w - 1)
         dst[k] = 0.25f * (src[k - w] + src[k + w] + src[k - 1] + src[k + 1]);
       else
         dst[k] = src[k];
     }
-    grid.sync();
+    %(sync)s;
   }
 }
 """
+CUDA_COOP = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+""" + JACOBI_CUDA % {"name": "jacobi", "setup": "cg::grid_group grid = cg::this_grid();",
+                     "sync": "grid.sync()"}
 
 
 def compile_coop(arch: str, work: Path, source: str = CUDA_COOP,

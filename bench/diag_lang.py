@@ -46,21 +46,7 @@ __device__ __forceinline__ void old_grid_sync() {
   }
   __syncthreads();
 }
-extern "C" __global__ void jacobi_oldbar(float* u, float* v, int h, int w, int iters) {
-  int stride = gridDim.x * blockDim.x, first = blockIdx.x * blockDim.x + threadIdx.x;
-  for (int it = 0; it < iters; ++it) {
-    const float* src = (it % 2 == 0) ? u : v;
-    float* dst = (it % 2 == 0) ? v : u;
-    for (int k = first; k < h * w; k += stride) {
-      int y = k / w, x = k % w;
-      if (y > 0 && y < h - 1 && x > 0 && x < w - 1)
-        dst[k] = 0.25f * (src[k - w] + src[k + w] + src[k - 1] + src[k + 1]);
-      else
-        dst[k] = src[k];
-    }
-    old_grid_sync();
-  }
-}
+""" + bl.JACOBI_CUDA % {"name": "jacobi_oldbar", "setup": "", "sync": "old_grid_sync()"} + r"""
 extern "C" __global__ void barriers_oldbar(int iters) {
   for (int it = 0; it < iters; ++it) old_grid_sync();
 }
