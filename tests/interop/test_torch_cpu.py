@@ -156,6 +156,26 @@ def test_custom_op_of_a_pipe_follows_each_input_shape_and_dtype(rng):
                                    * 0.5, rtol=1e-6)
 
 
+def test_custom_op_of_a_pipe_from_8_threads(rng):
+    """Threads calling one op with different input sizes at once each get their own
+    output shape and values (the op's remembered output shapes are shared)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pipe = fkl.compose(fkl.TensorRead(), fkl.Cast("float32"), fkl.Mul(2.0),
+                       fkl.TensorSplit(), target="cpu")
+    thork_torch.custom_op("thork_test::double_chw", pipe)
+    inputs = [rng.integers(0, 255, (5 + i % 3, 7 + i % 4, 3)).astype(np.uint8)
+              for i in range(32)]
+
+    def run(x_np: np.ndarray) -> np.ndarray:
+        return torch.ops.thork_test.double_chw(torch.from_numpy(x_np)).numpy()
+
+    with ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(run, inputs))
+    for x_np, got in zip(inputs, outs):
+        np.testing.assert_array_equal(got, x_np.astype(np.float32).transpose(2, 0, 1) * 2)
+
+
 def test_custom_op_name_must_have_a_namespace():
     with pytest.raises(ArgumentError, match="namespace::op"):
         thork_torch.custom_op("noname", axpb[1, 1])
