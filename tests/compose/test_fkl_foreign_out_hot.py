@@ -158,3 +158,39 @@ def test_hot_cai_out_on_its_own_stream_is_waited_for(
         assert ptrs == [x.ptr, y.ptr]
         assert waits == [(_STREAM, 0, 0)]  # full check or hot: the out='s stream
     assert slow_calls[0] == 1
+
+
+def test_hot_follower_out_on_another_stream_is_followed_once(
+        fake_gpu: list[Any], slow_calls: list[int], follower: Follower,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hot call given ``stream=`` other than the follower's current stream orders that
+    stream after the current one (one wait) and tells the library of both arrays' use
+    (``used_on``), the ``out=`` included; the out's current stream is the one its probe
+    read (the adapter is not asked for it again)."""
+    from thork_core import _cuda, runtime
+
+    waits: list[tuple[int, int, int]] = []
+
+    def wait(device: int, producer: int, consumer: int) -> None:
+        waits.append((device, producer, consumer))
+
+    monkeypatch.setattr(_cuda, "stream_wait", wait)  # core's follow()
+    monkeypatch.setattr(runtime, "stream_wait", wait)  # fkl's wait()
+    asked: list[int] = []
+    monkeypatch.setattr(follower, "launch_stream",
+                        lambda obj: asked.append(obj.ptr) or _STREAM)
+    pipe = _pipe()
+    x = Tensor(1 << 32, (3, 17))
+    for k in range(2):  # general path, then the out= key learned
+        pipe(x, out=Tensor((1 << 33) + k * 4096, (3, 17)), stream=0x9000)
+    waits.clear()
+    follower.used.clear()
+    asked.clear()
+    fake_gpu.clear()
+    y = Tensor(1 << 36, (3, 17))
+    assert pipe(x, out=y, stream=0x9000) is y
+    (_, ptrs), = fake_gpu
+    assert ptrs == [x.ptr, y.ptr]
+    assert set(waits) == {(0, _STREAM, 0x9000)}  # stream= waits for the current stream
+    assert sorted(follower.used) == sorted([(x.ptr, 0x9000), (y.ptr, 0x9000)])
+    assert asked == []  # the probe's reading of the out= served

@@ -238,6 +238,9 @@ class CallPath:
         else:
             # The common hot cases: one device array of exactly the output's kind.
             optr = None
+            #: a follower's out= whose current stream the probe read (torch), so it is
+            #: not read twice (followers() below)
+            out_followed: list[tuple[Any, Any, int]] | None = None
             if plan.device and len(plan.outs) == 1:
                 shape, d = plan.outs[0]
                 # (h-multi) only an out= on the plan's device: the rest is checked below
@@ -254,7 +257,9 @@ class CallPath:
                     got = out_info(out)
                     if got is not None and got[1] in hot.out_keys:
                         optr = got[0]
-                        if got[4] is None and got[2] and got[2] != handle:
+                        if got[4] is not None:  # the probe read its current stream
+                            out_followed = [(out, got[4], got[2])]
+                        elif got[2] and got[2] != handle:
                             wait(got[2], handle, got[3])  # a CAI producer's own stream
             if optr is not None:
                 outs = [out]
@@ -280,7 +285,7 @@ class CallPath:
                     [pointer(o) for o in outs]
                 check_out_aliasing(inputs, outs, self._in_place, known)
                 self._learn_out(hot, outs, out, handle)
-            outs_followed = followers(outs)
+            outs_followed = out_followed if out_followed is not None else followers(outs)
             if outs_followed is not None:  # torch out=: ordered after torch's stream
                 follow(outs_followed, handle, device)
         if plan.align_mask:

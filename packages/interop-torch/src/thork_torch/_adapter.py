@@ -36,10 +36,11 @@ class TorchAdapter(ArrayAdapter):
     def launch_stream(self, obj: Any) -> int | None:
         """Torch's current stream on a CUDA tensor's device: a launch given no ``stream=``
         runs there, in order with torch's own work (no event, no ``record_stream``)."""
-        if not is_tensor(obj) or obj.device.type != "cuda":
+        # is_cuda and get_device() are plain attribute reads; obj.device builds a
+        # torch.device per call (this runs once per torch array per hot call)
+        if not is_tensor(obj) or not obj.is_cuda:
             return None
-        index = obj.device.index
-        return torch_stream(index if index is not None else 0)
+        return torch_stream(obj.get_device())
 
     def claims(self, tx: type) -> bool:
         torch = sys.modules.get("torch")
