@@ -487,3 +487,25 @@ def test_a_checked_library_is_loaded_without_a_second_read(tmp_path, monkeypatch
     # Bytes from elsewhere (no cache path) go through library_path as before.
     fresh = Artifact(kind="hostlib", data=data, entry="e", compiler="c", arch="a")
     assert fresh.path == "" and open(_cache.library_file(fresh), "rb").read() == data
+
+
+def test_eviction_counts_this_processes_writes_and_lists_again(tmp_path, monkeypatch):
+    """Writes after the first add their size to the folder's total instead of listing it;
+    the limit still holds, and another process's files are seen at the next listing."""
+    monkeypatch.setenv("THORK_CACHE_MAX_BYTES", str(20000))
+    _cache._reset()
+    c = DiskCache(tmp_path)
+    listings = []
+    size = DiskCache.size
+    monkeypatch.setattr(DiskCache, "size", lambda self: listings.append(1) or size(self))
+    for i in range(5):
+        c.put(f"{i:02x}" * 32, _artifact(900))
+    assert len(listings) == 1  # the first write listed the folder, the others counted
+    (tmp_path / "zz").mkdir()
+    (tmp_path / "zz" / ("ee" * 32 + ".art")).write_bytes(b"x" * 18000)  # another process
+    for i in range(5, 40):
+        c.put(f"{i:02x}" * 32, _artifact(900))
+        assert size(c) <= 20000 + 18000 + 1000 * 64  # bounded between listings
+    assert size(c) <= 20000  # the estimate reached the limit: listed and evicted
+    assert c.stats["evicted"] > 0
+    _cache._reset()

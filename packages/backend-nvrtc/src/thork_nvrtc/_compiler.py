@@ -35,6 +35,40 @@ def _query_version() -> str:
     return f"{major}.{minor}"
 
 
+#: The environment variables that steer which NVRTC library cuda.bindings loads.
+_VARIABLES = ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH")
+
+
+def _environment() -> list[str]:
+    from thork_core.plugin import installed_fingerprint
+
+    return [installed_fingerprint(), *(os.environ.get(v, "") for v in _VARIABLES)]
+
+
+def _loaded_path() -> str:
+    """The NVRTC library file this process loaded (loading it): from the process's
+    memory map ("" where that cannot be read)."""
+    _nvrtc().nvrtcVersion()  # cuda.bindings opens the library on its first call
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and os.path.basename(parts[5].strip()).startswith(
+                        "libnvrtc.so"):
+                    return parts[5].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def _library(base: list[str]) -> str:
+    """The NVRTC library file, memoized against ``base`` (:func:`_environment`): a disk-
+    cache hit learns it without loading NVRTC."""
+    from thork_core.plugin import memo
+
+    return str(memo("nvrtc_library", base, _loaded_path))
+
+
 class NvrtcCompiler(Compiler):
     """The default compiler: fast, in-process, cubin for the exact arch."""
 
@@ -48,13 +82,19 @@ class NvrtcCompiler(Compiler):
     def version(self) -> str:
         # Loading NVRTC costs ~40 ms; a disk-cache hit should not pay it. The version is
         # memoized against the installed distributions (a wheel upgrade changes their
-        # metadata folders; a script folder gaining files does not) and the variables
-        # that steer where a system NVRTC is found.
-        from thork_core.plugin import installed_fingerprint, memo
+        # metadata folders; a script folder gaining files does not), the variables that
+        # steer where a system NVRTC is found, and the size and modification time of the
+        # library file that answered (a toolkit upgraded in place changes them).
+        from thork_core.plugin import memo, path_fingerprint
 
-        fp = [installed_fingerprint(), os.environ.get("LD_LIBRARY_PATH", ""),
-              os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
+        base = _environment()
+        fp = [*base, path_fingerprint([_library(base)])]
         return str(memo("nvrtc_version", fp, _query_version))
+
+    def key_inputs(self) -> tuple[list[str], list[str]] | None:
+        """The variables steering where NVRTC is found and the library file that is
+        loaded (see :meth:`Compiler.key_inputs`)."""
+        return list(_VARIABLES), [_library(_environment())]
 
     def available(self) -> tuple[bool, str]:
         # The version comes from cuda.bindings' NVRTC (asked, or memoized against the

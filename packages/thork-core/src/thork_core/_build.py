@@ -171,6 +171,22 @@ def _check_arch(kernel: KernelIR, arch: str) -> None:
             f"or newer; cannot compile it for {arch}")
 
 
+def _cached(key: str) -> tuple[Artifact, str] | None:
+    """The artifact stored under ``key`` (bundle, then disk cache) and where from."""
+    if os.environ.get("THORK_CACHE_BUNDLE"):  # (else a disk-cache hit never imports _bundle)
+        from ._bundle import bundle_get
+
+        artifact = bundle_get(key)
+        if artifact is not None:
+            _count("bundle", key, artifact)
+            return artifact, "bundle"
+    artifact = disk_cache().get(key)
+    if artifact is not None:
+        _count("disk", key, artifact)
+        return artifact, "disk"
+    return None
+
+
 def _fetch(
     kernel: KernelIR, source: str, compiler: Compiler, kind: str, arch: str, ident: str,
     flags: list[str],
@@ -178,18 +194,10 @@ def _fetch(
     """The artifact, its key and where it came from: ``bundle``, ``disk`` or
     ``compiled``. ``arch`` has been through :func:`resolve_arch`."""
     key = cache_key(source, ident, flags, kind, arch)
-    if os.environ.get("THORK_CACHE_BUNDLE"):  # (else a disk-cache hit never imports _bundle)
-        from ._bundle import bundle_get
-
-        artifact = bundle_get(key)
-        if artifact is not None:
-            _count("bundle", key, artifact)
-            return artifact, key, "bundle"
+    got = _cached(key)
+    if got is not None:
+        return got[0], key, got[1]
     cache = disk_cache()
-    artifact = cache.get(key)
-    if artifact is not None:
-        _count("disk", key, artifact)
-        return artifact, key, "disk"
     with cache.lock(key):  # processes building the same key compile it once
         artifact = cache.get(key)
         if artifact is not None:
@@ -214,8 +222,16 @@ def build_kernel(
     disk cache keeps one artifact per architecture). Returns the loaded executable and how
     it was built.
     """
+    if isinstance(target, Target) or isinstance(compiler, Compiler):
+        tgt, comp = choose(target, compiler)
+        return build(kernel, tgt.renderer().render(kernel), tgt, comp, device)
+    got = _recorded_build(kernel, target, compiler, device)
+    if got is not None:
+        return got
     tgt, comp = choose(target, compiler)
-    return build(kernel, tgt.renderer().render(kernel), tgt, comp, device)
+    exe, info = build(kernel, tgt.renderer().render(kernel), tgt, comp, device)
+    _write_record(target, compiler, tgt, comp, info)
+    return exe, info
 
 
 def build(
@@ -227,6 +243,13 @@ def build(
     t0 = time.perf_counter()
     ident, flags = key_parts(compiler, kind, arch)
     artifact, key, how = _fetch(kernel, source, compiler, kind, arch, ident, flags)
+    return _load(kernel, target, device, artifact, key, how, arch, kind, flags, t0)
+
+
+def _load(kernel: KernelIR, target: Target, device: int, artifact: Artifact, key: str,
+          how: str, arch: str, kind: str, flags: list[str], t0: float
+          ) -> tuple[Executable, CompileInfo]:
+    """Load ``artifact`` (fetched since ``t0``) and say how it was built."""
     t1 = time.perf_counter()
     exe = target.load_on(artifact, kernel, device) if device else target.load(artifact, kernel)
     if kernel.debug_sites is not None:  # debug mode: read the error record after launches
@@ -269,3 +292,164 @@ def precompile(kernel: KernelIR, target: str | Target, compiler: str | Compiler 
     else:
         arch = tgt.arch()
     return compile_artifact(kernel, tgt.renderer().render(kernel), comp, kind, arch)[1]
+
+
+# -- the selection record ----------------------------------------------------------------
+# A disk-cache hit in a fresh process needs the target (to render, load and launch) but of
+# the compiler only its part of the key. The record (``memo.json``, written by Thork)
+# keeps, per requested target and compiler name, which target was chosen (its plugin's
+# entry point and position) and, per architecture, the chosen compiler's key parts. It is
+# used only while everything the choice and those parts depend on is unchanged: the
+# selection variables, the Python, the installed distributions (their metadata), every
+# plugin's indexed files and core's selection files (fingerprint of the memo entry), and
+# the variables and files the compiler declares (:meth:`Compiler.key_inputs`, re-read
+# and re-stat'ed). It is written only where the choice involved no fallback (the first
+# ranked target and compiler were taken), so availability elsewhere cannot change it
+# unseen; the target's own availability is asked every time. On a cache miss (or any
+# doubt) the full path runs: the registry, the compiler and a compile.
+
+_RECORD = "selection"
+#: Variables the selection rules read (``_selection``, ``_plugins``).
+_SELECTION_VARIABLES = ("THORK_TARGET", "THORK_COMPILER", "THORK_PLUGIN_DEFAULTS",
+                        "THORK_DISABLE_PLUGINS", "THORK_PLUGINS_AUTOLOAD")
+#: Targets made from a record in this process, by (entry point, position, name).
+_TARGETS: dict[tuple[str, int, str], Target] = {}
+
+
+def _record_base(target: str | None, compiler: str | None) -> list[Any] | None:
+    """The fingerprint a selection record is stored under (None: no plugin index yet)."""
+    from ._memo import installed_fingerprint, path_fingerprint, recall
+    from ._plugins import _INDEX, _INDEX_FORMAT
+
+    index = recall(_INDEX, [_INDEX_FORMAT])
+    if not isinstance(index, dict) or not index:
+        return None
+    files = {os.path.join(os.path.dirname(__file__), f)
+             for f in ("_build.py", "_selection.py", "_plugins.py")}
+    try:
+        for entry in index.values():
+            files.update(f[0] for f in entry["files"])
+    except (TypeError, KeyError, IndexError):
+        return None
+    return [target, compiler, [os.environ.get(v) for v in _SELECTION_VARIABLES],
+            sys.version, installed_fingerprint(), sorted(index),
+            path_fingerprint(sorted(files))]
+
+
+def _record_target(ref: Any) -> Target | None:
+    """The target a record names: its plugin's hook called directly (the index said the
+    plugin's hooks are plain functions), the object at the recorded position."""
+    try:
+        value, pos, name = ref
+        key = (str(value), int(pos), str(name))
+    except (TypeError, ValueError):
+        return None
+    got = _TARGETS.get(key)
+    if got is None:
+        from ._plugins import _load_object
+
+        try:
+            hook = _load_object(key[0]).thork_register_targets
+            made = list(hook() or ())
+            got = made[key[1]]
+        except Exception:
+            return None
+        if not isinstance(got, Target) or got.name != key[2]:
+            return None
+        _TARGETS[key] = got
+    return got
+
+
+def _recorded_build(kernel: KernelIR, target: str | None, compiler: str | None,
+                    device: int) -> tuple[Executable, CompileInfo] | None:
+    """:func:`build_kernel` through a valid selection record when the artifact is in the
+    bundle or the disk cache; None otherwise (the caller takes the full path)."""
+    if os.environ.get("THORK_SELECTION_RECORD", "1") == "0":
+        return None
+    from ._memo import path_fingerprint, recall
+
+    base = _record_base(target, compiler)
+    if base is None:
+        return None
+    rec = recall(_RECORD, base)
+    try:
+        inputs = rec["inputs"]
+        if any(os.environ.get(k) != v for k, v in inputs["env"].items()):
+            return None
+        if path_fingerprint(f[0] for f in inputs["files"]) != inputs["files"]:
+            return None
+        tgt = _record_target(rec["target"])
+        if tgt is None or not tgt.available()[0]:
+            return None
+        arch = resolve_arch(kernel, tgt.arch_on(device) if device else tgt.arch())
+        kind, ident, flags = rec["keys"][arch]
+        kind, ident, flags = str(kind), str(ident), [str(f) for f in flags]
+    except (TypeError, KeyError, ValueError):
+        return None
+    t0 = time.perf_counter()
+    key = cache_key(tgt.renderer().render(kernel), ident, flags, kind, arch)
+    got = _cached(key)
+    if got is None:
+        return None
+    return _load(kernel, tgt, device, got[0], key, got[1], arch, kind, flags, t0)
+
+
+def _write_record(target: str | None, compiler: str | None, tgt: Target, comp: Compiler,
+                  info: CompileInfo) -> None:
+    """Record this build's choice (see above) where it qualifies; never raises."""
+    try:
+        declared = comp.key_inputs()
+        if declared is None or os.environ.get("THORK_SELECTION_RECORD", "1") == "0":
+            return
+        names, paths = declared
+        ref = _first_choice(target, compiler, tgt, comp)
+        if ref is None:
+            return
+        base = _record_base(target, compiler)
+        if base is None:
+            return
+        from ._memo import path_fingerprint, recall, remember
+
+        files = path_fingerprint(sorted({str(p) for p in paths}))
+        if len(files) != len(set(paths)):
+            return  # a declared file is missing: nothing to validate against
+        inputs = {"env": {str(n): os.environ.get(str(n)) for n in names}, "files": files}
+        old = recall(_RECORD, base)
+        keys = dict(old["keys"]) if isinstance(old, dict) and old.get("target") == ref \
+            and old.get("inputs") == inputs and isinstance(old.get("keys"), dict) else {}
+        entry = [info.kind, *key_parts(comp, info.kind, info.arch)]
+        if keys.get(info.arch) == entry and len(keys) == len(old["keys"]):
+            return
+        keys[info.arch] = entry
+        remember(_RECORD, base, {"target": ref, "inputs": inputs, "keys": keys})
+    except Exception:  # a record is an optimization: the build stands without it
+        return
+
+
+def _first_choice(target: str | None, compiler: str | None, tgt: Target, comp: Compiler
+                  ) -> list[Any] | None:
+    """The record's reference to ``tgt`` (entry point, position, name) when the selection
+    rules took the first candidate for both the target and the compiler (no fallback
+    past an unavailable one); None otherwise."""
+    from ._selection import rank
+
+    reg = plugins()
+    with reg._lock:
+        targets = reg._items("targets")
+        compilers = reg._items("compilers")
+    mine = [i for i in targets if i.obj is tgt]
+    if len(mine) != 1 or not mine[0].plugin.direct:
+        return None
+    item = mine[0]
+    if not (target or os.environ.get("THORK_TARGET")) and rank(targets)[0] is not item:
+        return None
+    env = os.environ.get("THORK_COMPILER")
+    if not compiler and not (env and any(c.name == env for c in compilers)):
+        fitting = [c for c in compilers if c.language == tgt.language
+                   and set(c.kinds) & set(tgt.consumes)]
+        preferred = getattr(tgt, "preferred_compiler", None)
+        first = [c for c in fitting if preferred and c.name == preferred] or rank(fitting)
+        if not first or first[0].obj is not comp:
+            return None
+    pos = [i for i in item.plugin.items.get("targets", ())].index(item)
+    return [item.plugin.value, pos, item.name]

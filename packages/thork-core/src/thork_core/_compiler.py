@@ -41,6 +41,20 @@ class Compiler(abc.ABC):
         """The options a compile of ``kind`` for ``arch`` uses (part of the cache key)."""
         return []
 
+    def key_inputs(self) -> tuple[list[str], list[str]] | None:
+        """What, besides the installed distributions (their metadata on ``sys.path``), this
+        compiler's availability, :meth:`identity` and :meth:`flags` depend on: the names
+        of the environment variables it reads and the files it loads or runs (e.g. the
+        toolchain library). None (the default): not declared.
+
+        With a declaration, a fresh process whose build is a disk-cache hit takes the
+        compiler's part of the key from the selection record (``_build``): recorded by
+        Thork with those variables' values and the files' modification times and sizes,
+        and used only while every one of them, the installed distributions and the
+        plugins' files are unchanged; the compiler itself is then not even imported.
+        Declare everything (a file left out could change the compiler unseen)."""
+        return None
+
     @abc.abstractmethod
     def compile(
         self, source: str, *, entry: str, kind: str, arch: str, options: Sequence[str] = ()

@@ -137,13 +137,75 @@ def _make() -> tuple[ModuleType | None, str]:
     except OSError as exc:
         return None, f"unavailable: {exc}"
     try:
-        path = _verified_library(src, cc, key)
         mod = _LOADED.get(key)
+        path = _checked_before(key) if mod is None else None
+        if path is None:
+            path = _verified_library(src, cc, key)
+            if mod is None:
+                _remember_checked(key, path)
         if mod is None:
             mod = _LOADED[key] = _load(path)
         return mod, f"ready {path}"
     except Exception as exc:  # any failure leaves the Python launcher in charge
         return None, f"unavailable: {exc}"
+
+
+#: The memo's name for the library file last compared with its signed entry.
+_CHECKED = "native_checked"
+#: A file not used (touched) for this long takes the full check again, which marks it
+#: used: the cache's eviction (least recently modified first) keeps a library in use.
+_RECHECK_S = 86400
+
+
+def _identity(path: str) -> list[int] | None:
+    """What identifies the file at ``path``: device, inode, size, modification and change
+    times (a replaced, rewritten or re-stamped file has another), or None unless it is a
+    regular file of this user, not writable by others (what the cache reads at all)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    import stat
+
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o022 \
+            or (uid is not None and st.st_uid != uid):
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _checked_before(key: str) -> str | None:
+    """The module's file when an earlier process compared exactly this file (same
+    :func:`_identity`) with its signed cache entry and it was used within a day: the
+    content check then needs no second read and hash (~0.1 ms per process). The record
+    is Thork's own (``memo.json`` in the private cache folder); any change to the file
+    (rewritten, replaced, re-stamped: its change time moves) sends the process through
+    the full check (:func:`_verified_library`)."""
+    import time
+
+    from ._cache import cache_root
+    from ._memo import recall
+
+    got = recall(_CHECKED, [cache_root(), key])
+    if not (isinstance(got, list) and len(got) == 2 and isinstance(got[0], str)):
+        return None
+    path, ident = got
+    now = _identity(path)
+    if now is None or now != ident or time.time() - now[3] / 1e9 > _RECHECK_S:
+        return None
+    return path
+
+
+def _remember_checked(key: str, path: str) -> None:
+    """Record ``path`` (just compared with its entry) for :func:`_checked_before`."""
+    from ._cache import cache_root
+    from ._memo import recall, remember
+
+    ident = _identity(path)
+    if ident is None:
+        return
+    if recall(_CHECKED, [cache_root(), key]) != [path, ident]:
+        remember(_CHECKED, [cache_root(), key], [path, ident])
 
 
 def _verified_library(src: str, cc: str, key: str) -> str:

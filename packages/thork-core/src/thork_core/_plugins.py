@@ -272,6 +272,7 @@ class Plugins:
         declared = getattr(plugin, _plugin_api.ATTRIBUTE, None)
         if isinstance(declared, str):
             entry["api"] = declared
+        p.direct = direct
         if self._index.get(p.key) != entry:
             self._index[p.key] = entry
             self._index_dirty = True
