@@ -97,6 +97,12 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                                                      # of each block of the cluster
         tid = tk.thread_idx().x
         wg = tid // 128
+
+        def rounded(v):
+            """An accumulator in c's type: bfloat16 by the hardware's rounding (a NaN
+            becomes the canonical 0x7FFF; two side by side are one cvt.rn.bf16x2.f32),
+            float16 and float32 by the store's conversion."""
+            return tk.cast(v, OUT, nan="canonical") if OUT == tk.dt.bfloat16 else v
         # Clusters walk cluster tiles (CLUSTER BM x BN); block 'rank' takes rows rank BM.
         first = tk.block_idx(signed=True).x // CLUSTER
         step = tk.grid_dim(signed=True).x // CLUSTER
@@ -211,8 +217,8 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                                 for j in range(VEC):
                                     jj = q * VEC + j
                                     so.vstore(mine + (g + 8 * h) * PITCH + 8 * j + 2 * t,
-                                              (acc[mw][4 * jj + 2 * h],
-                                               acc[mw][4 * jj + 2 * h + 1]))
+                                              (rounded(acc[mw][4 * jj + 2 * h]),
+                                               rounded(acc[mw][4 * jj + 2 * h + 1])))
                             tk.syncwarp()
                             for it in range(4):              # 4 rows x 8 lanes per pass
                                 row = 4 * it + lane // 8
@@ -233,8 +239,9 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                                     row, unit = g + 8 * h, (8 * j + 2 * t) // VEC
                                     at = row * CW + (unit ^ g) * VEC + (2 * t) % VEC
                                     jj = q * VEC + j
-                                    so.vstore(buf + at, (acc[mw][4 * jj + 2 * h],
-                                                         acc[mw][4 * jj + 2 * h + 1]))
+                                    so.vstore(buf + at,
+                                              (rounded(acc[mw][4 * jj + 2 * h]),
+                                               rounded(acc[mw][4 * jj + 2 * h + 1])))
                             tk.fence_proxy_async()           # visible to the TMA unit
                             tk.syncwarp()
                             with tk.if_(lane == 0):
@@ -246,7 +253,8 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                             r = top + g + 8 * h
                             for j in range(BN // 8):
                                 col = n0 + 8 * j + 2 * t
-                                pair = (acc[mw][4 * j + 2 * h], acc[mw][4 * j + 2 * h + 1])
+                                pair = (rounded(acc[mw][4 * j + 2 * h]),
+                                        rounded(acc[mw][4 * j + 2 * h + 1]))
                                 if PAIRS:
                                     with tk.if_((r < M) & (col < N)):
                                         c.vstore(r * N + col, pair)
