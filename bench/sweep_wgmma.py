@@ -34,6 +34,8 @@ _BASE = dict(BN=256, WM=64, CONSUMERS=2, STAGES=4, GROUP_M=8)
 #: name (its first word is what --only takes) -> examples/gemm_wgmma.prepare keywords;
 #: ``persistent=False``: one block per tile, ``out``: the output dtype.
 CONFIGS: dict[str, dict[str, Any]] = {
+    # no tile keyword: the example's default for the shape (its TUNED table)
+    "D the example's default (tuned)": dict(tuned=True),
     "B 128x256/4 staged": dict(_BASE, epilogue="staged"),
     "B128 128x256/4 staged 128 blocks": dict(_BASE, epilogue="staged", blocks=128),
     "T 128x256/4 tma": dict(_BASE, epilogue="tma"),
@@ -63,8 +65,10 @@ MORE: dict[str, dict[str, Any]] = {
 }
 
 
-def _kernel_of(hopper: Any, dtype: str, cfg: dict[str, Any]) -> Any:
-    """The specialized kernel a configuration launches (for building ahead)."""
+def _kernel_of(hopper: Any, dtype: str, cfg: dict[str, Any], n: int) -> Any:
+    """The specialized kernel a configuration launches at n^3 (for building ahead)."""
+    if cfg.get("tuned"):
+        cfg = hopper.tuned(n, n, n, dtype, dtype)
     return hopper.gemm_kernel(dtype, cfg.get("out", dtype)).specialize(
         BN=cfg["BN"], WM=cfg["WM"], CONSUMERS=cfg["CONSUMERS"], STAGES=cfg["STAGES"],
         GROUP_M=cfg["GROUP_M"], PAIRS=True,
@@ -104,9 +108,11 @@ def run_case(n: int, dtype: str, configs: dict[str, dict[str, Any]], state: dict
         faulthandler.dump_traceback_later(watchdog, exit=True)
         out = cfg.get("out", dtype)
         c = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, out))
-        kw = {k: v for k, v in cfg.items() if k not in ("out", "persistent", "dtypes")}
-        tiles = -(-n // (cfg["WM"] * cfg["CONSUMERS"])) * -(-n // cfg["BN"])
-        kw.setdefault("blocks", sms if cfg.get("persistent", True) else tiles)
+        kw = {k: v for k, v in cfg.items()
+              if k not in ("out", "persistent", "dtypes", "tuned")}
+        if not cfg.get("tuned"):
+            tiles = -(-n // (cfg["WM"] * cfg["CONSUMERS"])) * -(-n // cfg["BN"])
+            kw.setdefault("blocks", sms if cfg.get("persistent", True) else tiles)
         row: dict[str, Any] = {}
         try:
             fn = hopper.prepare(c, a, bt, n, n, n, dtype, target="gpu", **kw)
@@ -190,11 +196,12 @@ def main() -> int:
     print(f"device: {torch.cuda.get_device_name(0)}, {sms} SMs")
 
     t0 = time.time()
-    todo = [(d, c) for d in opts.dtypes for c in configs.values()
+    todo = [(d, c, n) for d in opts.dtypes for c in configs.values()
+            for n in (opts.sizes if c.get("tuned") else opts.sizes[:1])
             if d in c.get("dtypes", (d,))]
     with ThreadPoolExecutor(16) as ex:
-        for f in [ex.submit(lambda d=d, c=c: _kernel_of(hopper, d, c).artifact("sm_90"))
-                  for d, c in todo]:
+        for f in [ex.submit(lambda d=d, c=c, n=n: _kernel_of(hopper, d, c, n)
+                            .artifact("sm_90")) for d, c, n in todo]:
             try:
                 f.result()
             except Exception as exc:  # noqa: BLE001 - reported in its row below
