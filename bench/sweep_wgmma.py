@@ -9,6 +9,10 @@ alternating order (forward, backward, ...: the GPU's clock drifts as it warms), 
 of ``triton.testing.do_bench`` each; a row reports the median over rounds. Output is the
 input type (as torch.matmul gives) unless a configuration says ``out=float32``.
 
+``CONFIGS`` are swept by default (row "D" is the example's own default for the shape:
+``prepare`` given no tile keyword); ``MORE`` holds earlier sessions' rows, which ``--only``
+also takes. A configuration with ``dtypes`` runs for those input types only.
+
 A configuration that hangs ends the process (a watchdog); ``--state`` keeps what finished
 so that a rerun skips it and marks the hung one.
 

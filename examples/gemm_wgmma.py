@@ -26,9 +26,13 @@ What makes it fast (docs/language-wgmma.md, "The pipelining pattern"):
   thread, whole 128-byte rows per warp instruction (``epilogue="staged"``, the default;
   ``"direct"`` stores the fragment's pairs, ``"tma"`` uses TMA stores);
 * optionally (``cluster=2``) clusters of two blocks on vertically adjacent tiles, each
-  loading half of the B tile they share and multicasting it to both.
+  loading half of the B tile they share and multicasting it to both;
+* a bfloat16 output rounded by the hardware (``tk.cast(..., nan="canonical")``: one
+  ``cvt.rn.bf16x2.f32`` per pair instead of ~14 integer instructions);
+* per-shape defaults (``TUNED``): at 4096^3 and up, 128 persistent blocks (whole waves
+  of tiles at 4096^3 and 8192^3).
 
-On the H200 (session 9, docs/language-wgmma.md): 0.95-1.01 of torch.matmul and 1.00-1.03
+On the H200 (session 10, docs/benchmarks.md): 0.99-1.03 of torch.matmul and 1.04-1.08
 of Triton's tutorial kernel at 4096^3 and 8192^3, fp16 and bf16.
 """
 
