@@ -75,10 +75,11 @@ def precompile(mod: Any, configs: Any) -> None:
 
 
 #: Hopper GEMM configurations tried: examples/gemm_wgmma.prepare's keywords by name (the
-#: best of bench/sweep_wgmma.py's sweeps, session 9).
+#: best of bench/sweep_wgmma.py's sweeps, sessions 9 and 10); "tuned" gives none: the
+#: example's default for the shape and dtype (its TUNED table, from session 10's sweep).
 WGMMA_CONFIGS: dict[str, dict[str, Any]] = {
+    "tuned": {},
     "128x256/4 staged": dict(BN=256, WM=64, CONSUMERS=2, STAGES=4, epilogue="staged"),
-    "128x256/4 tma": dict(BN=256, WM=64, CONSUMERS=2, STAGES=4, epilogue="tma"),
     "128x256/4 tma cluster2 128 blocks": dict(BN=256, WM=64, CONSUMERS=2, STAGES=4,
                                               epilogue="tma", cluster=2, blocks=128),
     "256x192/3 tma cluster2": dict(BN=192, WM=128, CONSUMERS=2, STAGES=3, epilogue="tma",
@@ -230,12 +231,17 @@ def check_build() -> int:
                   f"{len(k.artifact('sm_90').data)} bytes")
     hopper = _example("gemm_wgmma")
     for name in ("float16", "bfloat16"):
-        for label, cfg in WGMMA_CONFIGS.items():
-            art = hopper.gemm_kernel(name, name).specialize(
-                BN=cfg["BN"], WM=cfg["WM"], CONSUMERS=cfg["CONSUMERS"], STAGES=cfg["STAGES"],
-                EPILOGUE=hopper.EPILOGUES[cfg["epilogue"]], CLUSTER=cfg.get("cluster", 1)) \
-                .artifact("sm_90")
-            print(f"wgmma gemm {name} {label}: {art.arch} cubin {len(art.data)} bytes")
+        for label, given in WGMMA_CONFIGS.items():
+            for n in (4096, 8192) if not given else (0,):
+                cfg = dict(hopper.DEFAULTS, **given) if given else \
+                    hopper.tuned(n, n, n, name, name)
+                art = hopper.gemm_kernel(name, name).specialize(
+                    BN=cfg["BN"], WM=cfg["WM"], CONSUMERS=cfg["CONSUMERS"],
+                    STAGES=cfg["STAGES"], GROUP_M=cfg["GROUP_M"], PAIRS=True,
+                    EPILOGUE=hopper.EPILOGUES[cfg["epilogue"]],
+                    CLUSTER=cfg["cluster"]).artifact("sm_90")
+                print(f"wgmma gemm {name} {label}{f' {n}^3' if n else ''}: {art.arch} "
+                      f"cubin {len(art.data)} bytes")
     return 0
 
 

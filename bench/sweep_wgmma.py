@@ -9,6 +9,10 @@ alternating order (forward, backward, ...: the GPU's clock drifts as it warms), 
 of ``triton.testing.do_bench`` each; a row reports the median over rounds. Output is the
 input type (as torch.matmul gives) unless a configuration says ``out=float32``.
 
+``CONFIGS`` are swept by default (row "D" is the example's own default for the shape:
+``prepare`` given no tile keyword); ``MORE`` holds earlier sessions' rows, which ``--only``
+also takes. A configuration with ``dtypes`` runs for those input types only.
+
 A configuration that hangs ends the process (a watchdog); ``--state`` keeps what finished
 so that a rerun skips it and marks the hung one.
 
@@ -34,15 +38,30 @@ _BASE = dict(BN=256, WM=64, CONSUMERS=2, STAGES=4, GROUP_M=8)
 #: name (its first word is what --only takes) -> examples/gemm_wgmma.prepare keywords;
 #: ``persistent=False``: one block per tile, ``out``: the output dtype.
 CONFIGS: dict[str, dict[str, Any]] = {
+    # no tile keyword: the example's default for the shape (its TUNED table)
+    "D the example's default (tuned)": dict(tuned=True),
     "B 128x256/4 staged": dict(_BASE, epilogue="staged"),
+    "B128 128x256/4 staged 128 blocks": dict(_BASE, epilogue="staged", blocks=128),
     "T 128x256/4 tma": dict(_BASE, epilogue="tma"),
-    "K 128x256/4 staged cluster2": dict(_BASE, epilogue="staged", cluster=2),
+    "T128 128x256/4 tma 128 blocks": dict(_BASE, epilogue="tma", blocks=128),
     "KT 128x256/4 tma cluster2": dict(_BASE, epilogue="tma", cluster=2),
     "KT128 128x256/4 tma cluster2 128 blocks": dict(_BASE, epilogue="tma", cluster=2,
                                                     blocks=128),
-    "KTg16 128x256/4 tma cluster2 g16": dict(_BASE, epilogue="tma", cluster=2, GROUP_M=16),
     "F3T 256x192/3 tma cluster2": dict(BN=192, WM=128, CONSUMERS=2, STAGES=3, GROUP_M=8,
                                        epilogue="tma", cluster=2),
+    # bfloat16 only: session 9's software rounding (bf16_nan="keep"), against the rows
+    # above (the hardware's cvt.rn.bf16x2.f32 since session 10)
+    "Bsw 128x256/4 staged, software bf16 rounding": dict(_BASE, epilogue="staged",
+                                                         bf16_nan="keep",
+                                                         dtypes=("bfloat16",)),
+    "KT128sw 128x256/4 tma cluster2 128 blocks, software bf16 rounding": dict(
+        _BASE, epilogue="tma", cluster=2, blocks=128, bf16_nan="keep",
+        dtypes=("bfloat16",)),
+}
+#: Earlier sessions' configurations, no longer swept by default (--only takes them too).
+MORE: dict[str, dict[str, Any]] = {
+    "K 128x256/4 staged cluster2": dict(_BASE, epilogue="staged", cluster=2),
+    "KTg16 128x256/4 tma cluster2 g16": dict(_BASE, epilogue="tma", cluster=2, GROUP_M=16),
     "HT 256x128/4 tma cluster2": dict(BN=128, WM=128, CONSUMERS=2, STAGES=4, GROUP_M=8,
                                       epilogue="tma", cluster=2),
     "KTd 128x256/4 tma cluster2 one tile a block": dict(_BASE, epilogue="tma", cluster=2,
@@ -50,13 +69,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 
 
-def _kernel_of(hopper: Any, dtype: str, cfg: dict[str, Any]) -> Any:
-    """The specialized kernel a configuration launches (for building ahead)."""
+def _kernel_of(hopper: Any, dtype: str, cfg: dict[str, Any], n: int) -> Any:
+    """The specialized kernel a configuration launches at n^3 (for building ahead)."""
+    if cfg.get("tuned"):
+        cfg = hopper.tuned(n, n, n, dtype, dtype)
     return hopper.gemm_kernel(dtype, cfg.get("out", dtype)).specialize(
         BN=cfg["BN"], WM=cfg["WM"], CONSUMERS=cfg["CONSUMERS"], STAGES=cfg["STAGES"],
         GROUP_M=cfg["GROUP_M"], PAIRS=True,
         EPILOGUE=hopper.EPILOGUES[cfg.get("epilogue", "direct")],
-        CLUSTER=cfg.get("cluster", 1))
+        CLUSTER=cfg.get("cluster", 1),
+        CANONICAL=cfg.get("bf16_nan", "canonical") == "canonical")
 
 
 def run_case(n: int, dtype: str, configs: dict[str, dict[str, Any]], state: dict[str, Any],
@@ -80,6 +102,8 @@ def run_case(n: int, dtype: str, configs: dict[str, dict[str, Any]], state: dict
                              "triton": lambda: tri(a, b, ct)}
     keep = []
     for name, cfg in configs.items():
+        if dtype not in cfg.get("dtypes", (dtype,)):
+            continue
         rkey = f"{key} {name}"
         if rkey in state["results"]:
             continue
@@ -88,9 +112,11 @@ def run_case(n: int, dtype: str, configs: dict[str, dict[str, Any]], state: dict
         faulthandler.dump_traceback_later(watchdog, exit=True)
         out = cfg.get("out", dtype)
         c = torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, out))
-        kw = {k: v for k, v in cfg.items() if k not in ("out", "persistent")}
-        tiles = -(-n // (cfg["WM"] * cfg["CONSUMERS"])) * -(-n // cfg["BN"])
-        kw.setdefault("blocks", sms if cfg.get("persistent", True) else tiles)
+        kw = {k: v for k, v in cfg.items()
+              if k not in ("out", "persistent", "dtypes", "tuned")}
+        if not cfg.get("tuned"):
+            tiles = -(-n // (cfg["WM"] * cfg["CONSUMERS"])) * -(-n // cfg["BN"])
+            kw.setdefault("blocks", sms if cfg.get("persistent", True) else tiles)
         row: dict[str, Any] = {}
         try:
             fn = hopper.prepare(c, a, bt, n, n, n, dtype, target="gpu", **kw)
@@ -158,7 +184,7 @@ def main() -> int:
     if hung:
         state["results"][hung] = {"hung": True}
         print(f"previous run hung in: {hung}")
-        if CONFIGS.get(hung.split(" ", 2)[2], {}).get("cluster", 1) > 1:
+        if {**CONFIGS, **MORE}.get(hung.split(" ", 2)[2], {}).get("cluster", 1) > 1:
             state["skip_clusters"] = True        # the others would hang the same way
     state["running"] = None
 
@@ -167,16 +193,19 @@ def main() -> int:
         opts.state.write_text(json.dumps(state, indent=1))
 
     only = {x.strip() for x in opts.only.split(",") if x.strip()}
-    configs = {k: v for k, v in CONFIGS.items() if (not only or k.split()[0] in only)
+    every = CONFIGS if not only else {**CONFIGS, **MORE}
+    configs = {k: v for k, v in every.items() if (not only or k.split()[0] in only)
                and not (state.get("skip_clusters") and v.get("cluster", 1) > 1)}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"device: {torch.cuda.get_device_name(0)}, {sms} SMs")
 
     t0 = time.time()
-    todo = [(d, c) for d in opts.dtypes for c in configs.values()]
+    todo = [(d, c, n) for d in opts.dtypes for c in configs.values()
+            for n in (opts.sizes if c.get("tuned") else opts.sizes[:1])
+            if d in c.get("dtypes", (d,))]
     with ThreadPoolExecutor(16) as ex:
-        for f in [ex.submit(lambda d=d, c=c: _kernel_of(hopper, d, c).artifact("sm_90"))
-                  for d, c in todo]:
+        for f in [ex.submit(lambda d=d, c=c, n=n: _kernel_of(hopper, d, c, n)
+                            .artifact("sm_90")) for d, c, n in todo]:
             try:
                 f.result()
             except Exception as exc:  # noqa: BLE001 - reported in its row below

@@ -26,9 +26,13 @@ What makes it fast (docs/language-wgmma.md, "The pipelining pattern"):
   thread, whole 128-byte rows per warp instruction (``epilogue="staged"``, the default;
   ``"direct"`` stores the fragment's pairs, ``"tma"`` uses TMA stores);
 * optionally (``cluster=2``) clusters of two blocks on vertically adjacent tiles, each
-  loading half of the B tile they share and multicasting it to both.
+  loading half of the B tile they share and multicasting it to both;
+* a bfloat16 output rounded by the hardware (``tk.cast(..., nan="canonical")``: one
+  ``cvt.rn.bf16x2.f32`` per pair instead of ~14 integer instructions);
+* per-shape defaults (``TUNED``): at 4096^3 and up, 128 persistent blocks (whole waves
+  of tiles at 4096^3 and 8192^3).
 
-On the H200 (session 9, docs/language-wgmma.md): 0.95-1.01 of torch.matmul and 1.00-1.03
+On the H200 (session 10, docs/benchmarks.md): 0.99-1.03 of torch.matmul and 1.04-1.08
 of Triton's tutorial kernel at 4096^3 and 8192^3, fp16 and bf16.
 """
 
@@ -64,7 +68,8 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                    BN: tk.Constexpr[int] = 256, WM: tk.Constexpr[int] = 64,
                    CONSUMERS: tk.Constexpr[int] = 2, STAGES: tk.Constexpr[int] = 4,
                    GROUP_M: tk.Constexpr[int] = 8, PAIRS: tk.Constexpr[bool] = True,
-                   EPILOGUE: tk.Constexpr[int] = 0, CLUSTER: tk.Constexpr[int] = 1):
+                   EPILOGUE: tk.Constexpr[int] = 0, CLUSTER: tk.Constexpr[int] = 1,
+                   CANONICAL: tk.Constexpr[bool] = True):
         """``c[M, N] = a[M, K] @ bt[N, K].T``: (WM CONSUMERS) x BN tiles, each block (1 +
         CONSUMERS warpgroups) taking tiles blockIdx.x, + gridDim.x, ... ``ta``/``tb``:
         tensor maps of a (box WM CONSUMERS x 64) and bt (box BN x 64), 128-byte swizzle.
@@ -76,7 +81,10 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
         through ``tc``, the map of c (box 16 x 128 bytes, 128-byte swizzle). CLUSTER:
         blocks per thread-block cluster (1 or 2): the blocks of a cluster take vertically
         adjacent tiles, each loads its own A tile and 1/CLUSTER of the B tile they share,
-        multicast to all of them (then ``tb``'s box is BN / CLUSTER x 64)."""
+        multicast to all of them (then ``tb``'s box is BN / CLUSTER x 64). CANONICAL: a
+        bfloat16 c is rounded by ``tk.cast(..., nan="canonical")`` (the hardware's
+        conversion, a NaN becomes 0x7FFF), else by the default cast (in software, a NaN
+        keeps its sign and payload bits)."""
         BM, MW = WM * CONSUMERS, WM // 64            # MW: m64 wgmma rows per consumer
         tk.launch_bounds(128 * (1 + CONSUMERS), 1)
         if CLUSTER > 1:
@@ -97,6 +105,13 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                                                      # of each block of the cluster
         tid = tk.thread_idx().x
         wg = tid // 128
+
+        def rounded(v):
+            """An accumulator in c's type: bfloat16 by the hardware's rounding (a NaN
+            becomes the canonical 0x7FFF; two side by side are one cvt.rn.bf16x2.f32),
+            float16 and float32 by the store's conversion."""
+            return tk.cast(v, OUT, nan="canonical") if OUT == tk.dt.bfloat16 and CANONICAL \
+                else v
         # Clusters walk cluster tiles (CLUSTER BM x BN); block 'rank' takes rows rank BM.
         first = tk.block_idx(signed=True).x // CLUSTER
         step = tk.grid_dim(signed=True).x // CLUSTER
@@ -211,8 +226,8 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                                 for j in range(VEC):
                                     jj = q * VEC + j
                                     so.vstore(mine + (g + 8 * h) * PITCH + 8 * j + 2 * t,
-                                              (acc[mw][4 * jj + 2 * h],
-                                               acc[mw][4 * jj + 2 * h + 1]))
+                                              (rounded(acc[mw][4 * jj + 2 * h]),
+                                               rounded(acc[mw][4 * jj + 2 * h + 1])))
                             tk.syncwarp()
                             for it in range(4):              # 4 rows x 8 lanes per pass
                                 row = 4 * it + lane // 8
@@ -233,8 +248,9 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                                     row, unit = g + 8 * h, (8 * j + 2 * t) // VEC
                                     at = row * CW + (unit ^ g) * VEC + (2 * t) % VEC
                                     jj = q * VEC + j
-                                    so.vstore(buf + at, (acc[mw][4 * jj + 2 * h],
-                                                         acc[mw][4 * jj + 2 * h + 1]))
+                                    so.vstore(buf + at,
+                                              (rounded(acc[mw][4 * jj + 2 * h]),
+                                               rounded(acc[mw][4 * jj + 2 * h + 1])))
                             tk.fence_proxy_async()           # visible to the TMA unit
                             tk.syncwarp()
                             with tk.if_(lane == 0):
@@ -246,7 +262,8 @@ def gemm_kernel(dtype: str, out: str = "float32") -> tk.Kernel:
                             r = top + g + 8 * h
                             for j in range(BN // 8):
                                 col = n0 + 8 * j + 2 * t
-                                pair = (acc[mw][4 * j + 2 * h], acc[mw][4 * j + 2 * h + 1])
+                                pair = (rounded(acc[mw][4 * j + 2 * h]),
+                                        rounded(acc[mw][4 * j + 2 * h + 1]))
                                 if PAIRS:
                                     with tk.if_((r < M) & (col < N)):
                                         c.vstore(r * N + col, pair)
@@ -308,27 +325,51 @@ def check_tiles(K: int, BN: int, WM: int, CONSUMERS: int, STAGES: int,
                          f"thread: too many for {CONSUMERS} consumer warpgroup(s)")
 
 
+#: prepare()'s tile keywords when none is given, and the configuration it starts from
+#: when some are.
+DEFAULTS: dict[str, Any] = dict(BN=256, WM=64, CONSUMERS=2, STAGES=4, GROUP_M=8,
+                                blocks=None, epilogue="staged", cluster=1)
+#: The configurations measured fastest on the H200 (bench/sweep_wgmma.py, session 10:
+#: docs/benchmarks.md), by input type and problem size (M, N and K each at least that
+#: size, the largest listed that fits), for an output in the input type on the GPU: the
+#: staged epilogue with 128 persistent blocks (of 132 multiprocessors: 512 and 2048
+#: tiles of 128 x 256 at 4096^3 and 8192^3 are then whole waves of 4 and 16 tiles a
+#: block) won all four rows, by 0-4 % over 132 blocks and 2-8 % over TMA stores.
+TUNED: dict[tuple[str, int], dict[str, Any]] = {
+    (dtype, size): dict(epilogue="staged", blocks=128)
+    for dtype in ("float16", "bfloat16") for size in (4096, 8192)
+}
+
+
+def tuned(M: int, N: int, K: int, dtype: str, out: str) -> dict[str, Any]:
+    """The tile keywords :func:`prepare` uses for this problem when given none: TUNED's
+    entry for the largest size that M, N and K all reach (output in the input type),
+    else DEFAULTS."""
+    sizes = [n for (d, n) in TUNED if d == dtype and min(M, N, K) >= n and out == dtype]
+    return dict(DEFAULTS, **TUNED[dtype, max(sizes)]) if sizes else dict(DEFAULTS)
+
+
 def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
-            dtype: str = "float16", BN: int = 256, WM: int = 64, CONSUMERS: int = 2,
-            STAGES: int = 4, GROUP_M: int = 8, blocks: int | None = None,
-            epilogue: str = "staged", cluster: int = 1,
-            **launch: object) -> Callable[[], None]:
+            dtype: str = "float16", BN: int | None = None, WM: int | None = None,
+            CONSUMERS: int | None = None, STAGES: int | None = None,
+            GROUP_M: int | None = None, blocks: int | None = None,
+            epilogue: str | None = None, cluster: int | None = None,
+            bf16_nan: str = "canonical", **launch: object) -> Callable[[], None]:
     """Check the arguments and build the tensor maps once (on the GPU they are copied to
     device memory once); returns the launch of ``c[M, N] = a[M, K] @ bt[N, K].T``.
 
     NumPy arrays run on the CPU target, GPU arrays (DeviceArray, CUDA tensors) on the GPU.
-    ``c`` holds float32 or the input type. ``blocks``: persistent blocks (default one per
-    multiprocessor on the GPU, 3 on the CPU target). ``epilogue``: ``"direct"`` stores
-    from the accumulators, ``"staged"`` through shared memory with 16-byte stores,
-    ``"tma"`` through shared memory with TMA stores (both where rows of ``c`` are whole
-    16-byte units and BN whole 128-byte chunks; else direct).
-    ``cluster``: blocks per thread-block cluster (1 or 2; ``blocks`` is then rounded down
-    to a multiple)."""
-    check_tiles(K, BN, WM, CONSUMERS, STAGES, GROUP_M)
-    if cluster not in (1, 2):
-        raise ValueError(f"cluster must be 1 or 2, got {cluster!r}")
-    if epilogue not in EPILOGUES:
-        raise ValueError(f"epilogue must be one of {', '.join(EPILOGUES)}, got {epilogue!r}")
+    ``c`` holds float32 or the input type. The tile keywords (``BN`` ... ``cluster``):
+    with none given, on the GPU, the configuration :func:`tuned` gives for the shape;
+    otherwise those given over DEFAULTS (128 x 256 tiles, 4 stages, staged epilogue).
+    ``blocks``: persistent blocks (default one per multiprocessor on the GPU, 3 on the CPU
+    target). ``epilogue``: ``"direct"`` stores from the accumulators, ``"staged"``
+    through shared memory with 16-byte stores, ``"tma"`` through shared memory with TMA
+    stores (both where rows of ``c`` are whole 16-byte units and BN whole 128-byte
+    chunks; else direct). ``cluster``: blocks per thread-block cluster (1 or 2;
+    ``blocks`` is then rounded down to a multiple). ``bf16_nan``: how a bfloat16 ``c`` is
+    rounded, ``tk.cast``'s ``nan``: ``"canonical"`` (the hardware's conversion, a NaN
+    becomes 0x7FFF) or ``"keep"`` (software, a NaN keeps its sign and payload bits)."""
     # c's element type by name: torch says "torch.float16", NumPy and Thork's DeviceArray
     # (a tk.dt type) have .name.
     d = getattr(c, "dtype", "float32")
@@ -336,12 +377,26 @@ def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
         else str(getattr(d, "name", d))
     if out not in ("float32", dtype):
         raise ValueError(f"c must hold float32 or {dtype}, got {out}")
+    on_cpu = isinstance(a, np.ndarray) or launch.get("target") == "cpu"
+    given = {k: v for k, v in dict(BN=BN, WM=WM, CONSUMERS=CONSUMERS, STAGES=STAGES,
+                                   GROUP_M=GROUP_M, blocks=blocks, epilogue=epilogue,
+                                   cluster=cluster).items() if v is not None}
+    cfg = dict(DEFAULTS, **given) if given or on_cpu else tuned(M, N, K, dtype, out)
+    BN, WM, CONSUMERS, STAGES, GROUP_M = (cfg["BN"], cfg["WM"], cfg["CONSUMERS"],
+                                          cfg["STAGES"], cfg["GROUP_M"])
+    blocks, epilogue, cluster = cfg["blocks"], cfg["epilogue"], cfg["cluster"]
+    check_tiles(K, BN, WM, CONSUMERS, STAGES, GROUP_M)
+    if cluster not in (1, 2):
+        raise ValueError(f"cluster must be 1 or 2, got {cluster!r}")
+    if epilogue not in EPILOGUES:
+        raise ValueError(f"epilogue must be one of {', '.join(EPILOGUES)}, got {epilogue!r}")
+    if bf16_nan not in ("canonical", "keep"):
+        raise ValueError(f"bf16_nan must be 'canonical' or 'keep', got {bf16_nan!r}")
     if M * N >= 2**31:
         raise ValueError(f"M x N must be below 2**31 (int32 indices), got {M * N}")
     bm = WM * CONSUMERS
     ta = tk.tensor_map(a, (bm, BK), swizzle=128)
     tb = tk.tensor_map(bt, (BN // cluster, BK), swizzle=128)
-    on_cpu = isinstance(a, np.ndarray) or launch.get("target") == "cpu"
     if not on_cpu:
         from thork_core import DeviceArray
 
@@ -361,7 +416,7 @@ def prepare(c: object, a: object, bt: object, M: int, N: int, K: int,
     kernel = gemm_kernel(dtype, out)[blocks, 128 * (1 + CONSUMERS),
                                      shared_bytes(BN, WM, CONSUMERS, STAGES, epilogue)]
     args = (c, ta, tb, tc, M, N, K, BN, WM, CONSUMERS, STAGES, GROUP_M, N % 2 == 0,
-            EPILOGUES[epilogue], cluster)
+            EPILOGUES[epilogue], cluster, bf16_nan == "canonical")
     return lambda: kernel(*args, **launch)
 
 

@@ -339,3 +339,60 @@ def test_tma_load_and_store_argument_errors():
         assert msg.startswith(f"{name}: the tensor map must be a uint64 array parameter"), msg
         msg = trace(make(u64, None))
         assert f"{name}: col must be an integer, got float32" in msg, msg
+
+
+@pytest.mark.parametrize("epilogue", ["direct", "staged", "tma"])
+def test_gemm_example_bf16_output_is_canonically_rounded(hopper, rng, epilogue):
+    """A bfloat16 c goes through tk.cast(..., nan="canonical") in every epilogue: rows of
+    a holding a NaN give 0x7FFF whatever the NaN's bits, the rest rounds to nearest even
+    (the float32 accumulators of small integers are exact, so c equals NumPy's product
+    rounded by ml_dtypes)."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    mod = _example()
+    if hopper == "cpu" and mod.hopper_gpu():
+        pytest.skip("the example picks the GPU where it is a Hopper")
+    M, N, K = 70, 136, 64
+    bf = np.dtype(ml_dtypes.bfloat16)
+    a = rng.integers(-40, 41, (M, K)).astype(np.float32)
+    bt = rng.integers(-40, 41, (N, K)).astype(np.float32)
+    want = (a @ bt.T).astype(bf).view(np.uint16).copy()  # |c| < 2^17: 257 x 257 odd steps
+    a16, bt16 = a.astype(bf), bt.astype(bf)
+    nan_rows = [3, 66]
+    a16.view(np.uint16)[nan_rows, 5] = [0xFFC1, 0x7F81]     # a negative and a signalling NaN
+    want[nan_rows, :] = 0x7FFF
+    c0 = np.full((M, N), 0x1234, np.uint16).view(bf)
+    tile = dict(BN=128, STAGES=2, epilogue=epilogue)
+    if hopper == "gpu":
+        from thork_core import DeviceArray
+
+        da, dbt, dc = (DeviceArray.from_host(x) for x in (a16, bt16, c0))
+        mod.gemm(dc, da, dbt, M, N, K, "bfloat16", **tile)
+        c = dc.to_host()
+    else:
+        c = c0.copy()
+        mod.gemm(c, a16, bt16, M, N, K, "bfloat16", target="cpu", **tile)
+    got = c.view(np.uint16)
+    bad = np.argwhere(got != want)
+    assert bad.size == 0, [(tuple(i), hex(got[tuple(i)]), hex(want[tuple(i)]))
+                           for i in bad[:6]]
+
+
+def test_gemm_example_tuned_defaults():
+    """prepare() with no tile keyword takes TUNED's entry for the largest listed size that
+    M, N and K all reach (output in the input type); else, or with any keyword, DEFAULTS."""
+    mod = _example()
+    for (dtype, size), entry in mod.TUNED.items():
+        want = dict(mod.DEFAULTS, **entry)
+        assert mod.tuned(size, size, size, dtype, dtype) == want
+        assert mod.tuned(size + 8, 3 * size, size, dtype, dtype) == want
+        assert mod.tuned(size, size, size, dtype, "float32") == mod.DEFAULTS
+        below = [n for d, n in mod.TUNED if d == dtype and n < size]
+        assert mod.tuned(size - 8, size, size, dtype, dtype) == (
+            dict(mod.DEFAULTS, **mod.TUNED[dtype, max(below)]) if below else mod.DEFAULTS)
+    assert mod.tuned(1000, 4096, 4096, "bfloat16", "bfloat16") == mod.DEFAULTS
+    assert mod.tuned(8192, 8192, 4096, "bfloat16", "bfloat16") == \
+        dict(mod.DEFAULTS, **mod.TUNED["bfloat16", 4096])
+    a, bt = np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16)
+    with pytest.raises(ValueError, match="bf16_nan must be 'canonical' or 'keep', got 'x'"):
+        mod.prepare(np.zeros((64, 64), np.float32), a, bt, 64, 64, 64, bf16_nan="x",
+                    target="cpu")

@@ -185,6 +185,22 @@ THORK_FN thork_bfloat16 thork_f2b(float f) {
   x += 0x7fffu + ((x >> 16) & 1u);
   r.bits = (unsigned short)(x >> 16); return r;
 }
+// float32 -> bfloat16 to nearest even with every NaN as the canonical 0x7FFF
+// (tk.cast(x, bfloat16, nan="canonical")): the GPU's cvt.rn.bf16.f32 from sm_80 on (ptxas
+// packs two beside each other into one cvt.rn.bf16x2.f32), the same bits in software
+// elsewhere (the CPU target, older GPUs).
+THORK_FN thork_bfloat16 thork_f2b_rn(float f) {
+  thork_bfloat16 r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(f));
+#else
+  unsigned int x = thork_f2u(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) { r.bits = 0x7fffu; return r; }
+  x += 0x7fffu + ((x >> 16) & 1u);
+  r.bits = (unsigned short)(x >> 16);
+#endif
+  return r;
+}
 // float64 and wide integers reach the 16-bit types through float32 rounded *to odd*
 // (truncate, then set the lowest bit when anything was lost): float32 keeps more than two
 // bits beyond any 16-bit float, so the final round to nearest even is the one and only
@@ -839,6 +855,8 @@ class Renderer:
         assert isinstance(t, DType)
         if e.func == "mulhi":
             return self.mulhi(self.expr(e.args[0]), self.expr(e.args[1]), t)
+        if e.func == "bf16_rn":  # tk.cast(x, bfloat16, nan="canonical"); x is float32
+            return f"thork_f2b_rn({self.expr(e.args[0])})"
         arg_t = e.args[0].type if e.args else t
         assert isinstance(arg_t, DType)
         args = [self.expr(a) for a in e.args]
