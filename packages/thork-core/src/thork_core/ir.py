@@ -31,6 +31,8 @@ from ._dtype import (
 )
 from ._ir import (
     ATOMIC_OPS,
+    LOAD_CACHE_OPS,
+    STORE_CACHE_OPS,
     HOPPER_OPS,
     LDMATRIX_OPS,
     MMA_OPS,
@@ -119,4 +121,5 @@ __all__ = [
     "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",
     "While", "dt", "dtype_of", "input_typestr", "int_range", "literal_dtype", "promote",
     "stmt_exprs", "typestr", "walk_exprs", "walk_stmts", "node_fields", "replace",
+    "LOAD_CACHE_OPS", "STORE_CACHE_OPS",
 ]
