@@ -31,13 +31,13 @@ from ._dtype import (
 )
 from ._ir import (
     ATOMIC_OPS,
-    LOAD_CACHE_OPS,
-    STORE_CACHE_OPS,
     HOPPER_OPS,
     LDMATRIX_OPS,
+    LOAD_CACHE_OPS,
     MMA_OPS,
     SETMAXNREG_COUNTS,
     SPECIALS,
+    STORE_CACHE_OPS,
     SYNC_KINDS,
     WARP_OPS,
     WGMMA_N,
