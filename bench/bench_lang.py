@@ -235,15 +235,47 @@ def _layout_file(op: str, dtype: Any, n: int) -> RowConfig | None:
     return RowConfig(**got) if got else None
 
 
+# The fastest layout of each case in bench/diag_lang.py's session-10 sweep (M = 4096, H200;
+# docs/benchmarks.md): two block reductions (onepass=False) or one; streaming ("cs")
+# accesses only where the data is small (at N >= 4096 they cost about 5 %).
+_PLAIN, _CS = None, "cs"
+LAYOUTS: dict[tuple[str, str, int], RowConfig] = {
+    ("softmax", "float16", 1024): RowConfig(32, cache=_CS),
+    ("softmax", "float16", 2048): RowConfig(128, cache=_CS),
+    ("softmax", "float16", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
+    ("softmax", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
+    ("softmax", "float16", 16384): RowConfig(1024, cache=_PLAIN),
+    ("softmax", "float32", 1024): RowConfig(64, onepass=False, cache=_CS),
+    ("softmax", "float32", 2048): RowConfig(128, onepass=False, cache=_PLAIN),
+    ("softmax", "float32", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
+    ("softmax", "float32", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
+    ("softmax", "float32", 16384): RowConfig(1024, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float16", 1024): RowConfig(128, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float16", 2048): RowConfig(128, cache=_PLAIN),
+    ("layer_norm", "float16", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float16", 16384): RowConfig(512, cache=_PLAIN),
+    ("layer_norm", "float32", 1024): RowConfig(128, cache=_CS),
+    ("layer_norm", "float32", 2048): RowConfig(256, cache=_PLAIN),
+    ("layer_norm", "float32", 4096): RowConfig(512, cache=_PLAIN),
+    ("layer_norm", "float32", 8192): RowConfig(1024, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float32", 16384): RowConfig(512, cache=_PLAIN),
+}
+
+
 def softmax_config(dtype: Any, n: int) -> RowConfig:
-    """The layout bench_lang times for softmax (chosen by bench/diag_lang.py, session 10)."""
-    return _layout_file("softmax", dtype, n) or RowConfig(softmax_threads(n))
+    """The layout bench_lang times for softmax: :data:`LAYOUTS` (chosen by
+    bench/diag_lang.py, session 10), else :func:`softmax_threads` plain."""
+    return (_layout_file("softmax", dtype, n) or LAYOUTS.get(("softmax", dtype.name, n))
+            or RowConfig(softmax_threads(n), cache=None))
 
 
 def layer_norm_config(dtype: Any, n: int) -> RowConfig:
-    """The layout bench_lang times for layer norm (bench/diag_lang.py, session 10)."""
+    """The layout bench_lang times for layer norm: :data:`LAYOUTS`, else
+    :func:`layer_norm_threads` plain."""
     return (_layout_file("layer_norm", dtype, n)
-            or RowConfig(layer_norm_threads(n, dtype.itemsize)))
+            or LAYOUTS.get(("layer_norm", dtype.name, n))
+            or RowConfig(layer_norm_threads(n, dtype.itemsize), cache=None))
 
 
 def _lane_reduce(vals: tuple[Any, ...], combine: Any, width: int, step_arg: bool = False
