@@ -65,12 +65,12 @@ def test_row_kernels_match_numpy(target, rng, case):
 @pytest.mark.parametrize("key", sorted(bl.LAYOUTS), ids=lambda k: "-".join(map(str, k)))
 def test_bench_layouts_on_the_gpu(rng, key):
     """Every layout bench_lang times, at its size (both ops share the check)."""
-    op, name, n = key
+    _op, name, n = key
     _check(getattr(tk.dt, name), n, bl.LAYOUTS[key], "gpu", rng, m_rows=64)
 
 
 def test_layouts_are_valid():
-    for (op, name, n), cfg in bl.LAYOUTS.items():
+    for (_op, name, n), cfg in bl.LAYOUTS.items():
         bl._check_cfg(cfg, n, getattr(tk.dt, name).itemsize)
     with pytest.raises(ValueError, match="needs threads=32"):
         bl.make_softmax(tk.dt.float32, 1024, RC(64, rows=2))
