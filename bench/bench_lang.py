@@ -13,7 +13,7 @@ rows, N = 1024..16384, fp32 and fp16) against Triton row kernels written in the 
 tutorials and torch, with ``triton.testing.do_bench`` medians (goals: >= 1.0x Triton, >= 90 %
 of a same-bytes device copy for N >= 4096); skipped without torch/Triton.
 
-    python bench/bench_lang.py --out DIR [--quick]
+    python bench/bench_lang.py --out DIR [--quick] [--rows-only]
     python bench/bench_lang.py --check     # no GPU: build both sides for sm_90 only
 """
 
@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import thork as tk
@@ -171,8 +171,39 @@ def make_jacobi(unroll: int = 0) -> Any:
 jacobi = make_jacobi()
 
 
-# -- row kernels (softmax, layer norm): one block per row, the row held in registers -------
+# -- row kernels (softmax, layer norm): the row held in registers --------------------------
 LOG2E = 1.4426950408889634
+
+
+class RowConfig(NamedTuple):
+    """How a row kernel is laid out: ``threads`` per row, ``rows`` per block (``rows > 1``
+    only with ``threads == 32``: a warp per row, no shared memory, no barrier), one
+    block-wide reduction (``onepass``: softmax's running max and sum, layer norm's mean and
+    squared deviations merged pairwise) or two, and the cache operator of the row's loads
+    and stores (``"cs"``: streaming, read and written once; None: plain). ``min_blocks``:
+    ``tk.launch_bounds(block, min_blocks)``, capping registers so that many blocks fit an
+    SM (0: 2 for 1024-thread blocks, so two rows share an SM; else none)."""
+
+    threads: int
+    rows: int = 1
+    onepass: bool = True
+    cache: str | None = "cs"
+    min_blocks: int = 0
+
+    @property
+    def block(self) -> int:
+        return self.threads * self.rows
+
+    def tag(self) -> str:
+        return (f"t{self.threads}" + (f"r{self.rows}" if self.rows > 1 else "")
+                + ("" if self.onepass else "_2p") + (f"_{self.cache}" if self.cache else "")
+                + (f"_lb{self.min_blocks}" if self.min_blocks else ""))
+
+    def bound(self) -> None:
+        """Declare the launch bounds (inside the kernel)."""
+        mb = self.min_blocks or (2 if self.block == 1024 else 0)
+        if mb:
+            tk.launch_bounds(self.block, mb)
 
 
 def row_threads(n: int, itemsize: int, row_bytes: int) -> int:
@@ -181,108 +212,231 @@ def row_threads(n: int, itemsize: int, row_bytes: int) -> int:
 
 
 def softmax_threads(n: int) -> int:
-    """Softmax: 16 elements of the row per thread (fp16 and fp32 alike). Measured best or
-    tied at every N against 8 and 32 (bench/diag_lang.py, session 9)."""
+    """Softmax (session 9): 16 elements of the row per thread (fp16 and fp32 alike)."""
     return max(32, min(1024, n // 16))
 
 
 def layer_norm_threads(n: int, itemsize: int) -> int:
-    """Layer norm: 32 bytes of the row per thread (its weight and bias double the loads),
-    at least 4 warps, and at most 512 threads where a thread holds more than 8 elements:
-    16 floats with their weight and bias take about 40 registers, and a 1024-thread block
-    of those fills an SM's registers alone (fp16 N = 16384 ran at 0.69x Triton so).
-    Measured in bench/diag_lang.py (session 9)."""
+    """Layer norm (session 9): 32 bytes of the row per thread (its weight and bias double
+    the loads), at least 4 warps, and at most 512 threads where a thread holds more than 8
+    elements (16 floats with their weight and bias take about 40 registers; a 1024-thread
+    block of those fills an SM's registers alone)."""
     t = max(128, row_threads(n, itemsize, 32))
     return 512 if t > 512 and n // t > 8 else t
 
 
-def _block_reduce(v: Any, combine: Any, scratch: Any, warps: int) -> Any:
-    """``combine`` over the block; every thread gets the result: warp butterflies, one
-    value per warp through shared memory (one barrier), then every warp combines the
-    ``warps`` values with a butterfly of width ``warps`` (lane l reads value l % warps, so
-    each group of ``warps`` lanes holds them all: log2(warps) steps, not 5)."""
-    t = tk.cast(tk.thread_idx().x, i32)
-    v = tk.warp_reduce(v, combine)
+def _layout_file(op: str, dtype: Any, n: int) -> RowConfig | None:
+    """The layout that ``$BENCH_LANG_LAYOUTS`` (a ``layouts.json`` written by
+    bench/diag_lang.py) names for this op and size, to time a sweep's picks; else None."""
+    path = os.environ.get("BENCH_LANG_LAYOUTS")
+    if not path:
+        return None
+    got = json.loads(Path(path).read_text()).get(f"{op}/{dtype.name}/{n}")
+    return RowConfig(**got) if got else None
+
+
+# The fastest layout of each case in bench/diag_lang.py's session-10 sweep (M = 4096, H200;
+# docs/benchmarks.md): two block reductions (onepass=False) or one; streaming ("cs")
+# accesses only where the data is small (at N >= 4096 they cost about 5 %).
+_PLAIN, _CS = None, "cs"
+LAYOUTS: dict[tuple[str, str, int], RowConfig] = {
+    ("softmax", "float16", 1024): RowConfig(32, cache=_CS),
+    ("softmax", "float16", 2048): RowConfig(128, cache=_CS),
+    ("softmax", "float16", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
+    ("softmax", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
+    ("softmax", "float16", 16384): RowConfig(1024, cache=_PLAIN),
+    ("softmax", "float32", 1024): RowConfig(64, onepass=False, cache=_CS),
+    ("softmax", "float32", 2048): RowConfig(128, onepass=False, cache=_PLAIN),
+    ("softmax", "float32", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
+    ("softmax", "float32", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
+    ("softmax", "float32", 16384): RowConfig(1024, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float16", 1024): RowConfig(128, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float16", 2048): RowConfig(128, cache=_PLAIN),
+    ("layer_norm", "float16", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float16", 16384): RowConfig(512, cache=_PLAIN),
+    ("layer_norm", "float32", 1024): RowConfig(128, cache=_CS),
+    ("layer_norm", "float32", 2048): RowConfig(256, cache=_PLAIN),
+    ("layer_norm", "float32", 4096): RowConfig(512, cache=_PLAIN),
+    ("layer_norm", "float32", 8192): RowConfig(1024, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float32", 16384): RowConfig(512, cache=_PLAIN),
+}
+
+
+def softmax_config(dtype: Any, n: int) -> RowConfig:
+    """The layout bench_lang times for softmax: :data:`LAYOUTS` (chosen by
+    bench/diag_lang.py, session 10), else :func:`softmax_threads` plain."""
+    return (_layout_file("softmax", dtype, n) or LAYOUTS.get(("softmax", dtype.name, n))
+            or RowConfig(softmax_threads(n), cache=None))
+
+
+def layer_norm_config(dtype: Any, n: int) -> RowConfig:
+    """The layout bench_lang times for layer norm: :data:`LAYOUTS`, else
+    :func:`layer_norm_threads` plain."""
+    return (_layout_file("layer_norm", dtype, n)
+            or LAYOUTS.get(("layer_norm", dtype.name, n))
+            or RowConfig(layer_norm_threads(n, dtype.itemsize), cache=None))
+
+
+def _lane_reduce(vals: tuple[Any, ...], combine: Any, width: int, step_arg: bool = False
+                 ) -> tuple[Any, ...]:
+    """Butterfly over ``width`` lanes of a tuple of values: ``combine(a, b[, lanes])``
+    merges two partial results (``lanes``: how many lanes each side covers)."""
+    step = width // 2
+    k = 1
+    while step >= 1:
+        other = tuple(tk.shfl_xor(v, step, width) for v in vals)
+        vals = combine(vals, other, k) if step_arg else combine(vals, other)
+        step //= 2
+        k *= 2
+    return vals
+
+
+def _block_reduce(vals: tuple[Any, ...], combine: Any, cfg: RowConfig, step_arg: bool = False
+                  ) -> tuple[Any, ...]:
+    """``combine`` over the row's threads; every thread gets the result: warp butterflies,
+    then (several warps per row) one value per warp through shared memory, one barrier,
+    and a butterfly of width ``warps`` (lane l reads warp l % warps's value: log2(warps)
+    steps, not 5)."""
+    vals = _lane_reduce(vals, combine, 32, step_arg)
+    warps = cfg.threads // 32
     if warps == 1:
-        return v
-    with tk.if_((t & 31) == 0):
-        scratch[t >> 5] = v
-    tk.syncthreads()
-    return tk.warp_reduce(scratch[t & (warps - 1)], combine, width=warps)
-
-
-def _load_row(x: Any, base: Any, n: int, threads: int) -> tuple[list[Any], list[Any]]:
-    """The thread's elements of the row as float32, and their element offsets."""
-    vec = min(16 // x.dtype.itemsize, n // threads)
+        return vals
     t = tk.cast(tk.thread_idx().x, i32)
+    scratch = [tk.shared_array(f32, 32) for _ in vals]
+    with tk.if_((t & 31) == 0):
+        for s, v in zip(scratch, vals):
+            s[t >> 5] = v
+    tk.syncthreads()
+    got = tuple(s[t & (warps - 1)] for s in scratch)
+    if step_arg:  # the per-warp partials each cover 32 lanes
+        return _lane_reduce(got, lambda a, b, k: combine(a, b, 32 * k), warps, True)
+    return _lane_reduce(got, combine, warps)
+
+
+def _row_base(cfg: RowConfig, n: int) -> tuple[Any, Any]:
+    """The row's first element and the thread's lane within the row."""
+    t = tk.cast(tk.thread_idx().x, i32)
+    if cfg.rows == 1:
+        return tk.cast(tk.block_idx().x, i32) * n, t
+    row = tk.cast(tk.block_idx().x, i32) * cfg.rows + (t >> 5)
+    return row * n, t & 31
+
+
+def _load_row(x: Any, base: Any, lane: Any, n: int, threads: int, cache: str | None
+              ) -> tuple[list[Any], list[Any]]:
+    """The thread's elements of the row as float32 (16-byte loads), and their offsets."""
+    vec = min(16 // x.dtype.itemsize, n // threads)
     vals, offs = [], []
     for j in range(n // (threads * vec)):
-        off = (j * threads + t) * vec
-        vals += [v.to(f32) for v in x.vload(base + off, vec)]
+        off = (j * threads + lane) * vec
+        vals += [v.to(f32) for v in x.vload(base + off, vec, cache=cache)]
         offs.append(off)
     return vals, offs
 
 
-def _store_row(out: Any, base: Any, offs: list[Any], vals: list[Any]) -> None:
+def _store_row(out: Any, base: Any, offs: list[Any], vals: list[Any], cache: str | None
+               ) -> None:
     vec = len(vals) // len(offs)
     for j, off in enumerate(offs):
-        out.vstore(base + off, [v.to(out.dtype) for v in vals[j * vec:(j + 1) * vec]])
+        out.vstore(base + off, [v.to(out.dtype) for v in vals[j * vec:(j + 1) * vec]],
+                   cache=cache)
 
 
-def make_softmax(dtype: Any, n: int, threads: int | None = None) -> Any:
-    """Row softmax of an M x n array (one block of ``threads`` per row, default
-    :func:`softmax_threads`)."""
-    threads = threads or softmax_threads(n)
-    warps = threads // 32
+def _sum(vals: list[Any]) -> Any:
+    """A pairwise sum (a tree: short dependency chains)."""
+    while len(vals) > 1:
+        vals = [vals[i] + vals[i + 1] if i + 1 < len(vals) else vals[i]
+                for i in range(0, len(vals), 2)]
+    return vals[0]
 
-    @tk.jit(name=f"softmax_{dtype.name}_{n}_{threads}")
+
+def _max(vals: list[Any]) -> Any:
+    while len(vals) > 1:
+        vals = [tk.fmax(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i]
+                for i in range(0, len(vals), 2)]
+    return vals[0]
+
+
+def _check_cfg(cfg: RowConfig, n: int, itemsize: int) -> None:
+    if cfg.rows > 1 and cfg.threads != 32:
+        raise ValueError(f"rows={cfg.rows} needs threads=32 (a warp per row), got {cfg}")
+    vec = min(16 // itemsize, n // cfg.threads)
+    if n % (cfg.threads * vec) or cfg.threads % 32 or cfg.block > 1024:
+        raise ValueError(f"layout {cfg} does not tile a row of {n} elements")
+
+
+def make_softmax(dtype: Any, n: int, cfg: RowConfig | None = None) -> Any:
+    """Row softmax of an M x n array, laid out by ``cfg`` (default
+    :func:`softmax_config`); launch ``[M // cfg.rows, cfg.block]``."""
+    cfg = cfg or softmax_config(dtype, n)
+    _check_cfg(cfg, n, dtype.itemsize)
+
+    def merge(a: tuple[Any, Any], b: tuple[Any, Any]) -> tuple[Any, Any]:
+        # (max, sum of exp2((x - max) * log2e)) of two parts; the smaller max's sum is
+        # scaled by exp2((small - big) * log2e) <= 1 (one exp a step)
+        m = tk.fmax(a[0], b[0])
+        lo = tk.fmin(a[0], b[0])
+        scale = tk.exp2((lo - m) * LOG2E)
+        big_s = tk.where(a[0] >= b[0], a[1], b[1])
+        small_s = tk.where(a[0] >= b[0], b[1], a[1])
+        return m, big_s + small_s * scale
+
+    @tk.jit(name=f"softmax_{dtype.name}_{n}_{cfg.tag()}")
     def softmax(out: tk.DevicePointer[dtype], x: tk.DevicePointer[dtype]):
-        scratch = tk.shared_array(f32, 32)
-        scratch2 = tk.shared_array(f32, 32)
-        base = tk.cast(tk.block_idx().x, i32) * n
-        vals, offs = _load_row(x, base, n, threads)
-        m = vals[0]
-        for v in vals[1:]:
-            m = tk.fmax(m, v)
-        m = _block_reduce(m, tk.fmax, scratch, warps)
-        es = [tk.exp2((v - m) * LOG2E) for v in vals]
-        s = es[0]
-        for e in es[1:]:
-            s = s + e
-        s = _block_reduce(s, lambda a, b: a + b, scratch2, warps)
-        inv = 1.0 / s
-        _store_row(out, base, offs, [e * inv for e in es])
+        cfg.bound()
+        base, lane = _row_base(cfg, n)
+        vals, offs = _load_row(x, base, lane, n, cfg.threads, cfg.cache)
+        m_own = _max(vals)
+        ml = m_own * LOG2E
+        es = [tk.exp2(v * LOG2E - ml) for v in vals]
+        if cfg.onepass:
+            m, s = _block_reduce((m_own, _sum(es)), merge, cfg)
+            f = tk.exp2(ml - m * LOG2E) / s
+        else:
+            (m,) = _block_reduce((m_own,), lambda a, b: (tk.fmax(a[0], b[0]),), cfg)
+            es = [tk.exp2(v * LOG2E - m * LOG2E) for v in vals]
+            (s,) = _block_reduce((_sum(es),), lambda a, b: (a[0] + b[0],), cfg)
+            f = 1.0 / s
+        _store_row(out, base, offs, [e * f for e in es], cfg.cache)
 
     return softmax
 
 
-def make_layer_norm(dtype: Any, n: int, threads: int | None = None) -> Any:
-    """Row layer norm of an M x n array (one block of ``threads`` per row, default
-    :func:`layer_norm_threads`)."""
-    threads = threads or layer_norm_threads(n, dtype.itemsize)
-    warps = threads // 32
+def make_layer_norm(dtype: Any, n: int, cfg: RowConfig | None = None) -> Any:
+    """Row layer norm of an M x n array, laid out by ``cfg`` (default
+    :func:`layer_norm_config`); launch ``[M // cfg.rows, cfg.block]``."""
+    cfg = cfg or layer_norm_config(dtype, n)
+    _check_cfg(cfg, n, dtype.itemsize)
+    per = n // cfg.threads  # elements a thread holds
 
-    @tk.jit(name=f"layer_norm_{dtype.name}_{n}_{threads}")
+    def merge(a: tuple[Any, Any], b: tuple[Any, Any], k: int) -> tuple[Any, Any]:
+        # (mean, sum of squared deviations) of two parts of k * per elements each (Chan et
+        # al.): the means average; M2 gains (mean_b - mean_a)^2 * (k * per) / 2
+        d = b[0] - a[0]
+        return (a[0] + b[0]) * 0.5, a[1] + b[1] + d * d * (0.5 * k * per)
+
+    @tk.jit(name=f"layer_norm_{dtype.name}_{n}_{cfg.tag()}")
     def layer_norm(out: tk.DevicePointer[dtype], x: tk.DevicePointer[dtype],
                    weight: tk.DevicePointer[dtype], bias: tk.DevicePointer[dtype],
                    eps: f32):
-        scratch = tk.shared_array(f32, 32)
-        scratch2 = tk.shared_array(f32, 32)
-        base = tk.cast(tk.block_idx().x, i32) * n
-        vals, offs = _load_row(x, base, n, threads)
-        s = vals[0]
-        for v in vals[1:]:
-            s = s + v
-        mean = _block_reduce(s, lambda a, b: a + b, scratch, warps) * (1.0 / n)
-        ds = [v - mean for v in vals]
-        q = ds[0] * ds[0]
-        for d in ds[1:]:
-            q = q + d * d
-        var = _block_reduce(q, lambda a, b: a + b, scratch2, warps) * (1.0 / n)
-        rstd = tk.rsqrt(var + eps)
-        wv, _ = _load_row(weight, 0, n, threads)
-        bv, _ = _load_row(bias, 0, n, threads)
-        _store_row(out, base, offs, [d * rstd * w + b for d, w, b in zip(ds, wv, bv)])
+        cfg.bound()
+        base, lane = _row_base(cfg, n)
+        vals, offs = _load_row(x, base, lane, n, cfg.threads, cfg.cache)
+        if cfg.onepass:
+            mu = _sum(vals) * (1.0 / per)
+            q = _sum([(v - mu) * (v - mu) for v in vals])
+            mean, m2 = _block_reduce((mu, q), merge, cfg, step_arg=True)
+        else:
+            (s,) = _block_reduce((_sum(vals),), lambda a, b: (a[0] + b[0],), cfg)
+            mean = s * (1.0 / n)
+            (m2,) = _block_reduce((_sum([(v - mean) * (v - mean) for v in vals]),),
+                                  lambda a, b: (a[0] + b[0],), cfg)
+        rstd = tk.rsqrt(m2 * (1.0 / n) + eps)
+        wv, _ = _load_row(weight, 0, lane, n, cfg.threads, None)
+        bv, _ = _load_row(bias, 0, lane, n, cfg.threads, None)
+        _store_row(out, base, offs, [(v - mean) * rstd * w + b
+                                     for v, w, b in zip(vals, wv, bv)], cfg.cache)
 
     return layer_norm
 
@@ -514,9 +668,18 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="write bench_lang.json here")
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
     ap.add_argument("--check", action="store_true", help="build only (no GPU needed)")
+    ap.add_argument("--rows-only", action="store_true",
+                    help="only the softmax / layer-norm rows against Triton")
     opts = ap.parse_args()
     if opts.check:
         return check_only()
+    if opts.rows_only:
+        info: dict[str, Any] = {}
+        ok = bench_row_kernels(opts, info, quick=opts.quick)
+        if opts.out:
+            opts.out.mkdir(parents=True, exist_ok=True)
+            (opts.out / "bench_lang.json").write_text(json.dumps(info, indent=2))
+        return 0 if ok else 1
     import cupy as cp
 
     dev = cp.cuda.Device()
@@ -734,14 +897,16 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
     nbytes = 2.0 * m_rows * n * x.element_size()
     y_tk, y_tr, y_cp = (torch.empty_like(x) for _ in range(3))
     if op == "softmax":
-        kern = make_softmax(dtype, n)[m_rows, softmax_threads(n)]
+        cfg = softmax_config(dtype, n)
+        kern = make_softmax(dtype, n, cfg)[m_rows // cfg.rows, cfg.block]
         ref = torch.softmax(x.float(), dim=-1).to(tdt)
         fns = {"thork": lambda: kern(y_tk, x, target="gpu"),
                "torch": lambda: torch.softmax(x, dim=-1)}
         if tri:
             fns["triton"] = lambda: tri[0](y_tr, x)
     else:
-        kern = make_layer_norm(dtype, n)[m_rows, layer_norm_threads(n, dtype.itemsize)]
+        cfg = layer_norm_config(dtype, n)
+        kern = make_layer_norm(dtype, n, cfg)[m_rows // cfg.rows, cfg.block]
         ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(),
                                              eps).to(tdt)
         fns = {"thork": lambda: kern(y_tk, x, w, b, eps, target="gpu"),
@@ -762,6 +927,7 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
             rounds[k].append(do_bench(fn, return_mode="median"))
     ms = {k: statistics.median(v) for k, v in rounds.items()}
     return {"op": op, "dtype": dtype.name, "M": m_rows, "N": n, "correct": ok,
+            "layout": cfg.tag(),
             **{f"{k}_ms": v for k, v in ms.items()},
             **{f"{k}_TBps": nbytes / v / 1e9 for k, v in ms.items()}}
 

@@ -6,13 +6,13 @@ the fp16 softmax / layer-norm row kernels. One process, anchors beside every var
   cooperative-groups solver with Thork's session-4 barrier (``__threadfence`` around a
   relaxed ``atomicAdd``, a volatile spin) to price the barrier alone; then barriers only
   (``iters`` grid syncs, no work) for Thork and cooperative groups.
-* Row kernels, M = 4096: for each dtype, op and N, Thork at several threads per row
-  (``row_bytes`` of the row per thread: 16, 32, 64 bytes for fp16; 32, 64 (128 at
-  N >= 8192) for fp32) against Triton's tutorial-style kernel and a same-bytes device
-  copy, ``triton.testing.do_bench(warmup=10, rep=40)`` medians, the median of 3
+* Row kernels, M = 4096: for each dtype, op and N, Thork in several layouts
+  (:func:`candidates`: threads per row, rows per block, one or two block reductions,
+  streaming or plain accesses) against Triton's tutorial-style kernel and a same-bytes
+  device copy, ``triton.testing.do_bench(warmup=10, rep=40)`` medians, the median of 3
   interleaved rounds (bench_lang: the default warm-up and repetitions).
 
-    python bench/diag_lang.py --out DIR [--no-rows] [--no-jacobi] [--fp16-only]
+    python bench/diag_lang.py --out DIR [--no-rows] [--no-jacobi] [--fp16-only] [--jobs 16]
 """
 
 from __future__ import annotations
@@ -121,32 +121,50 @@ def jacobi_rows(cp: Any, arch: str, sms: int, work: Path) -> list[dict[str, Any]
     return out
 
 
+def candidates(op: str, dtype: Any, n: int) -> list[Any]:
+    """The layouts timed for one op and size: session 9's (``threads`` as then, two
+    reductions, plain accesses), then one reduction, streaming (``"cs"``) accesses, both,
+    both at half and twice the threads, and a warp per row (4 rows a block) for N <= 1024."""
+    t0 = (bl.softmax_threads(n) if op == "softmax"
+          else bl.layer_norm_threads(n, dtype.itemsize))
+    cands = [bl.RowConfig(t0, onepass=False, cache=None), bl.RowConfig(t0, cache=None),
+             bl.RowConfig(t0, onepass=False), bl.RowConfig(t0)]
+    vec = 16 // dtype.itemsize
+    if t0 >= 64:
+        cands.append(bl.RowConfig(t0 // 2))
+    if t0 <= 512 and n % (2 * t0 * vec) == 0:
+        cands.append(bl.RowConfig(t0 * 2))
+    if n <= 1024:
+        cands.append(bl.RowConfig(32, rows=4))
+    if op == "layer_norm" and n * dtype.itemsize >= 65536 and t0 == 512:
+        cands.append(bl.RowConfig(t0, min_blocks=2))
+    return cands
+
+
 def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
               do_bench: Any) -> dict[str, Any]:
-    """One op at one size: Thork at each threads-per-row, Triton, a copy; 3 rounds."""
+    """One op at one size: Thork in each layout, Triton, a copy; 3 interleaved rounds."""
     import torch
 
     m_rows, n = x.shape
     tdt = x.dtype
     nbytes = 2.0 * m_rows * n * x.element_size()
-    rbs = (16, 32, 64) if dtype.itemsize == 2 else (32, 64) if n < 8192 else (32, 64, 128)
-    threads = sorted({bl.row_threads(n, dtype.itemsize, rb) for rb in rbs})
+    cfgs = {c.tag(): c for c in candidates(op, dtype, n)}
     if op == "softmax":
         ref = torch.softmax(x.float(), dim=-1).to(tdt)
     else:
         ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(),
                                              eps).to(tdt)
     fns: dict[str, Any] = {}
-    ys: dict[str, Any] = {k: torch.empty_like(x) for k in
-                          [*(f"t{t}" for t in threads), "triton", "copy"]}
-    for t in threads:
-        y = ys[f"t{t}"]
+    ys: dict[str, Any] = {k: torch.empty_like(x) for k in [*cfgs, "triton", "copy"]}
+    for tag, c in cfgs.items():
+        y = ys[tag]
         if op == "softmax":
-            k = bl.make_softmax(dtype, n, t)[m_rows, t]
-            fns[f"t{t}"] = (lambda k=k, y=y: k(y, x, target="gpu"))
+            k = bl.make_softmax(dtype, n, c)[m_rows // c.rows, c.block]
+            fns[tag] = (lambda k=k, y=y: k(y, x, target="gpu"))
         else:
-            k = bl.make_layer_norm(dtype, n, t)[m_rows, t]
-            fns[f"t{t}"] = (lambda k=k, y=y: k(y, x, w, b, eps, target="gpu"))
+            k = bl.make_layer_norm(dtype, n, c)[m_rows // c.rows, c.block]
+            fns[tag] = (lambda k=k, y=y: k(y, x, w, b, eps, target="gpu"))
     fns["triton"] = ((lambda: tri[0](ys["triton"], x)) if op == "softmax"
                      else (lambda: tri[1](ys["triton"], x, w, b, eps)))
     fns["copy"] = lambda: ys["copy"].copy_(x)
@@ -161,17 +179,42 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
         for k, fn in fns.items():
             rounds[k].append(do_bench(fn, warmup=10, rep=40, return_mode="median"))
     ms = {k: statistics.median(v) for k, v in rounds.items()}
-    best = min((k for k in ms if k.startswith("t") and k != "triton"), key=lambda k: ms[k])
+    best = min(cfgs, key=lambda k: ms[k])
     print(f"{op:<10} {dtype.name:<7} N={n:<6} "
-          + " ".join(f"{k}={ms['triton'] / ms[k]:.3f}" for k in ms
-                     if k.startswith("t") and k != "triton")
+          + " ".join(f"{k}={ms['triton'] / ms[k]:.3f}" for k in cfgs)
           + f"  (x Triton)  triton={nbytes / ms['triton'] / 1e9:.3f} "
           f"copy={nbytes / ms['copy'] / 1e9:.3f} TB/s  best {best} "
           f"{nbytes / ms[best] / 1e9:.3f} TB/s = {ms['copy'] / ms[best]:.3f} of copy  "
           f"ok={all(ok.values())}", flush=True)
-    return {"op": op, "dtype": dtype.name, "N": n, "ok": ok,
+    return {"op": op, "dtype": dtype.name, "N": n, "ok": ok, "rounds_ms": rounds,
+            "best": cfgs[best]._asdict(), "best_tag": best,
             **{f"{k}_ms": v for k, v in ms.items()},
             **{f"{k}_TBps": nbytes / v / 1e9 for k, v in ms.items()}}
+
+
+def _build(job: tuple[str, str, int, Any]) -> str:
+    op, dtname, n, cfg = job
+    dtype = getattr(tk.dt, dtname)
+    make = bl.make_softmax if op == "softmax" else bl.make_layer_norm
+    return make(dtype, n, cfg).precompile("gpu")  # type: ignore[no-any-return]
+
+
+def precompile_rows(fp16_only: bool, jobs: int) -> None:
+    """Build every candidate in ``jobs`` processes (forked before CUDA starts here): the
+    timed process then finds them in the disk cache."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import time
+
+    work = [(op, dtype.name, n, c)
+            for dtype in ((tk.dt.float16,) if fp16_only else (tk.dt.float16, tk.dt.float32))
+            for n in bl.NORM_SIZES for op in ("softmax", "layer_norm")
+            for c in candidates(op, dtype, n)]
+    t0 = time.perf_counter()
+    with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as ex:
+        list(ex.map(_build, work, chunksize=2))
+    print(f"precompiled {len(work)} row kernels in {time.perf_counter() - t0:.1f} s "
+          f"({jobs} processes)", flush=True)
 
 
 def row_rows(fp16_only: bool) -> list[dict[str, Any]]:
@@ -201,7 +244,11 @@ def main() -> int:
     ap.add_argument("--no-rows", action="store_true")
     ap.add_argument("--no-jacobi", action="store_true")
     ap.add_argument("--fp16-only", action="store_true")
+    ap.add_argument("--jobs", type=int, default=0,
+                    help="build the row kernels first in this many processes")
     opts = ap.parse_args()
+    if opts.jobs and not opts.no_rows:
+        precompile_rows(opts.fp16_only, opts.jobs)
     import cupy as cp
 
     dev = cp.cuda.Device()
@@ -218,6 +265,9 @@ def main() -> int:
     if opts.out:
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "diag_lang.json").write_text(json.dumps(info, indent=2))
+        if info.get("rows"):  # the fastest layout of each case, for BENCH_LANG_LAYOUTS
+            picks = {f"{r['op']}/{r['dtype']}/{r['N']}": r["best"] for r in info["rows"]}
+            (opts.out / "layouts.json").write_text(json.dumps(picks, indent=1))
     return 0
 
 

@@ -4,7 +4,7 @@ memory, block votes — on every available target, and compiled for sm_75/sm_90.
 import numpy as np
 import pytest
 import thork as tk
-from helpers import compiles_for_gpu, poisoned, random_array
+from helpers import TARGETS, compiles_for_gpu, poisoned, random_array
 from thork_core import LaunchError, TraceError
 
 f32, i32, u32 = tk.dt.float32, tk.dt.int32, tk.dt.uint32
@@ -227,6 +227,95 @@ def test_vector_width_errors():
         tk.jit(k).ir
     with pytest.raises(TraceError, match="multiple of 4"):
         tk.jit(k2).ir
+
+
+# -- cache hints (ld.global.<op> / st.global.<op>) -----------------------------------------
+# (dtype, n: 1 = m.load/m.store, else vload/vstore, load op, store op): every access size
+# (1, 2, 4, 8, 16 bytes) and every PTX cache operator at least once.
+HINT_CASES = [("uint8", 1, "cs", "cs"), ("float16", 1, "cg", "wt"), ("uint8", 2, "lu", "cg"),
+              ("float32", 1, "cv", "wb"), ("float64", 1, "ca", "cs"), ("float32", 2, "cs", "cs"),
+              ("int32", 4, "cg", "cg"), ("float16", 8, "cs", "cs"), ("float32", 4, "lu", "wt")]
+
+
+def _hint_kernel(dtype, n, lop, sop):
+    @tk.jit(name=f"hint_{dtype.name}_{n}_{lop}_{sop}")
+    def k(out: tk.DevicePointer[dtype], a: tk.DevicePointer[dtype], count: i32):
+        i = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
+        with tk.if_(i * n < count):
+            if n == 1:
+                out.store(i, a.load(i, cache=lop) + a[i], cache=sop)
+            else:
+                vals = a.vload(i * n, n, cache=lop)
+                out.vstore(i * n, [v + v for v in reversed(vals)], cache=sop)
+    return k
+
+
+HINT_KERNELS = {c: _hint_kernel(getattr(tk.dt, c[0]), *c[1:]) for c in HINT_CASES}
+HINT_IDS = [f"{d}x{n}-{lo}-{so}" for d, n, lo, so in HINT_CASES]
+
+
+def _run_hinted(case, target, rng):
+    name, n, _, _ = case
+    count = n * (int(rng.integers(50, 200)) | 1)
+    a = random_array(rng, count, name)
+    out = poisoned(count, name)
+    HINT_KERNELS[case][(count // n + 63) // 64, 64](out, a, count, target=target)
+    ref = (a + a).reshape(-1, n)[:, ::-1].reshape(-1)
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("case", HINT_CASES, ids=HINT_IDS)
+def test_cache_hints_move_the_same_values(target, rng, case):
+    """A hint changes where data is cached, never a value (the CPU target ignores it)."""
+    _run_hinted(case, target, rng)
+    gpu_ok(HINT_KERNELS[case])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", HINT_CASES, ids=HINT_IDS)
+def test_cache_hints_on_the_gpu(rng, case):
+    _run_hinted(case, "gpu", rng)
+
+
+@pytest.mark.parametrize("case", HINT_CASES, ids=HINT_IDS)
+def test_cache_hints_in_the_cuda_source(case):
+    name, n, lop, sop = case
+    k = HINT_KERNELS[case]
+    nbytes = getattr(tk.dt, name).itemsize * n
+    form = {16: "v4.u32", 8: "v2.u32", 4: "u32", 2: "u16", 1: "u8"}[nbytes]
+    src = k.cuda_source
+    assert f"thork_ld_{lop}(" in src and f"thork_st_{sop}(" in src
+    assert f'"ld.global.{lop}.{form}' in src and f'"st.global.{sop}.{form}' in src
+    # one helper per operator used, none for the others; plain C++ on the CPU target
+    assert src.count("THORK_FN T thork_ld_") == 1 and src.count("THORK_FN void thork_st_") == 1
+    if "cpu" in TARGETS:
+        assert "thork_ld_" not in k.source_for("cpu") and "asm" not in k.source_for("cpu")
+    assert "thork_ld_" not in VEC_KERNELS[("float32", 4)].cuda_source
+
+
+def test_cache_hint_errors():
+    def bad_load_op(a: tk.DevicePointer[f32]):
+        a.vload(0, 4, cache="wb")
+
+    def bad_store_op(a: tk.DevicePointer[f32]):
+        a.store(0, 1.0, cache="lu")
+
+    def shared(a: tk.DevicePointer[f32]):
+        sh = tk.shared_array(f32, 32)
+        a[0] = sh.load(0, cache="cs")
+
+    def not_a_string(a: tk.DevicePointer[f32]):
+        tk.store_vec(a, 0, (1.0, 2.0), cache=1)
+    with pytest.raises(TraceError, match=r"tk.load_vec\(\): cache must be None or one of "
+                                         r"'ca', 'cg', 'cs', 'lu', 'cv'.*got 'wb'"):
+        tk.jit(bad_load_op).ir
+    with pytest.raises(TraceError, match=r"'a'.store\(\): cache must be None or one of "
+                                         r"'wb', 'cg', 'cs', 'wt'.*got 'lu'"):
+        tk.jit(bad_store_op).ir
+    with pytest.raises(TraceError, match="applies to global memory; .* is a shared array"):
+        tk.jit(shared).ir
+    with pytest.raises(TraceError, match=r"tk.store_vec\(\): cache must be .*got 1"):
+        tk.jit(not_a_string).ir
 
 
 # -- dynamic shared memory -------------------------------------------------------------------

@@ -216,14 +216,14 @@ class _Instrumenter:
             if ptr is None:
                 return [replace(s, pointer=x(s.pointer), index=x(s.index),
                                 value=x(s.value))]
-            return [Store(ptr, Const(dt.int32, 0), x(s.value), loc=loc)]
+            return [Store(ptr, Const(dt.int32, 0), x(s.value), s.cache, loc=loc)]
         if isinstance(s, VecStore):
             ptr = self.checked(s.pointer, s.index, env, loc, "store", len(s.values))
             values = tuple(x(v) for v in s.values)
             if ptr is None:
                 return [replace(s, pointer=x(s.pointer), index=x(s.index),
                                 values=values)]
-            return [VecStore(ptr, Const(dt.int32, 0), values, loc=loc)]
+            return [VecStore(ptr, Const(dt.int32, 0), values, s.cache, loc=loc)]
         if isinstance(s, If):
             return [replace(s, cond=x(s.cond), then=self.block(s.then, env, mutable),
                             orelse=self.block(s.orelse, env, mutable))]
@@ -361,12 +361,12 @@ class _Instrumenter:
         if isinstance(e, Load):
             ptr = self.checked(e.pointer, e.index, env, loc, "load", 1)
             if ptr is not None:
-                return Load(e.type, ptr, Const(dt.int32, 0))
+                return Load(e.type, ptr, Const(dt.int32, 0), e.cache)
         elif isinstance(e, VecLoad):
             assert isinstance(e.type, VectorType)
             ptr = self.checked(e.pointer, e.index, env, loc, "load", e.type.n)
             if ptr is not None:
-                return VecLoad(e.type, ptr, Const(dt.int32, 0))
+                return VecLoad(e.type, ptr, Const(dt.int32, 0), e.cache)
         elif isinstance(e, Atomic):
             ptr = self.checked(e.pointer, e.index, env, loc, "atomic", 1)
             if ptr is not None:

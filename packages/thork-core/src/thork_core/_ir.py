@@ -24,7 +24,7 @@ __all__ = [
     "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
     "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS", "Hopper",
     "HOPPER_OPS", "WGMMA_N", "SETMAXNREG_COUNTS", "uses_hopper", "hopper_ops", "node_fields",
-    "replace",
+    "replace", "LOAD_CACHE_OPS", "STORE_CACHE_OPS",
 ]
 
 # The node classes are plain classes with their methods written out, not dataclasses:
@@ -282,15 +282,18 @@ class Cast(Expr):
 
 
 class Load(Expr):
-    """``pointer[index]``."""
+    """``pointer[index]``; ``cache`` a PTX load cache operator (:data:`LOAD_CACHE_OPS`) or
+    ``""`` for a plain load."""
 
     pointer: Expr
     index: Expr
+    cache: str = ""
 
-    def __init__(self, type: Type, pointer: Expr, index: Expr) -> None:
+    def __init__(self, type: Type, pointer: Expr, index: Expr, cache: str = "") -> None:
         _set(self, "type", type)
         _set(self, "pointer", pointer)
         _set(self, "index", index)
+        _set(self, "cache", cache)
 
 
 class Select(Expr):
@@ -345,16 +348,19 @@ class Pack(Expr):
 class VecLoad(Expr):
     """``type.n`` consecutive elements ``pointer[index .. index + n - 1]`` in one access.
 
-    ``index`` counts scalar elements and must be a multiple of ``n`` (alignment).
+    ``index`` counts scalar elements and must be a multiple of ``n`` (alignment);
+    ``cache`` as :class:`Load`'s.
     """
 
     pointer: Expr
     index: Expr
+    cache: str = ""
 
-    def __init__(self, type: Type, pointer: Expr, index: Expr) -> None:
+    def __init__(self, type: Type, pointer: Expr, index: Expr, cache: str = "") -> None:
         _set(self, "type", type)
         _set(self, "pointer", pointer)
         _set(self, "index", index)
+        _set(self, "cache", cache)
 
 
 class Offset(Expr):
@@ -373,6 +379,15 @@ class Offset(Expr):
 #: Atomic read-modify-write operations; every one returns the old value. ``inc``/``dec``
 #: are CUDA's wrapping counters (uint32 only): ``old >= v ? 0 : old + 1`` and
 #: ``(old == 0 || old > v) ? v : old - 1``.
+#: PTX cache operators a global load may name (``ld.global.<op>``): ``ca`` cache at all
+#: levels (the default), ``cg`` in L2 only, ``cs`` streaming (evict first: data read once),
+#: ``lu`` last use, ``cv`` volatile (fetch again, cache nothing).
+LOAD_CACHE_OPS = ("ca", "cg", "cs", "lu", "cv")
+#: PTX cache operators a global store may name (``st.global.<op>``): ``wb`` write back (the
+#: default), ``cg`` in L2 only, ``cs`` streaming (evict first: data written once), ``wt``
+#: write through.
+STORE_CACHE_OPS = ("wb", "cg", "cs", "wt")
+
 ATOMIC_OPS = frozenset({"add", "sub", "min", "max", "exch", "cas", "and", "or", "xor",
                         "inc", "dec"})
 
@@ -543,19 +558,23 @@ class Assign(Stmt):
 
 
 class Store(Stmt):
-    """``pointer[index] = value``."""
+    """``pointer[index] = value``; ``cache`` a PTX store cache operator
+    (:data:`STORE_CACHE_OPS`) or ``""`` for a plain store."""
 
     pointer: Expr
     index: Expr
     value: Expr
+    cache: str = ""
 
     def __init__(
-        self, pointer: Expr, index: Expr, value: Expr, *, loc: Loc | None = None,
+        self, pointer: Expr, index: Expr, value: Expr, cache: str = "", *,
+        loc: Loc | None = None,
     ) -> None:
         self.loc = loc
         self.pointer = pointer
         self.index = index
         self.value = value
+        self.cache = cache
 
 
 class If(Stmt):
@@ -696,19 +715,23 @@ class Sync(Stmt):
 
 
 class VecStore(Stmt):
-    """Store ``values`` (one per lane) to ``pointer[index ..]`` in one access."""
+    """Store ``values`` (one per lane) to ``pointer[index ..]`` in one access; ``cache`` as
+    :class:`Store`'s."""
 
     pointer: Expr
     index: Expr
     values: tuple[Expr, ...]
+    cache: str = ""
 
     def __init__(
-        self, pointer: Expr, index: Expr, values: tuple[Expr, ...], *, loc: Loc | None = None,
+        self, pointer: Expr, index: Expr, values: tuple[Expr, ...], cache: str = "", *,
+        loc: Loc | None = None,
     ) -> None:
         self.loc = loc
         self.pointer = pointer
         self.index = index
         self.values = values
+        self.cache = cache
 
 
 class AsyncCopy(Stmt):

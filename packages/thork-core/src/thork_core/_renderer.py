@@ -398,11 +398,13 @@ class Renderer:
         self._lines: list[str] = []
         self._last_loc: Loc | None = None
         self._indent = 1
+        self._cache_ops: set[tuple[str, str]] = set()  # ("ld" | "st", PTX cache operator)
 
     # -- entry points -------------------------------------------------------------------
     def render(self, kernel: KernelIR) -> str:
         """Return the complete translation unit for ``kernel``."""
         self._kernel = kernel
+        self._cache_ops = set()
         self.functions_text = self._definitions(kernel)
         body = self._body(kernel.body, kernel.mutable)
         return self.translation_unit(kernel, body)
@@ -509,9 +511,13 @@ class Renderer:
         elif isinstance(s, Assign):
             self._emit(f"{s.var.name} = {self.expr(s.value)};", s.loc)
         elif isinstance(s, Store):
-            self._emit(
-                f"{self.expr(s.pointer)}[{self.expr(s.index)}] = {self.expr(s.value)};", s.loc
-            )
+            if s.cache:
+                ptr = f"({self.expr(s.pointer)} + {self.expr(s.index)})"
+                self._emit(f"{self.hinted_store(s.cache, ptr, self.expr(s.value))};", s.loc)
+            else:
+                self._emit(
+                    f"{self.expr(s.pointer)}[{self.expr(s.index)}] = {self.expr(s.value)};",
+                    s.loc)
         elif isinstance(s, If):
             self._emit(f"if ({self.expr(s.cond)}) {{", s.loc)
             self._block(s.then)
@@ -545,7 +551,13 @@ class Renderer:
             vt = VectorType(s.pointer.type.elem, len(s.values))
             vals = ", ".join(self.expr(v) for v in s.values)
             ptr = f"({self.expr(s.pointer)} + {self.expr(s.index)})"
-            self._emit(f"*({self.ctype(vt)}*){ptr} = {self.ctype(vt)}{{{{{vals}}}}};", s.loc)
+            if s.cache:
+                value = f"{self.ctype(vt)}{{{{{vals}}}}}"
+                self._emit(f"{self.hinted_store(s.cache, f'({self.ctype(vt)}*){ptr}', value)};",
+                           s.loc)
+            else:
+                self._emit(f"*({self.ctype(vt)}*){ptr} = {self.ctype(vt)}{{{{{vals}}}}};",
+                           s.loc)
         elif isinstance(s, Eval):
             self._emit(f"{self.expr(s.value)};", s.loc)
         elif isinstance(s, SharedDecl):
@@ -677,6 +689,9 @@ class Renderer:
         if isinstance(e, Special):
             return e.name
         if isinstance(e, Load):
+            if e.cache:
+                return self.hinted_load(e.cache,
+                                        f"({self.expr(e.pointer)} + {self.expr(e.index)})")
             return f"{self.expr(e.pointer)}[{self.expr(e.index)}]"
         if isinstance(e, Cast):
             return self.cast(self.expr(e.operand), e.operand.type, e.type)  # type: ignore[arg-type]
@@ -704,6 +719,8 @@ class Renderer:
             return f"{self.ctype(e.type)}{{{', '.join(self.expr(a) for a in e.items)}}}"
         if isinstance(e, VecLoad):
             ptr = f"({self.expr(e.pointer)} + {self.expr(e.index)})"
+            if e.cache:
+                return self.hinted_load(e.cache, f"(const {self.ctype(e.type)}*){ptr}")
             return f"*(const {self.ctype(e.type)}*){ptr}"
         if isinstance(e, CallFunc):
             args = [self.expr(a) for a in e.args] + list(self.hidden_args)
@@ -722,6 +739,15 @@ class Renderer:
 
     #: Leading arguments of every Hopper helper call (the CPU model passes its block).
     hopper_context: tuple[str, ...] = ()
+
+    def hinted_load(self, cache: str, ptr: str) -> str:
+        """``*ptr`` with the PTX cache operator ``cache`` (``"cs"``...). Targets without
+        such caches (the CPU) load plainly: a hint never changes a value."""
+        return f"(*{ptr})"
+
+    def hinted_store(self, cache: str, ptr: str, value: str) -> str:
+        """``*ptr = value`` with the PTX cache operator ``cache``; plain here."""
+        return f"*{ptr} = {value}"
 
     def hopper(self, e: Hopper) -> str:
         """A call of the helper implementing a Hopper operation (docs/language-wgmma.md);
@@ -988,6 +1014,7 @@ class CudaRenderer(Renderer):
         if self._kernel is not None and (self._kernel.launch_bounds
                                          or self._kernel.cluster_dims):
             mma += _LAUNCH_BOUNDS  # clang's -nocudainc headers lack the macros
+        mma += "".join(_cache_helper(kind, op) for kind, op in sorted(self._cache_ops))
         return f"{self.prelude()}{mma}{dyn}\n"
 
     def _code(self, kernel: KernelIR, body: str) -> str:
@@ -1000,14 +1027,58 @@ class CudaRenderer(Renderer):
                 f'extern "C" __global__ void {lb}{kernel.name}({params})\n'
                 f"{{\n{body}\n}}\n")
 
+    def hinted_load(self, cache: str, ptr: str) -> str:
+        self._cache_ops.add(("ld", cache))
+        return f"thork_ld_{cache}({ptr})"
+
+    def hinted_store(self, cache: str, ptr: str, value: str) -> str:
+        self._cache_ops.add(("st", cache))
+        return f"thork_st_{cache}({ptr}, {value})"
+
     def listing(self, kernel: KernelIR) -> str:
         """The translation unit for reading: the kernel (after its device functions)
         first, then, under :data:`PRELUDE_MARK`, the prelude that compilers see before
         it. :meth:`render` is the text compilers receive."""
         self._kernel = kernel
+        self._cache_ops = set()
         self.functions_text = self._definitions(kernel)
         body = self._body(kernel.body, kernel.mutable)
         return f"{self._code(kernel, body)}\n{PRELUDE_MARK}\n{self._head()}"
+
+
+def _cache_helper(kind: str, op: str) -> str:
+    """``thork_ld_<op>(p)`` / ``thork_st_<op>(p, v)``: one global access of a 1, 2, 4, 8 or
+    16-byte ``T`` with the PTX cache operator ``op`` (``ld.global.cs.v4.u32``...), its bits
+    moved through a union (``asm volatile`` with a memory clobber: the compiler never moves
+    it past other accesses)."""
+    forms = ((16, "v4.u32", "{%s, %s, %s, %s}", ("r.u[0]", "r.u[1]", "r.u[2]", "r.u[3]"), "r"),
+             (8, "v2.u32", "{%s, %s}", ("r.u[0]", "r.u[1]"), "r"),
+             (4, "u32", "%s", ("r.u[0]",), "r"),
+             (2, "u16", "%s", ("r.h",), "h"),
+             (1, "u8", "%s", ("r.h",), "h"))
+    lines = []
+    for size, ptx, regs, fields, con in forms:
+        n = len(fields)
+        if kind == "ld":
+            ops = regs % tuple(f"%{k}" for k in range(n))
+            outs = ", ".join(f'"={con}"({f})' for f in fields)
+            asm = (f'asm volatile("ld.global.{op}.{ptx} {ops}, [%{n}];" : {outs} : "l"(p) '
+                   ': "memory");')
+        else:
+            ops = regs % tuple(f"%{k + 1}" for k in range(n))
+            ins = ", ".join(f'"{con}"({f})' for f in fields)
+            asm = (f'asm volatile("st.global.{op}.{ptx} [%0], {ops};" : : "l"(p), {ins} '
+                   ': "memory");')
+        cond = f"if (sizeof(T) == {size}) " if size > 1 else ""
+        lines.append(f"  {'else ' if size < 16 else ''}{cond}{asm}")
+    body = "\n".join(lines)
+    if kind == "ld":
+        return (f"template <class T> THORK_FN T thork_ld_{op}(const T* p) {{\n"
+                "  union { T t; unsigned int u[4]; unsigned short h; } r;\n"
+                f"{body}\n  return r.t;\n}}\n")
+    return (f"template <class T> THORK_FN void thork_st_{op}(T* p, T v) {{\n"
+            "  union { T t; unsigned int u[4]; unsigned short h; } r;\n"
+            f"  r.t = v;\n{body}\n}}\n")
 
 
 #: The line separating the code from the prelude in :meth:`CudaRenderer.listing`.

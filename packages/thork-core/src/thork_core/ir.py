@@ -33,9 +33,11 @@ from ._ir import (
     ATOMIC_OPS,
     HOPPER_OPS,
     LDMATRIX_OPS,
+    LOAD_CACHE_OPS,
     MMA_OPS,
     SETMAXNREG_COUNTS,
     SPECIALS,
+    STORE_CACHE_OPS,
     SYNC_KINDS,
     WARP_OPS,
     WGMMA_N,
@@ -119,4 +121,5 @@ __all__ = [
     "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",
     "While", "dt", "dtype_of", "input_typestr", "int_range", "literal_dtype", "promote",
     "stmt_exprs", "typestr", "walk_exprs", "walk_stmts", "node_fields", "replace",
+    "LOAD_CACHE_OPS", "STORE_CACHE_OPS",
 ]

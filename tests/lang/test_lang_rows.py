@@ -1,0 +1,78 @@
+"""bench_lang's softmax and layer-norm row kernels (issue 16) against NumPy float64: the
+layouts the benchmark times (one or two block reductions, a warp or a block per row,
+streaming or plain accesses), fresh random rows with a large mean, poisoned outputs."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import thork as tk
+from helpers import poisoned
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if not (BENCH / "bench_lang.py").exists():
+    pytest.skip("bench/bench_lang.py is not beside the tests", allow_module_level=True)
+sys.path.insert(0, str(BENCH))
+import bench_lang as bl  # noqa: E402
+
+RC = bl.RowConfig
+
+
+def _softmax_ref(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def _layer_norm_ref(x, w, b, eps):
+    x = x.astype(np.float64)
+    m = x.mean(1, keepdims=True)
+    v = ((x - m) ** 2).mean(1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps) * w.astype(np.float64) + b.astype(np.float64)
+
+
+def _check(dtype, n, cfg, target, rng, m_rows):
+    npdt = np.dtype(dtype.name)
+    # a large mean and spread: one-pass merges and exp scaling must not lose accuracy
+    x = (rng.standard_normal((m_rows, n)) * 4 + 30).astype(npdt)
+    w = (rng.random(n) + 0.5).astype(npdt)
+    b = rng.standard_normal(n).astype(npdt)
+    tol = 4e-3 if dtype == tk.dt.float16 else 2e-6  # fp16: the output's own rounding
+    y = poisoned((m_rows, n), dtype.name)
+    bl.make_softmax(dtype, n, cfg)[m_rows // cfg.rows, cfg.block](y, x, target=target)
+    ref = _softmax_ref(x)
+    np.testing.assert_allclose(y, ref, rtol=tol, atol=tol * ref.max())
+    y = poisoned((m_rows, n), dtype.name)
+    bl.make_layer_norm(dtype, n, cfg)[m_rows // cfg.rows, cfg.block](
+        y, x, w, b, np.float32(1e-5), target=target)
+    ref = _layer_norm_ref(x, w, b, 1e-5)
+    np.testing.assert_allclose(y, ref, rtol=tol, atol=tol * 8)
+
+
+CASES = [("float32", 1024, RC(64)), ("float32", 1024, RC(32, rows=4)),
+         ("float16", 1024, RC(128, onepass=False, cache=None)), ("float32", 2048, RC(256)),
+         ("float16", 2048, RC(64, cache=None))]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{d}-{n}-{c.tag()}" for d, n, c in CASES])
+def test_row_kernels_match_numpy(target, rng, case):
+    name, n, cfg = case
+    _check(getattr(tk.dt, name), n, cfg, target, rng, m_rows=8)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("key", sorted(bl.LAYOUTS), ids=lambda k: "-".join(map(str, k)))
+def test_bench_layouts_on_the_gpu(rng, key):
+    """Every layout bench_lang times, at its size (both ops share the check)."""
+    _op, name, n = key
+    _check(getattr(tk.dt, name), n, bl.LAYOUTS[key], "gpu", rng, m_rows=64)
+
+
+def test_layouts_are_valid():
+    for (_op, name, n), cfg in bl.LAYOUTS.items():
+        bl._check_cfg(cfg, n, getattr(tk.dt, name).itemsize)
+    with pytest.raises(ValueError, match="needs threads=32"):
+        bl.make_softmax(tk.dt.float32, 1024, RC(64, rows=2))
+    with pytest.raises(ValueError, match="does not tile"):
+        bl.make_softmax(tk.dt.float32, 1024, RC(96))
