@@ -51,11 +51,13 @@ CONFIGS = ((128, 256, 64, 64, 64, 4, 8, 0), (128, 256, 64, 64, 64, 4, 8, 1),
            (256, 128, 64, 64, 64, 3, 8, 1))
 #: With --sweep: CONFIGS and more (k depth, stages, tile order).
 SWEEP = CONFIGS
-#: TMA-fed (warp-specialised, Hopper) GEMM tilings (BM, BN, WM, WN, STAGES, GROUP_M):
-#: examples/gemm_mma.prepare_tma's keywords; timed beside the cp.async ones (``tma`` rows).
-TMA_CONFIGS = ((128, 256, 64, 64, 4, 8), (256, 128, 64, 64, 4, 8))
+#: TMA-fed (warp-specialised, Hopper) GEMM tilings (BM, BN, WM, WN, STAGES, GROUP_M,
+#: blocks per SM): examples/gemm_mma.prepare_tma's keywords; timed beside the cp.async
+#: ones (``tma`` rows).
+TMA_CONFIGS = ((128, 256, 64, 64, 4, 8, 1), (256, 128, 64, 64, 4, 8, 1),
+               (128, 128, 64, 64, 3, 8, 2))
 #: With --sweep: TMA_CONFIGS and more (stages, tile order).
-TMA_SWEEP = TMA_CONFIGS + ((128, 256, 64, 64, 3, 8), (128, 256, 64, 64, 4, 16))
+TMA_SWEEP = TMA_CONFIGS + ((128, 256, 64, 64, 3, 8, 1), (128, 256, 64, 64, 4, 16, 1))
 
 
 def _label(cfg: tuple[int, ...]) -> str:
@@ -64,8 +66,9 @@ def _label(cfg: tuple[int, ...]) -> str:
 
 
 def _tma_label(cfg: tuple[int, ...]) -> str:
-    bm, bn, _, _, st, g = cfg
-    return f"tma {bm}x{bn}x64/{st}" + (f" g{g}" if g != 8 else "")
+    bm, bn, _, _, st, g, ctas = cfg
+    return f"tma {bm}x{bn}x64/{st}" + (f" g{g}" if g != 8 else "") \
+        + (f" {ctas} blocks/SM" if ctas > 1 else "")
 
 
 def precompile(mod: Any, configs: Any, tma_configs: Any = ()) -> None:
@@ -77,8 +80,9 @@ def precompile(mod: Any, configs: Any, tma_configs: Any = ()) -> None:
                                                  ALIGNED=True, GROUP_M=g, SWIZZLE=bool(sw))
                for name in ("float16", "bfloat16") for bm, bn, bk, wm, wn, st, g, sw in configs]
     kernels += [mod.gemm_tma_kernel(name).specialize(BM=bm, BN=bn, WM=wm, WN=wn, STAGES=st,
-                                                      GROUP_M=g, PAIRS=True)
-                for name in ("float16", "bfloat16") for bm, bn, wm, wn, st, g in tma_configs]
+                                                      GROUP_M=g, PAIRS=True, CTAS=ctas)
+                for name in ("float16", "bfloat16")
+                for bm, bn, wm, wn, st, g, ctas in tma_configs]
     try:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda k: k.precompile("gpu"), kernels))
@@ -241,9 +245,9 @@ def check_build() -> int:
             print(f"gemm {name} {_label(cfg)}: sm_90 cubin "
                   f"{len(k.artifact('sm_90').data)} bytes")
         for cfg in TMA_CONFIGS:
-            bm, bn, wm, wn, st, g = cfg
+            bm, bn, wm, wn, st, g, ctas = cfg
             k = mod.gemm_tma_kernel(name).specialize(BM=bm, BN=bn, WM=wm, WN=wn, STAGES=st,
-                                                     GROUP_M=g, PAIRS=True)
+                                                     GROUP_M=g, PAIRS=True, CTAS=ctas)
             art = k.artifact("sm_90")
             print(f"gemm {name} {_tma_label(cfg)}: {art.arch} cubin {len(art.data)} bytes")
     hopper = _example("gemm_wgmma")
@@ -412,12 +416,12 @@ def main() -> int:
                 print(f"  {n}^3 {name} thork {label}: {tf:8.1f} TFLOP/s "
                       f"{'ok' if good else 'MISMATCH'}")
             for tcfg in tma_configs:
-                bm, bn, wm, wn, st, g = tcfg
+                bm, bn, wm, wn, st, g, ctas = tcfg
                 label = _tma_label(tcfg)
                 c.fill_(float("nan"))
                 try:
                     tfn = mod.prepare_tma(c, a, b, n, n, n, name, BM=bm, BN=bn, WM=wm, WN=wn,
-                                          STAGES=st, GROUP_M=g, target="gpu")
+                                          STAGES=st, GROUP_M=g, ctas=ctas, target="gpu")
                     tfn()
                     torch.cuda.synchronize()
                 except Exception as exc:  # noqa: BLE001 - report, keep the other rows

@@ -149,7 +149,7 @@ def main_tma(opts: argparse.Namespace) -> int:
         mods = {name: load(f"diag_tma_{name}", src, Path(tmp))
                 for name, src in sources.items()}
         kernels = [m.gemm_tma_kernel(d).specialize(BM=bm, BN=bn, WM=wm, WN=wn, STAGES=st,
-                                                   GROUP_M=g, PAIRS=True)
+                                                   GROUP_M=g, PAIRS=True, CTAS=1)
                    for m in mods.values() for d in ("float16", "bfloat16")]
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda k: k.precompile("gpu"), kernels))

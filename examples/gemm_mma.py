@@ -241,7 +241,8 @@ TMA_BK = 64
 #: Registers per thread (producer, consumers) of the TMA-fed kernel by consumer
 #: warpgroups (``setmaxnreg``): the register file is split between the four schedulers,
 #: so a block of 3 warpgroups gets 168 a thread at entry; the producer needs few.
-TMA_REGISTERS = {2: (40, 232)}
+#: Keyed by (consumer warpgroups, blocks per multiprocessor).
+TMA_REGISTERS = {(2, 1): (40, 232), (1, 2): (40, 216)}
 
 
 @functools.cache
@@ -259,7 +260,7 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                      BM: tk.Constexpr[int] = 128, BN: tk.Constexpr[int] = 256,
                      WM: tk.Constexpr[int] = 64, WN: tk.Constexpr[int] = 64,
                      STAGES: tk.Constexpr[int] = 4, GROUP_M: tk.Constexpr[int] = 8,
-                     PAIRS: tk.Constexpr[bool] = True):
+                     PAIRS: tk.Constexpr[bool] = True, CTAS: tk.Constexpr[int] = 1):
         """``c[M, N] = a[M, K] @ b[K, N]``, persistent blocks of one producer warpgroup
         and (BM / WM) (BN / WN) consumer warps (4 or 8), each block taking tiles
         blockIdx.x, + gridDim.x, ... The producer's thread 0 copies, per k step of 64, the
@@ -268,9 +269,10 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
         swizzled; mbarriers hand the stages over (``full``: copy landed; ``empty``: every
         consumer warp done reading). The consumers read fragments with ldmatrix at
         swizzled addresses (computed once per lane) one k-step ahead of the mma.
-        PAIRS: N even (the epilogue stores two float32 at a time)."""
+        PAIRS: N even (the epilogue stores two float32 at a time). CTAS: blocks per
+        multiprocessor the launch bounds and the setmaxnreg split are made for."""
         WARPS = (BM // WM) * (BN // WN)        # consumer warps: WARPS / 4 warpgroups
-        tk.launch_bounds(32 * (WARPS + 4), 1)
+        tk.launch_bounds(32 * (WARPS + 4), CTAS)
         A_TILE, B_TILE = BM * BK, BK * BN      # elements per stage
         sa = tk.dynamic_shared(T)              # STAGES x A_TILE, 1024-byte aligned
         sb = tk.dynamic_shared(T, STAGES * A_TILE * 2)
@@ -298,7 +300,7 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                 tk.mbarrier_init(empty, s, WARPS)
         tk.syncthreads()
 
-        regs = TMA_REGISTERS.get(WARPS // 4)
+        regs = TMA_REGISTERS.get((WARPS // 4, CTAS))
         with tk.if_(warp < 4):                 # the producer warpgroup: thread 0 copies
             if regs:
                 tk.setmaxnreg_dec(regs[0])
@@ -428,12 +430,14 @@ def sm_count() -> int:
 def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
                 dtype: str = "float16", BM: int = 128, BN: int = 256, WM: int = 64,
                 WN: int = 64, STAGES: int = 4, GROUP_M: int = 8, blocks: int | None = None,
-                **launch: object) -> Callable[[], None]:
+                ctas: int = 1, **launch: object) -> Callable[[], None]:
     """Check the arguments and build the tensor maps of ``a`` and ``b`` once (copied to
     device memory once on the GPU); returns the launch of the TMA-fed kernel for
     ``c[M, N] = a[M, K] @ b[K, N]`` (2-D arrays: NumPy on the CPU target, GPU arrays on
-    the GPU). ``blocks``: persistent blocks (default one per multiprocessor on the GPU,
-    3 on the CPU target)."""
+    the GPU). ``blocks``: persistent blocks (default ``ctas`` per multiprocessor on the
+    GPU, 3 on the CPU target); ``ctas``: blocks per multiprocessor the kernel's launch
+    bounds and register split are made for (1, or 2 with 4 consumer warps: one block's
+    epilogue then overlaps the other's main loop)."""
     for name, ok, want in (
             ("K", K % 8 == 0 and K > 0, "a positive multiple of 8 (TMA: 16-byte rows)"),
             ("N", N % 8 == 0 and N > 0, "a positive multiple of 8 (TMA: 16-byte rows)"),
@@ -445,10 +449,11 @@ def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
             ("BM / WM x BN / WN", (BM // WM) * (BN // WN) in (4, 8),
              "4 or 8 consumer warps (whole warpgroups)"),
             ("STAGES", STAGES >= 2, ">= 2"),
-            ("GROUP_M", GROUP_M >= 1, ">= 1")):
+            ("GROUP_M", GROUP_M >= 1, ">= 1"),
+            ("ctas", ctas in (1, 2), "1 or 2")):
         if not ok:
             given = dict(K=K, N=N, M=M, BM=BM, BN=BN, WM=WM, WN=WN, STAGES=STAGES,
-                         GROUP_M=GROUP_M).get(name, (BM // WM) * (BN // WN))
+                         GROUP_M=GROUP_M, ctas=ctas).get(name, (BM // WM) * (BN // WN))
             raise ValueError(f"{name} must be {want}, got {given!r}")
     if M * N >= 2**31:
         raise ValueError(f"M x N must be below 2**31 (int32 indices), got {M * N}")
@@ -466,11 +471,11 @@ def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
         ta, tb = DeviceArray.from_host(ta), DeviceArray.from_host(tb)
     tiles = -(-M // BM) * -(-N // BN)
     if blocks is None:
-        blocks = 3 if on_cpu else sm_count()
+        blocks = 3 if on_cpu else sm_count() * ctas
     blocks = max(min(blocks, tiles), 1)
     threads = ((BM // WM) * (BN // WN) + 4) * 32
     kernel = gemm_tma_kernel(dtype)[blocks, threads, tma_shared_bytes(BM, BN, STAGES)]
-    args = (c, ta, tb, M, N, K, BM, BN, WM, WN, STAGES, GROUP_M, N % 2 == 0)
+    args = (c, ta, tb, M, N, K, BM, BN, WM, WN, STAGES, GROUP_M, N % 2 == 0, ctas)
     return lambda: kernel(*args, **launch)
 
 

@@ -333,8 +333,10 @@ def hopper(target):
     ("float16", (100, 72, 136), dict(BM=64, BN=64, WM=32, WN=32, STAGES=3)),
     ("bfloat16", (77, 200, 200), dict(BM=64, BN=128, WM=32, WN=64, STAGES=2, GROUP_M=2)),
     ("float16", (131, 264, 72), dict(BM=128, BN=256, STAGES=4, blocks=2)),
-    ("bfloat16", (40, 136, 24), dict(BM=32, BN=64, WM=16, WN=16, STAGES=2, GROUP_M=1))],
-    ids=["persistent-wraps", "grouped-2-stages", "default-tile-setmaxnreg", "short-k"])
+    ("bfloat16", (40, 136, 24), dict(BM=32, BN=64, WM=16, WN=16, STAGES=2, GROUP_M=1)),
+    ("float16", (130, 136, 136), dict(BM=64, BN=64, WM=32, WN=32, STAGES=3, ctas=2))],
+    ids=["persistent-wraps", "grouped-2-stages", "default-tile-setmaxnreg", "short-k",
+         "two-blocks-per-sm"])
 def test_gemm_tma_example(hopper, rng, dtype, size, tile):
     """The TMA-fed kernel (a producer warpgroup, mma.sync consumer warps reading the
     128-byte-swizzled stages by ldmatrix, persistent blocks): edge tiles in M, N and K
@@ -387,7 +389,8 @@ def test_gemm_tma_rejects_bad_arguments():
                     (dict(BN=96), "BN must be a multiple of 64 and of WN, got 96"),
                     (dict(WN=128, BN=128), "WN must be 16, 32 or 64, got 128"),
                     (dict(BM=128, WM=32), "4 or 8 consumer warps .*got 16"),
-                    (dict(STAGES=1), "STAGES must be >= 2, got 1")):
+                    (dict(STAGES=1), "STAGES must be >= 2, got 1"),
+                    (dict(ctas=3), "ctas must be 1 or 2, got 3")):
         args = dict(M=64, N=64, K=64)
         args.update({k: v for k, v in kw.items() if k in args})
         tile = {k: v for k, v in kw.items() if k not in args}
