@@ -8,6 +8,12 @@ the tile (edge tiles), on the CPU target when there is no GPU.
 
 Rows of ``a`` and ``b`` must be 16-byte aligned for ``cp.async`` (``K`` and ``N`` multiples
 of 8); other sizes take a path that loads the tiles with ordinary bounds-checked loads.
+
+On Hopper (sm_90) :func:`gemm` takes a second kernel by default, :func:`gemm_tma_kernel`
+(:func:`prepare_tma` builds its tensor maps): a producer warpgroup copies the tiles by TMA
+(128-byte swizzle, mbarrier-handed stages) and the mma warps issue only ``ldmatrix`` and
+``mma``; persistent blocks. 0.70-0.74 of the ``mma.sync`` ceiling on an H200 against
+0.59-0.63 for the cp.async kernel (docs/benchmarks.md, session 10).
 """
 
 from __future__ import annotations
