@@ -3,10 +3,12 @@
 1. A register-only microbenchmark: every warp issues ``tk.mma`` (m16n8k16, fp32 accumulate)
    on 8 independent accumulator chains in a loop, nothing else; TFLOP/s of the whole GPU is
    the ceiling of that instruction here.
-2. The Thork GEMM (examples/gemm_mma.py: 128 x 256 (or 256 x 128, 128 x 128) block tiles
-   of warps of 64 x 64, a 3- or 4-stage cp.async pipeline, ldmatrix, mma, grouped tile
-   order; float32 output; the best of the configurations in CONFIGS, or with --sweep in
-   SWEEP, is reported, each listed) at 4096^3 and 8192^3, fp16
+2. The Thork GEMM (examples/gemm_mma.py: 128 x 256 (or 256 x 128) block tiles of warps of
+   64 x 64, ldmatrix, mma, grouped tile order, float32 output; the tiles reach shared
+   memory by a 3- or 4-stage cp.async pipeline (CONFIGS) or, on Hopper, by TMA from a
+   producer warpgroup, persistent blocks (``tma`` rows, TMA_CONFIGS); the best of the
+   configurations, or with --sweep of SWEEP and TMA_SWEEP, is reported, each listed and
+   the best named) at 4096^3 and 8192^3, fp16
    and bf16, in TFLOP/s, as a fraction of the ceiling, of ``torch.matmul`` (cuBLAS,
    fp16/bf16 output) and of Triton's matmul tutorial kernel (re-typed below, one fixed
    configuration of the tutorial's autotune list, fp16/bf16 output). Each result is
@@ -43,15 +45,19 @@ CHAINS = 8  # independent accumulators per warp: enough to cover the mma latency
 #: Dense fp16/bf16 tensor-core peak of an H200 SXM, TFLOP/s: NVIDIA's H200 datasheet gives
 #: 1,979 TFLOPS "with sparsity"; dense is half. Only for the H200 (the device name says).
 H200_DENSE_PEAK = 989.5
-#: GEMM tilings tried (BM, BN, BK, WM, WN, STAGES, GROUP_M, SWIZZLE): the four fastest of
-#: session 9's sweeps (padded shared rows), and two with swizzled rows (not yet measured).
-CONFIGS = ((128, 256, 64, 64, 64, 4, 8, 0), (256, 128, 64, 64, 64, 3, 8, 0),
-           (256, 128, 64, 64, 64, 4, 8, 0), (128, 256, 32, 64, 64, 4, 8, 0),
-           (128, 256, 64, 64, 64, 4, 8, 1), (256, 128, 64, 64, 64, 3, 8, 1))
+#: cp.async GEMM tilings tried (BM, BN, BK, WM, WN, STAGES, GROUP_M, SWIZZLE): session
+#: 9's best padded tiling and its two swizzled ones (the fastest of session 9's run B).
+CONFIGS = ((128, 256, 64, 64, 64, 4, 8, 0), (128, 256, 64, 64, 64, 4, 8, 1),
+           (256, 128, 64, 64, 64, 3, 8, 1))
 #: With --sweep: CONFIGS and more (k depth, stages, tile order).
-SWEEP = CONFIGS + ((128, 256, 32, 64, 64, 6, 8, 0), (128, 256, 64, 64, 64, 3, 8, 0),
-                   (128, 256, 64, 64, 64, 4, 0, 0), (256, 128, 64, 64, 64, 3, 16, 0),
-                   (128, 256, 32, 64, 64, 4, 8, 1))
+SWEEP = CONFIGS
+#: TMA-fed (warp-specialised, Hopper) GEMM tilings (BM, BN, WM, WN, STAGES, GROUP_M,
+#: blocks per SM): examples/gemm_mma.prepare_tma's keywords; timed beside the cp.async
+#: ones (``tma`` rows).
+TMA_CONFIGS = ((128, 256, 64, 64, 4, 8, 1), (256, 128, 64, 64, 4, 8, 1),
+               (128, 128, 64, 64, 3, 8, 2))
+#: With --sweep: TMA_CONFIGS and more (stages, tile order).
+TMA_SWEEP = TMA_CONFIGS + ((128, 256, 64, 64, 3, 8, 1), (128, 256, 64, 64, 4, 16, 1))
 
 
 def _label(cfg: tuple[int, ...]) -> str:
@@ -59,7 +65,13 @@ def _label(cfg: tuple[int, ...]) -> str:
     return f"{bm}x{bn}x{bk}/{st}" + (f" g{g}" if g != 8 else "") + (" swz" if sw else "")
 
 
-def precompile(mod: Any, configs: Any) -> None:
+def _tma_label(cfg: tuple[int, ...]) -> str:
+    bm, bn, _, _, st, g, ctas = cfg
+    return f"tma {bm}x{bn}x64/{st}" + (f" g{g}" if g != 8 else "") \
+        + (f" {ctas} blocks/SM" if ctas > 1 else "")
+
+
+def precompile(mod: Any, configs: Any, tma_configs: Any = ()) -> None:
     """Build every (dtype, configuration) kernel for this GPU, several at a time (threads;
     the compilers run outside the GIL), so that the timed loop finds them in the cache."""
     from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +79,10 @@ def precompile(mod: Any, configs: Any) -> None:
     kernels = [mod.gemm_kernel(name).specialize(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, STAGES=st,
                                                  ALIGNED=True, GROUP_M=g, SWIZZLE=bool(sw))
                for name in ("float16", "bfloat16") for bm, bn, bk, wm, wn, st, g, sw in configs]
+    kernels += [mod.gemm_tma_kernel(name).specialize(BM=bm, BN=bn, WM=wm, WN=wn, STAGES=st,
+                                                      GROUP_M=g, PAIRS=True, CTAS=ctas)
+                for name in ("float16", "bfloat16")
+                for bm, bn, wm, wn, st, g, ctas in tma_configs]
     try:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda k: k.precompile("gpu"), kernels))
@@ -229,6 +245,12 @@ def check_build() -> int:
                                                  ALIGNED=True, GROUP_M=g, SWIZZLE=bool(sw))
             print(f"gemm {name} {_label(cfg)}: sm_90 cubin "
                   f"{len(k.artifact('sm_90').data)} bytes")
+        for cfg in TMA_CONFIGS:
+            bm, bn, wm, wn, st, g, ctas = cfg
+            k = mod.gemm_tma_kernel(name).specialize(BM=bm, BN=bn, WM=wm, WN=wn, STAGES=st,
+                                                     GROUP_M=g, PAIRS=True, CTAS=ctas)
+            art = k.artifact("sm_90")
+            print(f"gemm {name} {_tma_label(cfg)}: {art.arch} cubin {len(art.data)} bytes")
     hopper = _example("gemm_wgmma")
     for name in ("float16", "bfloat16"):
         for label, given in WGMMA_CONFIGS.items():
@@ -331,9 +353,11 @@ def main() -> int:
 
     mod = _example()
     configs = SWEEP if opts.sweep else CONFIGS
+    tma_configs = (TMA_SWEEP if opts.sweep else TMA_CONFIGS) \
+        if torch.cuda.get_device_capability(0) == (9, 0) else ()
     hopper = _example("gemm_wgmma") if torch.cuda.get_device_capability(0) == (9, 0) \
         and not opts.no_wgmma else None
-    precompile(mod, configs)
+    precompile(mod, configs, tma_configs)
     info: dict[str, Any] = {"ceiling": {}, "gemm": [], "wgmma": []}
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     dev = torch.cuda.get_device_name(0)
@@ -397,8 +421,29 @@ def main() -> int:
                 row["configs"][label] = tf
                 print(f"  {n}^3 {name} thork {label}: {tf:8.1f} TFLOP/s "
                       f"{'ok' if good else 'MISMATCH'}")
+            for tcfg in tma_configs:
+                bm, bn, wm, wn, st, g, ctas = tcfg
+                label = _tma_label(tcfg)
+                c.fill_(float("nan"))
+                try:
+                    tfn = mod.prepare_tma(c, a, b, n, n, n, name, BM=bm, BN=bn, WM=wm, WN=wn,
+                                          STAGES=st, GROUP_M=g, ctas=ctas, target="gpu")
+                    tfn()
+                    torch.cuda.synchronize()
+                except Exception as exc:  # noqa: BLE001 - report, keep the other rows
+                    print(f"  {n}^3 {name} thork {label}: failed ({type(exc).__name__}: "
+                          f"{exc})"[:400])
+                    ok = False
+                    continue
+                good = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))
+                ok = ok and good
+                tf = flops / do_bench(tfn, return_mode="median") / 1e9
+                row["configs"][label] = tf
+                print(f"  {n}^3 {name} thork {label}: {tf:8.1f} TFLOP/s "
+                      f"{'ok' if good else 'MISMATCH'}")
             row["check"] = ok
             row["thork"] = max(row["configs"].values())
+            row["best"] = max(row["configs"], key=row["configs"].get)
             row["torch"] = flops / do_bench(lambda a=a, b=b: torch.matmul(a, b),
                                             return_mode="median") / 1e9
             if tri is not None:
@@ -419,7 +464,7 @@ def main() -> int:
                   f"{row['torch']:>8.1f} {row['thork'] / row['torch']:>7.2f} "
                   f"{trit if trit else float('nan'):>8.1f} "
                   f"{row['thork'] / trit if trit else float('nan'):>8.2f}  "
-                  f"{'ok' if ok else 'MISMATCH'}")
+                  f"{'ok' if ok else 'MISMATCH'}  ({row['best']})")
             info["gemm"].append(row)
             if hopper is not None:
                 wg = bench_wgmma(hopper, a, b, ref, name, n, do_bench, tri)

@@ -9,7 +9,14 @@ see through, so the multiplications stay). Only ``example`` computes the product
 the probes' TFLOP/s count the same multiplications. One tiling (``--tile``, default the
 example's), fp16 and bf16, 4096^3 and 8192^3, ``torch.matmul`` beside.
 
-    python bench/diag_mma.py [--tile 128,256,64,64,64,4,8,0]
+``--tma`` probes the TMA-fed kernel (``gemm_tma_kernel``, tiling ``--tma-tile``) instead:
+``no_epilogue`` as above; ``no_tma``: the producer issues no copy, it only arrives on the
+"full" barrier (the consumers multiply whatever the stages hold: ldmatrix, mma and the
+mbarrier hand-over alone); ``same_k``: every copy is of the first k tile (L2-resident:
+the copies' shared-memory side without DRAM).
+
+    python bench/diag_mma.py [--tile 128,256,64,64,64,4,8,1]
+    python bench/diag_mma.py --tma [--tma-tile 128,256,64,64,4,8]
 """
 
 from __future__ import annotations
@@ -36,6 +43,21 @@ PROBES: dict[str, list[tuple[str, str]]] = {
 }
 
 
+#: The same for the TMA-fed kernel.
+TMA_PROBES: dict[str, list[tuple[str, str]]] = {
+    "same_k": [("ta, kt * BK, m0, full, stage)", "ta, 0, m0, full, stage)"),
+               ("kt * BK, full, stage)", "0, full, stage)")],
+    "no_tma": [("tk.mbarrier_expect_tx(full, stage, (A_TILE + B_TILE) * 2)",
+                "tk.mbarrier_arrive(full, stage)"),
+               ("tk.tma_load(sa, stage * A_TILE, ta, kt * BK, m0, full, stage)", "pass"),
+               ("for j in range(BN // 64):", "for j in range(0):")],
+    "no_epilogue": [("with tk.if_((r < M) & (col < N)):\n"
+                     "                                    c.vstore",
+                     "with tk.if_((r < M) & (col < N) & (K < 0)):\n"
+                     "                                    c.vstore")],
+}
+
+
 def load(name: str, source: str, folder: Path) -> Any:
     path = folder / f"{name}.py"
     path.write_text(source)
@@ -48,9 +70,14 @@ def load(name: str, source: str, folder: Path) -> Any:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tile", default="128,256,64,64,64,4,8,0",
+    ap.add_argument("--tile", default="128,256,64,64,64,4,8,1",
                     help="BM,BN,BK,WM,WN,STAGES,GROUP_M,SWIZZLE")
+    ap.add_argument("--tma", action="store_true", help="probe the TMA-fed kernel")
+    ap.add_argument("--tma-tile", default="128,256,64,64,4,8",
+                    help="BM,BN,WM,WN,STAGES,GROUP_M (with --tma)")
     opts = ap.parse_args()
+    if opts.tma:
+        return main_tma(opts)
     import torch
     from triton.testing import do_bench
 
@@ -98,6 +125,57 @@ def main() -> int:
                 del a, b, c, ref
                 torch.cuda.empty_cache()
     print(f"\nTFLOP/s, tile {opts.tile}: 4096^3 fp16, bf16, 8192^3 fp16, bf16")
+    for name, vals in rows.items():
+        print(f"{name:<14}" + "".join(f"{v:9.1f}" for v in vals))
+    return 0
+
+
+def main_tma(opts: argparse.Namespace) -> int:
+    """--tma: the TMA-fed kernel beside its probes."""
+    import torch
+    from triton.testing import do_bench
+
+    bm, bn, wm, wn, st, g = (int(x) for x in opts.tma_tile.split(","))
+    text = (ROOT / "examples" / "gemm_mma.py").read_text()
+    sources = {"example": text}
+    for probe, subs in TMA_PROBES.items():
+        src = text
+        for old, new in subs:
+            if old not in src:
+                raise SystemExit(f"probe {probe}: {old!r} is no longer in the example")
+            src = src.replace(old, new)
+        sources[probe] = src
+    with tempfile.TemporaryDirectory() as tmp:
+        mods = {name: load(f"diag_tma_{name}", src, Path(tmp))
+                for name, src in sources.items()}
+        kernels = [m.gemm_tma_kernel(d).specialize(BM=bm, BN=bn, WM=wm, WN=wn, STAGES=st,
+                                                   GROUP_M=g, PAIRS=True, CTAS=1)
+                   for m in mods.values() for d in ("float16", "bfloat16")]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda k: k.precompile("gpu"), kernels))
+        rows: dict[str, list[float]] = {name: [] for name in ["torch.matmul", *mods]}
+        for n in (4096, 8192):
+            for name, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+                a = torch.randn(n, n, device="cuda", dtype=tdt)
+                b = torch.randn(n, n, device="cuda", dtype=tdt)
+                c = torch.empty(n, n, device="cuda", dtype=torch.float32)
+                ref = torch.matmul(a.float(), b.float())
+                flops = 2.0 * n ** 3
+                rows["torch.matmul"].append(
+                    flops / do_bench(lambda a=a, b=b: torch.matmul(a, b),
+                                     return_mode="median") / 1e9)
+                for probe, m in mods.items():
+                    fn = m.prepare_tma(c, a, b, n, n, n, name, BM=bm, BN=bn, WM=wm, WN=wn,
+                                       STAGES=st, GROUP_M=g, target="gpu")
+                    c.fill_(float("nan"))
+                    fn()
+                    if probe == "example":
+                        ok = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))
+                        print(f"{n}^3 {name}: example {'ok' if ok else 'MISMATCH'}")
+                    rows[probe].append(flops / do_bench(fn, return_mode="median") / 1e9)
+                del a, b, c, ref
+                torch.cuda.empty_cache()
+    print(f"\nTFLOP/s, TMA tile {opts.tma_tile}: 4096^3 fp16, bf16, 8192^3 fp16, bf16")
     for name, vals in rows.items():
         print(f"{name:<14}" + "".join(f"{v:9.1f}" for v in vals))
     return 0

@@ -338,6 +338,29 @@ def reverse_dynamic(out: tk.DevicePointer[f32], a: tk.DevicePointer[f32],
         out[i * 2 + 1] = tk.cast(ib[r], f32)
 
 
+@tk.jit
+def static_and_dynamic(out: tk.DevicePointer[f32], n: i32):
+    """4 KiB of static shared memory beside n floats of dynamic shared memory."""
+    st = tk.shared_array(f32, (1024,))
+    dyn = tk.dynamic_shared(f32)
+    t = tk.thread_idx().x
+    for i in range(4):
+        st[t + 256 * i] = tk.cast(t + 256 * i, f32)
+    dyn[n - 1 - t] = tk.cast(t, f32) * 2.0
+    tk.syncthreads()
+    out[t] = st[1023 - t] + dyn[n - 256 + t]
+
+
+def test_static_plus_dynamic_shared_over_48k(target):
+    """46 KiB dynamic + 4 KiB static: over CUDA's 48 KiB default cap, which counts both, so
+    the launch must opt in although the dynamic part alone is under 48 KiB."""
+    n = 46 * 1024 // 4
+    out = poisoned(256, np.float32)
+    static_and_dynamic[1, 256, 4 * n](out, n, target=target)
+    t = np.arange(256)
+    np.testing.assert_array_equal(out, (1023 - t) + 2.0 * (255 - t))
+
+
 @pytest.mark.parametrize("bs", [64, 200])
 def test_dynamic_shared_memory(target, rng, bs):
     n = bs * 7

@@ -318,6 +318,98 @@ def test_gemm_example_many_tiles(target, rng, dtype, size, tile):
     assert (np.abs(c - a64 @ b64) <= bound).all()
 
 
+@pytest.fixture
+def hopper(target):
+    """The ``target`` fixture, skipping GPUs other than sm_90 (TMA, setmaxnreg: sm_90a)."""
+    if target == "gpu":
+        from thork_core import gpu_arch
+
+        if not gpu_arch().startswith("sm_90"):
+            pytest.skip(f"the GPU is {gpu_arch()}, not a Hopper (sm_90)")
+    return target
+
+
+@pytest.mark.parametrize("dtype,size,tile", [
+    ("float16", (100, 72, 136), dict(BM=64, BN=64, WM=32, WN=32, STAGES=3)),
+    ("bfloat16", (77, 200, 200), dict(BM=64, BN=128, WM=32, WN=64, STAGES=2, GROUP_M=2)),
+    ("float16", (131, 264, 72), dict(BM=128, BN=256, STAGES=4, blocks=2)),
+    ("bfloat16", (40, 136, 24), dict(BM=32, BN=64, WM=16, WN=16, STAGES=2, GROUP_M=1)),
+    ("float16", (130, 136, 136), dict(BM=64, BN=64, WM=32, WN=32, STAGES=3, ctas=2))],
+    ids=["persistent-wraps", "grouped-2-stages", "default-tile-setmaxnreg", "short-k",
+         "two-blocks-per-sm"])
+def test_gemm_tma_example(hopper, rng, dtype, size, tile):
+    """The TMA-fed kernel (a producer warpgroup, mma.sync consumer warps reading the
+    128-byte-swizzled stages by ldmatrix, persistent blocks): edge tiles in M, N and K
+    (TMA's zero fill), more tiles than blocks (the stage ring crossing tiles), a ring
+    deeper than the k tiles, the default 128 x 256 tile with setmaxnreg; every element
+    written once (poisoned output) and within the bound."""
+    mod = _example()
+    M, N, K = size
+    a = rng.standard_normal((M, K)).astype(NP[dtype])
+    b = rng.standard_normal((K, N)).astype(NP[dtype])
+    c = poisoned((M, N), np.float32)
+    blocks = tile.pop("blocks", None)
+    if hopper == "gpu":
+        from thork_core import DeviceArray
+
+        da, db, dc = (DeviceArray.from_host(x) for x in (a, b, c))
+        mod.prepare_tma(dc, da, db, M, N, K, dtype, blocks=blocks, target="gpu", **tile)()
+        c = dc.to_host()
+    else:
+        mod.prepare_tma(c, a, b, M, N, K, dtype, blocks=blocks, target="cpu", **tile)()
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    bound = K * 2.0**-22 * (np.abs(a64) @ np.abs(b64))
+    assert (np.abs(c - a64 @ b64) <= bound).all()
+
+
+def test_gemm_feed_auto_and_tma_from_numpy(target, rng):
+    """gemm(): feed="tma" with NumPy arrays (copied to the GPU and back on a Hopper), and
+    "auto", which takes TMA only on a Hopper GPU and where sizes and tile allow."""
+    mod = _example()
+    M, N, K = 70, 64, 80
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    bound = K * 2.0**-22 * (np.abs(a64) @ np.abs(b64))
+    for feed in ("tma", "auto"):
+        if feed == "tma" and target == "gpu" and not mod.hopper_gpu("gpu"):
+            continue
+        c = poisoned((M, N), np.float32)
+        mod.gemm(c, a, b, M, N, K, "float16", BM=64, BN=64, WM=32, WN=32, STAGES=2,
+                 feed=feed, target=target)
+        assert (np.abs(c - a64 @ b64) <= bound).all(), feed
+
+
+def test_gemm_tma_rejects_bad_arguments():
+    mod = _example()
+    a, b = np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16)
+    c = np.zeros((64, 64), np.float32)
+    for kw, msg in ((dict(K=60), "K must be a positive multiple of 8 .*got 60"),
+                    (dict(N=36), "N must be a positive multiple of 8 .*got 36"),
+                    (dict(BN=96), "BN must be a multiple of 64 and of WN, got 96"),
+                    (dict(WN=128, BN=128), "WN must be 16, 32 or 64, got 128"),
+                    (dict(BM=128, WM=32), "4 or 8 consumer warps .*got 16"),
+                    (dict(STAGES=1), "STAGES must be >= 2, got 1"),
+                    (dict(ctas=3), "ctas must be 1 or 2, got 3")):
+        args = dict(M=64, N=64, K=64)
+        args.update({k: v for k, v in kw.items() if k in args})
+        tile = {k: v for k, v in kw.items() if k not in args}
+        with pytest.raises(ValueError, match=msg):
+            mod.prepare_tma(c, a, b, args["M"], args["N"], args["K"], target="cpu", **tile)
+    with pytest.raises(ValueError, match="a, b: NumPy arrays run on the CPU target only"):
+        mod.prepare_tma(c, a, b, 64, 64, 64, target="gpu")
+    with pytest.raises(ValueError, match="feed must be 'auto', 'tma' or 'cp.async'"):
+        mod.gemm(c, a, b, 64, 64, 64, feed="wgmma")
+
+
+def test_gemm_tma_kernel_compiles_for_sm90a():
+    """The default TMA-fed kernel builds for sm_90a (TMA, mbarriers, setmaxnreg) with the
+    installed CUDA compilers."""
+    mod = _example()
+    kern = mod.gemm_tma_kernel("bfloat16").specialize(PAIRS=True)
+    compiles_for_gpu(kern, ("sm_90",))
+
+
 def test_gemm_example_rejects_uneven_tiles():
     mod = _example()
     with pytest.raises(ValueError, match="spread evenly"):

@@ -64,6 +64,8 @@ class HostlibExecutable(CudaExecutable):
             ctx_set=function_address("cuCtxSetCurrent"))
         self._setup(kernel, ordinal, launcher)
         self.attributes = self._read_attributes()
+        # CUDA's 48 KiB default cap counts static and dynamic shared memory together.
+        self._dynamic_limit -= self.attributes.get("shared_bytes", 0)
 
     def _read_attributes(self) -> dict[str, int]:
         out = (ctypes.c_int * 4)()

@@ -266,6 +266,9 @@ class GpuExecutable(CudaExecutable):
             ctx_set=_cuda.function_address("cuCtxSetCurrent"))
         self._setup(kernel, ordinal, launcher)
         self.attributes = attributes
+        # CUDA's 48 KiB default cap counts static and dynamic shared memory together: a
+        # kernel with static shared arrays must opt in for less dynamic memory.
+        self._dynamic_limit -= attributes.get("shared_bytes", 0)
 
     # -- debug mode (h-debug): the error record of a debug build ---------------------------
     def _debug_global(self) -> tuple[int, int]:
