@@ -26,6 +26,26 @@ import thork as tk
 
 f32, i32, u32 = tk.dt.float32, tk.dt.int32, tk.dt.uint32
 
+
+class Carried:
+    """A warp's A and B ``mma`` fragments (``mt`` A fragments of 4 registers, ``nt`` B
+    fragments of 2) held in variables, so that fragments read one k-step ahead cross a
+    loop's back edge."""
+
+    def __init__(self, mt: int, nt: int) -> None:
+        self.a = [[tk.var(0, u32) for _ in range(4)] for _ in range(mt)]
+        self.b = [[tk.var(0, u32) for _ in range(2)] for _ in range(nt)]
+
+    def keep(self, fr: tuple[list, list]) -> None:
+        """Store fragments ``(a, b)`` (as ``ldmatrix`` gave them) in the variables."""
+        for vs, xs in zip(self.a + self.b, fr[0] + fr[1]):
+            for v, x in zip(vs, xs):
+                v.set(x)
+
+    def current(self) -> tuple[list, list]:
+        """The fragments the variables hold now, in the form ``tk.mma`` takes."""
+        return [tuple(v) for v in self.a], [tuple(v) for v in self.b]
+
 #: Shared rows, padded layout: the skew (elements) added to each row so that the 8 rows one
 #: ldmatrix reads fall in different banks: 16 bytes, keeping rows 16-byte aligned.
 PAD = 8
@@ -168,13 +188,8 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
         # The fragments of a k-step are read from shared memory one step ahead of the
         # mma that use them; step 0 of tile kt + 1 during step KS - 1 of tile kt, so they
         # cross the loop's back edge in variables.
-        a_var = [[tk.var(0, u32) for _ in range(4)] for _ in range(MT)]
-        b_var = [[tk.var(0, u32) for _ in range(2)] for _ in range(NT)]
-
-        def keep(fr):
-            for vs, xs in zip(a_var + b_var, fr[0] + fr[1]):
-                for v, x in zip(vs, xs):
-                    v.set(x)
+        carried = Carried(MT, NT)
+        keep = carried.keep
 
         tk.cp_async_wait(STAGES - 2)           # tile 0 has landed
         tk.syncthreads()
@@ -187,7 +202,7 @@ def gemm_kernel(dtype: str) -> tk.Kernel:
             after = tk.where(stage == STAGES - 1, 0, stage + 1)
             k0 = nxt * BK
             k0n = k0 * N
-            cur0 = ([tuple(v) for v in a_var], [tuple(v) for v in b_var])
+            cur0 = carried.current()
 
             def steps(check, cur=cur0, k0=k0, k0n=k0n, nxt=nxt, refill=refill, after=after):
                 """The KS k-steps of tile kt, with part kk of tile nxt's copies in step kk:
@@ -358,13 +373,8 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                 return af, bf
 
             acc = [[[tk.var(0.0) for _ in range(4)] for _ in range(NT)] for _ in range(MT)]
-            a_var = [[tk.var(0, u32) for _ in range(4)] for _ in range(MT)]
-            b_var = [[tk.var(0, u32) for _ in range(2)] for _ in range(NT)]
-
-            def keep(fr):
-                for vs, xs in zip(a_var + b_var, fr[0] + fr[1]):
-                    for v, x in zip(vs, xs):
-                        v.set(x)
+            carried = Carried(MT, NT)
+            keep = carried.keep
 
             stage, phase = tk.var(0), tk.var(0)
             tk.mbarrier_wait(full, 0, 0)       # every block has a tile (grid <= tiles)
@@ -374,7 +384,7 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                 m0, n0 = tile_origin(tile)
                 more = tile + step < ntiles
                 for kt in tk.range(nk):
-                    cur = ([tuple(v) for v in a_var], [tuple(v) for v in b_var])
+                    cur = carried.current()
                     for ks in range(KS):
                         if ks < KS - 1:        # read ahead first
                             nfr = fragments(stage, ks + 1)
