@@ -141,6 +141,23 @@ def host_plan(chain: Chain, t: PixType, g: Geom, lay: Layout) -> tuple[
     return values, g, outs
 
 
+def whole_steps(chain: Chain, t: PixType, g: Geom) -> bool:
+    """Whether the chain's last geometry op samples every destination pixel exactly on
+    a source pixel with FKL's ``linear`` weights (1, 0), for input pixels ``t`` and
+    geometry ``g``: :meth:`fkl.Resize.whole_steps` of the op, given what reaches it.
+    The 2-D kernel then reads one tap per pixel instead of four (:func:`lower`
+    ``one_tap``; the same values)."""
+    last = chain.last_readback
+    if last < 0:
+        return False
+    for op in chain.middle[:last]:
+        if op.kind == "readback":
+            g = op.out_geom(g, t)
+        t = op.out_type(t)
+    steps = getattr(chain.middle[last], "whole_steps", None)
+    return bool(steps is not None and steps(g, t))
+
+
 def _crop_rects(chain: Chain) -> list[tuple[int, int, int, int]]:
     for op in chain.middle:
         rects = getattr(op, "rects", None)
@@ -248,7 +265,8 @@ def _tiles(op: Any, cuda: bool) -> bool:
 
 def lower(chain: Chain, t: PixType, name: str, active: bool = False,
           pitched: bool = False, pitched_out: bool = False, cuda: bool = False,
-          words: bool = True, columns: int = 1, rows: int = 1) -> Lowered:
+          words: bool = True, columns: int = 1, rows: int = 1,
+          one_tap: bool = False) -> Lowered:
     """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
 
     ``pitched``: the read takes its input's strides
@@ -271,7 +289,11 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
     ``block[0]`` columns apart (``Lowered.cols``; the grid's x extent divides by it): a
     warp's stores of each of them stay one coalesced row, and what a thread computes
     once (a crop's rect, a plane's scale) serves every one of them; ``rows``: and that
-    many vertically adjacent rows (``Lowered.rows``)."""
+    many vertically adjacent rows (``Lowered.rows``).
+
+    ``one_tap``: the last geometry op is a Resize whose host check
+    (:func:`whole_steps`) found whole factors: it samples with one tap per pixel
+    (``Resize.sample`` ``one_tap``)."""
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -307,6 +329,8 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             p = op_params[i]
             if op.kind == "readback" and tiled and i == last:
                 below = stage  # the filter's source; its own geometry keeps the size
+            elif op.kind == "readback" and one_tap and i == last:
+                stage = op.sample(stage, p, one_tap=True)  # type: ignore[call-arg]
             elif op.kind == "readback":
                 stage = op.sample(stage, p)
             elif op.kind == "compute":
