@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 from thork.tracing import Pointer, Trace, Value, cast, else_, if_, return_, set_current
+from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
 from thork_core.ir import Special, Var
 
@@ -37,6 +38,11 @@ __all__ = ["Chain", "Lowered", "Params", "lower", "type_chain", "write_dtypes", 
 
 #: Threads per block: 32 wide for coalesced rows, 8 rows deep.
 BLOCK = (32, 8, 1)
+
+#: A benchmark knob: a one-tap kernel with several pixels per thread loads them all
+#: before the first store (:func:`lower`); False keeps each pixel's loads next to its
+#: store. Read when a kernel is traced (clear the kernel cache after changing it).
+LOADS_FIRST = True
 
 
 @dataclass(frozen=True)
@@ -405,11 +411,22 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
         else:
             # Pixels past the first may fall off the plane; each reads only inside.
             places = []
+            # One-tap reads are cheap: every pixel's loads are issued first, at
+            # coordinates clamped into the plane (a place outside reads a pixel of it
+            # and stores nothing), so the thread has all of them in flight at once; the
+            # stores between would keep them apart (the compiler may not move a load
+            # above a store to another array it cannot prove distinct).
+            early = one_tap and len(xs) * len(ys) > 1 and LOADS_FIRST
             for r, yr in enumerate(ys):
                 for k, xk in enumerate(xs):
                     inside = None if not (r or k) else xk < stage.w if not r else \
                         yr < stage.h if not k else (xk < stage.w) & (yr < stage.h)
-                    places.append((xk, yr, partial(stage.read, xk, yr, z), inside))
+                    if early:
+                        px = stage.read(tkm.min(xk, stage.w - 1) if k else xk,
+                                        tkm.min(yr, stage.h - 1) if r else yr, z)
+                        places.append((xk, yr, partial(_same, px), inside))
+                    else:
+                        places.append((xk, yr, partial(stage.read, xk, yr, z), inside))
         ty0 = ty
         outs: dict[int, list[Pointer]] = {}
 
