@@ -153,7 +153,8 @@ class Variants:
         2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"scalar"`` (the
         2-D kernel without whole-word accesses: misaligned arrays), ``"grid:N"`` /
         ``"scalar:N"`` (those with N output pixels per thread, :meth:`grid_columns`;
-        ``"grid:NxM"``: and M rows),
+        ``"grid:NxM"``: and M rows; a ``/1tap`` suffix, :data:`ONE_TAP`: the last
+        Resize reads one tap per pixel, chosen by the plan from the input geometry),
         ``"pitched"``,
         ``"pitched-out"``, ``"pitched-both"`` (the 2-D kernel reading a strided input,
         writing a strided output, or both), or ``("flat",
