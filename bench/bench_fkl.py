@@ -758,23 +758,43 @@ def bench_crops(ev: Events, rng: Any, reps: int) -> None:
     t_copy = ev.stream_us(lambda: _cuda.check(
         drv.cuMemcpyDtoDAsync(b.ptr, a.ptr, nbytes, 0), "copy"), batch_reps)
     plan = next(iter(pipe64._plans.values()))
+    taps = "1 tap" if any(str(k[1]).endswith("/1tap") for k in pipe64.kernels._built) \
+        else "4 taps"
     row("batch", "64 crops 4K->224 CHW, fkl 1 call", t64, "us",
-        f"{plan.built.lowered.cols} px/thread; max |err| {err:.1e}; host "
+        f"{plan.built.lowered.cols} px/thread, {taps}; max |err| {err:.1e}; host "
         f"{host_us(lambda: pipe64(frame, out=crops)):.1f} us/call")
     row("batch", "  64 single fkl calls", t64s, "us",
         f"1 call / 64 calls = {t64 / t64s:.3f} (goal <= 0.1)")
     row("batch", "  cuMemcpyDtoD same bytes", t_copy, "us",
         f"fkl at {100 * t_copy / t64:.0f}% of copy bandwidth (goal >= 80%)")
-    # Pixels per thread: (columns, rows) forced (pipe.variants.columns / .rows).
-    for n, m in ((1, 1), (2, 1), (4, 1), (7, 1), (1, 2), (1, 4), (1, 7), (2, 2), (2, 4)):
-        forced = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), *tail, target="gpu")
+    # Pixels per thread: (columns, rows) forced (pipe.variants.columns / .rows), with the
+    # one-tap kernel (session 10: FKL's linear at whole factors reads 1 tap, not 4) and,
+    # as the session-9 kernel, with four taps (Resize.one_tap = False); "loads apart":
+    # the one-tap kernel with each pixel's loads next to its store (LOADS_FIRST False).
+    from fkl import _lowering
+    from fkl._kernels import reset_stats
+
+    configs = [(4, 1, False, True), (4, 1, True, False), (1, 1, True, True),
+               (2, 1, True, True), (4, 1, True, True), (8, 1, True, True),
+               (1, 2, True, True), (1, 4, True, True), (2, 2, True, True),
+               (4, 2, True, True), (2, 4, True, True)]
+    for n, m, one_tap, early in configs:
+        _lowering.LOADS_FIRST = early
+        reset_stats(clear_cache=True)  # LOADS_FIRST is read when a kernel is traced
+        resize = fkl.Resize(224, 224)
+        resize.one_tap = one_tap
+        forced = fkl.compose(fkl.TensorRead(), fkl.Crop(rects), resize, *tail[1:],
+                             target="gpu")
         forced.variants.columns, forced.variants.rows = n, m
         forced(frame, out=crops)
         d = float(np.abs(crops.to_host() - got).max())
         assert d <= 1e-6, f"columns={n} rows={m}: differs from the default by {d}"
         t = ev.stream_us(lambda forced=forced: forced(frame, out=crops), batch_reps)
-        row("batch", f"  1 call, {n} x {m} px/thread", t, "us",
+        kind = ("4 taps" if not one_tap else "1 tap" if early else "1 tap, loads apart")
+        row("batch", f"  1 call, {n} x {m} px/thread, {kind}", t, "us",
             f"columns={n} rows={m}; 1 call / 64 calls = {t / t64s:.3f}")
+    _lowering.LOADS_FIRST = True
+    reset_stats(clear_cache=True)
 
 
 def bench_filters(ev: Events, rng: Any, reps: int) -> None:

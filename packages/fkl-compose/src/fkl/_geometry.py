@@ -282,6 +282,10 @@ class Resize(ReadBack):
         self.background = background
         #: One background per batch item (``background=fkl.PerItem([...])``), else None.
         self.item_backgrounds = background.items if isinstance(background, PerItem) else None
+        #: FKL's ``linear`` by whole factors on integer pixels reads one tap per pixel
+        #: (:meth:`whole_steps`: the same values as the four taps). A benchmark knob:
+        #: False keeps the four taps.
+        self.one_tap = True
 
     def _opencv(self) -> bool:
         return self.interpolation in Interpolation.OPENCV
@@ -372,7 +376,28 @@ class Resize(ReadBack):
             vals += [tw, th, x1, y1] + ([] if self.items() else self._backgrounds(t))
         return vals
 
-    def sample(self, src: Stage, p: list[Value]) -> Stage:
+    def whole_steps(self, g: Geom, t: PixType) -> bool:
+        """Whether this Resize, reading planes of geometry ``g`` and pixels ``t``, is
+        FKL's ``linear`` by whole factors on integer pixels: the float32 scales
+        ``sw / tw`` and ``sh / th`` are whole numbers (planes of one size, sides below
+        2**24). Every ``sx = x · fx`` is then an exact whole number, the weights are
+        exactly (1, 0), and each 4-tap sum is ``a · 1 + b · 0 + ... = a`` bit for bit
+        (integer samples are finite): the kernel reads tap ``a`` alone
+        (:meth:`sample` ``one_tap``), a quarter of the reads. Checked by the plan, per
+        input geometry; :attr:`one_tap` False turns it off."""
+        import numpy as np
+
+        if (self.interpolation != Interpolation.LINEAR or not self.one_tap or g.ragged
+                or t.dtype.is_float or t.pair or max(g.w, g.h) >= 1 << 24):
+            return False
+        tw, th, _, _ = letterbox(g.w, g.h, *self.size, self.aspect_ratio)
+        fx = np.float32(g.w) / np.float32(tw)
+        fy = np.float32(g.h) / np.float32(th)
+        return bool(fx == np.floor(fx) and fy == np.floor(fy))
+
+    def sample(self, src: Stage, p: list[Value], one_tap: bool = False) -> Stage:
+        """The resized stage; ``one_tap``: the plan found whole factors
+        (:meth:`whole_steps`), so FKL's ``linear`` reads the one tap of weight 1."""
         dw, dh, fx, fy = p[:4]
         lb = self._letterboxed()
         t = self.out_type(src.type)
@@ -423,6 +448,9 @@ class Resize(ReadBack):
                 return vals
             sx, sy = _f32(xi) * fx, _f32(yi) * fy
             if self.interpolation == "nearest":
+                px = src.read(_clamp(_i32(sx), 0, src.w - 1), _clamp(_i32(sy), 0, src.h - 1), z)
+                vals = [_f32(v) for v in px]
+            elif one_tap:  # whole factors: sx, sy are whole numbers, weights (1, 0)
                 px = src.read(_clamp(_i32(sx), 0, src.w - 1), _clamp(_i32(sy), 0, src.h - 1), z)
                 vals = [_f32(v) for v in px]
             else:

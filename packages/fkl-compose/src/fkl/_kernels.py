@@ -30,7 +30,7 @@ from thork_core import (
 from ._flat import lower_flat
 from ._lowering import Chain, Lowered, kernel_name, lower, type_chain
 from ._pixel import PixType
-from ._variant import Variants, thread_shape
+from ._variant import Variants, one_tap, thread_shape
 
 __all__ = ["Built", "Kernels", "build_cached", "checked", "reset_stats", "stats", "target_key"]
 
@@ -157,7 +157,8 @@ class Kernels:
             lowered = lower(self.chain, t, name, active=form == "active",
                             pitched=form in ("pitched", "pitched-both"),
                             pitched_out=form in ("pitched-out", "pitched-both"), cuda=cuda,
-                            words=form != "scalar", columns=cols, rows=rows)
+                            words=form != "scalar", columns=cols, rows=rows,
+                            one_tap=one_tap(variant))
         return checked(lowered, self.debug)
 
     def get(self, t: PixType, variant: str, device: int = 0) -> Built:

@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 from thork.tracing import Pointer, Trace, Value, cast, else_, if_, return_, set_current
+from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, KernelIR, Param, PointerType, dt
 from thork_core.ir import Special, Var
 
@@ -37,6 +38,11 @@ __all__ = ["Chain", "Lowered", "Params", "lower", "type_chain", "write_dtypes", 
 
 #: Threads per block: 32 wide for coalesced rows, 8 rows deep.
 BLOCK = (32, 8, 1)
+
+#: A benchmark knob: a one-tap kernel with several pixels per thread loads them all
+#: before the first store (:func:`lower`); False keeps each pixel's loads next to its
+#: store. Read when a kernel is traced (clear the kernel cache after changing it).
+LOADS_FIRST = True
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,23 @@ def host_plan(chain: Chain, t: PixType, g: Geom, lay: Layout) -> tuple[
             "the crop (or crop equal sizes)")
     outs += chain.write.out_specs(t, g, lay)
     return values, g, outs
+
+
+def whole_steps(chain: Chain, t: PixType, g: Geom) -> bool:
+    """Whether the chain's last geometry op samples every destination pixel exactly on
+    a source pixel with FKL's ``linear`` weights (1, 0), for input pixels ``t`` and
+    geometry ``g``: :meth:`fkl.Resize.whole_steps` of the op, given what reaches it.
+    The 2-D kernel then reads one tap per pixel instead of four (:func:`lower`
+    ``one_tap``; the same values)."""
+    last = chain.last_readback
+    if last < 0:
+        return False
+    for op in chain.middle[:last]:
+        if op.kind == "readback":
+            g = op.out_geom(g, t)
+        t = op.out_type(t)
+    steps = getattr(chain.middle[last], "whole_steps", None)
+    return bool(steps is not None and steps(g, t))
 
 
 def _crop_rects(chain: Chain) -> list[tuple[int, int, int, int]]:
@@ -248,7 +271,8 @@ def _tiles(op: Any, cuda: bool) -> bool:
 
 def lower(chain: Chain, t: PixType, name: str, active: bool = False,
           pitched: bool = False, pitched_out: bool = False, cuda: bool = False,
-          words: bool = True, columns: int = 1, rows: int = 1) -> Lowered:
+          words: bool = True, columns: int = 1, rows: int = 1,
+          one_tap: bool = False) -> Lowered:
     """Trace ``chain`` for input pixels of type ``t`` into one 2-D kernel (any chain).
 
     ``pitched``: the read takes its input's strides
@@ -271,7 +295,11 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
     ``block[0]`` columns apart (``Lowered.cols``; the grid's x extent divides by it): a
     warp's stores of each of them stay one coalesced row, and what a thread computes
     once (a crop's rect, a plane's scale) serves every one of them; ``rows``: and that
-    many vertically adjacent rows (``Lowered.rows``)."""
+    many vertically adjacent rows (``Lowered.rows``).
+
+    ``one_tap``: the last geometry op is a Resize whose host check
+    (:func:`whole_steps`) found whole factors: it samples with one tap per pixel
+    (``Resize.sample`` ``one_tap``)."""
     b = Params()
     trace = Trace(name, b.params)
     prev = set_current(trace)
@@ -307,6 +335,8 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
             p = op_params[i]
             if op.kind == "readback" and tiled and i == last:
                 below = stage  # the filter's source; its own geometry keeps the size
+            elif op.kind == "readback" and one_tap and i == last:
+                stage = op.sample(stage, p, one_tap=True)  # type: ignore[call-arg]
             elif op.kind == "readback":
                 stage = op.sample(stage, p)
             elif op.kind == "compute":
@@ -381,11 +411,22 @@ def lower(chain: Chain, t: PixType, name: str, active: bool = False,
         else:
             # Pixels past the first may fall off the plane; each reads only inside.
             places = []
+            # One-tap reads are cheap: every pixel's loads are issued first, at
+            # coordinates clamped into the plane (a place outside reads a pixel of it
+            # and stores nothing), so the thread has all of them in flight at once; the
+            # stores between would keep them apart (the compiler may not move a load
+            # above a store to another array it cannot prove distinct).
+            early = one_tap and len(xs) * len(ys) > 1 and LOADS_FIRST
             for r, yr in enumerate(ys):
                 for k, xk in enumerate(xs):
                     inside = None if not (r or k) else xk < stage.w if not r else \
                         yr < stage.h if not k else (xk < stage.w) & (yr < stage.h)
-                    places.append((xk, yr, partial(stage.read, xk, yr, z), inside))
+                    if early:
+                        px = stage.read(tkm.min(xk, stage.w - 1) if k else xk,
+                                        tkm.min(yr, stage.h - 1) if r else yr, z)
+                        places.append((xk, yr, partial(_same, px), inside))
+                    else:
+                        places.append((xk, yr, partial(stage.read, xk, yr, z), inside))
         ty0 = ty
         outs: dict[int, list[Pointer]] = {}
 

@@ -15,10 +15,11 @@ from thork_core.runtime import typestr
 from ._arrays import array_types, check_size, pointer, view
 from ._kernels import Built, Kernels
 from ._launcher import Launcher, make_launcher
-from ._lowering import Lowered, final_type, host_plan, host_tables, write_block
+from ._lowering import Lowered, final_type, host_plan, host_tables, whole_steps, write_block
 from ._ops import Op
 from ._pixel import PixType, per_channel
 from ._tensor import Layout
+from ._variant import with_one_tap
 
 __all__ = ["Plan", "add_spans", "allocate", "check_out", "extent_bytes", "fill_args",
            "make_plan", "same_shape"]
@@ -104,6 +105,8 @@ def make_plan(kernels: Kernels, t: PixType, g: Any, lay: Layout, device: bool,
             variant = f"{variant}:{cols}x{rows}"
         elif cols > 1:
             variant = f"{variant}:{cols}"
+        if whole_steps(chain, t, g):  # FKL's linear Resize by whole factors: 1 tap
+            variant = with_one_tap(variant)
     built = kernels.get(t, variant, ordinal)
     tables = _tables(host_tables(chain, t, g), device, ops, ordinal)
     lowered = built.lowered

@@ -153,7 +153,8 @@ class Variants:
         2-D kernel with an active batch, :func:`fkl._lowering.lower`), ``"scalar"`` (the
         2-D kernel without whole-word accesses: misaligned arrays), ``"grid:N"`` /
         ``"scalar:N"`` (those with N output pixels per thread, :meth:`grid_columns`;
-        ``"grid:NxM"``: and M rows),
+        ``"grid:NxM"``: and M rows; a ``/1tap`` suffix, :data:`ONE_TAP`: the last
+        Resize reads one tap per pixel, chosen by the plan from the input geometry),
         ``"pitched"``,
         ``"pitched-out"``, ``"pitched-both"`` (the 2-D kernel reading a strided input,
         writing a strided output, or both), or ``("flat",
@@ -168,20 +169,44 @@ class Variants:
         return "grid"
 
 
+#: The suffix of a ``grid``/``scalar`` variant whose last geometry op is FKL's
+#: ``linear`` Resize by whole factors on integer pixels, traced with one tap per pixel
+#: instead of four (:meth:`fkl.Resize.whole_steps`; chosen by the plan, never by name).
+ONE_TAP = "/1tap"
+
+
 def _columns_form(variant: Any) -> bool:
     """Whether ``variant`` is ``"grid:N"`` / ``"scalar:N"`` (N pixels per thread along
-    x) or ``"grid:NxM"`` / ``"scalar:NxM"`` (and M rows), N and M from 1 to 8."""
+    x) or ``"grid:NxM"`` / ``"scalar:NxM"`` (and M rows), N and M from 1 to 8, or one of
+    those or plain ``"grid"`` / ``"scalar"`` with the one-tap suffix :data:`ONE_TAP`."""
     if not isinstance(variant, str):
         return False
-    form, _, shape = variant.partition(":")
+    tapped = variant.endswith(ONE_TAP)
+    if tapped:
+        variant = variant[:-len(ONE_TAP)]
+    form, colon, shape = variant.partition(":")
+    if tapped and not colon:
+        return form in ("grid", "scalar")
     n, _, m = shape.partition("x")
     return form in ("grid", "scalar") and all(
         v.isdigit() and 1 <= int(v) <= 8 for v in ((n, m) if m else (n,)))
 
 
+def one_tap(variant: str) -> bool:
+    """Whether ``variant`` carries the one-tap suffix :data:`ONE_TAP`."""
+    return variant.endswith(ONE_TAP)
+
+
+def with_one_tap(variant: str) -> str:
+    """``variant`` with the one-tap suffix (``"grid:4"`` → ``"grid:4/1tap"``)."""
+    return variant if one_tap(variant) else variant + ONE_TAP
+
+
 def thread_shape(variant: str) -> tuple[str, int, int]:
     """``(form, columns, rows)`` of a variant name (``"grid:4x2"`` → ``("grid", 4, 2)``;
-    no suffix: 1, 1)."""
+    no suffix: 1, 1; the one-tap suffix is ignored)."""
+    if one_tap(variant):
+        variant = variant[:-len(ONE_TAP)]
     form, _, shape = variant.partition(":")
     n, _, m = shape.partition("x")
     return form, int(n) if n else 1, int(m) if m else 1
