@@ -74,21 +74,22 @@ def test_read_only_arrays_are_not_copied_back(target, rng):
 
 @pytest.mark.gpu
 def test_gpu_copies_back_only_written_arrays(rng, monkeypatch):
-    from thork_core import _memory
+    from thork_core import _staging
 
     calls = []
-    real = _memory.PinnedStaging.download_start
+    real = _staging.round_trip
 
-    def spy(self, src, pinned, nbytes, stream, first):
-        calls.append(nbytes)
-        return real(self, src, pinned, nbytes, stream, first)
+    def spy(copies, stage, stream, transfers, launch, **kw):
+        calls.append([(t.nbytes, t.back) for t in transfers])
+        return real(copies, stage, stream, transfers, launch, **kw)
 
-    monkeypatch.setattr(_memory.PinnedStaging, "download_start", spy)
+    monkeypatch.setattr(_staging, "round_trip", spy)
     n = 999
     src = rng.standard_normal(n).astype(np.float32)
     out = poisoned(n, np.float32)
     write_first_half[(n + 63) // 64, 64](out, src, n, target="gpu")
-    assert calls == [out.nbytes]
+    assert calls == [[(out.nbytes, True), (src.nbytes, False)]]
+    np.testing.assert_array_equal(out[: n // 2], src[: n // 2] * 2)
 
 
 def test_writing_a_read_only_array_is_an_error(target):

@@ -28,17 +28,35 @@ def check_arg_count(kernel: KernelIR, args: Sequence[Any]) -> None:
         )
 
 
+def _registry() -> Any:
+    """The plugin registry (``_plugins`` imports this module: imported on first use)."""
+    global _registry
+    from ._plugins import plugins
+
+    _registry = plugins  # later calls go straight to it
+    return plugins()
+
+
 def find_view(obj: Any, stream: int | None = None) -> ArrayView | None:
     """``obj`` through the registered array adapters (highest priority first), or None
     when none takes it: the one adapter lookup (kernel launches, fkl pipes). An adapter
     raises TypeError for an array it recognizes but cannot give (dtype, byte order...).
     Plugins are imported as the lookup reaches their adapters (a NumPy array: none)."""
-    from ._plugins import plugins
-
-    for adapter in plugins().each_adapter():
-        view = adapter.view(obj, stream)
+    reg = _registry()
+    tx = type(obj)
+    lead = reg.lead_adapter.get(tx)
+    if lead is not None:  # NumPy arrays: no walk over the registry
+        view = lead.view(obj, stream)
         if view is not None:
             return view
+    first = True
+    for adapter in reg.each_adapter():
+        view = adapter.view(obj, stream)
+        if view is not None:
+            if first and len(reg.lead_adapter) < 64:
+                reg.lead_adapter[tx] = adapter
+            return view
+        first = False
     return None
 
 

@@ -160,58 +160,44 @@ class CudaExecutable(Executable):
         self, grid: Dim3, block: Dim3, values: list[Any], host: list[tuple[int, ArrayView]],
         handle: int, shared_mem: int,
     ) -> None:
-        """Copy NumPy arrays in, launch, copy written arrays back, synchronize.
+        """Copy NumPy arrays in, launch, copy written arrays back, synchronize once
+        (:func:`~thork_core._staging.round_trip`).
 
-        Each call leases its own staging buffer (:func:`~thork_core._memory.staging`), so
-        concurrent staged launches never share pinned memory; arrays from
-        :func:`~thork_core.pinned_empty` are copied to and from directly."""
-        from ._memory import device_pool, pinned_base, staging
+        Arrays from :func:`~thork_core.pinned_empty` are copied to and from directly;
+        pageable ones go through a staging buffer lent to this call alone
+        (:func:`~thork_core._memory.staging`), so concurrent launches never share one."""
+        from . import _memory, _staging
 
         _cuda.make_current(self.ordinal)
-        drv = _cuda.driver()
-        pool = device_pool(self.ordinal)
-        # Pinned host arrays need no staging copy: the DMA reads and writes them in place.
-        direct = [pinned_base(v.host) is not None for _, v in host]
-        total = sum(v.nbytes for (_, v), d in zip(host, direct) if not d)
-        ptrs: list[int] = []
-        with staging(total) as stage:
-            pinned = stage.address
-            offsets = []
-            try:
-                off = 0
-                for (i, view), d in zip(host, direct):
-                    ptr = pool.alloc(view.nbytes, handle)
-                    ptrs.append(ptr)
-                    values[i] = ptr
-                    # Every array goes in (unwritten elements must keep their host values).
-                    if d:
-                        offsets.append(-1)
-                        if view.nbytes:
-                            _cuda.check(drv.cuMemcpyHtoDAsync(ptr, view.ptr, view.nbytes,
-                                                              handle), "cuMemcpyHtoDAsync")
-                        continue
-                    offsets.append(off)
-                    stage.upload(view.host, pinned + off, ptr, handle)
-                    off += view.nbytes
+        pool = _memory.device_pool(self.ordinal)
+        params = self.kernel.params
+        pinned_base = _memory.pinned_base
+        transfers: list[_staging.Transfer] = []
+        try:
+            for i, view in host:
+                nbytes = view.nbytes
+                direct = pinned_base(view.host) is not None
+                ptr = pool.alloc(nbytes, handle)
+                transfers.append(_staging.Transfer(view.ptr, ptr, nbytes, direct,
+                                                   params[i].writes))
+                values[i] = ptr
+
+            def run() -> None:
                 self.launcher.run(grid, block, shared_mem, handle, values)
-                event = 0
-                pending = []
-                for (i, view), ptr, off in zip(host, ptrs, offsets):
-                    if not (self.kernel.params[i].writes and view.nbytes):
-                        continue
-                    if off < 0:
-                        _cuda.check(drv.cuMemcpyDtoHAsync(view.ptr, ptr, view.nbytes, handle),
-                                    "cuMemcpyDtoHAsync")
-                        continue
-                    count = stage.download_start(ptr, pinned + off, view.nbytes, handle, event)
-                    pending.append((view, off, event))
-                    event += count
-                for view, off, first in pending:
-                    stage.download_finish(view.host, pinned + off, first)
-                _cuda.check(drv.cuStreamSynchronize(handle), f"running {self.kernel.name}")
-            finally:
-                for ptr in ptrs:
-                    pool.free(ptr, handle)
+
+            copies = _staging.driver_copies()
+            name = self.kernel.name
+            staged = _staging.staged_bytes(transfers)
+            if not staged:  # page-locked arrays only: no staging buffer, no lanes
+                _staging.round_trip(copies, None, handle, transfers, run,
+                                    key=self.ordinal, what=name)
+                return
+            with _memory.staging(staged) as stage:
+                _staging.round_trip(copies, stage, handle, transfers, run,
+                                    key=self.ordinal, what=name)
+        finally:
+            for t in transfers:
+                pool.free(t.device, handle)
 
 
 def _binder(launcher: Any, kernel: KernelIR, ordinal: int, cai: bool) -> Any:

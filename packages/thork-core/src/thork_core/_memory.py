@@ -3,8 +3,8 @@
 Device allocations use ``cuMemAllocAsync`` on the device's default memory pool with its
 release threshold raised, so freed blocks stay cached in the pool instead of going back
 to the OS: allocation after warm-up costs about a microsecond. Host staging for NumPy
-arguments goes through page-locked buffers lent to one launch at a time (:func:`staging`),
-copied in chunks so that the host copy of one chunk overlaps the DMA of the previous one.
+arguments goes through page-locked buffers lent to one launch at a time (:func:`staging`;
+the chunked, threaded copies through them are :mod:`thork_core._staging`'s).
 :func:`pinned_empty` gives users pinned NumPy arrays, which launches copy directly.
 """
 
@@ -26,13 +26,9 @@ __all__ = [
     "staging",
 ]
 
-#: Bytes per staging chunk: small enough to overlap copies, large enough to amortize calls.
-CHUNK = 1 << 20
 #: ``CU_MEMHOSTALLOC_PORTABLE``: pinned for every context, so one staging buffer serves
 #: launches on any device (h-multi).
 _PORTABLE = 1
-#: Threads copying between NumPy arrays and pinned memory.
-_COPY_THREADS = 4
 
 
 class DevicePool:
@@ -117,101 +113,39 @@ class PinnedStaging:
         self.size = size
         self.address = int(check(driver().cuMemHostAlloc(max(size, 1), _PORTABLE),
                                  "cuMemHostAlloc"))
-        # Events belong to the context they were created in: one list per context (a
-        # staged launch on device 1 must not record an event made on device 0).
-        self._events: dict[int, list[Any]] = {}
+        # Raw event handles per device (see raw_events).
+        self._events: dict[int, list[int]] = {}
 
     def close(self) -> None:
         """Give the pinned memory back (the buffer is unusable afterwards)."""
         if self.address:
+            if self._events:
+                from ._staging import driver_copies
+
+                for events in self._events.values():
+                    for ev in events:
+                        driver_copies().event_destroy(ev)
+                self._events.clear()
             check(driver().cuMemFreeHost(self.address), "cuMemFreeHost")
             self.address, self.size = 0, 0
 
-    def events(self) -> list[Any]:
-        """The reusable events of the calling thread's current context."""
-        ctx = int(check(driver().cuCtxGetCurrent(), "cuCtxGetCurrent"))
-        return self._events.setdefault(ctx, [])
+    def raw_events(self, key: int, count: int) -> list[int]:
+        """``count`` reusable events (raw ``CUevent`` handles, timing disabled) of the
+        calling thread's current context, which is device ``key``'s: events belong to a
+        context, so a staged launch on device 1 never records one made on device 0."""
+        events = self._events.setdefault(key, [])
+        if len(events) < count:
+            from ._staging import driver_copies
 
-    def event(self, i: int, events: list[Any] | None = None) -> Any:
-        """The ``i``-th reusable event of ``events`` (default: the current context's),
-        created on demand, timing disabled."""
-        drv = driver()
-        if events is None:
-            events = self.events()
-        while len(events) <= i:
-            flags = drv.CUevent_flags.CU_EVENT_DISABLE_TIMING
-            events.append(check(drv.cuEventCreate(flags), "cuEventCreate"))
-        return events[i]
-
-    def upload(self, host: Any, pinned: int, dst: int, stream: int) -> None:
-        """Copy NumPy array ``host`` to device ``dst`` through pinned memory at ``pinned``.
-
-        Chunks are copied into pinned memory in parallel; each chunk's DMA is queued as
-        soon as its host copy is done, so transfers overlap the remaining copies.
-        """
-        import numpy as np
-
-        drv = driver()
-        src = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
-        n = src.nbytes
-        stage = _host_view(pinned, n)
-        chunks = [(off, min(CHUNK, n - off)) for off in range(0, n, CHUNK)]
-
-        def copy(chunk: tuple[int, int]) -> tuple[int, int]:
-            off, k = chunk
-            stage[off:off + k] = src[off:off + k]
-            return chunk
-
-        done = map(copy, chunks) if len(chunks) == 1 else _copy_threads().map(copy, chunks)
-        for off, k in done:
-            check(drv.cuMemcpyHtoDAsync(dst + off, pinned + off, k, stream),
-                  "cuMemcpyHtoDAsync")
-
-    def download_start(self, src: int, pinned: int, nbytes: int, stream: int,
-                       first_event: int) -> int:
-        """Queue device→pinned copies in chunks, each followed by an event; return count."""
-        drv = driver()
-        events = self.events()
-        count = 0
-        for off in range(0, nbytes, CHUNK):
-            k = min(CHUNK, nbytes - off)
-            check(drv.cuMemcpyDtoHAsync(pinned + off, src + off, k, stream),
-                  "cuMemcpyDtoHAsync")
-            check(drv.cuEventRecord(self.event(first_event + count, events), stream),
-                  "cuEventRecord")
-            count += 1
-        return count
-
-    def download_finish(self, host: Any, pinned: int, first_event: int) -> None:
-        """Copy pinned memory into NumPy array ``host``, each chunk once its DMA is done."""
-        import numpy as np
-
-        drv = driver()
-        dst = host.reshape(-1).view(np.uint8)
-        n = dst.nbytes
-        stage = _host_view(pinned, n)
-        chunks = list(enumerate(range(0, n, CHUNK)))
-        events = self.events()  # the copy threads have no current context of their own
-
-        def copy(item: tuple[int, int]) -> None:
-            i, off = item
-            k = min(CHUNK, n - off)
-            check(drv.cuEventSynchronize(self.event(first_event + i, events)),
-                  "cuEventSynchronize")
-            dst[off:off + k] = stage[off:off + k]
-
-        if len(chunks) == 1:
-            copy(chunks[0])
-        else:
-            for event_index in range(first_event, first_event + len(chunks)):
-                self.event(event_index, events)  # create events here, not racing in threads
-            list(_copy_threads().map(copy, chunks))
+            make = driver_copies().event_create
+            while len(events) < count:
+                events.append(make())
+        return events
 
 
 #: Staging buffers not lent out now (each lent to one staged launch at a time).
 _FREE: list[PinnedStaging] = []
 _FREE_LOCK = threading.Lock()
-_THREADS: list[Any] = []
 
 
 @contextlib.contextmanager
@@ -232,20 +166,6 @@ def staging(nbytes: int) -> Iterator[PinnedStaging]:
     finally:
         with _FREE_LOCK:
             _FREE.append(st)
-
-
-def _copy_threads() -> Any:
-    # Host copies into pinned memory run in threads (NumPy releases the GIL for raw
-    # copies): one core copies ~10 GB/s, well under what PCIe takes. Shared by all
-    # staging buffers (the executor is thread-safe).
-    if not _THREADS:
-        with _FREE_LOCK:
-            if not _THREADS:
-                from concurrent.futures import ThreadPoolExecutor
-
-                _THREADS.append(ThreadPoolExecutor(max_workers=_COPY_THREADS,
-                                                   thread_name_prefix="thork-staging"))
-    return _THREADS[0]
 
 
 class PinnedBlock:
@@ -306,13 +226,6 @@ def pinned_base(array: Any) -> PinnedBlock | None:
         if base is None:
             return None
     return None
-
-
-def _host_view(address: int, nbytes: int) -> Any:
-    """A uint8 NumPy view of ``nbytes`` of host memory at ``address``."""
-    import numpy as np
-
-    return np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(address))
 
 
 @functools.cache

@@ -140,6 +140,9 @@ class Plugins:
         self.info: dict[str, PluginInfo] = {}
         self._lock = _thread.RLock()
         self._adapters: list[ArrayAdapter] | None = None
+        #: Exact argument types the highest-priority adapter took (its answer for them
+        #: skips no other adapter; see :func:`thork_core._binding.find_view`).
+        self.lead_adapter: dict[type, ArrayAdapter] = {}
         candidates = [_Plugin("core", "thork_core._builtin", "thork-core", _core_version())]
         eps = _entry_points() if autoload else []
         seen = {"core"}
@@ -312,6 +315,7 @@ class Plugins:
             p.items = items
             self.info[p.name].registered = _names(items)
         self._adapters = None
+        self.lead_adapter = {}
         self._save_index()
         raise _Changed
 

@@ -7,7 +7,8 @@ work; :func:`implied_stream` is the stream a launch given none runs on (torch's 
 stream for CUDA tensors, else the legacy default); :class:`Graph` records launches and
 replays them as one. :func:`device_pool` is the stream-ordered allocator behind device
 arrays; :func:`staging` lends the pinned host buffers behind NumPy transfers;
-:func:`pinned_empty` gives users pinned NumPy arrays that launches copy directly.
+:func:`pinned_empty` gives users pinned NumPy arrays that launches copy directly;
+:func:`configure_staging` sets the threads and chunk size of pageable NumPy transfers.
 Everything loads the CUDA driver on first use, so importing this module needs no GPU.
 """
 
@@ -42,11 +43,13 @@ from ._memory import (
 )
 from ._pitched_array import PITCH_ALIGN, PitchedArray
 from ._probe import implied_stream
+from ._staging import configure_staging
 
 __all__ = [
     "DeviceArray", "DevicePool", "PITCH_ALIGN", "PitchedArray", "Graph", "GraphNode",
     "PinnedBlock", "PinnedStaging",
-    "array_device", "check", "check_device", "compute_capability", "context",
+    "array_device", "check", "check_device", "compute_capability", "configure_staging",
+    "context",
     "device_count", "device_name", "device_pool", "driver", "function_address",
     "gpu_status", "implied_stream", "make_current", "pinned_base", "pinned_empty",
     "pointer_device", "route",
