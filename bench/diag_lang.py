@@ -125,17 +125,20 @@ def jacobi_rows(cp: Any, arch: str, sms: int, work: Path) -> list[dict[str, Any]
 
 
 def candidates(op: str, dtype: Any, n: int) -> list[Any]:
-    """The layouts timed for one op and size (session 10, h-lang2): bench_lang's current
-    pick (:data:`bench_lang.LAYOUTS`), and variants of it: a persistent grid of
+    """The layouts timed for one op and size (session 10, h-lang2): h-lang's session-10
+    pick (:data:`bench_lang.SWEEP_BASES`, else :data:`bench_lang.LAYOUTS`), the current
+    pick (:data:`bench_lang.LAYOUTS`), and variants of the first: a persistent grid of
     ``1024 // block`` blocks an SM (half the threads an SM holds: each holds two rows, the
     current and the prefetched next), for softmax with both reduction forms; for layer
     norm its weight and bias loaded before the reductions (``early``), and persistent with
     them hoisted out of the loop at half the blocks (not where a thread holds >= 64 bytes
     of a row: its registers would spill); for N <= 2048 two rows a group held at once
-    (``batch=2``) and, at 1024, row groups of half the threads (two a block)."""
-    base = bl.LAYOUTS[(op, dtype.name, n)]
+    (``batch=2``) and, at 1024, row groups of half the threads (two a block); for fp16 at
+    N <= 4096 half the threads a row (a warp at 1024), both reduction forms."""
+    key = (op, dtype.name, n)
+    base = bl.SWEEP_BASES.get(key) or bl.LAYOUTS[key]
     early = op == "layer_norm"
-    cands = [base]
+    cands = [base, bl.LAYOUTS[key]]
     p = max(1, 1024 // base.block)
     pers = base._replace(persist=p, min_blocks=0)
     if early:
@@ -151,6 +154,13 @@ def candidates(op: str, dtype: Any, n: int) -> list[Any]:
         cands.append(base._replace(batch=2, early=early))
     if n == 1024 and base.threads >= 64:
         cands.append(base._replace(threads=base.threads // 2, rows=2, early=early))
+    if dtype.itemsize == 2 and n <= 4096 and base.threads >= 64:
+        # fp16, the two cases below 1.0x in h-lang2's bench (layer norm 1024, softmax
+        # 4096): more of the row a thread (a warp per row at 1024, as softmax's pick)
+        t = 32 if n == 1024 else base.threads // 2
+        cands += [base._replace(threads=t, rows=max(1, base.threads // t), early=early),
+                  base._replace(threads=t, rows=max(1, base.threads // t), early=early,
+                                onepass=not base.onepass, cache="cs")]
     return list(dict.fromkeys(cands))
 
 

@@ -80,8 +80,9 @@ def test_bench_layouts_on_the_gpu(rng, key):
 
 
 def test_layouts_are_valid():
-    for (_op, name, n), cfg in bl.LAYOUTS.items():
+    for (_op, name, n), cfg in [*bl.LAYOUTS.items(), *bl.SWEEP_BASES.items()]:
         bl._check_cfg(cfg, n, getattr(tk.dt, name).itemsize)
+        assert cfg.grid(4096, sms=132) >= 132 or cfg.grid(4096) == 4096 // cfg.rows_per_unit
     with pytest.raises(ValueError, match="m_rows: expected a positive multiple of rows"):
         RC(64, rows=2, batch=2).grid(10)
     assert RC(64, persist=2).grid(4096, sms=132) == 264
