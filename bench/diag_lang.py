@@ -7,12 +7,15 @@ the fp16 softmax / layer-norm row kernels. One process, anchors beside every var
   relaxed ``atomicAdd``, a volatile spin) to price the barrier alone; then barriers only
   (``iters`` grid syncs, no work) for Thork and cooperative groups.
 * Row kernels, M = 4096: for each dtype, op and N, Thork in several layouts
-  (:func:`candidates`: threads per row, rows per block, one or two block reductions,
-  streaming or plain accesses) against Triton's tutorial-style kernel and a same-bytes
-  device copy, ``triton.testing.do_bench(warmup=10, rep=40)`` medians, the median of 3
-  interleaved rounds (bench_lang: the default warm-up and repetitions).
+  (:func:`candidates`: bench_lang's pick and variants: weight and bias loaded first,
+  persistent grids prefetching the next rows, batches and groups of rows) against
+  Triton's tutorial-style kernel and a same-bytes device copy,
+  ``triton.testing.do_bench(warmup=rep/4, rep)`` medians (``--rep``, default 40 ms), the
+  median of 3 interleaved rounds, every side writing one shared output (bench_lang's
+  method; bench_lang: the default warm-up and repetitions). ``--only`` times some cases.
 
     python bench/diag_lang.py --out DIR [--no-rows] [--no-jacobi] [--fp16-only] [--jobs 16]
+        [--only softmax/float16/4096,layer_norm/float32/1024] [--rep 40]
 """
 
 from __future__ import annotations
@@ -122,28 +125,50 @@ def jacobi_rows(cp: Any, arch: str, sms: int, work: Path) -> list[dict[str, Any]
 
 
 def candidates(op: str, dtype: Any, n: int) -> list[Any]:
-    """The layouts timed for one op and size: session 9's (``threads`` as then, two
-    reductions, plain accesses), then one reduction, streaming (``"cs"``) accesses, both,
-    both at half and twice the threads, and a warp per row (4 rows a block) for N <= 1024."""
-    t0 = (bl.softmax_threads(n) if op == "softmax"
-          else bl.layer_norm_threads(n, dtype.itemsize))
-    cands = [bl.RowConfig(t0, onepass=False, cache=None), bl.RowConfig(t0, cache=None),
-             bl.RowConfig(t0, onepass=False), bl.RowConfig(t0)]
-    vec = 16 // dtype.itemsize
-    if t0 >= 64:
-        cands.append(bl.RowConfig(t0 // 2))
-    if t0 <= 512 and n % (2 * t0 * vec) == 0:
-        cands.append(bl.RowConfig(t0 * 2))
-    if n <= 1024:
-        cands.append(bl.RowConfig(32, rows=4))
-    if op == "layer_norm" and n * dtype.itemsize >= 65536 and t0 == 512:
-        cands.append(bl.RowConfig(t0, min_blocks=2))
-    return cands
+    """The layouts timed for one op and size (session 10, h-lang2): h-lang's session-10
+    pick (:data:`bench_lang.SWEEP_BASES`, else :data:`bench_lang.LAYOUTS`), the current
+    pick (:data:`bench_lang.LAYOUTS`), and variants of the first: a persistent grid of
+    ``1024 // block`` blocks an SM (half the threads an SM holds: each holds two rows, the
+    current and the prefetched next), for softmax with both reduction forms; for layer
+    norm its weight and bias loaded before the reductions (``early``), and persistent with
+    them hoisted out of the loop at half the blocks (not where a thread holds >= 64 bytes
+    of a row: its registers would spill); for N <= 2048 two rows a group held at once
+    (``batch=2``) and, at 1024, row groups of half the threads (two a block); for fp16 at
+    N <= 4096 half the threads a row (a warp at 1024), both reduction forms."""
+    key = (op, dtype.name, n)
+    base = bl.SWEEP_BASES.get(key) or bl.LAYOUTS[key]
+    early = op == "layer_norm"
+    cands = [base, bl.LAYOUTS[key]]
+    p = max(1, 1024 // base.block)
+    pers = base._replace(persist=p, min_blocks=0)
+    if early:
+        heavy = n * dtype.itemsize // base.threads >= 64
+        if heavy:  # two rows of >= 64 bytes a thread: registers for half the blocks
+            pers = pers._replace(persist=max(1, p // 2))
+        cands += [base._replace(early=True), pers]
+        if not heavy:  # the hoisted weight and bias: registers for half the blocks
+            cands.append(pers._replace(persist=max(1, p // 2), early=True))
+    else:
+        cands += [pers, pers._replace(onepass=not pers.onepass)]
+    if n <= 2048:
+        cands.append(base._replace(batch=2, early=early))
+    if n == 1024 and base.threads >= 64:
+        cands.append(base._replace(threads=base.threads // 2, rows=2, early=early))
+    if dtype.itemsize == 2 and n <= 4096 and base.threads >= 64:
+        # fp16, the two cases below 1.0x in h-lang2's bench (layer norm 1024, softmax
+        # 4096): more of the row a thread (a warp per row at 1024, as softmax's pick)
+        t = 32 if n == 1024 else base.threads // 2
+        cands += [base._replace(threads=t, rows=max(1, base.threads // t), early=early),
+                  base._replace(threads=t, rows=max(1, base.threads // t), early=early,
+                                onepass=not base.onepass, cache="cs")]
+    return list(dict.fromkeys(cands))
 
 
 def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
-              do_bench: Any) -> dict[str, Any]:
-    """One op at one size: Thork in each layout, Triton, a copy; 3 interleaved rounds."""
+              do_bench: Any, sms: int, rep: int) -> dict[str, Any]:
+    """One op at one size: Thork in each layout, Triton, a copy; 3 interleaved rounds
+    (order rotating), every side writing one shared output (bench_lang's method), after a
+    check of each into its own poisoned output."""
     import torch
 
     m_rows, n = x.shape
@@ -155,37 +180,44 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
     else:
         ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(),
                                              eps).to(tdt)
+    y = torch.empty_like(x)
+    ys: dict[str, Any] = {k: torch.full_like(x, float("nan")) for k in [*cfgs, "triton"]}
     fns: dict[str, Any] = {}
-    ys: dict[str, Any] = {k: torch.empty_like(x) for k in [*cfgs, "triton", "copy"]}
     for tag, c in cfgs.items():
-        y = ys[tag]
         if op == "softmax":
-            k = bl.make_softmax(dtype, n, c)[m_rows // c.rows, c.block]
-            fns[tag] = (lambda k=k, y=y: k(y, x, target="gpu"))
+            k = bl.make_softmax(dtype, n, c)[c.grid(m_rows, sms), c.block]
+            k(ys[tag], x, m_rows, target="gpu")
+            fns[tag] = (lambda k=k: k(y, x, m_rows, target="gpu"))
         else:
-            k = bl.make_layer_norm(dtype, n, c)[m_rows // c.rows, c.block]
-            fns[tag] = (lambda k=k, y=y: k(y, x, w, b, eps, target="gpu"))
-    fns["triton"] = ((lambda: tri[0](ys["triton"], x)) if op == "softmax"
-                     else (lambda: tri[1](ys["triton"], x, w, b, eps)))
-    fns["copy"] = lambda: ys["copy"].copy_(x)
-    for fn in fns.values():
-        fn()
+            k = bl.make_layer_norm(dtype, n, c)[c.grid(m_rows, sms), c.block]
+            k(ys[tag], x, w, b, eps, m_rows, target="gpu")
+            fns[tag] = (lambda k=k: k(y, x, w, b, eps, m_rows, target="gpu"))
+    if op == "softmax":
+        tri[0](ys["triton"], x)
+        fns["triton"] = lambda: tri[0](y, x)
+    else:
+        tri[1](ys["triton"], x, w, b, eps)
+        fns["triton"] = lambda: tri[1](y, x, w, b, eps)
+    fns["copy"] = lambda: y.copy_(x)
     torch.cuda.synchronize()
     tol = 2e-2 if tdt == torch.float16 else 1e-4
-    ok = {k: bool(torch.allclose(y.float(), ref.float(), atol=tol, rtol=tol))
-          for k, y in ys.items() if k != "copy"}
+    ok = {k: bool(torch.allclose(v.float(), ref.float(), atol=tol, rtol=tol))
+          for k, v in ys.items()}
     rounds: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(3):
-        for k, fn in fns.items():
-            rounds[k].append(do_bench(fn, warmup=10, rep=40, return_mode="median"))
+    keys = list(fns)
+    for i in range(3):
+        for k in keys[i % len(keys):] + keys[:i % len(keys)]:
+            rounds[k].append(do_bench(fns[k], warmup=max(1, rep // 4), rep=rep,
+                                      return_mode="median"))
     ms = {k: statistics.median(v) for k, v in rounds.items()}
     best = min(cfgs, key=lambda k: ms[k])
+    per_round = " ".join(f"{rounds['triton'][i] / rounds[best][i]:.3f}" for i in range(3))
     print(f"{op:<10} {dtype.name:<7} N={n:<6} "
           + " ".join(f"{k}={ms['triton'] / ms[k]:.3f}" for k in cfgs)
           + f"  (x Triton)  triton={nbytes / ms['triton'] / 1e9:.3f} "
           f"copy={nbytes / ms['copy'] / 1e9:.3f} TB/s  best {best} "
-          f"{nbytes / ms[best] / 1e9:.3f} TB/s = {ms['copy'] / ms[best]:.3f} of copy  "
-          f"ok={all(ok.values())}", flush=True)
+          f"{nbytes / ms[best] / 1e9:.3f} TB/s = {ms['copy'] / ms[best]:.3f} of copy, "
+          f"rounds {per_round}  ok={all(ok.values())}", flush=True)
     return {"op": op, "dtype": dtype.name, "N": n, "ok": ok, "rounds_ms": rounds,
             "best": cfgs[best]._asdict(), "best_tag": best,
             **{f"{k}_ms": v for k, v in ms.items()},
@@ -194,14 +226,33 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
 
 def _build(job: tuple[str, str, int, Any]) -> str:
     op, dtname, n, cfg = job
+    if cfg is None:  # Triton's kernel: compiled by a first launch on a few rows
+        try:
+            import torch
+
+            tri = bl._triton_kernels()
+            tdt = getattr(torch, dtname)
+            x = torch.randn(4, n, device="cuda", dtype=tdt)
+            if op == "softmax":
+                tri[0](torch.empty_like(x), x)
+            else:
+                tri[1](torch.empty_like(x), x, x[0], x[0], 1e-5)
+            torch.cuda.synchronize()
+        except Exception as exc:  # the timed process compiles it then
+            return f"triton {op} {n}: {exc}"
+        return ""
     dtype = getattr(tk.dt, dtname)
     make = bl.make_softmax if op == "softmax" else bl.make_layer_norm
     return make(dtype, n, cfg).precompile("gpu")  # type: ignore[no-any-return]
 
 
-def precompile_rows(fp16_only: bool, jobs: int) -> None:
-    """Build every candidate in ``jobs`` processes (forked before CUDA starts here): the
-    timed process then finds them in the disk cache."""
+def _wanted(only: set[str] | None, op: str, dtype: Any, n: int) -> bool:
+    return not only or f"{op}/{dtype.name}/{n}" in only
+
+
+def precompile_rows(fp16_only: bool, jobs: int, only: set[str] | None = None) -> None:
+    """Build every candidate, and Triton's kernels, in ``jobs`` processes (forked before
+    CUDA starts here): the timed processes then find them in the disk caches."""
     import concurrent.futures as cf
     import multiprocessing as mp
     import time
@@ -209,19 +260,24 @@ def precompile_rows(fp16_only: bool, jobs: int) -> None:
     work = [(op, dtype.name, n, c)
             for dtype in ((tk.dt.float16,) if fp16_only else (tk.dt.float16, tk.dt.float32))
             for n in bl.NORM_SIZES for op in ("softmax", "layer_norm")
-            for c in candidates(op, dtype, n)]
+            if _wanted(only, op, dtype, n)
+            for c in [None, *candidates(op, dtype, n)]]
     t0 = time.perf_counter()
     with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as ex:
-        list(ex.map(_build, work, chunksize=2))
+        for msg in ex.map(_build, work, chunksize=1):
+            if msg.startswith("triton"):
+                print(f"precompile: {msg}", flush=True)
     print(f"precompiled {len(work)} row kernels in {time.perf_counter() - t0:.1f} s "
           f"({jobs} processes)", flush=True)
 
 
-def row_rows(fp16_only: bool) -> list[dict[str, Any]]:
+def row_rows(fp16_only: bool, only: set[str] | None = None, rep: int = 40
+             ) -> list[dict[str, Any]]:
     import torch
     from triton.testing import do_bench
 
     tri = bl._triton_kernels()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     m_rows, eps = 4096, 1e-5
     torch.manual_seed(0)
     out: list[dict[str, Any]] = []
@@ -234,7 +290,8 @@ def row_rows(fp16_only: bool) -> list[dict[str, Any]]:
             w = torch.rand(n, device="cuda", dtype=tdt) + 0.5
             b = torch.randn(n, device="cuda", dtype=tdt)
             for op in ("softmax", "layer_norm"):
-                out.append(_row_case(op, dtype, x, w, b, eps, tri, do_bench))
+                if _wanted(only, op, dtype, n):
+                    out.append(_row_case(op, dtype, x, w, b, eps, tri, do_bench, sms, rep))
     return out
 
 
@@ -246,9 +303,15 @@ def main() -> int:
     ap.add_argument("--fp16-only", action="store_true")
     ap.add_argument("--jobs", type=int, default=0,
                     help="build the row kernels first in this many processes")
+    ap.add_argument("--only", default="",
+                    help="row cases to time, comma-separated op/dtype/N "
+                    "(e.g. softmax/float16/4096); default all")
+    ap.add_argument("--rep", type=int, default=40,
+                    help="do_bench's rep (ms) a side and round; warm-up rep/4")
     opts = ap.parse_args()
+    only = {c.strip() for c in opts.only.split(",") if c.strip()} or None
     if opts.jobs and not opts.no_rows:
-        precompile_rows(opts.fp16_only, opts.jobs)
+        precompile_rows(opts.fp16_only, opts.jobs, only)
     import cupy as cp
 
     dev = cp.cuda.Device()
@@ -261,7 +324,7 @@ def main() -> int:
         for r in info["jacobi"]:
             print(json.dumps(r), flush=True)
     if not opts.no_rows:
-        info["rows"] = row_rows(opts.fp16_only)
+        info["rows"] = row_rows(opts.fp16_only, only, opts.rep)
     if opts.out:
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "diag_lang.json").write_text(json.dumps(info, indent=2))

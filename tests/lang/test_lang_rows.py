@@ -32,7 +32,7 @@ def _layer_norm_ref(x, w, b, eps):
     return (x - m) / np.sqrt(v + eps) * w.astype(np.float64) + b.astype(np.float64)
 
 
-def _check(dtype, n, cfg, target, rng, m_rows):
+def _check(dtype, n, cfg, target, rng, m_rows, sms=2):
     npdt = np.dtype(dtype.name)
     # a large mean and spread: one-pass merges and exp scaling must not lose accuracy
     x = (rng.standard_normal((m_rows, n)) * 4 + 30).astype(npdt)
@@ -40,25 +40,35 @@ def _check(dtype, n, cfg, target, rng, m_rows):
     b = rng.standard_normal(n).astype(npdt)
     tol = 4e-3 if dtype == tk.dt.float16 else 2e-6  # fp16: the output's own rounding
     y = poisoned((m_rows, n), dtype.name)
-    bl.make_softmax(dtype, n, cfg)[m_rows // cfg.rows, cfg.block](y, x, target=target)
+    grid = cfg.grid(m_rows, sms)  # persistent layouts: few blocks, several rows each
+    bl.make_softmax(dtype, n, cfg)[grid, cfg.block](y, x, m_rows, target=target)
     ref = _softmax_ref(x)
     np.testing.assert_allclose(y, ref, rtol=tol, atol=tol * ref.max())
     y = poisoned((m_rows, n), dtype.name)
-    bl.make_layer_norm(dtype, n, cfg)[m_rows // cfg.rows, cfg.block](
-        y, x, w, b, np.float32(1e-5), target=target)
+    bl.make_layer_norm(dtype, n, cfg)[grid, cfg.block](
+        y, x, w, b, np.float32(1e-5), m_rows, target=target)
     ref = _layer_norm_ref(x, w, b, 1e-5)
     np.testing.assert_allclose(y, ref, rtol=tol, atol=tol * 8)
 
 
-CASES = [("float32", 1024, RC(64)), ("float32", 1024, RC(32, rows=4)),
-         ("float16", 1024, RC(128, onepass=False, cache=None)), ("float32", 2048, RC(256)),
-         ("float16", 2048, RC(64, cache=None))]
+CASES = [("float32", 1024, RC(64), 8), ("float32", 1024, RC(32, rows=4), 8),
+         ("float16", 1024, RC(128, onepass=False, cache=None), 8),
+         ("float32", 2048, RC(256), 8), ("float16", 2048, RC(64, cache=None), 8),
+         # session 10 (h-lang2): weight/bias loads first, row groups of several warps,
+         # batches of rows per group, persistent grids with the next rows prefetched
+         # (10 and 12 rows on 3 blocks: uneven trip counts, the prefetch guard)
+         ("float32", 1024, RC(128, early=True), 8),
+         ("float32", 1024, RC(64, rows=2, early=True), 8),
+         ("float16", 1024, RC(64, batch=2, onepass=False, early=True), 8),
+         ("float32", 1024, RC(128, persist=1, early=True), 10),
+         ("float16", 2048, RC(128, persist=2, onepass=False, cache=None), 10),
+         ("float32", 2048, RC(64, rows=2, batch=2, persist=1, early=True), 12)]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{d}-{n}-{c.tag()}" for d, n, c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[f"{d}-{n}-{c.tag()}" for d, n, c, _ in CASES])
 def test_row_kernels_match_numpy(target, rng, case):
-    name, n, cfg = case
-    _check(getattr(tk.dt, name), n, cfg, target, rng, m_rows=8)
+    name, n, cfg, m_rows = case
+    _check(getattr(tk.dt, name), n, cfg, target, rng, m_rows=m_rows, sms=3)
 
 
 @pytest.mark.gpu
@@ -70,9 +80,12 @@ def test_bench_layouts_on_the_gpu(rng, key):
 
 
 def test_layouts_are_valid():
-    for (_op, name, n), cfg in bl.LAYOUTS.items():
+    for (_op, name, n), cfg in [*bl.LAYOUTS.items(), *bl.SWEEP_BASES.items()]:
         bl._check_cfg(cfg, n, getattr(tk.dt, name).itemsize)
-    with pytest.raises(ValueError, match="needs threads=32"):
-        bl.make_softmax(tk.dt.float32, 1024, RC(64, rows=2))
+        assert cfg.grid(4096, sms=132) >= 132 or cfg.grid(4096) == 4096 // cfg.rows_per_unit
+    with pytest.raises(ValueError, match="m_rows: expected a positive multiple of rows"):
+        RC(64, rows=2, batch=2).grid(10)
+    assert RC(64, persist=2).grid(4096, sms=132) == 264
+    assert RC(64, rows=2, batch=2).grid(4096) == 1024
     with pytest.raises(ValueError, match="does not tile"):
         bl.make_softmax(tk.dt.float32, 1024, RC(96))
