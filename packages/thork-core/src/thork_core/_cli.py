@@ -120,6 +120,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], str | None]]] = {
                            "thread,leak)", _is_name_list),
     "THORK_CACHE_BUNDLE": ("an ahead-of-time bundle (`thork precompile`) consulted before "
                            "the disk cache", _is_folder),
+    "THORK_SELECTION_RECORD": ("0: a cache hit in a fresh process builds the plugin "
+                               "registry instead of reading the recorded selection",
+                               _is_bool),
 }
 
 
