@@ -565,8 +565,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=None, help="write bench_core.json here")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
-    ap.add_argument("--only", choices=["round-trip"], default=None,
-                    help="run only these rows (round-trip: the NumPy round trips)")
+    ap.add_argument("--only", default=None,
+                    help="run only these rows, comma-separated: round-trip (the NumPy round "
+                         "trips), cold-compile (the in-process cold compile against CuPy)")
     args = ap.parse_args()
     runs, rounds, reps = (3, 5, 5) if args.quick else (7, 20, 20)
 
@@ -579,16 +580,21 @@ def main() -> int:
     os.environ.setdefault("THORK_CACHE_DIR", tempfile.mkdtemp(prefix="thork-bench-main-"))
 
     gpu = have_gpu()
+    only = set(args.only.split(",")) if args.only else None
+    if only is not None and only - {"round-trip", "cold-compile"}:
+        ap.error(f"--only: expected round-trip and/or cold-compile, got {args.only!r}")
     rows: list[dict[str, Any]] = []
-    if args.only is None:
+    if only is None:
         bench_compile(work, rows, runs, gpu)
-    if gpu and args.only is None:
+    if gpu and (only is None or "cold-compile" in only):
         try:
-            bench_launch(rows, rounds)
+            if only is None:
+                bench_launch(rows, rounds)
             bench_cold_compile_in_process(rows, 10)
         except ImportError as exc:
             print(f"hot launch skipped: {exc}")
-    bench_round_trip(rows, reps, gpu)
+    if only is None or "round-trip" in only:
+        bench_round_trip(rows, reps, gpu)
 
     text = table(rows)
     if args.out:

@@ -189,22 +189,29 @@ def _cached(key: str) -> tuple[Artifact, str] | None:
 
 def _fetch(
     kernel: KernelIR, source: str, compiler: Compiler, kind: str, arch: str, ident: str,
-    flags: list[str],
+    flags: list[str], *, later: bool = False, key: str | None = None,
 ) -> tuple[Artifact, str, str]:
     """The artifact, its key and where it came from: ``bundle``, ``disk`` or
-    ``compiled``. ``arch`` has been through :func:`resolve_arch`."""
-    key = cache_key(source, ident, flags, kind, arch)
-    got = _cached(key)
-    if got is not None:
-        return got[0], key, got[1]
+    ``compiled``. ``arch`` has been through :func:`resolve_arch`. ``later``: a compiled
+    artifact is written by the cache's background writer (:meth:`DiskCache.put_later`)
+    while the caller loads it; else before returning. ``key``: the cache key when the
+    caller has it (and has looked it up already)."""
+    if key is None:
+        key = cache_key(source, ident, flags, kind, arch)
+        got = _cached(key)
+        if got is not None:
+            return got[0], key, got[1]
     cache = disk_cache()
-    with cache.lock(key):  # processes building the same key compile it once
+    with cache.lock(key) as held:  # processes building the same key compile it once
         artifact = cache.get(key)
         if artifact is not None:
             _count("disk", key, artifact)
             return artifact, key, "disk"
         artifact = compiler.compile(source, entry=kernel.name, kind=kind, arch=arch)
-        cache.put(key, artifact)
+        if later:
+            cache.put_later(key, artifact, held)  # the lock goes with the write
+        else:
+            cache.put(key, artifact)
     _count("compiles", key, artifact)
     return artifact, key, "compiled"
 
@@ -225,13 +232,24 @@ def build_kernel(
     if isinstance(target, Target) or isinstance(compiler, Compiler):
         tgt, comp = choose(target, compiler)
         return build(kernel, tgt.renderer().render(kernel), tgt, comp, device)
-    got = _recorded_build(kernel, target, compiler, device)
-    if got is not None:
+    got = _recorded(kernel, target, compiler, device)
+    if isinstance(got, tuple):
         return got
     tgt, comp = choose(target, compiler)
-    exe, info = build(kernel, tgt.renderer().render(kernel), tgt, comp, device)
+    # A record naming this target rendered the source already (a miss of the disk
+    # cache: a cold compile renders once).
+    source = got.source if got is not None and _same_target(got.target, tgt) \
+        else tgt.renderer().render(kernel)
+    exe, info = build(kernel, source, tgt, comp, device)
     _write_record(target, compiler, tgt, comp, info)
     return exe, info
+
+
+def _same_target(a: Target, b: Target) -> bool:
+    """Whether ``a`` and ``b`` render alike: one object, or two of one class with equal
+    state (the record makes its own instance of the registry's target)."""
+    return a is b or (type(a) is type(b) and a.name == b.name
+                      and getattr(a, "__dict__", None) == getattr(b, "__dict__", None))
 
 
 def build(
@@ -242,7 +260,8 @@ def build(
     kind = next(k for k in target.consumes if k in compiler.produces)
     t0 = time.perf_counter()
     ident, flags = key_parts(compiler, kind, arch)
-    artifact, key, how = _fetch(kernel, source, compiler, kind, arch, ident, flags)
+    artifact, key, how = _fetch(kernel, source, compiler, kind, arch, ident, flags,
+                                later=True)
     return _load(kernel, target, device, artifact, key, how, arch, kind, flags, t0)
 
 
@@ -364,6 +383,22 @@ def _recorded_build(kernel: KernelIR, target: str | None, compiler: str | None,
                     device: int) -> tuple[Executable, CompileInfo] | None:
     """:func:`build_kernel` through a valid selection record when the artifact is in the
     bundle or the disk cache; None otherwise (the caller takes the full path)."""
+    got = _recorded(kernel, target, compiler, device)
+    return got if isinstance(got, tuple) else None
+
+
+@dataclass
+class _Rendered:
+    """What a valid record's look-up made before the disk cache missed: the recorded
+    target and ``source`` rendered for it (the full path reuses it for that target)."""
+
+    target: Target
+    source: str
+
+
+def _recorded(kernel: KernelIR, target: str | None, compiler: str | None, device: int
+              ) -> tuple[Executable, CompileInfo] | _Rendered | None:
+    """:func:`_recorded_build`, or on a miss of a valid record what it rendered."""
     if os.environ.get("THORK_SELECTION_RECORD", "1") == "0":
         return None
     from ._memo import path_fingerprint, recall
@@ -387,16 +422,43 @@ def _recorded_build(kernel: KernelIR, target: str | None, compiler: str | None,
     except (TypeError, KeyError, ValueError):
         return None
     t0 = time.perf_counter()
-    key = cache_key(tgt.renderer().render(kernel), ident, flags, kind, arch)
+    source = tgt.renderer().render(kernel)
+    key = cache_key(source, ident, flags, kind, arch)
     got = _cached(key)
     if got is None:
-        return None
+        return _Rendered(tgt, source)
     return _load(kernel, tgt, device, got[0], key, got[1], arch, kind, flags, t0)
+
+
+#: Records this process has written or found current, by what :func:`_write_record`
+#: decides on (the memo's generation: a re-read memo, e.g. after ``thork cache clear``,
+#: checks again). A record left stale by a change during this process (an edited
+#: plugin file) is rewritten by the next process, which cannot use it.
+_RECORDED: set[tuple[Any, ...]] = set()
 
 
 def _write_record(target: str | None, compiler: str | None, tgt: Target, comp: Compiler,
                   info: CompileInfo) -> None:
     """Record this build's choice (see above) where it qualifies; never raises."""
+    try:
+        from ._cache import cache_root
+        from ._memo import generation
+
+        done = (target, compiler, tgt, comp, info.kind, info.arch, cache_root(),
+                generation(), *(os.environ.get(v) for v in _SELECTION_VARIABLES))
+        if done in _RECORDED:
+            return  # (a cold compile would spend ~0.5 ms finding it current again)
+        _write_record_now(target, compiler, tgt, comp, info)
+        if len(_RECORDED) > 256:
+            _RECORDED.clear()
+        _RECORDED.add(done)
+    except Exception:  # a record is an optimization: the build stands without it
+        return
+
+
+def _write_record_now(target: str | None, compiler: str | None, tgt: Target,
+                      comp: Compiler, info: CompileInfo) -> None:
+    """:func:`_write_record`'s work."""
     try:
         declared = comp.key_inputs()
         if declared is None or os.environ.get("THORK_SELECTION_RECORD", "1") == "0":

@@ -51,8 +51,8 @@ if TYPE_CHECKING:
 # uses neither (string paths; temporary files only when writing).
 
 __all__ = ["DiskCache", "cache_dir", "cache_root", "cache_key", "disk_cache", "CacheEntry",
-           "CacheWarning", "library_file", "library_path", "load_library", "max_bytes", "on_clear",
-           "read_private"]
+           "CacheWarning", "flush_writes", "library_file", "library_path", "load_library",
+           "max_bytes", "on_clear", "read_private"]
 
 #: Called after :meth:`DiskCache.clear`: what keeps an in-memory copy of a file in the
 #: cache folder (the memo) registers here, so the cache needs to know nothing about it.
@@ -300,6 +300,112 @@ def cache_key(source: str, compiler: str, flags: Iterable[str], kind: str, arch:
     return h.hexdigest()
 
 
+class _Held:
+    """A build lock's file descriptor (-1: no lock), released once: by :meth:`DiskCache.lock`
+    when its block ends, or, once :meth:`detach`-ed, by the background writer after the
+    write it guards."""
+
+    __slots__ = ("fd", "detached")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.detached = False
+
+    def detach(self) -> None:
+        self.detached = True
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+#: Artifacts handed to the background writer and not yet on disk, by (folder, key).
+_PENDING: dict[tuple[str, str], Artifact] = {}
+
+
+class _Writer:
+    """One daemon thread per process writing :meth:`DiskCache.put_later`'s entries in the
+    order given. :func:`flush_writes` waits for the queue; an ``atexit`` hook flushes
+    before the interpreter exits; a forked child starts with no queue (its parent
+    writes what it queued, and the child closes its copies of their locks so that they
+    are released when the parent's writes are done)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: list[tuple[DiskCache, str, str, Artifact, _Held | None]] = []
+        self._busy = 0  # queued or being written
+        self._thread: threading.Thread | None = None
+        self._hooked = False
+
+    def submit(self, cache: DiskCache, root: str, key: str, artifact: Artifact,
+               held: _Held | None) -> None:
+        with self._cond:
+            _PENDING[(root, key)] = artifact
+            self._queue.append((cache, root, key, artifact, held))
+            self._busy += 1
+            if self._thread is None:
+                if not self._hooked:
+                    import atexit
+
+                    atexit.register(flush_writes)
+                    self._hooked = True
+                self._thread = threading.Thread(target=self._run, name="thork-cache-writer",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    self._cond.wait()
+                cache, root, key, artifact, held = self._queue.pop(0)
+            try:
+                cache._put_at(root, key, artifact)
+            except Exception:  # never lose the writer: a failed write is a later miss
+                pass
+            finally:
+                with self._cond:
+                    if _PENDING.get((root, key)) is artifact:
+                        del _PENDING[(root, key)]
+                    self._busy -= 1
+                    self._cond.notify_all()
+                if held is not None:
+                    held.release()
+
+    def flush(self) -> None:
+        if threading.current_thread() is self._thread:
+            return  # the writer's own eviction lists the folder: nothing to wait for
+        with self._cond:
+            while self._busy:
+                self._cond.wait()
+
+    def after_fork_in_child(self) -> None:
+        for *_, held in self._queue:
+            if held is not None:
+                held.release()
+        self._cond = threading.Condition(threading.Lock())
+        self._queue = []
+        self._busy = 0
+        self._thread = None
+        _PENDING.clear()
+
+
+_WRITER = _Writer()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_WRITER.after_fork_in_child)
+
+
+def flush_writes() -> None:
+    """Wait until this process's background cache writes (:meth:`DiskCache.put_later`)
+    are on disk."""
+    _WRITER.flush()
+
+
 @dataclass(frozen=True)
 class CacheEntry:
     """One entry of the cache as ``thork cache list`` shows it: ``size`` is bytes on disk
@@ -321,7 +427,14 @@ class DiskCache:
 
     def __init__(self, root: Path | None = None) -> None:
         self._root = root
-        self.stats = {"hits": 0, "misses": 0, "corrupt": 0, "writes": 0, "evicted": 0}
+        self._stats = {"hits": 0, "misses": 0, "corrupt": 0, "writes": 0, "evicted": 0}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The counters (read after this process's pending background writes are done,
+        so ``writes`` counts every artifact handed to :meth:`put_later`)."""
+        flush_writes()
+        return self._stats
 
     @property
     def root(self) -> Path:
@@ -339,6 +452,10 @@ class DiskCache:
         """The artifact stored under ``key`` if Thork's writer stored exactly it, else None
         (a damaged, forged or swapped entry is removed)."""
         root = self._root_str()
+        pending = _PENDING.get((root, key))
+        if pending is not None:  # this process's own artifact, on its way to the disk
+            self._stats["hits"] += 1
+            return pending
         path = self._path(key)
         limit = max_bytes()
         try:
@@ -354,76 +471,113 @@ class DiskCache:
                 art = _with_data(art, data, _checked(lib_path))
             _touch(path)
         except FileNotFoundError:
-            self.stats["misses"] += 1
+            self._stats["misses"] += 1
             return None
         except (_Untrusted, OSError, ValueError, KeyError, TypeError):
-            self.stats["corrupt"] += 1
-            self.stats["misses"] += 1
+            self._stats["corrupt"] += 1
+            self._stats["misses"] += 1
             _remove(path)
             return None
-        self.stats["hits"] += 1
+        self._stats["hits"] += 1
         return art
 
     def put(self, key: str, artifact: Artifact) -> None:
         """Store atomically, then evict down to the size limit; failures to write
         (read-only disk, full disk...) are not fatal."""
-        root = self._root_str()
+        self._put_at(self._root_str(), key, artifact)
+
+    def _put_at(self, root: str, key: str, artifact: Artifact) -> None:
+        """:meth:`put` into the folder ``root`` (resolved by the caller)."""
         try:
             secret = _secret(root)
             lib = None
             if artifact.kind == "hostlib":
                 lib = _store_library(root, artifact.data)
             blob = _encode(artifact, key, secret, lib)
-            _write_private(self._path(key), blob)
-            self.stats["writes"] += 1
+            _write_private(os.path.join(root, key[:2], f"{key}.art"), blob)
+            self._stats["writes"] += 1
         except OSError:
             return
-        self._evict_after_write(len(blob) + (len(artifact.data) if lib is not None else 0))
+        self._evict_after_write(len(blob) + (len(artifact.data) if lib is not None else 0),
+                                root)
 
-    def _evict_after_write(self, nbytes: int) -> None:
+    def put_later(self, key: str, artifact: Artifact, held: _Held | None = None) -> None:
+        """:meth:`put` on this process's background writer: the caller uses ``artifact``
+        at once (a kernel's first launch does not wait for the disk). Until the file is
+        in place, :meth:`get` in this process returns ``artifact`` from memory; ``held``
+        (the build lock of ``key``, from :meth:`lock`) is released only after the write,
+        so other processes waiting to build ``key`` find the file instead of compiling
+        again. The write itself is :meth:`put`'s (a temporary name, renamed into place:
+        a crash leaves at most an ignored ``.tmp-`` file, never a partial entry), and the
+        writer finishes pending writes before the process exits. Host libraries are
+        written at once (loading them needs the file)."""
+        if artifact.kind == "hostlib":
+            try:
+                self.put(key, artifact)
+            finally:
+                if held is not None:
+                    held.release()
+            return
+        root = self._root_str()
+        if held is not None:
+            held.detach()  # the writer releases it after the write
+        _WRITER.submit(self, root, key, artifact, held)
+
+    def _evict_after_write(self, nbytes: int, root: str | None = None) -> None:
         """:meth:`evict` after a write of ``nbytes``, without listing the folder each
         time: the first write of a process (and of each folder) lists it and keeps its
         total; later writes add their sizes and list again only when that estimate
         reaches the limit or 64 writes have passed (other processes' writes are then
         counted too). A cold compile thus spends no ~0.1–0.5 ms stat'ing every entry."""
         limit = max_bytes()
-        root = self._root_str()
+        root = self._root_str() if root is None else root
         with _ESTIMATE_LOCK:
             est = _ESTIMATE.get(root)
             if est is not None and est[1] < 64 and est[0] + nbytes <= limit:
                 _ESTIMATE[root] = (est[0] + nbytes, est[1] + 1)
                 return
-        self.evict(limit)
-        total = self.size()
+        if root == self._root_str():
+            self.evict(limit)
+            total = self.size()
+        else:  # a background write into a folder no longer the current one
+            self._evict_in(root, limit)
+            total = sum(st.st_size for _, st in self._files(root))
         with _ESTIMATE_LOCK:
             _ESTIMATE[root] = (total, 0)
 
     @contextmanager
-    def lock(self, key: str) -> Iterator[None]:
+    def lock(self, key: str) -> Iterator[_Held]:
         """Hold the build lock of ``key`` (an advisory lock file; other processes and
-        threads building the same key wait). Without locking support, a no-op."""
+        threads building the same key wait). Without locking support, a no-op. Yields
+        a :class:`_Held` that :meth:`put_later` may take over (the lock then outlives
+        the block until the background write is done)."""
+        held = _Held(-1)
         try:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX
-            yield
+            yield held
             return
         folder = os.path.join(self._root_str(), _LOCKS)
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
             fd = os.open(os.path.join(folder, f"{key}.lock"),
-                         os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+                         os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_CLOEXEC", 0), 0o600)
         except OSError:
-            yield  # an unusable lock folder costs at worst a duplicate compile
+            yield held  # an unusable lock folder costs at worst a duplicate compile
             return
+        held = _Held(fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            yield held
         finally:
-            os.close(fd)  # releases the lock
+            if not held.detached:
+                held.release()  # closing the file releases the lock
 
-    def _files(self) -> list[tuple[str, os.stat_result]]:
-        """Every entry and library file with its ``lstat``."""
-        root = self._root_str()
+    def _files(self, root: str | None = None) -> list[tuple[str, os.stat_result]]:
+        """Every entry and library file with its ``lstat`` (in ``root``, default the
+        cache's folder)."""
+        root = self._root_str() if root is None else root
         out: list[tuple[str, os.stat_result]] = []
         try:
             subs = [e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
@@ -449,7 +603,12 @@ class DiskCache:
         """Remove least recently used files until the cache is below 90% of ``limit``
         (default :func:`max_bytes`) when it is above ``limit``; return how many went."""
         limit = max_bytes() if limit is None else limit
-        files = self._files()
+        flush_writes()
+        return self._evict_in(self._root_str(), limit)
+
+    def _evict_in(self, root: str, limit: int) -> int:
+        """:meth:`evict` in the folder ``root``."""
+        files = self._files(root)
         total = sum(st.st_size for _, st in files)
         if total <= limit:
             return 0
@@ -463,11 +622,12 @@ class DiskCache:
                 continue
             total -= st.st_size
             n += 1
-        self.stats["evicted"] += n
+        self._stats["evicted"] += n
         return n
 
     def entries(self) -> list[CacheEntry]:
         """Every valid entry with its size on disk (entry file plus library)."""
+        flush_writes()
         out: list[CacheEntry] = []
         root = self._root_str()
         from pathlib import Path
@@ -494,12 +654,14 @@ class DiskCache:
 
     def size(self) -> int:
         """Total bytes of all entry and library files."""
+        flush_writes()
         return sum(st.st_size for _, st in self._files())
 
     def clear(self) -> int:
         """Delete every file of the cache (entries, libraries, damaged or foreign files,
         locks, temporary files, the memo of slow facts ``memo.json``; relearned on next
         use), keeping the folder and its secret; return how many entries were removed."""
+        flush_writes()
         root = self._root_str()
         n = 0
         try:
@@ -728,6 +890,7 @@ def _dlclose(handle: int) -> None:
 def _reset() -> None:
     """Forget the folders checked and secrets read (tests change ``THORK_CACHE_DIR``
     and permissions)."""
+    flush_writes()
     with _ROOTS_LOCK:
         _ROOTS.clear()
     _SECRETS.clear()

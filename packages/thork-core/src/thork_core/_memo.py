@@ -125,10 +125,24 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value).encode()).hexdigest()
 
 
+#: Counts reads of the memo file (and resets): what was learned from an earlier read may
+#: be stale after one (:func:`generation`).
+_GENERATION = 0
+
+
+def generation() -> int:
+    """A number that changes whenever the memo is read from its file again (a reset, a
+    change of cache folder): facts a caller derived from the memo in this process are
+    current while it is unchanged (short of this process's own :func:`remember`)."""
+    _load()
+    return _GENERATION
+
+
 def _load() -> dict[str, Any]:
-    global _loaded, _loaded_from
+    global _loaded, _loaded_from, _GENERATION
     root = cache_root()
     if _loaded is None or _loaded_from != root:
+        _GENERATION += 1
         _loaded_from = root
         try:
             # Only this user's regular file of a sane size (the memo feeds cache keys).
