@@ -29,7 +29,7 @@ from ._device import _DL_CUDA, _DL_CUDA_MANAGED
 
 __all__ = ["CAI", "DEFAULT_STREAMS", "DLPACK", "KINDS", "cai_pointer", "dlpack_cuda_device",
            "dlpack_probe", "follow", "followers", "forget_kinds", "implied_stream", "kind_of",
-           "one_gpu", "probe"]
+           "no_max_version", "one_gpu", "probe"]
 
 #: ``__cuda_array_interface__`` ``stream`` values that ask no wait of a consumer: absent,
 #: 0 (not valid in CAI v3; read as the legacy stream, as the native module does), the
@@ -271,6 +271,12 @@ def dlpack_probe(x: Any, handle: int) -> tuple[int, Any, int, bool, Any] | None:
     except Exception:  # noqa: BLE001 - anything unusual: the adapters' path says why
         return None
     return ptr, (tx, shape, dtype, device, strides), device, readonly, capsule
+
+
+def no_max_version(tx: type) -> bool:
+    """Whether ``tx.__dlpack__`` refused ``max_version`` (a DLPack 0.x producer, read with
+    legacy capsules: core's C guard, which asks for versioned ones, leaves it alone)."""
+    return tx in _NO_MAX_VERSION
 
 
 def _capsule_reader() -> Any:
