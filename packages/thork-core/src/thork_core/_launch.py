@@ -63,8 +63,10 @@ _KIND = {
 _SLOT = {"P": "Q", "?": "?7x", "b": "b7x", "B": "B7x", "h": "h6x", "H": "H6x", "i": "i4x",
          "I": "I4x", "q": "q", "Q": "Q", "f": "f4x", "d": "d"}
 
-#: What a guard's ``specs`` holds per array: (shape, dtype, device ordinal).
-ArraySpec = tuple[tuple[int, ...], Any, int] | tuple[tuple[int, ...], Any, int, str | None, bool]
+#: What a guard's ``specs`` holds per array: (shape, dtype, device ordinal[, typestr, writes[,
+#: DLPack code << 8 | bits]]) (see :meth:`PreparedLaunch.guard`).
+ArraySpec = tuple[tuple[int, ...], Any, int] | tuple[tuple[int, ...], Any, int, str | None, bool] \
+    | tuple[tuple[int, ...], Any, int, str | None, bool, int | None]
 
 
 def param_kinds(params: Sequence[Param]) -> str:
@@ -445,12 +447,16 @@ class ArrayGuard:
                 keep: list[Any]) -> int | None:
         """The address of a DLPack-only producer's array as the spec asks (its capsule,
         read for the launch stream, appended to ``keep``), else None."""
-        from ._probe import dlpack_probe
+        from ._probe import dlpack_probe, no_max_version
 
-        got = dlpack_probe(a, handle)
-        if got is None or got[2] != self.device or (got[3] and writes):
+        if no_max_version(type(a)):  # a DLPack 0.x producer: the caller's path (as in C)
+            return None
+        got = dlpack_probe(a, handle, self.device)
+        if got is None:
             return None
         keep.append(got[4])
+        if (got[3] and writes) or no_max_version(type(a)):
+            return None
         _, got_shape, got_dtype, _, strides = got[1]
         if got_shape != tuple(shape) or got_dtype is not dtype or strides is not None:
             return None
