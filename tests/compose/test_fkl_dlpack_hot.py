@@ -229,3 +229,36 @@ def test_foreign_hot_paths_from_many_threads(fake_gpu: list[Any],  # noqa: F811
                   for i in range(n_threads * calls))
     assert launched == want  # each call launched once, with its own input and output
     assert slow_calls[0] <= n_threads  # at most the first call of each thread planned
+
+
+def test_dlpack_input_gets_cores_guard(fake_gpu: list[Any],  # noqa: F811
+                                       slow_calls: list[int]) -> None:  # noqa: F811
+    """(session 10) A compact DLPack-only input gets core's guard (in C on the GPU; here
+    the Python twin the fake launch hands out): later calls launch through it with their
+    own addresses, DLPack-only or DeviceArray outputs alike, and a refused out= (another
+    shape, or over the input) falls to the Python path, which names it. A pitched input
+    gets no guard."""
+    pipe = _pipe()
+    shape = (5, 7)
+    x = DLPackOnly(_wrap(1 << 32, shape, "float32"))
+    pipe(x, out=DLPackOnly(_wrap(1 << 33, shape, "float32")))
+    guard = pipe._hot_guard
+    assert guard is not None
+    for out in (DLPackOnly(_wrap((1 << 34) + 4096, shape, "float32")),
+                _wrap((1 << 35) + 8192, shape, "float32")):
+        fake_gpu.clear()
+        x.streams.clear()
+        assert guard(x, out, None) is True
+        (_, ptrs), = fake_gpu
+        assert ptrs[0] == 1 << 32 and ptrs[1] in ((1 << 34) + 4096, (1 << 35) + 8192)
+        assert x.streams == [1]
+    fake_gpu.clear()
+    assert guard(x, DLPackOnly(_wrap(1 << 36, (7, 5), "float32")), None) is False
+    assert guard(x, DLPackOnly(_wrap((1 << 32) + 8, shape, "float32")), None) is False
+    assert not fake_gpu
+    with pytest.raises(ArgumentError, match="separate from input 0"):
+        pipe(x, out=DLPackOnly(_wrap((1 << 32) + 8, shape, "float32")))
+    pitched = _pipe()
+    pitched(DLPackOnly(_wrap(1 << 37, shape, "float32", pitch=64)),
+            out=DLPackOnly(_wrap(1 << 38, shape, "float32")))
+    assert pitched._hot_guard is None

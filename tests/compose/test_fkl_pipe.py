@@ -192,7 +192,7 @@ def test_device_buffer_is_core_device_array():
 def test_device_array_protocols_without_gpu():
     """Export a wrapped buffer as DLPack and CAI and read it back with core's adapters."""
     from thork_core._adapter import CudaArrayInterfaceAdapter, DLPackAdapter
-    from thork_core._device_array import _EXPORTS, DeviceArray
+    from thork_core._device_array import DeviceArray, live_exports
 
     backing = np.zeros(7 * 5 * 3, np.float32)
     arr = DeviceArray.wrap(backing.ctypes.data, (7, 5, 3), "float32", device=0, owner=backing)
@@ -200,15 +200,15 @@ def test_device_array_protocols_without_gpu():
     assert cai["version"] == 3 and cai["typestr"] == "<f4" and cai["shape"] == (7, 5, 3)
     assert cai["data"] == (backing.ctypes.data, False)
     assert arr.__dlpack_device__() == (2, 0)
-    n0 = len(_EXPORTS)
+    n0 = live_exports()
     for max_version in (None, (1, 0)):
         cap = arr.__dlpack__(max_version=max_version)
-        assert len(_EXPORTS) == n0 + 1
+        assert live_exports() == n0 + 1
         name = ctypes.pythonapi.PyCapsule_GetName
         name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
         assert name(cap) == (b"dltensor" if max_version is None else b"dltensor_versioned")
         del cap  # unconsumed: the capsule's destructor calls the deleter
-        assert len(_EXPORTS) == n0
+        assert live_exports() == n0
 
     class Holder:
         def __init__(self, a):

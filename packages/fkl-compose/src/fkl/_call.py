@@ -22,7 +22,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError, DeviceError, dtype_of
-from thork_core.launch import CAI, DLPACK, dlpack_probe, kind_of, one_gpu
+from thork_core._dtype import dlpack_code, typestr
+from thork_core.launch import CAI, DLPACK, dlpack_probe, kind_of, no_max_version, one_gpu
 
 from ._alias import (
     check_out_aliasing,
@@ -415,7 +416,8 @@ class CallPath:
                 if spans is not None:
                     shape, d = plan.outs[0]
                     spans.append((0, d.itemsize * math.prod(shape)))
-                hot = Hot(plan, launcher, self._guard(plan, inputs, self._in_place), spans)
+                hot = Hot(plan, launcher, self._guard(plan, inputs, self._in_place, views),
+                          spans)
                 self._hot[tuple(key)] = hot
                 if out is not None:
                     self._learn_out(hot, outs, out, handle)
@@ -518,11 +520,16 @@ class CallPath:
         return self.chain.write.out_strides(views[first:], ft)
 
     @staticmethod
-    def _guard(plan: Plan, inputs: tuple[Any, ...], in_place: bool) -> Any:
+    def _guard(plan: Plan, inputs: tuple[Any, ...], in_place: bool,
+               views: list[Any]) -> Any:
         """Core's guard for one DeviceArray in and one out, else None. The guard does
         not compare addresses, so it serves only where the output cannot alias the input
         wrongly: a per-pixel chain (in place is correct), or input and output of
-        different byte sizes (a DeviceArray, views included, covers its whole buffer)."""
+        different byte sizes (a DeviceArray, views included, covers its whole buffer).
+        A CuPy (plain CAI) input on the one GPU, or a DLPack-only producer's compact
+        input on the plan's device (session 10), gets a guard that reads such arrays in C
+        and checks the output's overlap with the input itself (``views``: the inputs'
+        views of this first call)."""
         da = array_types()[1]
         if len(inputs) != 1 or not plan.device or len(plan.outs) != 1 \
                 or len(plan.order) != 2 or plan.launcher is None:
@@ -530,19 +537,36 @@ class CallPath:
         x: Any = inputs[0]
         out_shape, out_dtype = plan.outs[0]
         if type(x) is not da:
-            # (session 8) a plain CAI producer's array (CuPy) on the one GPU: the guard
-            # reads its interface in C, checks typestrs, shapes and the overlap of the
-            # output with the input itself; DeviceArrays of the same layout pass too.
             code = plan.out_codes[0]
-            if kind_of(type(x)) is not CAI or not one_gpu() or code is None:
+            kind = kind_of(type(x))
+            if kind is DLPACK:
+                # (session 10) read in C: __dlpack_device__, __dlpack__ with the launch
+                # stream, the capsule's fields; also takes a DLPack-only or DeviceArray
+                # out= (and, on the one GPU, a CAI one)
+                v = views[0]
+                if not v.contiguous or v.device_id != plan.ordinal or \
+                        no_max_version(type(x)):
+                    return None
+                shape, dtype = tuple(v.shape), v.dtype
+                ts = typestr(dtype)
+            elif kind is CAI and one_gpu() and code is not None:
+                # (session 8) a plain CAI producer's array (CuPy) on the one GPU: the
+                # guard reads its interface in C, checks typestrs, shapes and the overlap
+                # of the output with the input itself; DeviceArrays of the same layout
+                # pass too.
+                cai = x.__cuda_array_interface__
+                if cai.get("strides") is not None or cai.get("mask") is not None:
+                    return None
+                shape, dtype = tuple(cai["shape"]), dtype_of(cai["typestr"])
+                ts = cai["typestr"]
+            else:
                 return None
-            cai = x.__cuda_array_interface__
-            if cai.get("strides") is not None or cai.get("mask") is not None:
-                return None
-            shape = tuple(cai["shape"])
+            gpu1 = one_gpu()
             return plan.launcher.prepared.guard(
-                da, [(shape, dtype_of(cai["typestr"]), 0, cai["typestr"], False),
-                     (tuple(out_shape), out_dtype, 0, code, True)],
+                da, [(shape, dtype, plan.ordinal, ts if gpu1 else None, False,
+                      _dl(dtype)),
+                     (tuple(out_shape), out_dtype, plan.ordinal, code if gpu1 else None,
+                      True, _dl(out_dtype))],
                 plan.order, plan.align_mask, stream_handle, cai=True, in_place=in_place)
         out_bytes = out_dtype.itemsize
         for n in out_shape:
@@ -566,6 +590,15 @@ class CallPath:
                 fb.prepare()
             plan.fallback = fb
         return plan.fallback
+
+
+def _dl(dtype: Any) -> int | None:
+    """DLPack's ``code << 8 | bits`` of ``dtype`` for core's guard (None: none)."""
+    try:
+        code, bits = dlpack_code(dtype)
+    except (KeyError, AttributeError):
+        return None
+    return code << 8 | bits
 
 
 def _call_device(views: list[Any], out: Any, device: Any, target: str) -> int:

@@ -21,20 +21,44 @@ from typing import Any
 from . import _cuda
 from ._adapter import _DLDataType, _DLDevice, _DLManagedTensor, _DLManagedTensorVersioned
 from ._cuda import stream_wait
-from ._dtype import DType, dt, dtype_of, typestr
+from ._dtype import _DL_CODES, DType, dlpack_code, dtype_of, typestr
 from ._errors import ArgumentError
 from ._memory import device_pool
 
 __all__ = ["DeviceArray"]
 
 _DL_CUDA = 2
-# DLPack type codes (kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool).
-_DL_CODE = {"i": 0, "u": 1, "f": 2, "b": 6}
 
 
-def _dl_dtype(d: DType) -> _DLDataType:
-    code = 4 if d == dt.bfloat16 else _DL_CODE[d.kind]
-    return _DLDataType(code, d.bits, 1)
+#: The capsule maker: the native module's ``dlpack_export`` where it loads, else
+#: :func:`_export_ctypes` (decided on the first export).
+_EXPORT: list[Any] = []
+
+#: Tensors exported through ctypes and still owned by a capsule or a consumer: address →
+#: what keeps them valid (the native exporter counts its own: ``dlpack_exports()``).
+_EXPORTS: dict[int, Any] = {}
+_EXPORTS_LOCK = threading.Lock()
+
+
+def _exporter() -> Any:
+    from ._native import native_module
+
+    mod = native_module()
+    fn = getattr(mod, "dlpack_export", None) if mod is not None else None
+    with _EXPORTS_LOCK:
+        if not _EXPORT:
+            _EXPORT.append(fn or _export_ctypes)
+    return _EXPORT[0]
+
+
+def live_exports() -> int:
+    """DLPack exports of DeviceArrays whose deleter has not run yet (capsules alive or
+    consumers holding the memory), both exporters together."""
+    from ._native import native_module
+
+    mod = native_module()
+    count = getattr(mod, "dlpack_exports", None) if mod is not None else None
+    return len(_EXPORTS) + (count() if count is not None else 0)
 
 
 # Private prototypes: never change argtypes on the shared ctypes.pythonapi functions.
@@ -44,10 +68,6 @@ _capsule_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_
     ("PyCapsule_IsValid", ctypes.pythonapi))
 _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", ctypes.pythonapi))
-
-#: Exported tensors still owned by a capsule or a consumer: address → what keeps it valid.
-_EXPORTS: dict[int, Any] = {}
-_EXPORTS_LOCK = threading.Lock()
 
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -66,6 +86,34 @@ def _capsule_destructor(capsule: int) -> None:
             if ptr:
                 _dl_deleter(ptr)
             return
+
+
+def _export_ctypes(owner: Any, ptr: int, shape: tuple[int, ...],
+                   strides: tuple[int, ...] | None, code: int, bits: int, device: int,
+                   versioned: bool) -> Any:
+    """The native ``dlpack_export`` through ctypes (no native module: ``THORK_NATIVE=0``
+    or no C compiler): the same capsule, its parts kept in :data:`_EXPORTS`."""
+    ndim = len(shape)
+    dims = (ctypes.c_int64 * max(ndim, 1))(*shape)
+    managed: Any = _DLManagedTensorVersioned() if versioned else _DLManagedTensor()
+    if versioned:
+        managed.major, managed.minor, managed.flags = 1, 0, 0
+    t = managed.dl_tensor
+    t.data = ptr
+    t.device = _DLDevice(_DL_CUDA, device)
+    t.ndim = ndim
+    t.dtype = _DLDataType(code, bits, 1)
+    t.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
+    steps = None if strides is None else (ctypes.c_int64 * max(ndim, 1))(*strides)
+    t.strides = None if steps is None else ctypes.cast(steps, ctypes.POINTER(ctypes.c_int64))
+    t.byte_offset = 0
+    managed.manager_ctx = None
+    managed.deleter = ctypes.cast(_dl_deleter, ctypes.c_void_p)
+    addr = ctypes.addressof(managed)
+    with _EXPORTS_LOCK:
+        _EXPORTS[addr] = (managed, dims, steps, owner)
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    return _capsule_new(addr, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
 
 
 class DeviceArray:
@@ -290,44 +338,30 @@ class DeviceArray:
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None,
                    dl_device: Any = None, copy: Any = None) -> Any:
         """Export as a DLPack capsule (versioned when the consumer allows 1.x). When the
-        consumer names its ``stream``, that stream is made to wait for this array's."""
+        consumer names its ``stream``, that stream is made to wait for this array's.
+
+        The capsule is built in C by the native module where it is loaded (~1 us), else
+        through ctypes; either way it keeps this array alive until its deleter runs."""
         if copy:
             raise BufferError("DeviceArray.__dlpack__: copy=True is not supported")
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+        if dl_device is not None and tuple(dl_device) != (_DL_CUDA, self.device):
             raise BufferError(f"DeviceArray.__dlpack__: cannot export to device {dl_device}")
         # DLPack's handshake: the consumer names the stream it will use (None or 1: the
         # legacy default stream, 2: per-thread default, -1: no synchronization wanted);
         # work queued on this array's stream must be done before that stream reads it.
-        consumer = 0 if stream is None or stream in (0, 1) else int(stream)
-        if consumer != -1 and consumer != self.stream:
-            stream_wait(self.device, producer=self.stream, consumer=consumer)
-        versioned = max_version is not None and tuple(max_version)[0] >= 1
-        ndim = self.ndim
-        shape = (ctypes.c_int64 * max(ndim, 1))(*self.shape)
-        managed: Any = _DLManagedTensorVersioned() if versioned else _DLManagedTensor()
-        if versioned:
-            managed.major, managed.minor, managed.flags = 1, 0, 0
-        t = managed.dl_tensor
-        t.data = self.ptr
-        t.device = _DLDevice(_DL_CUDA, self.device)
-        t.ndim = ndim
-        t.dtype = _dl_dtype(self.dtype)
-        t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-        # None: compact row-major; a pitched array's strides in elements.
-        strides = self._dl_strides()
-        t.strides = None if strides is None else \
-            ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
-        t.byte_offset = 0
-        managed.manager_ctx = None
-        managed.deleter = ctypes.cast(_dl_deleter, ctypes.c_void_p)
-        addr = ctypes.addressof(managed)
-        with _EXPORTS_LOCK:
-            _EXPORTS[addr] = (managed, shape, strides, self)
-        name = b"dltensor_versioned" if versioned else b"dltensor"
-        return _capsule_new(addr, name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+        if stream is not None and stream != 1 and stream != 0:
+            consumer = int(stream)
+            if consumer != -1 and consumer != self.stream:
+                stream_wait(self.device, producer=self.stream, consumer=consumer)
+        elif self.stream:
+            stream_wait(self.device, producer=self.stream, consumer=0)
+        code = _DL_CODES.get(self.dtype) or dlpack_code(self.dtype)
+        return (_EXPORT[0] if _EXPORT else _exporter())(
+            self, self.ptr, self.shape, self._dl_strides(), code[0], code[1], self.device,
+            max_version is not None and max_version[0] >= 1)
 
-    def _dl_strides(self) -> Any:
-        """The DLPack strides array (elements), or None for the compact layout."""
+    def _dl_strides(self) -> tuple[int, ...] | None:
+        """The DLPack strides (elements), or None for the compact layout."""
         return None
 
     # -- lifetime ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = [
     "DType", "dt", "promote", "ALL_DTYPES", "dtype_of", "from_numpy", "from_dlpack_code",
+    "dlpack_code",
     "typestr", "input_typestr", "int_range",
 ]
 
@@ -200,6 +201,19 @@ def from_dlpack_code(code: int, bits: int) -> DType:
         return table[(code, bits)]
     except KeyError:
         raise TypeError(f"unsupported DLPack dtype (code={code}, bits={bits})") from None
+
+
+#: DType -> its DLPack ``(code, bits)``, filled on first use of each.
+_DL_CODES: dict[DType, tuple[int, int]] = {}
+
+
+def dlpack_code(d: DType) -> tuple[int, int]:
+    """The DLPack ``(code, bits)`` of ``d`` (the inverse of :func:`from_dlpack_code`)."""
+    got = _DL_CODES.get(d)
+    if got is None:
+        got = _DL_CODES[d] = (4 if d == dt.bfloat16 else {"i": 0, "u": 1, "f": 2, "b": 6}[
+            d.kind], d.bits)
+    return got
 
 
 _INT_RANK = {8: 1, 16: 2, 32: 3, 64: 4}

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._dtype import DType
 from ._ir import Param, PointerType
+from ._probe import DLPACK
 
 if TYPE_CHECKING:
     from ._target import Dim3, Executable
@@ -62,8 +63,10 @@ _KIND = {
 _SLOT = {"P": "Q", "?": "?7x", "b": "b7x", "B": "B7x", "h": "h6x", "H": "H6x", "i": "i4x",
          "I": "I4x", "q": "q", "Q": "Q", "f": "f4x", "d": "d"}
 
-#: What a guard's ``specs`` holds per array: (shape, dtype, device ordinal).
-ArraySpec = tuple[tuple[int, ...], Any, int] | tuple[tuple[int, ...], Any, int, str | None, bool]
+#: What a guard's ``specs`` holds per array: (shape, dtype, device ordinal[, typestr, writes[,
+#: DLPack code << 8 | bits]]) (see :meth:`PreparedLaunch.guard`).
+ArraySpec = tuple[tuple[int, ...], Any, int] | tuple[tuple[int, ...], Any, int, str | None, bool] \
+    | tuple[tuple[int, ...], Any, int, str | None, bool, int | None]
 
 
 def param_kinds(params: Sequence[Param]) -> str:
@@ -355,6 +358,15 @@ class PreparedLaunch:
         launch stream, and a writable buffer where ``writes``. Such a guard also refuses
         (False) a written array sharing a byte with another one, except, with
         ``in_place``, one that is exactly it (same address and size).
+
+        With ``cai``, a spec ``(shape, dtype, device, typestr, writes, dlcode)`` whose
+        ``dlcode`` is DLPack's ``code << 8 | bits`` of ``dtype`` (None: not taken) takes
+        a DLPack-only producer's array too (a type :data:`~thork_core._probe.KINDS` maps
+        to ``"dlpack"``, on any number of GPUs): its ``__dlpack_device__()`` names CUDA
+        memory on the first spec's device, and the capsule of ``__dlpack__(stream=<the
+        launch stream>, max_version=(1, 0))`` (the protocol's handshake) holds exactly
+        ``shape`` in the compact layout with that dtype, writable where ``writes``. The
+        capsules are dropped (their deleters run) once the launch is queued.
         """
         if len(order) != self.pointer_count or any(not 0 <= j < len(specs) for j in order):
             raise ValueError(f"{self.exe.kernel.name}: order must name one of the "
@@ -386,7 +398,8 @@ class ArrayGuard:
                  kinds: dict[type, Any] | None = None, in_place: bool = False) -> None:
         self.launch = launch
         self.array_type = array_type
-        self.specs = [s if len(s) == 5 else (*s, None, False) for s in specs]
+        self.specs = [(*s, None, False, None)[:6] if len(s) == 3 else (*s, None)[:6]
+                      for s in specs]
         self.order = order
         self.mask = mask
         self.to_handle = to_handle
@@ -403,9 +416,14 @@ class ArrayGuard:
             else self.to_handle(stream)
         ptrs = []
         bits = 0
-        for a, (shape, dtype, _, typestr, writes) in zip(args, self.specs):
+        keep: list[Any] = []  # DLPack capsules: held until the launch is queued
+        for a, (shape, dtype, _, typestr, writes, dlcode) in zip(args, self.specs):
             if type(a) is not self.array_type:
-                p = self._cai(a, shape, typestr, writes, handle)
+                if dlcode is not None and self.kinds is not None and \
+                        self.kinds.get(type(a)) == DLPACK:
+                    p = self._dlpack(a, shape, dtype, writes, handle, keep)
+                else:
+                    p = self._cai(a, shape, typestr, writes, handle)
                 if p is None:
                     return False
             else:
@@ -422,7 +440,27 @@ class ArrayGuard:
         if self.kinds is not None and self._overlap(ptrs):
             return False
         self.launch.call([ptrs[j] for j in self.order], handle)
+        del keep  # queued: the capsules release the producers' memory
         return True
+
+    def _dlpack(self, a: Any, shape: Any, dtype: Any, writes: bool, handle: int,
+                keep: list[Any]) -> int | None:
+        """The address of a DLPack-only producer's array as the spec asks (its capsule,
+        read for the launch stream, appended to ``keep``), else None."""
+        from ._probe import dlpack_probe, no_max_version
+
+        if no_max_version(type(a)):  # a DLPack 0.x producer: the caller's path (as in C)
+            return None
+        got = dlpack_probe(a, handle, self.device)
+        if got is None:
+            return None
+        keep.append(got[4])
+        if (got[3] and writes) or no_max_version(type(a)):
+            return None
+        _, got_shape, got_dtype, _, strides = got[1]
+        if got_shape != tuple(shape) or got_dtype is not dtype or strides is not None:
+            return None
+        return int(got[0])
 
     def _cai(self, a: Any, shape: Any, typestr: str | None, writes: bool,
              handle: int) -> int | None:

@@ -49,6 +49,7 @@
 #include <Python.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX: the member type of a __slots__ entry */
 
@@ -64,11 +65,32 @@ typedef int (*ctx_set_fn)(void *ctx);
 
 enum { CONV_CU = 0, CONV_HOST_STREAM = 1, CONV_HOST = 2 };
 
+/* DLPack's structures (dlpack.h, ABI 1.x): the guard's, dlpack_read's and dlpack_export's. */
+typedef struct { int32_t device_type, device_id; } DLDev;
+typedef struct { uint8_t code, bits; uint16_t lanes; } DLType;
+typedef struct {
+    void *data;
+    DLDev device;
+    int32_t ndim;
+    DLType dtype;
+    int64_t *shape, *strides;
+    uint64_t byte_offset;
+} DLTens;
+typedef struct { DLTens t; void *ctx; void (*deleter)(void *); } DLManaged;
+typedef struct {
+    uint32_t major, minor;
+    void *ctx;
+    void (*deleter)(void *);
+    uint64_t flags;
+    DLTens t;
+} DLManagedV;
+
 #define MAX_SLOTS 32     /* arrays of a Guard */
 #define MAX_PARAMS 1024  /* kernel parameters (CUDA's own limit is 4 KiB of them) */
 
 static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream;
 static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask, *s_kind_cai;
+static PyObject *s_kind_dlpack, *s_dlpack, *s_dlpack_device, *s_dlpack_kw, *s_max_version;
 
 /* An attribute of the guarded array type: read straight from its __slots__ offset when the
  * type's attribute is a slot (exact type is checked before any read), else by getattr. */
@@ -146,6 +168,10 @@ typedef struct {
     int writes[MAX_SLOTS];
     uint64_t nbytes[MAX_SLOTS];
     int in_place;
+    /* DLPack-only producers (types kinds maps to "dlpack"): per array the DLPack
+     * (code << 8 | bits) accepted, -1: none; device_id: the CUDA ordinal they must name. */
+    int dlcodes[MAX_SLOTS];
+    long device_id;
 } GuardObject;
 
 static PyTypeObject LauncherType;
@@ -555,10 +581,12 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
     g->array_type = NULL;
     g->kinds = NULL;
     g->in_place = 0;
+    g->device_id = -1;
     for (int i = 0; i < MAX_SLOTS; i++) {
         g->typestrs[i] = NULL;
         g->writes[i] = 0;
         g->nbytes[i] = 0;
+        g->dlcodes[i] = -1;
     }
     Py_INCREF(self);
     g->launch = self;
@@ -577,14 +605,20 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *spec = PySequence_Fast_GET_ITEM(fs, i);
-        PyObject *shape, *dtype, *device, *typestr = Py_None;
+        PyObject *shape, *dtype, *device, *typestr = Py_None, *dlcode = Py_None;
         int writes = 0;
         if (!PyTuple_Check(spec) ||
-            !PyArg_ParseTuple(spec, "OOO|Op", &shape, &dtype, &device, &typestr, &writes)) {
+            !PyArg_ParseTuple(spec, "OOO|OpO", &shape, &dtype, &device, &typestr, &writes,
+                              &dlcode)) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "specs: each entry is (shape, dtype, device"
-                                "[, typestr, writes])");
+                                "[, typestr, writes, dlpack code])");
             goto fail;
+        }
+        if (dlcode != Py_None && PyTuple_Check(shape)) { /* DLPack: a tuple shape only */
+            long c = PyLong_AsLong(dlcode);
+            if (PyErr_Occurred()) goto fail;
+            g->dlcodes[i] = (int)c;
         }
         Py_INCREF(shape);
         Py_INCREF(dtype);
@@ -622,6 +656,10 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         if (i == 0) {
             Py_INCREF(device);
             g->device = device;
+            if (PyLong_Check(device)) {
+                g->device_id = PyLong_AsLong(device);
+                if (PyErr_Occurred()) goto fail;
+            }
         }
     }
     for (Py_ssize_t k = 0; k < self->nslots; k++) {
@@ -749,6 +787,83 @@ done:
     return r;
 }
 
+/* Array i of a Guard with DLPack-only producers: 1 when `a`'s type is mapped to "dlpack"
+ * in g->kinds, its __dlpack_device__() names CUDA (or managed) memory on g->device_id and
+ * its __dlpack__(stream=<the launch stream; 1 for the legacy one>, max_version=(1, 0))
+ * (the protocol's handshake: the producer orders that stream after its work) gives a
+ * capsule whose tensor has the spec's DLPack dtype and exact shape in the compact
+ * row-major layout (strides absent or those of it; extents of 1 may carry any stride)
+ * and, where the kernel writes it, is not read-only: *ptr is data + byte_offset and
+ * *cap the capsule (a new reference: the caller drops it once the launch is queued,
+ * which releases the producer's memory through the capsule's destructor). 0: anything
+ * else (the caller's path reads the array again and says why); -1: error. */
+static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t handle,
+                        uint64_t *ptr, PyObject **cap) {
+    PyObject *dev = PyObject_CallMethodNoArgs(a, s_dlpack_device);
+    if (!dev) {
+        PyErr_Clear();
+        return 0;
+    }
+    long kind = -1, id = -1;
+    if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2) {
+        kind = PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
+        id = PyLong_AsLong(PyTuple_GET_ITEM(dev, 1));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            kind = -1;
+        }
+    }
+    Py_DECREF(dev);
+    if ((kind != 2 && kind != 13) || id != g->device_id) return 0; /* kDLCUDA, managed */
+    PyObject *stream = PyLong_FromUnsignedLongLong(handle ? handle : 1);
+    if (!stream) return -1;
+    PyObject *argv[3] = {a, stream, s_max_version};
+    PyObject *c = PyObject_VectorcallMethod(s_dlpack, argv, 1, s_dlpack_kw);
+    Py_DECREF(stream);
+    if (!c) { /* e.g. a DLPack 0.x producer without max_version: the caller's path */
+        PyErr_Clear();
+        return 0;
+    }
+    const DLTens *t;
+    int readonly = 0;
+    if (PyCapsule_IsValid(c, "dltensor_versioned")) {
+        const DLManagedV *m = PyCapsule_GetPointer(c, "dltensor_versioned");
+        if (!m || m->major != 1) goto miss;
+        t = &m->t;
+        readonly = (m->flags & 1) != 0; /* DLPACK_FLAG_BITMASK_READ_ONLY */
+    } else if (PyCapsule_IsValid(c, "dltensor")) {
+        const DLManaged *m = PyCapsule_GetPointer(c, "dltensor");
+        if (!m) goto miss;
+        t = &m->t;
+    } else {
+        goto miss;
+    }
+    PyObject *shape = g->shapes[i];
+    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    if (t->dtype.lanes != 1 || ((int)t->dtype.code << 8 | (int)t->dtype.bits) != g->dlcodes[i] ||
+        t->ndim != ndim || (ndim && !t->shape) || t->device.device_id != id ||
+        (t->device.device_type != 2 && t->device.device_type != 13) ||
+        (readonly && g->writes[i]))
+        goto miss;
+    int64_t step = 1;
+    for (Py_ssize_t d = ndim - 1; d >= 0; d--) {
+        long long want = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
+        if (want == -1 && PyErr_Occurred()) {
+            Py_DECREF(c);
+            return -1;
+        }
+        if (t->shape[d] != want) goto miss;
+        if (t->strides && want > 1 && t->strides[d] != step) goto miss;
+        step *= want;
+    }
+    *ptr = (uint64_t)(uintptr_t)t->data + t->byte_offset;
+    *cap = c;
+    return 1;
+miss:
+    Py_DECREF(c);
+    return 0;
+}
+
 static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf,
                             PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -771,53 +886,70 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
         if (PyErr_Occurred()) return NULL;
     }
     uint64_t ptrs[MAX_SLOTS], bits = 0;
+    /* DLPack capsules read for this call: held until the launch is queued */
+    PyObject *caps[MAX_SLOTS];
+    Py_ssize_t ncaps = 0;
+    PyObject *result = Py_False;
     for (Py_ssize_t i = 0; i < g->n; i++) {
         PyObject *a = args[i], *v;
         int ok;
         if (Py_TYPE(a) != g->array_type) {
-            if (!g->kinds || !g->typestrs[i]) Py_RETURN_FALSE;
-            ok = guard_cai(g, i, a, handle, &ptrs[i]);
-            if (ok < 0) return NULL;
-            if (!ok) Py_RETURN_FALSE;
+            if (!g->kinds) goto done;
+            PyObject *kind = PyDict_GetItemWithError(g->kinds, (PyObject *)Py_TYPE(a));
+            if (!kind) {
+                if (PyErr_Occurred()) goto error;
+                goto done;
+            }
+            if (g->dlcodes[i] >= 0 && (kind == s_kind_dlpack ||
+                    (PyUnicode_Check(kind) && PyUnicode_Compare(kind, s_kind_dlpack) == 0))) {
+                ok = guard_dlpack(g, i, a, handle, &ptrs[i], &caps[ncaps]);
+                if (ok > 0) ncaps++;
+            } else if (g->typestrs[i]) {
+                ok = guard_cai(g, i, a, handle, &ptrs[i]);
+            } else {
+                goto done;
+            }
+            if (ok < 0) goto error;
+            if (!ok) goto done;
             bits |= ptrs[i];
             continue;
         }
-        if (!(v = field_get(a, &g->fields[F_SHAPE]))) return NULL;
+        if (!(v = field_get(a, &g->fields[F_SHAPE]))) goto error;
         ok = same(v, g->shapes[i]);
         Py_DECREF(v);
         if (ok <= 0) goto miss_or_error;
-        if (!(v = field_get(a, &g->fields[F_DTYPE]))) return NULL;
+        if (!(v = field_get(a, &g->fields[F_DTYPE]))) goto error;
         ok = v == g->dtypes[i];
         Py_DECREF(v);
-        if (!ok) Py_RETURN_FALSE;
-        if (!(v = field_get(a, &g->fields[F_DEVICE]))) return NULL;
+        if (!ok) goto done;
+        if (!(v = field_get(a, &g->fields[F_DEVICE]))) goto error;
         ok = same(v, g->device);
         Py_DECREF(v);
         if (ok <= 0) goto miss_or_error;
-        if (!(v = field_get(a, &g->fields[F_STREAM]))) return NULL;
+        if (!(v = field_get(a, &g->fields[F_STREAM]))) goto error;
         if (v != Py_None) {
             uint64_t produced = PyLong_AsUnsignedLongLong(v);
             if (PyErr_Occurred()) {
                 Py_DECREF(v);
-                return NULL;
+                goto error;
             }
             if (produced != 0 && produced != handle) {
                 Py_DECREF(v);
-                Py_RETURN_FALSE;  /* the caller orders the launch after the producer */
+                goto done;  /* the caller orders the launch after the producer */
             }
         }
         Py_DECREF(v);
-        if (!(v = field_get(a, &g->fields[F_PTR]))) return NULL;
+        if (!(v = field_get(a, &g->fields[F_PTR]))) goto error;
         ptrs[i] = PyLong_AsUnsignedLongLong(v);
         Py_DECREF(v);
-        if (PyErr_Occurred()) return NULL;
+        if (PyErr_Occurred()) goto error;
         bits |= ptrs[i];
         continue;
     miss_or_error:
-        if (ok < 0) return NULL;
-        Py_RETURN_FALSE;
+        if (ok < 0) goto error;
+        goto done;
     }
-    if (bits & g->mask) Py_RETURN_FALSE;
+    if (bits & g->mask) goto done;
     if (g->kinds) { /* a written array shares no byte with another (or, in place, is it) */
         for (Py_ssize_t w = 0; w < g->n; w++) {
             if (!g->writes[w] || !g->nbytes[w]) continue;
@@ -825,17 +957,27 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
                 if (j == w || !g->nbytes[j]) continue;
                 if (ptrs[w] < ptrs[j] + g->nbytes[j] && ptrs[j] < ptrs[w] + g->nbytes[w] &&
                     !(g->in_place && ptrs[w] == ptrs[j] && g->nbytes[w] == g->nbytes[j]))
-                    Py_RETURN_FALSE; /* the caller's path reports it */
+                    goto done; /* the caller's path reports it */
             }
         }
     }
-    PreparedObject *l = g->launch;
-    uint64_t vals[MAX_SLOTS];
-    for (Py_ssize_t k = 0; k < l->nslots; k++) vals[k] = ptrs[g->order[k]];
-    PyObject *r = do_launch(l, vals, (void *)(uintptr_t)handle);
-    if (!r) return NULL;
-    Py_DECREF(r);
-    Py_RETURN_TRUE;
+    {
+        PreparedObject *l = g->launch;
+        uint64_t vals[MAX_SLOTS];
+        for (Py_ssize_t k = 0; k < l->nslots; k++) vals[k] = ptrs[g->order[k]];
+        PyObject *r = do_launch(l, vals, (void *)(uintptr_t)handle);
+        if (!r) goto error;
+        Py_DECREF(r);
+        result = Py_True;
+    }
+done:
+    /* the launch is queued (or nothing was): the capsules release the producers' memory */
+    while (ncaps > 0) Py_DECREF(caps[--ncaps]);
+    Py_INCREF(result);
+    return result;
+error:
+    while (ncaps > 0) Py_DECREF(caps[--ncaps]);
+    return NULL;
 }
 
 static PyTypeObject GuardType = {
@@ -1998,24 +2140,6 @@ static PyTypeObject GraphLaunchType = {
  * capsule or a vector dtype (lanes != 1): the caller's adapters say why. The capsule is
  * left as it was (its destructor still releases the producer's memory). The layouts are
  * DLPack's (dlpack.h, ABI 1.x). */
-typedef struct { int32_t device_type, device_id; } DLDev;
-typedef struct { uint8_t code, bits; uint16_t lanes; } DLType;
-typedef struct {
-    void *data;
-    DLDev device;
-    int32_t ndim;
-    DLType dtype;
-    int64_t *shape, *strides;
-    uint64_t byte_offset;
-} DLTens;
-typedef struct { DLTens t; void *ctx; void (*deleter)(void *); } DLManaged;
-typedef struct {
-    uint32_t major, minor;
-    void *ctx;
-    void (*deleter)(void *);
-    uint64_t flags;
-    DLTens t;
-} DLManagedV;
 
 static PyObject *dlpack_read(PyObject *self, PyObject *capsule) {
     (void)self;
@@ -2062,9 +2186,139 @@ done:
     return r;
 }
 
+/* ---- dlpack_export ----------------------------------------------------------------
+ * dlpack_export(owner, address, shape, strides, code, bits, device_id, versioned)
+ *     -> capsule
+ * DeviceArray.__dlpack__'s capsule, built in one C call (ctypes structures and Python
+ * callbacks took ~10 us per export): one malloc'd block holds the managed tensor (DLPack
+ * 1.x "dltensor_versioned" when versioned, else the legacy "dltensor"), its shape and its
+ * strides (a tuple in elements, or None: compact row-major). The tensor is CUDA memory of
+ * device device_id (kDLCUDA), writable (flags 0). manager_ctx holds a strong reference
+ * to owner (the array), dropped by the deleter, which any thread may call (it takes the
+ * GIL; after interpreter shutdown it only frees the block). The capsule's destructor calls
+ * the deleter when nobody consumed the capsule (a consumer renames it "used_dltensor*"
+ * and calls the deleter itself). dlpack_exports() -> int: the exports whose deleter has
+ * not run yet (tests of the keep-alive). */
+static Py_ssize_t dl_live; /* changed with the GIL held */
+
+static void dl_release(PyObject *owner, void *block) {
+    if (Py_IsInitialized()) {
+        PyGILState_STATE st = PyGILState_Ensure();
+        Py_XDECREF(owner);
+        dl_live--;
+        PyGILState_Release(st);
+    }
+    free(block);
+}
+
+static void dl_deleter_v(void *m) { dl_release((PyObject *)((DLManagedV *)m)->ctx, m); }
+static void dl_deleter(void *m) { dl_release((PyObject *)((DLManaged *)m)->ctx, m); }
+
+static void dl_capsule_destructor(PyObject *capsule) {
+    /* IsValid sets no exception; GetPointer on a valid name cannot fail */
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        DLManagedV *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        if (m && m->deleter) m->deleter(m);
+    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+        DLManaged *m = PyCapsule_GetPointer(capsule, "dltensor");
+        if (m && m->deleter) m->deleter(m);
+    }
+}
+
+/* The int64 values of a tuple of ints into out[n]; -1 with an exception otherwise. */
+static int dl_dims(PyObject *t, Py_ssize_t n, int64_t *out, const char *what) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != n) {
+        PyErr_Format(PyExc_TypeError, "dlpack_export: %s must be a tuple of %zd ints", what,
+                     n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
+        if (v == -1 && PyErr_Occurred()) return -1;
+        out[i] = (int64_t)v;
+    }
+    return 0;
+}
+
+static PyObject *dlpack_export(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "dlpack_export takes 8 arguments");
+        return NULL;
+    }
+    PyObject *owner = args[0], *shape = args[2], *strides = args[3];
+    unsigned long long addr = PyLong_AsUnsignedLongLong(args[1]);
+    if (addr == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    long code = PyLong_AsLong(args[4]), bits = PyLong_AsLong(args[5]);
+    long device = PyLong_AsLong(args[6]);
+    int versioned = PyObject_IsTrue(args[7]);
+    if (PyErr_Occurred() || versioned < 0) return NULL;
+    if (!PyTuple_Check(shape)) {
+        PyErr_SetString(PyExc_TypeError, "dlpack_export: shape must be a tuple");
+        return NULL;
+    }
+    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    int has_strides = strides != Py_None;
+    size_t head = versioned ? sizeof(DLManagedV) : sizeof(DLManaged);
+    head = (head + 7) & ~(size_t)7;
+    char *block = malloc(head + sizeof(int64_t) * (size_t)(ndim ? ndim : 1) * 2);
+    if (!block) return PyErr_NoMemory();
+    int64_t *dims = (int64_t *)(block + head), *steps = dims + (ndim ? ndim : 1);
+    if (dl_dims(shape, ndim, dims, "shape") < 0 ||
+        (has_strides && dl_dims(strides, ndim, steps, "strides") < 0)) {
+        free(block);
+        return NULL;
+    }
+    DLTens *t;
+    if (versioned) {
+        DLManagedV *m = (DLManagedV *)block;
+        m->major = 1;
+        m->minor = 0;
+        m->ctx = owner;
+        m->deleter = dl_deleter_v;
+        m->flags = 0;
+        t = &m->t;
+    } else {
+        DLManaged *m = (DLManaged *)block;
+        m->ctx = owner;
+        m->deleter = dl_deleter;
+        t = &m->t;
+    }
+    t->data = (void *)(uintptr_t)addr;
+    t->device.device_type = 2; /* kDLCUDA */
+    t->device.device_id = (int32_t)device;
+    t->ndim = (int32_t)ndim;
+    t->dtype.code = (uint8_t)code;
+    t->dtype.bits = (uint8_t)bits;
+    t->dtype.lanes = 1;
+    t->shape = dims;
+    t->strides = has_strides ? steps : NULL;
+    t->byte_offset = 0;
+    PyObject *capsule = PyCapsule_New(block, versioned ? "dltensor_versioned" : "dltensor",
+                                      dl_capsule_destructor);
+    if (!capsule) {
+        free(block);
+        return NULL;
+    }
+    Py_INCREF(owner);
+    dl_live++;
+    return capsule;
+}
+
+static PyObject *dlpack_exports(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyLong_FromSsize_t(dl_live);
+}
+
 static PyMethodDef module_methods[] = {
     {"dlpack_read", (PyCFunction)dlpack_read, METH_O,
      "dlpack_read(capsule): the DLTensor's fields, or None (see _native_launch.c)."},
+    {"dlpack_export", (PyCFunction)(void (*)(void))dlpack_export, METH_FASTCALL,
+     "dlpack_export(owner, address, shape, strides, code, bits, device_id, versioned): "
+     "a DLPack capsule (see _native_launch.c)."},
+    {"dlpack_exports", (PyCFunction)dlpack_exports, METH_NOARGS,
+     "dlpack_exports(): exports whose deleter has not run yet."},
     {NULL, NULL, 0, NULL}};
 
 static PyModuleDef module = {
@@ -2086,6 +2340,13 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     s_mask = PyUnicode_InternFromString("mask");
     s_kind_cai = PyUnicode_InternFromString("cai"); /* thork_core._probe.CAI */
     if (!s_cai || !s_typestr || !s_strides || !s_data || !s_mask || !s_kind_cai) return NULL;
+    s_kind_dlpack = PyUnicode_InternFromString("dlpack"); /* thork_core._probe.DLPACK */
+    s_dlpack = PyUnicode_InternFromString("__dlpack__");
+    s_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
+    s_max_version = Py_BuildValue("(ii)", 1, 0);
+    if (!s_kind_dlpack || !s_dlpack || !s_dlpack_device || !s_max_version) return NULL;
+    s_dlpack_kw = Py_BuildValue("(ss)", "stream", "max_version");
+    if (!s_dlpack_kw) return NULL;
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_device = PyUnicode_InternFromString("device");

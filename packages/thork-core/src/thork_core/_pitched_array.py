@@ -137,8 +137,6 @@ class PitchedArray(DeviceArray):
         cai["strides"] = self._strides
         return cai
 
-    def _dl_strides(self) -> Any:
-        import ctypes
-
+    def _dl_strides(self) -> tuple[int, ...] | None:
         isz = self.dtype.itemsize
-        return (ctypes.c_int64 * max(self.ndim, 1))(*(s // isz for s in self._strides))
+        return tuple(s // isz for s in self._strides)

@@ -29,7 +29,7 @@ from ._device import _DL_CUDA, _DL_CUDA_MANAGED
 
 __all__ = ["CAI", "DEFAULT_STREAMS", "DLPACK", "KINDS", "cai_pointer", "dlpack_cuda_device",
            "dlpack_probe", "follow", "followers", "forget_kinds", "implied_stream", "kind_of",
-           "one_gpu", "probe"]
+           "no_max_version", "one_gpu", "probe"]
 
 #: ``__cuda_array_interface__`` ``stream`` values that ask no wait of a consumer: absent,
 #: 0 (not valid in CAI v3; read as the legacy stream, as the native module does), the
@@ -230,7 +230,8 @@ _CAPSULE: list[Any] = []
 _DL_DTYPES: dict[tuple[int, int], Any] = {}
 
 
-def dlpack_probe(x: Any, handle: int) -> tuple[int, Any, int, bool, Any] | None:
+def dlpack_probe(x: Any, handle: int,
+                 device: int | None = None) -> tuple[int, Any, int, bool, Any] | None:
     """A DLPack-only producer's array on a CUDA device, read for a launch on stream
     ``handle`` (0: the legacy default stream): ``(address, key, device, read-only,
     capsule)``, else None (another device, a capsule this cannot read: the caller takes
@@ -239,13 +240,15 @@ def dlpack_probe(x: Any, handle: int) -> tuple[int, Any, int, bool, Any] | None:
     byte strides or None)``, None for the compact row-major layout whatever the producer
     wrote; keep ``capsule`` until the launch is queued (it holds the producer's
     reference to the memory). The capsule is read in C where the native module is loaded
-    (``dlpack_read``), else through ctypes."""
+    (``dlpack_read``), else through ctypes. ``device``: None when the array may be on any
+    CUDA device, else the one it must be on (another: None before any handshake)."""
     read = _CAPSULE[0] if _CAPSULE else _capsule_reader()
     tx = type(x)
     try:
-        device = dlpack_cuda_device(x, tx)
-        if device < 0:
+        on = dlpack_cuda_device(x, tx)
+        if on < 0 or (device is not None and on != device):
             return None
+        device = on
         consumer = handle or 1  # DLPack names CUDA's legacy default stream 1
         if tx in _NO_MAX_VERSION:
             capsule = x.__dlpack__(stream=consumer)
@@ -271,6 +274,12 @@ def dlpack_probe(x: Any, handle: int) -> tuple[int, Any, int, bool, Any] | None:
     except Exception:  # noqa: BLE001 - anything unusual: the adapters' path says why
         return None
     return ptr, (tx, shape, dtype, device, strides), device, readonly, capsule
+
+
+def no_max_version(tx: type) -> bool:
+    """Whether ``tx.__dlpack__`` refused ``max_version`` (a DLPack 0.x producer, read with
+    legacy capsules: core's C guard, which asks for versioned ones, leaves it alone)."""
+    return tx in _NO_MAX_VERSION
 
 
 def _capsule_reader() -> Any:

@@ -45,6 +45,7 @@ from ._probe import (
     followers,
     implied_stream,
     kind_of,
+    no_max_version,
     one_gpu,
     probe,
 )
@@ -53,7 +54,7 @@ from ._target import Dim3, normalize_dims
 __all__ = ["CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
            "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "byte_range", "cai_pointer",
            "check_arg_count", "dlpack_probe", "float_scalar", "follow", "followers",
-           "implied_stream", "kind_of",
+           "implied_stream", "kind_of", "no_max_version",
            "guarded_call_base", "launch_call_base", "make_launcher", "memory_range",
            "normalize_dims", "one_gpu", "out_maker", "overlapping", "param_kinds", "probe",
            "shared_bytes", "static_shared_bytes"]
