@@ -22,8 +22,16 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from thork_core import ArgumentError, DeviceError, dtype_of
-from thork_core._dtype import dlpack_code, typestr
-from thork_core.launch import CAI, DLPACK, dlpack_probe, kind_of, no_max_version, one_gpu
+from thork_core.launch import (
+    CAI,
+    DLPACK,
+    dlpack_code,
+    dlpack_probe,
+    kind_of,
+    no_max_version,
+    one_gpu,
+    typestr,
+)
 
 from ._alias import (
     check_out_aliasing,

@@ -8,13 +8,16 @@ convention). :meth:`Executable.launch <thork_core.plugin.Executable.launch>` is 
 path; :meth:`Executable.prepare <thork_core.plugin.Executable.prepare>` returns a
 :class:`PreparedLaunch`; :func:`guarded_call_base` is the native hot path's base class
 where the C extension is available; :func:`probe` and :func:`cai_pointer` read an
-array's address and kind on a hot path without the adapters. All of it is safe to call
+array's address and kind on a hot path without the adapters (:func:`typestr` and
+:func:`dlpack_code` give a DType's ``__cuda_array_interface__`` typestr and DLPack
+``(code, bits)``, what such a reading compares against). All of it is safe to call
 from many threads.
 """
 
 from __future__ import annotations
 
 from ._binding import check_arg_count
+from ._dtype import dlpack_code, typestr
 from ._launch import (
     CONV_CU,
     CONV_HOST,
@@ -53,8 +56,8 @@ from ._target import Dim3, normalize_dims
 
 __all__ = ["CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
            "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "byte_range", "cai_pointer",
-           "check_arg_count", "dlpack_probe", "float_scalar", "follow", "followers",
+           "check_arg_count", "dlpack_code", "dlpack_probe", "float_scalar", "follow", "followers",
            "implied_stream", "kind_of", "no_max_version",
            "guarded_call_base", "launch_call_base", "make_launcher", "memory_range",
            "normalize_dims", "one_gpu", "out_maker", "overlapping", "param_kinds", "probe",
-           "shared_bytes", "static_shared_bytes"]
+           "shared_bytes", "static_shared_bytes", "typestr"]
