@@ -274,13 +274,15 @@ def _layout_file(op: str, dtype: Any, n: int) -> RowConfig | None:
 # (d99f289) had a new layout win both its sweep and bench_lang's confirmation: persistent
 # grids prefetching the next rows (persist), two rows a group (batch), layer norm's weight
 # and bias loaded first (early). Streaming ("cs") accesses only where the data is small
-# (at N >= 4096 they cost about 5 %).
+# (at N >= 4096 they cost about 5 %). Softmax fp16 2048 / 4096 / 8192: h-soft's session-10
+# call (run 15, docs/benchmarks.md "Softmax fp16: the generated code against Triton's"):
+# twice the row a thread (two rows a 256-thread block at 4096), the sweep's winners.
 _PLAIN, _CS = None, "cs"
 LAYOUTS: dict[tuple[str, str, int], RowConfig] = {
     ("softmax", "float16", 1024): RowConfig(32, cache=_CS),
-    ("softmax", "float16", 2048): RowConfig(128, onepass=False, cache=_CS, persist=8),
-    ("softmax", "float16", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
-    ("softmax", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
+    ("softmax", "float16", 2048): RowConfig(128, onepass=False, cache=_CS),
+    ("softmax", "float16", 4096): RowConfig(128, rows=2, onepass=False, cache=_PLAIN),
+    ("softmax", "float16", 8192): RowConfig(256, onepass=False, cache=_PLAIN),
     ("softmax", "float16", 16384): RowConfig(1024, cache=_PLAIN),
     ("softmax", "float32", 1024): RowConfig(64, onepass=False, cache=_CS, persist=16),
     ("softmax", "float32", 2048): RowConfig(128, onepass=False, cache=_PLAIN, batch=2),

@@ -15,7 +15,10 @@ the fp16 softmax / layer-norm row kernels. One process, anchors beside every var
   method; bench_lang: the default warm-up and repetitions). ``--only`` times some cases.
 
     python bench/diag_lang.py --out DIR [--no-rows] [--no-jacobi] [--fp16-only] [--jobs 16]
-        [--only softmax/float16/4096,layer_norm/float32/1024] [--rep 40]
+        [--only softmax/float16/4096,layer_norm/float32/1024] [--rep 40] [--pure]
+        [--precompile-bench]
+
+* ``--pure`` (h-soft): where a gap of a softmax pick to Triton comes from (:func:`pure_rows`).
 """
 
 from __future__ import annotations
@@ -161,7 +164,31 @@ def candidates(op: str, dtype: Any, n: int) -> list[Any]:
         cands += [base._replace(threads=t, rows=max(1, base.threads // t), early=early),
                   base._replace(threads=t, rows=max(1, base.threads // t), early=early,
                                 onepass=not base.onepass, cache="cs")]
+    if op == "softmax":
+        cands += softmax_variants(dtype, n)
     return list(dict.fromkeys(cands))
+
+
+def softmax_variants(dtype: Any, n: int) -> list[Any]:
+    """Softmax layouts added by h-soft (session 10) for the cases still at or below 1.0x
+    (fp16 2048 / 4096 / 8192, fp32 2048 / 8192): the generated code matches Triton's
+    instruction for instruction (docs/benchmarks.md), so the layouts that change the work
+    a thread does around its two reductions: twice the row a thread (half the threads:
+    the per-thread reduction cost amortized over twice the elements), two such rows a
+    block (the same block size), one reduction or two, plain and streaming."""
+    if (dtype.name, n) not in {("float16", 2048), ("float16", 4096), ("float16", 8192),
+                               ("float32", 2048), ("float32", 8192)}:
+        return []
+    rc = bl.RowConfig
+    t = bl.softmax_threads(n)  # 16 elements a thread
+    out = [rc(t, onepass=False, cache=None), rc(t, cache=None),
+           rc(t // 2, onepass=False, cache=None), rc(t // 2, cache=None),
+           rc(t // 2, rows=2, onepass=False, cache=None)]
+    if n <= 2048:
+        out += [rc(t, onepass=False, cache="cs"), rc(t // 2, rows=2, onepass=False, cache="cs")]
+    else:
+        out.append(rc(min(1024, 2 * t), onepass=False, cache=None))
+    return out
 
 
 def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
@@ -295,6 +322,106 @@ def row_rows(fp16_only: bool, only: set[str] | None = None, rep: int = 40
     return out
 
 
+def pure_rows(only: set[str] | None) -> list[dict[str, Any]]:
+    """Where a gap between Thork's pick (:data:`bench_lang.LAYOUTS`) and Triton comes from
+    (h-soft, session 10), for each ``--only`` softmax case: (1) ``do_bench`` as bench_lang
+    times it (L2 flushed before each call); (2) the same with each side's launch captured
+    once in a CUDA graph and replayed (no host launch path in the timed region for either
+    side); (3) 200 calls back to back between two events, no flush (GPU throughput alone);
+    (4) the host's enqueue time a call (perf_counter over 200 calls). The median of 3
+    interleaved rounds each."""
+    import time
+
+    import torch
+    from triton.testing import do_bench
+
+    tri = bl._triton_kernels()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    m_rows = 4096
+    out: list[dict[str, Any]] = []
+    for key in sorted(only or ()):
+        op, dtname, n_s = key.split("/")
+        if op != "softmax":
+            continue
+        n = int(n_s)
+        dtype = getattr(tk.dt, dtname)
+        tdt = getattr(torch, dtname)
+        torch.manual_seed(1)
+        x = torch.randn(m_rows, n, device="cuda", dtype=tdt)
+        y = torch.empty_like(x)
+        cfg = bl.softmax_config(dtype, n)
+        k = bl.make_softmax(dtype, n, cfg)[cfg.grid(m_rows, sms), cfg.block]
+        fns: dict[str, Any] = {
+            "thork": lambda k=k, x=x, y=y: k(y, x, m_rows, target="gpu"),
+            "triton": lambda x=x, y=y: tri[0](y, x),
+            "copy": lambda x=x, y=y: y.copy_(x)}
+        for fn in fns.values():
+            fn()
+        torch.cuda.synchronize()
+        graphs: dict[str, Any] = {}
+        for name, fn in fns.items():
+            try:
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    fn()
+                graphs[name] = g
+            except Exception as exc:  # noqa: BLE001 - reported, the rest still runs
+                print(f"  graph capture of {name} failed: {exc}", flush=True)
+        torch.cuda.synchronize()
+        res: dict[str, dict[str, list[float]]] = {
+            name: {"flushed": [], "graph": [], "b2b": [], "enqueue": []} for name in fns}
+        names = list(fns)
+        for i in range(3):
+            for name in names[i % 3:] + names[:i % 3]:
+                fn, r = fns[name], res[name]
+                r["flushed"].append(do_bench(fn, warmup=5, rep=20, return_mode="median") * 1e3)
+                if name in graphs:
+                    r["graph"].append(do_bench(graphs[name].replay, warmup=5, rep=20,
+                                               return_mode="median") * 1e3)
+                torch.cuda.synchronize()
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                    enable_timing=True)
+                e0.record()
+                t0 = time.perf_counter()
+                for _ in range(200):
+                    fn()
+                t1 = time.perf_counter()
+                e1.record()
+                torch.cuda.synchronize()
+                r["b2b"].append(e0.elapsed_time(e1) * 1e3 / 200)
+                r["enqueue"].append((t1 - t0) * 1e6 / 200)
+        med = {name: {m: statistics.median(v) for m, v in r.items() if v}
+               for name, r in res.items()}
+        print(f"pure {key} {cfg.tag()}: " + "; ".join(
+            f"{name} " + " ".join(f"{m} {v:.2f}" for m, v in d.items())
+            for name, d in med.items()) + " (us)", flush=True)
+        out.append({"case": key, "layout": cfg.tag(), "rounds_us": res, "median_us": med})
+    return out
+
+
+def precompile_bench(jobs: int) -> None:
+    """Build every kernel bench_lang's rows time (its :data:`bench_lang.LAYOUTS` picks and
+    Triton's kernels) in ``jobs`` processes, so that a bench_lang run after this one finds
+    them in the disk caches."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import time
+
+    work: list[tuple[str, str, int, Any]] = []
+    for dtype in (tk.dt.float16, tk.dt.float32):
+        for n in bl.NORM_SIZES:
+            work += [("softmax", dtype.name, n, None), ("layer_norm", dtype.name, n, None),
+                     ("softmax", dtype.name, n, bl.softmax_config(dtype, n)),
+                     ("layer_norm", dtype.name, n, bl.layer_norm_config(dtype, n))]
+    t0 = time.perf_counter()
+    with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as ex:
+        for msg in ex.map(_build, work, chunksize=1):
+            if msg.startswith("triton"):
+                print(f"precompile: {msg}", flush=True)
+    print(f"precompiled bench_lang's {len(work)} row kernels in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=None)
@@ -308,10 +435,22 @@ def main() -> int:
                     "(e.g. softmax/float16/4096); default all")
     ap.add_argument("--rep", type=int, default=40,
                     help="do_bench's rep (ms) a side and round; warm-up rep/4")
+    ap.add_argument("--pure", action="store_true",
+                    help="after the sweep, time the --only softmax cases' picks against "
+                    "Triton with the L2 flushed, as CUDA graphs, back to back, and the "
+                    "host's enqueue time (pure_rows)")
+    ap.add_argument("--precompile-bench", action="store_true",
+                    help="also build bench_lang's row kernels (with --jobs)")
+    ap.add_argument("--precompile-only", action="store_true",
+                    help="build (with --jobs) and stop: a later call times from the caches")
     opts = ap.parse_args()
     only = {c.strip() for c in opts.only.split(",") if c.strip()} or None
     if opts.jobs and not opts.no_rows:
         precompile_rows(opts.fp16_only, opts.jobs, only)
+    if opts.jobs and opts.precompile_bench:
+        precompile_bench(opts.jobs)
+    if opts.precompile_only:
+        return 0
     import cupy as cp
 
     dev = cp.cuda.Device()
@@ -325,13 +464,20 @@ def main() -> int:
             print(json.dumps(r), flush=True)
     if not opts.no_rows:
         info["rows"] = row_rows(opts.fp16_only, only, opts.rep)
-    if opts.out:
-        opts.out.mkdir(parents=True, exist_ok=True)
-        (opts.out / "diag_lang.json").write_text(json.dumps(info, indent=2))
+    _write(opts.out, info)
+    if opts.pure:  # after the picks are written: a failure here leaves them
+        info["pure"] = pure_rows(only)
+        _write(opts.out, info)
+    return 0
+
+
+def _write(out: Path | None, info: dict[str, Any]) -> None:
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "diag_lang.json").write_text(json.dumps(info, indent=2))
         if info.get("rows"):  # the fastest layout of each case, for BENCH_LANG_LAYOUTS
             picks = {f"{r['op']}/{r['dtype']}/{r['N']}": r["best"] for r in info["rows"]}
-            (opts.out / "layouts.json").write_text(json.dumps(picks, indent=1))
-    return 0
+            (out / "layouts.json").write_text(json.dumps(picks, indent=1))
 
 
 if __name__ == "__main__":

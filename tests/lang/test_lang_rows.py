@@ -62,7 +62,9 @@ CASES = [("float32", 1024, RC(64), 8), ("float32", 1024, RC(32, rows=4), 8),
          ("float16", 1024, RC(64, batch=2, onepass=False, early=True), 8),
          ("float32", 1024, RC(128, persist=1, early=True), 10),
          ("float16", 2048, RC(128, persist=2, onepass=False, cache=None), 10),
-         ("float32", 2048, RC(64, rows=2, batch=2, persist=1, early=True), 12)]
+         ("float32", 2048, RC(64, rows=2, batch=2, persist=1, early=True), 12),
+         # session 10 (h-soft): softmax fp16 4096's pick, two rows of 128 threads a block
+         ("float16", 4096, RC(128, rows=2, onepass=False, cache=None), 6)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{d}-{n}-{c.tag()}" for d, n, c, _ in CASES])
