@@ -17,6 +17,7 @@ from typing import Any
 import fkl
 import numpy as np
 import pytest
+from helpers import run_threads
 from test_fkl_pitched_hot import _wrap, fake_gpu, slow_calls  # noqa: F401 - fixtures
 from thork_core import ArgumentError
 
@@ -206,24 +207,15 @@ def test_foreign_hot_paths_from_many_threads(fake_gpu: list[Any],  # noqa: F811
     shape = (7, 9)
     n_threads, calls = 8, 40
     barrier = threading.Barrier(n_threads)
-    errors: list[BaseException] = []
 
     def work(t: int) -> None:
-        try:
-            barrier.wait()
-            for k in range(calls):
-                x = DLPackOnly(_wrap((1 << 32) + (t * calls + k) * 4096, shape, "float32"))
-                y = DLPackOnly(_wrap((1 << 40) + (t * calls + k) * 4096, shape, "float32"))
-                assert pipe(x, out=y) is y
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        barrier.wait()
+        for k in range(calls):
+            x = DLPackOnly(_wrap((1 << 32) + (t * calls + k) * 4096, shape, "float32"))
+            y = DLPackOnly(_wrap((1 << 40) + (t * calls + k) * 4096, shape, "float32"))
+            assert pipe(x, out=y) is y
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors, errors[0]
+    run_threads(work, n_threads)
     launched = sorted(tuple(ptrs) for _, ptrs in fake_gpu)
     want = sorted(((1 << 32) + i * 4096, (1 << 40) + i * 4096)
                   for i in range(n_threads * calls))

@@ -13,6 +13,7 @@ import time
 import types
 
 import pytest
+from helpers import run_threads
 from thork_core import Artifact, DiskCache, _build, _cache, _memo
 from thork_core._cache import flush_writes
 
@@ -73,25 +74,16 @@ def test_build_lock_is_held_until_the_entry_is_written(tmp_path, monkeypatch):
 def test_threads_writing_one_cache(tmp_path):
     cache = DiskCache(tmp_path)
     arts = {i: _art(500 + i, i) for i in range(48)}
-    errors = []
 
     def worker(w: int) -> None:
-        try:
-            for i in range(w, 48, 8):
-                with cache.lock(_key(i)) as held:
-                    cache.put_later(_key(i), arts[i], held)
-                got = cache.get(_key(i))
-                assert got is not None and got.data == arts[i].data
-            cache.put_later(_key(999), arts[0])  # every thread the same key as well
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        for i in range(w, 48, 8):
+            with cache.lock(_key(i)) as held:
+                cache.put_later(_key(i), arts[i], held)
+            got = cache.get(_key(i))
+            assert got is not None and got.data == arts[i].data
+        cache.put_later(_key(999), arts[0])  # every thread the same key as well
 
-    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors
+    run_threads(worker, 8, 60)
     flush_writes()
     fresh = DiskCache(tmp_path)
     for i in range(48):

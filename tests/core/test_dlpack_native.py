@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import run_threads
 from test_native_launch import (
     F32,
     SHAPE_IN,
@@ -316,26 +317,17 @@ def test_dlpack_guard_from_many_threads(native: Any, kinds: Any) -> None:  # noq
     guard, calls = _dl_guard(native, kinds, "native")
     n_threads, per = 8, 50
     barrier = threading.Barrier(n_threads)
-    errors: list[BaseException] = []
     n0 = _live()
 
     def work(t: int) -> None:
-        try:
-            barrier.wait()
-            for k in range(per):
-                i = t * per + k
-                x = _dl((1 << 32) + i * 4096)
-                y = _dl((1 << 40) + i * 4096, SHAPE_OUT, F32)
-                assert guard(x, y, None) is True
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        barrier.wait()
+        for k in range(per):
+            i = t * per + k
+            x = _dl((1 << 32) + i * 4096)
+            y = _dl((1 << 40) + i * 4096, SHAPE_OUT, F32)
+            assert guard(x, y, None) is True
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors, errors[0]
+    run_threads(work, n_threads)
     got = sorted(p for p, _ in calls())
     assert got == sorted(((1 << 40) + i * 4096, (1 << 32) + i * 4096)
                          for i in range(n_threads * per))

@@ -9,12 +9,12 @@ the real kernel's fast and fallback results to NumPy."""
 from __future__ import annotations
 
 import sys
-import threading
 import weakref
 from typing import Any
 
 import pytest
 import thork as tk
+from helpers import run_threads
 from test_launch_hot_call import scale_add
 from test_native_launch import BIND_CASES, Cai, Stream, _binder, _da
 
@@ -178,22 +178,14 @@ def test_many_threads_share_one_armed_launch(native):
     """Each call binds its own arguments on its own C stack: 8 threads, 200 calls each,
     every recorded launch carries the pointers its own call passed."""
     rec, hot = _armed(native)
-    errors: list[BaseException] = []
 
     def work(t: int) -> None:
-        try:
-            for i in range(200):
-                a, b = 0x1000 * (t + 1) + 16 * i, 0x100000 * (t + 1) + 16 * i
-                assert hot(_da(a), float(i), _da(b), t) is None
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for i in range(200):
+            a, b = 0x1000 * (t + 1) + 16 * i, 0x100000 * (t + 1) + 16 * i
+            assert hot(_da(a), float(i), _da(b), t) is None
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert errors == [] and hot.missed == []
+    run_threads(work, 8)
+    assert hot.missed == []
     assert len(rec.calls) == 8 * 200
     for call in rec.calls:
         a, b = call["pointers"]

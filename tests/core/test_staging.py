@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import thork as tk
-from helpers import poisoned
+from helpers import poisoned, run_threads
 from thork_core import ArgumentError, LaunchError, _staging
 from thork_core._staging import Transfer, configure_staging, round_trip
 
@@ -222,31 +222,23 @@ def test_round_trips_from_12_threads_share_the_lanes(rng):
     lane pool: every result is right."""
     seed = int(rng.integers(2**31))
     wrong: list[int] = []
-    errors: list[BaseException] = []
 
     def work(t: int) -> None:
-        try:
-            g = np.random.default_rng([seed, t])
-            for _ in range(3):
-                n = int(g.integers(1000, 60_000)) | 1
-                out, a, b = (g.standard_normal(n).astype(np.float32) for _ in range(3))
-                want = out + a + b
-                drv, dev = FakeDriver(), Device()
-                ts, bufs = _transfers((out, a, b), (True, False, False), (False,) * 3, dev)
-                round_trip(drv, FakeStage(_staging.staged_bytes(ts)), 0, ts,
-                           lambda drv=drv, bufs=bufs, n=n: drv.launch(_add_kernel(bufs, n)),
-                           lanes=4, chunk_bytes=8192, inline_bytes=0)
-                if not np.array_equal(out, want):
-                    wrong.append(t)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        g = np.random.default_rng([seed, t])
+        for _ in range(3):
+            n = int(g.integers(1000, 60_000)) | 1
+            out, a, b = (g.standard_normal(n).astype(np.float32) for _ in range(3))
+            want = out + a + b
+            drv, dev = FakeDriver(), Device()
+            ts, bufs = _transfers((out, a, b), (True, False, False), (False,) * 3, dev)
+            round_trip(drv, FakeStage(_staging.staged_bytes(ts)), 0, ts,
+                       lambda drv=drv, bufs=bufs, n=n: drv.launch(_add_kernel(bufs, n)),
+                       lanes=4, chunk_bytes=8192, inline_bytes=0)
+            if not np.array_equal(out, want):
+                wrong.append(t)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(12)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert errors == [] and wrong == []
+    run_threads(work, 12)
+    assert wrong == []
 
 
 @pytest.mark.parametrize("kw,msg", [
@@ -328,26 +320,18 @@ def test_gpu_staged_round_trips_from_16_threads(rng):
     odd sizes), all sharing the lanes: every result matches NumPy."""
     seed = int(rng.integers(2**31))
     wrong: list[int] = []
-    errors: list[BaseException] = []
     start = threading.Barrier(16)
 
     def work(t: int) -> None:
-        try:
-            g = np.random.default_rng([seed, t])
-            start.wait()
-            for _ in range(4):
-                n = int(g.integers(250_000, 800_000)) | 1
-                out, x, y = (g.standard_normal(n).astype(np.float32) for _ in range(3))
-                want = _fma3_ref(out, x, y)
-                fma3[(n + 255) // 256, 256](out, x, y, n)
-                if not np.allclose(out, want, rtol=1e-6, atol=1e-6):
-                    wrong.append(t)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        g = np.random.default_rng([seed, t])
+        start.wait()
+        for _ in range(4):
+            n = int(g.integers(250_000, 800_000)) | 1
+            out, x, y = (g.standard_normal(n).astype(np.float32) for _ in range(3))
+            want = _fma3_ref(out, x, y)
+            fma3[(n + 255) // 256, 256](out, x, y, n)
+            if not np.allclose(out, want, rtol=1e-6, atol=1e-6):
+                wrong.append(t)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(16)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert errors == [] and wrong == []
+    run_threads(work, 16)
+    assert wrong == []

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import thork as tk
-from helpers import poisoned
+from helpers import poisoned, run_threads
 
 THREADS = 16
 ROUNDS = 12
@@ -222,3 +222,20 @@ def test_the_python_launcher_is_thread_safe_too(monkeypatch, target, rng):
     _hammer(work, rounds=6)
     assert isinstance(kernel._executable(target)[0].launcher, PyLauncher)
     assert wrong == []
+
+
+def test_run_threads_raises_what_a_thread_raised_and_names_stuck_threads():
+    """The suite's thread runner (tests/helpers) must not swallow a worker's failure."""
+    seen: list[int] = []
+    run_threads(seen.append, 5)
+    assert sorted(seen) == [0, 1, 2, 3, 4]
+
+    def fails(i: int) -> None:
+        assert i != 3, "worker 3 failed"
+
+    with pytest.raises(AssertionError, match="worker 3 failed"):
+        run_threads(fails, 6)
+    release = threading.Event()
+    with pytest.raises(AssertionError, match=r"threads \[1\] still running"):
+        run_threads(lambda i: i == 1 and release.wait(5), 2, 0.2)
+    release.set()

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 __all__ = ["LAUNCHED", "TARGETS", "compiles_for_gpu", "has_plugin", "importable",
-           "install_dist", "poisoned", "random_array"]
+           "install_dist", "poisoned", "random_array", "run_threads"]
 
 
 def install_dist(site: Any, dist: str, entry_points: dict[str, str],
@@ -106,3 +108,27 @@ def compiles_for_gpu(kernel: Any, archs: tuple[str, ...] = ("sm_75", "sm_90")) -
 #: Every kernel the suite launched (name@id -> Kernel), filled by conftest's session
 #: fixture; ``compilers/test_cubin_all_launched.py`` compiles each to cubin at the end.
 LAUNCHED: dict[str, Any] = {}
+
+
+def run_threads(work: Callable[[int], object], n: int, join_seconds: float | None = None) -> None:
+    """Run ``work(0)`` ... ``work(n - 1)`` in ``n`` threads started one after another, wait
+    for all of them (at most ``join_seconds`` each; None: no limit) and raise the first
+    exception any of them raised (AssertionError if one is still running). Threads that
+    must start their calls together wait on a ``threading.Barrier`` of their own."""
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_seconds)
+    stuck = [i for i, t in enumerate(threads) if t.is_alive()]
+    assert not stuck, f"threads {stuck} still running after {join_seconds} s"
+    if errors:
+        raise errors[0]
