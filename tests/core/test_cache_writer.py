@@ -190,6 +190,7 @@ def test_a_forked_child_neither_writes_nor_waits_for_its_parents_writes(tmp_path
     assert DiskCache(tmp_path).get(_key(7)).data == art.data
 
 
+@pytest.mark.plugin("nvrtc")
 def test_a_gpu_build_uses_the_artifact_before_it_is_written(tmp_path, monkeypatch):
     """The build path (GPU target, load stubbed): a compile loads the artifact while the
     writer writes it; the next process-like build finds it on disk."""
