@@ -74,6 +74,7 @@ def test_setmaxnreg_roles_run_and_render(hopper):
     assert "thork_setmaxnreg_inc<232>()" in src
 
 
+@pytest.mark.plugin("cpu")  # the CPU target checks the launch
 def test_launch_bounds_refuse_larger_blocks():
     with pytest.raises(tk.LaunchError, match=r"512 threads.*launch_bounds\(384, 1\)"):
         roles[1, 512](np.zeros(512, np.float32), target="cpu")
@@ -194,6 +195,7 @@ def test_cluster_multicast_and_remote_arrivals(hopper, rng):
     assert ".multicast::cluster" in cluster_exchange.cuda_source
 
 
+@pytest.mark.plugin("cpu")  # the CPU target checks the launch
 def test_cluster_launch_errors_on_cpu():
     src = np.zeros((64, 64), np.uint16)
     tmap = tk.tensor_map(src, (16, 64))
