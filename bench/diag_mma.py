@@ -25,6 +25,7 @@ import argparse
 import importlib.util
 import sys
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -78,104 +79,89 @@ def main() -> int:
     opts = ap.parse_args()
     if opts.tma:
         return main_tma(opts)
-    import torch
-    from triton.testing import do_bench
-
     cfg = tuple(int(x) for x in opts.tile.split(","))
     bm, bn, bk, wm, wn, st, g, sw = cfg
-    text = (ROOT / "examples" / "gemm_mma.py").read_text()
-    sources = {"example": text}
-    for probe, subs in PROBES.items():
-        src = text
-        for old, new in subs:
-            if old not in src:
-                raise SystemExit(f"probe {probe}: {old!r} is no longer in the example")
-            src = src.replace(old, new)
-        sources[probe] = src
     with tempfile.TemporaryDirectory() as tmp:
-        mods = {name: load(f"diag_{name}", src, Path(tmp)) for name, src in sources.items()}
+        mods = {name: load(f"diag_{name}", src, Path(tmp))
+                for name, src in sources(PROBES).items()}
         kernels = [m.gemm_kernel(d).specialize(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, STAGES=st,
                                                ALIGNED=True, GROUP_M=g, SWIZZLE=bool(sw))
                    for m in mods.values() for d in ("float16", "bfloat16")]
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda k: k.precompile("gpu"), kernels))
-        rows: dict[str, list[float]] = {name: [] for name in ["torch.matmul", *mods]}
-        for n in (4096, 8192):
-            for name, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
-                a = torch.randn(n, n, device="cuda", dtype=tdt)
-                b = torch.randn(n, n, device="cuda", dtype=tdt)
-                c = torch.empty(n, n, device="cuda", dtype=torch.float32)
-                ref = torch.matmul(a.float(), b.float())
-                flops = 2.0 * n ** 3
-                rows["torch.matmul"].append(
-                    flops / do_bench(lambda a=a, b=b: torch.matmul(a, b),
-                                     return_mode="median") / 1e9)
-                for probe, m in mods.items():
-                    k = m.gemm_kernel(name)[(n // bn, n // bm), (bm // wm) * (bn // wn) * 32,
-                                            m.shared_bytes(bm, bn, bk, st, bool(sw))]
 
-                    def fn(k: Any = k, c: Any = c, a: Any = a, b: Any = b, n: int = n) -> None:
-                        k(c, a, b, n, n, n, *cfg[:6], True, g, bool(sw), target="gpu")
-                    c.fill_(float("nan"))
-                    fn()
-                    if probe == "example":
-                        ok = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))
-                        print(f"{n}^3 {name}: example {'ok' if ok else 'MISMATCH'}")
-                    rows[probe].append(flops / do_bench(fn, return_mode="median") / 1e9)
-                del a, b, c, ref
-                torch.cuda.empty_cache()
-    print(f"\nTFLOP/s, tile {opts.tile}: 4096^3 fp16, bf16, 8192^3 fp16, bf16")
-    for name, vals in rows.items():
-        print(f"{name:<14}" + "".join(f"{v:9.1f}" for v in vals))
-    return 0
+        def launch(m: Any, name: str, a: Any, b: Any, c: Any, n: int) -> Any:
+            k = m.gemm_kernel(name)[(n // bn, n // bm), (bm // wm) * (bn // wn) * 32,
+                                    m.shared_bytes(bm, bn, bk, st, bool(sw))]
+            return lambda: k(c, a, b, n, n, n, *cfg[:6], True, g, bool(sw), target="gpu")
+
+        return measure(mods, kernels, launch, f"tile {opts.tile}")
 
 
 def main_tma(opts: argparse.Namespace) -> int:
     """--tma: the TMA-fed kernel beside its probes."""
-    import torch
-    from triton.testing import do_bench
-
     bm, bn, wm, wn, st, g = (int(x) for x in opts.tma_tile.split(","))
+    with tempfile.TemporaryDirectory() as tmp:
+        mods = {name: load(f"diag_tma_{name}", src, Path(tmp))
+                for name, src in sources(TMA_PROBES).items()}
+        kernels = [m.gemm_tma_kernel(d).specialize(BM=bm, BN=bn, WM=wm, WN=wn, STAGES=st,
+                                                   GROUP_M=g, PAIRS=True, CTAS=1)
+                   for m in mods.values() for d in ("float16", "bfloat16")]
+
+        def launch(m: Any, name: str, a: Any, b: Any, c: Any, n: int) -> Any:
+            return m.prepare_tma(c, a, b, n, n, n, name, BM=bm, BN=bn, WM=wm, WN=wn,
+                                 STAGES=st, GROUP_M=g, target="gpu")
+
+        return measure(mods, kernels, launch, f"TMA tile {opts.tma_tile}")
+
+
+def sources(probes: dict[str, list[tuple[str, str]]]) -> dict[str, str]:
+    """examples/gemm_mma.py's text (``example``) and each probe's, its substitutions
+    applied (SystemExit when one no longer matches the example)."""
     text = (ROOT / "examples" / "gemm_mma.py").read_text()
-    sources = {"example": text}
-    for probe, subs in TMA_PROBES.items():
+    out = {"example": text}
+    for probe, subs in probes.items():
         src = text
         for old, new in subs:
             if old not in src:
                 raise SystemExit(f"probe {probe}: {old!r} is no longer in the example")
             src = src.replace(old, new)
-        sources[probe] = src
-    with tempfile.TemporaryDirectory() as tmp:
-        mods = {name: load(f"diag_tma_{name}", src, Path(tmp))
-                for name, src in sources.items()}
-        kernels = [m.gemm_tma_kernel(d).specialize(BM=bm, BN=bn, WM=wm, WN=wn, STAGES=st,
-                                                   GROUP_M=g, PAIRS=True, CTAS=1)
-                   for m in mods.values() for d in ("float16", "bfloat16")]
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda k: k.precompile("gpu"), kernels))
-        rows: dict[str, list[float]] = {name: [] for name in ["torch.matmul", *mods]}
-        for n in (4096, 8192):
-            for name, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
-                a = torch.randn(n, n, device="cuda", dtype=tdt)
-                b = torch.randn(n, n, device="cuda", dtype=tdt)
-                c = torch.empty(n, n, device="cuda", dtype=torch.float32)
-                ref = torch.matmul(a.float(), b.float())
-                flops = 2.0 * n ** 3
-                rows["torch.matmul"].append(
-                    flops / do_bench(lambda a=a, b=b: torch.matmul(a, b),
-                                     return_mode="median") / 1e9)
-                for probe, m in mods.items():
-                    fn = m.prepare_tma(c, a, b, n, n, n, name, BM=bm, BN=bn, WM=wm, WN=wn,
-                                       STAGES=st, GROUP_M=g, target="gpu")
-                    c.fill_(float("nan"))
-                    fn()
-                    if probe == "example":
-                        ok = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))
-                        print(f"{n}^3 {name}: example {'ok' if ok else 'MISMATCH'}")
-                    rows[probe].append(flops / do_bench(fn, return_mode="median") / 1e9)
-                del a, b, c, ref
-                torch.cuda.empty_cache()
-    print(f"\nTFLOP/s, TMA tile {opts.tma_tile}: 4096^3 fp16, bf16, 8192^3 fp16, bf16")
+        out[probe] = src
+    return out
+
+
+def measure(mods: dict[str, Any], kernels: list[Any],
+            launch: Callable[[Any, str, Any, Any, Any, int], Callable[[], None]],
+            title: str) -> int:
+    """Build ``kernels`` (8 threads), then at 4096^3 and 8192^3, fp16 and bf16, time
+    ``torch.matmul`` and each module's ``launch(module, dtype name, a, b, c, n)`` (a
+    function that runs its GEMM into ``c``), checking the example's product; print
+    TFLOP/s."""
+    import torch
+    from triton.testing import do_bench
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: k.precompile("gpu"), kernels))
+    rows: dict[str, list[float]] = {name: [] for name in ["torch.matmul", *mods]}
+    for n in (4096, 8192):
+        for name, tdt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+            a = torch.randn(n, n, device="cuda", dtype=tdt)
+            b = torch.randn(n, n, device="cuda", dtype=tdt)
+            c = torch.empty(n, n, device="cuda", dtype=torch.float32)
+            ref = torch.matmul(a.float(), b.float())
+            flops = 2.0 * n ** 3
+            rows["torch.matmul"].append(
+                flops / do_bench(lambda a=a, b=b: torch.matmul(a, b),
+                                 return_mode="median") / 1e9)
+            for probe, m in mods.items():
+                fn = launch(m, name, a, b, c, n)
+                c.fill_(float("nan"))
+                fn()
+                if probe == "example":
+                    ok = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))
+                    print(f"{n}^3 {name}: example {'ok' if ok else 'MISMATCH'}")
+                rows[probe].append(flops / do_bench(fn, return_mode="median") / 1e9)
+            del a, b, c, ref
+            torch.cuda.empty_cache()
+    print(f"\nTFLOP/s, {title}: 4096^3 fp16, bf16, 8192^3 fp16, bf16")
     for name, vals in rows.items():
         print(f"{name:<14}" + "".join(f"{v:9.1f}" for v in vals))
     return 0
