@@ -85,6 +85,27 @@ typedef struct {
     DLTens t;
 } DLManagedV;
 
+/* The tensor of a DLPack capsule (borrowed: valid while the capsule lives): 2 for a
+ * "dltensor_versioned" (DLPack 1.x: *major its ABI major, *readonly its read-only flag),
+ * 1 for the legacy "dltensor" (writable; *major 0), 0 when the capsule has neither name. */
+static int dl_tensor(PyObject *capsule, const DLTens **t, uint32_t *major, int *readonly) {
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        const DLManagedV *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        *t = &m->t;
+        *major = m->major;
+        *readonly = (m->flags & 1) != 0; /* DLPACK_FLAG_BITMASK_READ_ONLY */
+        return 2;
+    }
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+        const DLManaged *m = PyCapsule_GetPointer(capsule, "dltensor");
+        *t = &m->t;
+        *major = 0;
+        *readonly = 0;
+        return 1;
+    }
+    return 0;
+}
+
 #define MAX_SLOTS 32     /* arrays of a Guard */
 #define MAX_PARAMS 1024  /* kernel parameters (CUDA's own limit is 4 KiB of them) */
 
@@ -825,19 +846,10 @@ static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t hand
         return 0;
     }
     const DLTens *t;
-    int readonly = 0;
-    if (PyCapsule_IsValid(c, "dltensor_versioned")) {
-        const DLManagedV *m = PyCapsule_GetPointer(c, "dltensor_versioned");
-        if (!m || m->major != 1) goto miss;
-        t = &m->t;
-        readonly = (m->flags & 1) != 0; /* DLPACK_FLAG_BITMASK_READ_ONLY */
-    } else if (PyCapsule_IsValid(c, "dltensor")) {
-        const DLManaged *m = PyCapsule_GetPointer(c, "dltensor");
-        if (!m) goto miss;
-        t = &m->t;
-    } else {
-        goto miss;
-    }
+    uint32_t major;
+    int readonly;
+    int got = dl_tensor(c, &t, &major, &readonly);
+    if (!got || (got == 2 && major != 1)) goto miss; /* another ABI major: caller's path */
     PyObject *shape = g->shapes[i];
     Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
     if (t->dtype.lanes != 1 || ((int)t->dtype.code << 8 | (int)t->dtype.bits) != g->dlcodes[i] ||
@@ -2144,19 +2156,9 @@ static PyTypeObject GraphLaunchType = {
 static PyObject *dlpack_read(PyObject *self, PyObject *capsule) {
     (void)self;
     const DLTens *t;
-    int readonly = 0;
-    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-        const DLManagedV *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-        if (!m) return NULL;
-        t = &m->t;
-        readonly = (m->flags & 1) != 0; /* DLPACK_FLAG_BITMASK_READ_ONLY */
-    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
-        const DLManaged *m = PyCapsule_GetPointer(capsule, "dltensor");
-        if (!m) return NULL;
-        t = &m->t;
-    } else {
-        Py_RETURN_NONE;
-    }
+    uint32_t major;
+    int readonly;
+    if (!dl_tensor(capsule, &t, &major, &readonly)) Py_RETURN_NONE;
     if (t->dtype.lanes != 1 || t->ndim < 0 || (t->ndim > 0 && !t->shape)) Py_RETURN_NONE;
     PyObject *shape = PyTuple_New(t->ndim), *strides = NULL, *r = NULL;
     if (!shape) return NULL;
