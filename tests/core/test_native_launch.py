@@ -805,6 +805,9 @@ def test_device_array_gets_the_native_finalizer_only_with_a_driver(native, monke
     import thork_core._device_array as da
     from thork_core import _cuda
 
+    # Start from the Python method, as a fresh process does: an earlier GPU test in this
+    # worker may already have installed the native finalizer.
+    monkeypatch.setattr(da.DeviceArray, "__del__", da._PY_DEL)
     before = da.DeviceArray.__dict__["__del__"]
     retained: dict[int, int] = {}
     monkeypatch.setattr(_cuda, "retained_context", retained.get)
