@@ -47,6 +47,27 @@ def test_geometry_is_checked_and_names_the_kernel(target, rng, grid, block, frag
     assert np.isnan(out).all()
 
 
+@pytest.mark.parametrize("plain,config,fragment", [
+    ((1, 32), (1.0, 32), r"grid must be an int or a tuple"),
+    ((1, 32), (True, 32), r"grid must be an int or a tuple"),
+    ((1, 32), (1, 32.0), r"block must be an int or a tuple"),
+    ((1, 32, 1), (1, 32, True), r"shared_bytes must be a non-negative int, got True"),
+    (((1,), 32), ((1.0,), 32), r"grid.x must be a positive int"),
+])
+def test_a_launch_seen_before_does_not_admit_equal_floats_or_bools(target, rng, plain, config,
+                                                                   fragment):
+    # kernel[grid, block] is memoized by its key; 1.0 and True hash like 1, so a memo
+    # that trusted equality would hand them the launch checked for the plain ints.
+    a = random_array(rng, 33, np.float32)
+    out = poisoned(33, np.float32)
+    scaled[plain](out, a, 2.0, 33, target=target)  # the plain-int launch: memoized
+    np.testing.assert_array_equal(out[:32], a[:32] * np.float32(2.0))
+    out = poisoned(33, np.float32)
+    with pytest.raises(ArgumentError, match=fragment):
+        scaled[config](out, a, 2.0, 33, target=target)
+    assert np.isnan(out).all()
+
+
 @pytest.mark.parametrize("shared", [2**40, 2**64, MAX_SHARED_PER_BLOCK + 1, -1, -(2**63),
                                     True, 1.5])
 def test_dynamic_shared_memory_out_of_range_is_rejected(target, rng, shared):

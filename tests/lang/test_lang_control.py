@@ -218,6 +218,39 @@ def test_device_functions_emitted_once_and_specialized(target, rng):
 
 
 @tk.jit
+def halve(out: tk.DevicePointer[f32], n: i32, C: tk.Constexpr):
+    i = gid()
+    with tk.if_(i < n):
+        out[i] = tk.cast(C / 2 if isinstance(C, float) else C // 2, f32)
+
+
+@tk.jit
+def as_float(out: tk.DevicePointer[f32], n: i32, C: tk.Constexpr[int]):
+    i = gid()
+    with tk.if_(i < n):
+        out[i] = tk.cast(C, f32)
+
+
+def test_constexpr_values_that_compare_equal_keep_their_own_specialization(target):
+    # 3, 3.0 and True == 1 compare (and hash) equal; each traces as its own type, so the
+    # specialization memo must not hand one's kernel to another.
+    n = 37
+    for value, want in ((3, 1.0), (3.0, 1.5), (1, 0.0), (True, 0.0), (1.0, 0.5)):
+        out = poisoned(n, np.float32)
+        halve[1, 64](out, n, value, target=target)
+        np.testing.assert_array_equal(out, np.full(n, want, np.float32), err_msg=repr(value))
+    out = poisoned(n, np.float32)
+    as_float[1, 64](out, n, 1, target=target)  # the int specialization, memoized
+    np.testing.assert_array_equal(out, np.ones(n, np.float32))
+    out = poisoned(n, np.float32)
+    with pytest.raises(TraceError, match="expects int, got bool True"):
+        as_float[1, 64](out, n, True, target=target)
+    with pytest.raises(TraceError, match="expects int, got bool True"):
+        as_float.specialize(C=True)
+    assert np.isnan(out).all()
+
+
+@tk.jit
 def tiled_sum(out: tk.DevicePointer[f32], a: tk.DevicePointer[f32], n: i32,
               WIDTH: tk.Constexpr[int], SCALE: tk.Constexpr[float] = 1.0):
     i = gid()

@@ -115,7 +115,7 @@ class Kernel:
         self._n_launch = 0
         #: Values of the compile-time constants this kernel is specialized for.
         self._bound: dict[str, Any] | None = None
-        self._specializations: dict[tuple[Any, ...], Kernel] = {}
+        self._specializations: dict[tuple[Any, ...], Kernel] = {}  # by _typed(values)
         #: Launch positions of optional (``| None``) arrays; names of those that are None
         #: in this specialization (None: not specialized on them).
         self._opt_pos: tuple[int, ...] = ()
@@ -202,14 +202,15 @@ class Kernel:
         return self._specialization(tuple(resolved))
 
     def _specialization(self, key: tuple[Any, ...]) -> Kernel:
-        child = self._specializations.get(key)
+        child = self._specializations.get(_typed(key))
         if child is not None:
             return child
         with self._lock:
             return self._specialization_locked(key)
 
     def _specialization_locked(self, key: tuple[Any, ...]) -> Kernel:
-        child = self._specializations.get(key)
+        typed = _typed(key)
+        child = self._specializations.get(typed)
         if child is None:
             child = Kernel(self.fn, target=self.target, compiler=self.compiler, name=self.name,
                            debug=self.debug)
@@ -219,7 +220,7 @@ class Kernel:
             child._bound = {n: v for (n, _, _), v in zip(self._constexprs(), key)}
             child._parent = self
             child._opt_pos = child._optional_positions()
-            self._specializations[key] = child
+            self._specializations[typed] = child
         return child
 
     def _flatten_structs(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -299,11 +300,12 @@ class Kernel:
                 raise TypeError(f"{self.name}(): compile-time constants given both "
                                 "positionally and by keyword")
             key = tuple(args[i] for i in pos)
-            child = self._specializations.get(key)
+            typed = _typed(key)
+            child = self._specializations.get(typed)
             if child is None:
                 child = self.specialize(**{n: v for (n, _, _), v in
                                            zip(self._constexprs(), key)})
-                self._specializations[key] = child
+                self._specializations[typed] = child
             rest = tuple(a for i, a in enumerate(args) if i not in pos)
             return child, rest
         if len(args) == self._n_launch - len(pos):
@@ -487,9 +489,17 @@ class Kernel:
 
     # -- launching ------------------------------------------------------------------------
     def __getitem__(self, config: Any) -> Launch:
-        launch = self._launches.get(config)
-        if launch is None:
-            launch = (_LAUNCH_TYPE or _launch_type())(self, config)
+        try:
+            launch = self._launches.get(config)
+        except TypeError:  # unhashable (a list): Launch names what it takes
+            return (_LAUNCH_TYPE or _launch_type())(self, config)
+        # A dict finds ``(1.0, 32)`` or ``(True, 32)`` under ``(1, 32)`` (equal hashes),
+        # so a hit counts only for plain ints; anything else is checked again below.
+        if launch is not None and (type(config[0]) is int and type(config[1]) is int
+                                   and len(config) == 2 or _plain_ints(config)):
+            return launch
+        launch = (_LAUNCH_TYPE or _launch_type())(self, config)
+        if _plain_ints(config):  # other accepted forms (NumPy ints) are rebuilt each call
             self._launches[config] = launch
         return launch
 
@@ -516,6 +526,23 @@ class Kernel:
             return (_kernel_by_name, (module, qualname, self._bound, nones))
         return (_kernel_from_fn, (root.fn, root.target, root.compiler, root.name,
                                   self._bound, nones))
+
+
+def _typed(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``values`` with each entry's exact type beside it, tuples entry by entry: the
+    specialization memo's key (``1``, ``1.0`` and ``True`` are equal with equal hashes, so
+    a plain dict would hand one's compiled kernel to the others)."""
+    return tuple((type(v), _typed(v) if type(v) is tuple else v) for v in values)
+
+
+def _plain_ints(config: tuple[Any, ...]) -> bool:
+    """Whether every entry of ``kernel[grid, block(, shared)]`` is an ``int`` or a tuple
+    of ``int`` (exact types: the launch memo's keys)."""
+    for x in config:
+        t = type(x)
+        if t is not int and (t is not tuple or any(type(y) is not int for y in x)):
+            return False
+    return True
 
 
 class Launch:
