@@ -167,102 +167,114 @@ def copy_rows(do_bench: Any) -> list[dict[str, Any]]:
     import torch
 
     big = torch.empty(256 * 2**20 // 4, dtype=torch.float32, device="cuda")
-    sink = torch.empty(1, dtype=torch.float32, device="cuda")
     flushes = {"dirty": lambda: big.zero_(),  # do_bench's own clear
-               "clean": lambda: torch.sum(big, out=sink[0]),
+               "clean": lambda: big.sum(),  # reads: leaves clean lines
                "none": None}
     kerns = {h.tag(): make_copy(h) for h in COPY_HINTS}
-    rows = []
-    for mb in COPY_MB:
-        n = mb * 2**20 // 4
-        x = torch.randn(n, device="cuda")
-        y = torch.full_like(x, float("nan"))
-        grid = n // (COPY_THREADS * COPY_UNROLL * 4)
-        fns = {"torch": lambda: y.copy_(x)}
-        for tag, k in kerns.items():
-            y.fill_(float("nan"))
-            k[grid, COPY_THREADS](y, x, target="gpu")
-            torch.cuda.synchronize()
-            if not torch.equal(y, x):
-                raise RuntimeError(f"copy {tag} {mb} MB: wrong values")
-            fns[tag] = (lambda k=k: k[grid, COPY_THREADS](y, x, target="gpu"))
-        keys = list(fns)
-        res: dict[str, dict[str, list[float]]] = {f: {k: [] for k in keys} for f in
-                                                  ("bench", *flushes)}
-        for i in range(3):
-            order = keys[i % len(keys):] + keys[:i % len(keys)]
-            for k in order:
-                res["bench"][k].append(do_bench(fns[k], warmup=10, rep=40,
-                                                return_mode="median"))
-                for f, fl in flushes.items():
-                    res[f][k].append(_timer(fl, fns[k]))
-        med = {f: {k: statistics.median(v) for k, v in d.items()} for f, d in res.items()}
-        print(f"\ncopy {mb} MB each way: us (median of 3 rounds; rounds of do_bench)",
-              flush=True)
-        print(f"  {'hints':<28} {'do_bench':>9} {'dirty':>8} {'clean':>8} {'none':>8} "
-              f"{'TB/s':>6}  x plain (do_bench)  rounds")
-        for k in keys:
-            tbps = 2 * mb * 2**20 / med["bench"][k] / 1e9
-            print(f"  {k:<28} {med['bench'][k] * 1e3:>9.2f} {med['dirty'][k] * 1e3:>8.2f} "
-                  f"{med['clean'][k] * 1e3:>8.2f} {med['none'][k] * 1e3:>8.2f} {tbps:>6.2f}"
-                  f"  {med['bench']['plain'] / med['bench'][k]:>6.3f}  "
-                  + " ".join(f"{v * 1e3:.2f}" for v in res["bench"][k]), flush=True)
-        rows.append({"MB": mb, "median_ms": med, "rounds_ms": res})
-    return rows
+    return [_copy_size(mb, kerns, flushes, do_bench) for mb in COPY_MB]
+
+
+def _copy_size(mb: int, kerns: dict[str, Any], flushes: dict[str, Any], do_bench: Any
+               ) -> dict[str, Any]:
+    """Every copy variant at ``mb`` MB each way, checked, then timed (3 rounds)."""
+    import torch
+
+    n = mb * 2**20 // 4
+    x = torch.randn(n, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    grid = n // (COPY_THREADS * COPY_UNROLL * 4)
+
+    def launcher(k: Any) -> Any:
+        return lambda: k[grid, COPY_THREADS](y, x, target="gpu")
+
+    fns = {"torch": lambda: y.copy_(x)}
+    for tag, k in kerns.items():
+        y.fill_(float("nan"))
+        launcher(k)()
+        torch.cuda.synchronize()
+        if not torch.equal(y, x):
+            raise RuntimeError(f"copy {tag} {mb} MB: wrong values")
+        fns[tag] = launcher(k)
+    keys = list(fns)
+    res: dict[str, dict[str, list[float]]] = {f: {k: [] for k in keys}
+                                              for f in ("bench", *flushes)}
+    for i in range(3):
+        for k in keys[i % len(keys):] + keys[:i % len(keys)]:
+            res["bench"][k].append(do_bench(fns[k], warmup=10, rep=40, return_mode="median"))
+            for f, fl in flushes.items():
+                res[f][k].append(_timer(fl, fns[k]))
+    med = {f: {k: statistics.median(v) for k, v in d.items()} for f, d in res.items()}
+    print(f"\ncopy {mb} MB each way: us (median of 3 rounds; rounds of do_bench)", flush=True)
+    print(f"  {'hints':<28} {'do_bench':>9} {'dirty':>8} {'clean':>8} {'none':>8} "
+          f"{'TB/s':>6}  x plain (do_bench)  rounds")
+    for k in keys:
+        tbps = 2 * mb * 2**20 / med["bench"][k] / 1e9
+        print(f"  {k:<28} {med['bench'][k] * 1e3:>9.2f} {med['dirty'][k] * 1e3:>8.2f} "
+              f"{med['clean'][k] * 1e3:>8.2f} {med['none'][k] * 1e3:>8.2f} {tbps:>6.2f}"
+              f"  {med['bench']['plain'] / med['bench'][k]:>6.3f}  "
+              + " ".join(f"{v * 1e3:.2f}" for v in res["bench"][k]), flush=True)
+    return {"MB": mb, "median_ms": med, "rounds_ms": res}
 
 
 def case_rows(do_bench: Any, rep: int, sms: int) -> list[dict[str, Any]]:
     import torch
 
     tri = bl._triton_kernels()
-    m_rows, eps = 4096, 1e-5
-    out = []
     torch.manual_seed(0)
-    for op, dtname, n in ROW_CASES:
-        dtype, tdt = getattr(tk.dt, dtname), getattr(torch, dtname)
-        x = torch.randn(m_rows, n, device="cuda", dtype=tdt)
-        w = torch.rand(n, device="cuda", dtype=tdt) + 0.5
-        b = torch.randn(n, device="cuda", dtype=tdt)
-        y = torch.empty_like(x)
-        tol = 2e-2 if tdt == torch.float16 else 1e-4
+    return [_row_case(op, dtname, n, tri, do_bench, rep, sms) for op, dtname, n in ROW_CASES]
+
+
+def _row_case(op: str, dtname: str, n: int, tri: Any, do_bench: Any, rep: int, sms: int
+              ) -> dict[str, Any]:
+    """Triton, every hint variant of bench_lang's layout and the copy for one case (M =
+    4096), each checked against torch, then timed (3 rounds, one shared output)."""
+    import torch
+
+    m_rows, eps = 4096, 1e-5
+    dtype, tdt = getattr(tk.dt, dtname), getattr(torch, dtname)
+    x = torch.randn(m_rows, n, device="cuda", dtype=tdt)
+    w = torch.rand(n, device="cuda", dtype=tdt) + 0.5
+    b = torch.randn(n, device="cuda", dtype=tdt)
+    y = torch.empty_like(x)
+    tol = 2e-2 if tdt == torch.float16 else 1e-4
+
+    def launcher(cfg: bl.RowConfig) -> Any:
+        grid = cfg.grid(m_rows, sms)
         if op == "softmax":
-            ref = torch.softmax(x.float(), dim=-1)
-            fns = {"triton": lambda: tri[0](y, x)}
-        else:
-            ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(), eps)
-            fns = {"triton": lambda: tri[1](y, x, w, b, eps)}
-        fns["triton"]()
+            k = bl.make_softmax(dtype, n, cfg)[grid, cfg.block]
+            return lambda: k(y, x, m_rows, target="gpu")
+        k = bl.make_layer_norm(dtype, n, cfg)[grid, cfg.block]
+        return lambda: k(y, x, w, b, eps, m_rows, target="gpu")
+
+    if op == "softmax":
+        ref = torch.softmax(x.float(), dim=-1)
+        fns = {"triton": lambda: tri[0](y, x)}
+    else:
+        ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(), eps)
+        fns = {"triton": lambda: tri[1](y, x, w, b, eps)}
+    for cfg in row_variants(op, dtype, n):
+        fns[cfg.tag()] = launcher(cfg)
+    ok = {}
+    for k, fn in fns.items():
+        y.fill_(float("nan"))
+        fn()
         torch.cuda.synchronize()
-        ok = {"triton": bool(torch.allclose(y.float(), ref, atol=tol, rtol=tol))}
-        for cfg in row_variants(op, dtype, n):
-            grid = cfg.grid(m_rows, sms)
-            if op == "softmax":
-                k = bl.make_softmax(dtype, n, cfg)[grid, cfg.block]
-                fn = (lambda k=k: k(y, x, m_rows, target="gpu"))
-            else:
-                k = bl.make_layer_norm(dtype, n, cfg)[grid, cfg.block]
-                fn = (lambda k=k: k(y, x, w, b, eps, m_rows, target="gpu"))
-            y.fill_(float("nan"))
-            fn()
-            torch.cuda.synchronize()
-            ok[cfg.tag()] = bool(torch.allclose(y.float(), ref, atol=tol, rtol=tol))
-            fns[cfg.tag()] = fn
-        fns["copy"] = lambda: y.copy_(x)
-        keys = list(fns)
-        rounds: dict[str, list[float]] = {k: [] for k in keys}
-        for i in range(3):
-            for k in keys[i % len(keys):] + keys[:i % len(keys)]:
-                rounds[k].append(do_bench(fns[k], warmup=max(1, rep // 4), rep=rep,
-                                          return_mode="median"))
-        med = {k: statistics.median(v) for k, v in rounds.items()}
-        print(f"\n{op} {dtname} N={n}: us (median of 3 rounds), x Triton (rounds)", flush=True)
-        for k in keys:
-            ratios = " ".join(f"{t / s:.3f}" for t, s in zip(rounds["triton"], rounds[k]))
-            print(f"  {k:<24} {med[k] * 1e3:>8.2f}  {med['triton'] / med[k]:>6.3f}  "
-                  f"({ratios})  {'ok' if ok.get(k, True) else 'WRONG'}", flush=True)
-        out.append({"op": op, "dtype": dtname, "N": n, "median_ms": med, "rounds_ms": rounds,
-                    "correct": ok})
-    return out
+        ok[k] = bool(torch.allclose(y.float(), ref, atol=tol, rtol=tol))
+    fns["copy"] = lambda: y.copy_(x)
+    keys = list(fns)
+    rounds: dict[str, list[float]] = {k: [] for k in keys}
+    for i in range(3):
+        for k in keys[i % len(keys):] + keys[:i % len(keys)]:
+            rounds[k].append(do_bench(fns[k], warmup=max(1, rep // 4), rep=rep,
+                                      return_mode="median"))
+    med = {k: statistics.median(v) for k, v in rounds.items()}
+    print(f"\n{op} {dtname} N={n}: us (median of 3 rounds), x Triton (rounds)", flush=True)
+    for k in keys:
+        ratios = " ".join(f"{t / s:.3f}" for t, s in zip(rounds["triton"], rounds[k]))
+        print(f"  {k:<24} {med[k] * 1e3:>8.2f}  {med['triton'] / med[k]:>6.3f}  "
+              f"({ratios})  {'ok' if ok.get(k, True) else 'WRONG'}", flush=True)
+    return {"op": op, "dtype": dtname, "N": n, "median_ms": med, "rounds_ms": rounds,
+            "correct": ok}
 
 
 def main() -> int:
