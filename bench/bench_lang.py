@@ -193,6 +193,10 @@ class RowConfig(NamedTuple):
       read and written once; None: plain).
     * ``early`` (layer norm): the weight and bias loads issued before the reductions (with
       ``persist``: once per block, before the loop) rather than after them.
+    * ``load_evict`` / ``store_evict``: the L2 eviction priority (``evict=``: ``"first"``,
+      ``"last"``, ``"normal"``, ``"unchanged"``; None: none) of the row's loads / stores
+      (session 11, bench/diag_l2.py).
+    * ``plain_stores``: the stores drop ``cache`` (the loads keep it).
     * ``min_blocks``: ``tk.launch_bounds(block, min_blocks)``, capping registers so that
       many blocks fit an SM (0: ``persist`` blocks for a persistent grid, 2 for other
       1024-thread blocks; else none).
@@ -206,6 +210,14 @@ class RowConfig(NamedTuple):
     batch: int = 1
     persist: int = 0
     early: bool = False
+    load_evict: str | None = None
+    store_evict: str | None = None
+    plain_stores: bool = False
+
+    @property
+    def store_cache(self) -> str | None:
+        """The cache operator of the row's stores."""
+        return None if self.plain_stores else self.cache
 
     @property
     def block(self) -> int:
@@ -222,6 +234,9 @@ class RowConfig(NamedTuple):
                 + (f"p{self.persist}" if self.persist else "")
                 + ("" if self.onepass else "_2p") + (f"_{self.cache}" if self.cache else "")
                 + ("_e" if self.early else "")
+                + ("_ps" if self.plain_stores else "")
+                + (f"_l{self.load_evict[0]}" if self.load_evict else "")
+                + (f"_s{self.store_evict[0]}" if self.store_evict else "")
                 + (f"_lb{self.min_blocks}" if self.min_blocks else ""))
 
     def bound(self) -> None:
@@ -403,20 +418,21 @@ def _offsets(n: int, threads: int, itemsize: int, lane: Any) -> list[Any]:
     return [(j * threads + lane) * vec for j in range(n // (threads * vec))]
 
 
-def _load_raw(x: Any, base: Any, offs: list[Any], vec: int, cache: str | None) -> list[Any]:
+def _load_raw(x: Any, base: Any, offs: list[Any], vec: int, cache: str | None,
+              evict: str | None = None) -> list[Any]:
     """The thread's elements of a row, in the array's dtype (16-byte loads)."""
     vals: list[Any] = []
     for off in offs:
-        vals += list(x.vload(base + off, vec, cache=cache))
+        vals += list(x.vload(base + off, vec, cache=cache, evict=evict))
     return vals
 
 
-def _store_row(out: Any, base: Any, offs: list[Any], vals: list[Any], cache: str | None
+def _store_row(out: Any, base: Any, offs: list[Any], vals: list[Any], cfg: RowConfig
                ) -> None:
     vec = len(vals) // len(offs)
     for j, off in enumerate(offs):
         out.vstore(base + off, [v.to(out.dtype) for v in vals[j * vec:(j + 1) * vec]],
-                   cache=cache)
+                   cache=cfg.store_cache, evict=cfg.store_evict)
 
 
 def _sum(vals: list[Any]) -> Any:
@@ -446,6 +462,10 @@ def _check_cfg(cfg: RowConfig, n: int, itemsize: int) -> None:
     if cfg.cache not in (None, "cs", "cg", "ca"):
         raise ValueError(f"layout {cfg}: cache expected None, 'cs', 'cg' or 'ca', "
                          f"got {cfg.cache!r}")
+    for name, ev in (("load_evict", cfg.load_evict), ("store_evict", cfg.store_evict)):
+        if ev not in (None, "first", "last", "normal", "unchanged"):
+            raise ValueError(f"layout {cfg}: {name} expected None, 'first', 'last', "
+                             f"'normal' or 'unchanged', got {ev!r}")
 
 
 def _drive(cfg: RowConfig, n: int, x: Any, m_rows: Any, body: Any) -> None:
@@ -463,7 +483,8 @@ def _drive(cfg: RowConfig, n: int, x: Any, m_rows: Any, body: Any) -> None:
         return [(first + b) * n for b in range(cfg.batch)]
 
     def load(unit: Any) -> list[list[Any]]:
-        return [_load_raw(x, base, offs, vec, cfg.cache) for base in bases(unit)]
+        return [_load_raw(x, base, offs, vec, cfg.cache, cfg.load_evict)
+                for base in bases(unit)]
 
     unit0 = tk.cast(tk.block_idx().x, i32)
     if not cfg.persist:
@@ -534,7 +555,7 @@ def make_softmax(dtype: Any, n: int, cfg: RowConfig | None = None) -> Any:
                                    cfg, parity=par)
                 fs = [1.0 / s for s in ss]
             for base, eb, f in zip(bases, es, fs):
-                _store_row(out, base, offs, [e * f for e in eb], cfg.cache)
+                _store_row(out, base, offs, [e * f for e in eb], cfg)
 
         _drive(cfg, n, x, m_rows, body)
 
@@ -597,7 +618,7 @@ def make_layer_norm(dtype: Any, n: int, cfg: RowConfig | None = None) -> Any:
             for base, vals, mean, m2 in zip(bases, rows, means, m2s):
                 rstd = tk.rsqrt(m2 * (1.0 / n) + eps)
                 _store_row(out, base, offs, [(v - mean) * rstd * w + b
-                                             for v, w, b in zip(vals, wv, bv)], cfg.cache)
+                                             for v, w, b in zip(vals, wv, bv)], cfg)
 
         _drive(cfg, n, x, m_rows, body)
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import thork as tk
 from helpers import TARGETS, compiles_for_gpu, poisoned, random_array
-from thork_core import LaunchError, TraceError
+from thork_core import CompileError, LaunchError, TraceError
+from thork_core.ir import EVICT_PRIORITIES
 
 f32, i32, u32 = tk.dt.float32, tk.dt.int32, tk.dt.uint32
 
@@ -293,6 +294,146 @@ def test_cache_hints_in_the_cuda_source(case):
         assert "thork_ld_" not in cpu and "thork_st_" not in cpu
         assert "ld.global" not in cpu and "st.global" not in cpu
     assert "thork_ld_" not in VEC_KERNELS[("float32", 4)].cuda_source
+
+
+# -- L2 eviction priorities (evict=: createpolicy + .L2::cache_hint) ----------------------
+# (dtype, n, load cache op, load priority, store cache op, store priority): every access size
+# and every priority at least once, alone and with a cache operator.
+EVICT_CASES = [("float32", 4, None, "first", None, "last"),
+               ("float16", 8, "cs", "first", "cs", "normal"),
+               ("uint8", 1, None, "unchanged", "wt", "first"),
+               ("float16", 1, "cg", "last", None, "unchanged"),
+               ("int32", 1, None, "normal", None, None),
+               ("float64", 1, None, None, "cg", "last"),
+               ("float32", 2, "lu", "first", None, "first"),
+               ("uint8", 2, None, "last", "cs", None)]
+EVICT_IDS = ["-".join(str(p) for p in c) for c in EVICT_CASES]
+
+
+def _evict_kernel(dtype, n, lop, lev, sop, sev):
+    @tk.jit(name=f"evict_{dtype.name}_{n}_{lop}_{lev}_{sop}_{sev}")
+    def k(out: tk.DevicePointer[dtype], a: tk.DevicePointer[dtype], count: i32):
+        i = tk.cast(tk.block_idx().x * tk.block_dim().x + tk.thread_idx().x, i32)
+        with tk.if_(i * n < count):
+            if n == 1:
+                out.store(i, a.load(i, cache=lop, evict=lev) + a[i], cache=sop, evict=sev)
+            else:
+                vals = a.vload(i * n, n, cache=lop, evict=lev)
+                out.vstore(i * n, [v + v for v in reversed(vals)], cache=sop, evict=sev)
+    return k
+
+
+EVICT_KERNELS = {c: _evict_kernel(getattr(tk.dt, c[0]), *c[1:]) for c in EVICT_CASES}
+
+
+def _run_evicted(case, target, rng):
+    name, n = case[:2]
+    count = n * (int(rng.integers(50, 200)) | 1)
+    a = random_array(rng, count, name)
+    out = poisoned(count, name)
+    EVICT_KERNELS[case][(count // n + 63) // 64, 64](out, a, count, target=target)
+    ref = (a + a).reshape(-1, n)[:, ::-1].reshape(-1)
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("case", EVICT_CASES, ids=EVICT_IDS)
+def test_evict_hints_move_the_same_values(target, rng, case):
+    """An eviction priority changes what the L2 keeps, never a value (the CPU target
+    ignores it)."""
+    _run_evicted(case, target, rng)
+    compiles_for_gpu(EVICT_KERNELS[case], archs=("sm_80", "sm_90"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", EVICT_CASES, ids=EVICT_IDS)
+def test_evict_hints_on_the_gpu(rng, case):
+    _run_evicted(case, "gpu", rng)
+
+
+@pytest.mark.parametrize("case", EVICT_CASES, ids=EVICT_IDS)
+def test_evict_hints_in_the_cuda_source(case):
+    name, n, lop, lev, sop, sev = case
+    k = EVICT_KERNELS[case]
+    nbytes = getattr(tk.dt, name).itemsize * n
+    form = {16: "v4.u32", 8: "v2.u32", 4: "u32", 2: "u16", 1: "u8"}[nbytes]
+    src = k.cuda_source
+
+    def helper(kind, op, ev):
+        parts = [p for p in (op, ev and f"L2{ev}") if p]
+        return f"thork_{kind}_{'_'.join(parts)}(" if parts else None
+
+    def ptx(kind, op, ev):
+        quals = "".join(f".{q}" for q in (op, ev and "L2::cache_hint") if q)
+        return f'"{kind}.global{quals}.{form} '
+
+    for kind, op, ev in (("ld", lop, lev), ("st", sop, sev)):
+        if helper(kind, op, ev) is None:
+            continue
+        assert helper(kind, op, ev) in src, (kind, op, ev)
+        assert ptx(kind, op, ev) in src, (kind, op, ev)
+        if ev:  # the access names the policy operand, computed by its helper
+            assert f"const unsigned long long pol = thork_l2_policy_{ev}();" in src
+    for ev in {lev, sev} - {None}:
+        assert (f'asm("createpolicy.fractional.L2::evict_{ev}.b64 %0, 1.0;" : "=l"(p));'
+                in src)
+        assert src.count(f"THORK_FN unsigned long long thork_l2_policy_{ev}()") == 1
+    for ev in set(EVICT_PRIORITIES) - {lev, sev}:
+        assert f"thork_l2_policy_{ev}" not in src
+    if lev:  # the exact 16-byte / 1-byte forms of a hinted load
+        if nbytes == 16:
+            assert (f'"ld.global{"." + lop if lop else ""}.L2::cache_hint.v4.u32 '
+                    '{%0, %1, %2, %3}, [%4], %5;" : "=r"(r.u[0]), "=r"(r.u[1]), '
+                    '"=r"(r.u[2]), "=r"(r.u[3]) : "l"(p), "l"(pol) : "memory");') in src
+    if sev and nbytes == 1:
+        assert (f'"st.global{"." + sop if sop else ""}.L2::cache_hint.u8 [%0], %1, %2;" : : '
+                '"l"(p), "h"(r.h), "l"(pol) : "memory");') in src
+    assert k.ir.min_sm == 80
+    if "cpu" in TARGETS:
+        cpu = k.source_for("cpu")
+        assert "createpolicy" not in cpu and "thork_l2_policy" not in cpu
+        assert "L2::cache_hint" not in cpu
+
+
+@pytest.mark.plugin("nvrtc")
+def test_evict_hints_need_sm80():
+    k = EVICT_KERNELS[EVICT_CASES[0]]
+    assert k.ir.sm80_feature == "an L2 eviction priority (evict=)"
+    with pytest.raises(CompileError, match=r"uses an L2 eviction priority \(evict=\), which "
+                                           r"needs sm_80 or newer; cannot compile it for sm_75"):
+        k.artifact("sm_75", compiler="nvrtc")
+    assert HINT_KERNELS[HINT_CASES[0]].ir.min_sm == 75  # cache operators alone: no policy
+
+
+def test_evict_hint_errors():
+    def bad_priority(a: tk.DevicePointer[f32]):
+        a.vload(0, 4, evict="evict_first")
+
+    def bad_store_priority(a: tk.DevicePointer[f32]):
+        a.store(0, 1.0, evict="lu")
+
+    def shared(a: tk.DevicePointer[f32]):
+        sh = tk.shared_array(f32, 32)
+        a[0] = sh.load(0, evict="first")
+
+    def not_a_string(a: tk.DevicePointer[f32]):
+        tk.store_vec(a, 0, (1.0, 2.0), evict=True)
+
+    def bad_cache_with_priority(a: tk.DevicePointer[f32]):
+        a[0] = a.load(0, cache="wt", evict="first")
+    with pytest.raises(TraceError, match=r"tk.load_vec\(\): evict must be None or one of "
+                                         r"'first', 'last', 'normal', 'unchanged' \(L2 "
+                                         r"eviction priorities\), got 'evict_first'"):
+        tk.jit(bad_priority).ir
+    with pytest.raises(TraceError, match=r"'a'.store\(\): evict must be .*got 'lu'"):
+        tk.jit(bad_store_priority).ir
+    with pytest.raises(TraceError, match=r"evict='first' applies to global memory; .* is a "
+                                         "shared array"):
+        tk.jit(shared).ir
+    with pytest.raises(TraceError, match=r"tk.store_vec\(\): evict must be .*got True"):
+        tk.jit(not_a_string).ir
+    with pytest.raises(TraceError, match=r"'a'.load\(\): cache must be None or one of .*"
+                                         "got 'wt'"):
+        tk.jit(bad_cache_with_priority).ir
 
 
 def test_cache_hint_errors():

@@ -64,7 +64,11 @@ CASES = [("float32", 1024, RC(64), 8), ("float32", 1024, RC(32, rows=4), 8),
          ("float16", 2048, RC(128, persist=2, onepass=False, cache=None), 10),
          ("float32", 2048, RC(64, rows=2, batch=2, persist=1, early=True), 12),
          # session 10 (h-soft): softmax fp16 4096's pick, two rows of 128 threads a block
-         ("float16", 4096, RC(128, rows=2, onepass=False, cache=None), 6)]
+         ("float16", 4096, RC(128, rows=2, onepass=False, cache=None), 6),
+         # session 11 (diag_l2): L2 eviction priorities on the loads / stores, streaming
+         # loads with plain stores
+         ("float16", 2048, RC(128, cache=None, load_evict="first", store_evict="last"), 8),
+         ("float32", 1024, RC(64, plain_stores=True, load_evict="first", persist=1), 10)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{d}-{n}-{c.tag()}" for d, n, c, _ in CASES])
@@ -91,3 +95,7 @@ def test_layouts_are_valid():
     assert RC(64, rows=2, batch=2).grid(4096) == 1024
     with pytest.raises(ValueError, match="does not tile"):
         bl.make_softmax(tk.dt.float32, 1024, RC(96))
+    with pytest.raises(ValueError, match="store_evict expected None, 'first', 'last', "
+                                         "'normal' or 'unchanged', got 'evict_last'"):
+        bl.make_softmax(tk.dt.float32, 1024, RC(64, store_evict="evict_last"))
+    assert RC(64, cache="cs", plain_stores=True, load_evict="first").tag() == "t64_cs_ps_lf"

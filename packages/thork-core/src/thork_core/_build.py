@@ -147,7 +147,7 @@ def resolve_arch(kernel: KernelIR, arch: str) -> str:
     ``mbarrier`` transactions) on an sm_90 GPU — part of the cache key and of every
     compiler's flags — else ``arch`` itself. Raises :class:`ArchError` for a Hopper kernel
     on any other GPU (sm_90a code runs on sm_90 only) and :class:`CompileError` where the
-    kernel needs a newer GPU (``mma``: sm_80)."""
+    kernel needs a newer GPU (``mma``, ``cp.async``, ``evict=``: sm_80)."""
     if not arch.startswith(("sm_", "compute_")):
         return arch  # not a GPU architecture (the CPU target)
     feature = kernel.hopper_feature
@@ -167,8 +167,8 @@ def _check_arch(kernel: KernelIR, arch: str) -> None:
     need = kernel.min_sm
     if digits and int(digits) < need:
         raise CompileError(
-            f"kernel '{kernel.name}' uses tensor-core mma or cp.async, which need sm_{need} "
-            f"or newer; cannot compile it for {arch}")
+            f"kernel '{kernel.name}' uses {kernel.sm80_feature or 'tensor-core mma or cp.async'}"
+            f", which needs sm_{need} or newer; cannot compile it for {arch}")
 
 
 def _cached(key: str) -> tuple[Artifact, str] | None:

@@ -24,7 +24,8 @@ __all__ = [
     "SYNC_KINDS", "stmt_exprs", "Print", "Offset", "LocalDecl", "StructType", "Pack",
     "GlobalDecl", "AsyncCopy", "AsyncGroup", "MMA_OPS", "LDMATRIX_OPS", "Hopper",
     "HOPPER_OPS", "WGMMA_N", "SETMAXNREG_COUNTS", "uses_hopper", "hopper_ops", "node_fields",
-    "replace", "LOAD_CACHE_OPS", "STORE_CACHE_OPS",
+    "replace", "LOAD_CACHE_OPS", "STORE_CACHE_OPS", "EVICT_PRIORITIES", "join_hint",
+    "split_hint",
 ]
 
 # The node classes are plain classes with their methods written out, not dataclasses:
@@ -282,7 +283,8 @@ class Cast(Expr):
 
 
 class Load(Expr):
-    """``pointer[index]``; ``cache`` a PTX load cache operator (:data:`LOAD_CACHE_OPS`) or
+    """``pointer[index]``; ``cache`` a PTX load cache operator (:data:`LOAD_CACHE_OPS`) and
+    an L2 eviction priority (:data:`EVICT_PRIORITIES`) as :func:`join_hint` writes them, or
     ``""`` for a plain load."""
 
     pointer: Expr
@@ -387,6 +389,24 @@ LOAD_CACHE_OPS = ("ca", "cg", "cs", "lu", "cv")
 #: default), ``cg`` in L2 only, ``cs`` streaming (evict first: data written once), ``wt``
 #: write through.
 STORE_CACHE_OPS = ("wb", "cg", "cs", "wt")
+#: L2 eviction priorities a global load or store may carry (``evict=``): the access names a
+#: cache policy made by ``createpolicy.fractional.L2::evict_<p>.b64`` (sm_80, PTX 7.4) with
+#: the ``.L2::cache_hint`` qualifier. ``first``: the lines it allocates are the first the L2
+#: evicts; ``last``: the last; ``normal``: the default; ``unchanged``: keep a line's priority.
+EVICT_PRIORITIES = ("first", "last", "normal", "unchanged")
+
+
+def join_hint(cache: str, evict: str) -> str:
+    """The ``cache`` field of a :class:`Load`, :class:`Store`, :class:`VecLoad` or
+    :class:`VecStore`: the PTX cache operator (``""``: none), then ``|`` and the L2
+    eviction priority where there is one (``"cs"``, ``"|first"``, ``"cs|last"``)."""
+    return f"{cache}|{evict}" if evict else cache
+
+
+def split_hint(hint: str) -> tuple[str, str]:
+    """``(cache operator, L2 eviction priority)`` of a hint made by :func:`join_hint`."""
+    cache, _, evict = hint.partition("|")
+    return cache, evict
 
 ATOMIC_OPS = frozenset({"add", "sub", "min", "max", "exch", "cas", "and", "or", "xor",
                         "inc", "dec"})
@@ -559,7 +579,8 @@ class Assign(Stmt):
 
 class Store(Stmt):
     """``pointer[index] = value``; ``cache`` a PTX store cache operator
-    (:data:`STORE_CACHE_OPS`) or ``""`` for a plain store."""
+    (:data:`STORE_CACHE_OPS`) and an L2 eviction priority as :func:`join_hint` writes them,
+    or ``""`` for a plain store."""
 
     pointer: Expr
     index: Expr
@@ -926,18 +947,30 @@ class KernelIR(_Record):
     @cached_property
     def min_sm(self) -> int:
         """The oldest GPU architecture (``sm_XY`` as XY) whose instructions the kernel uses:
-        90 (compiled as sm_90a) for Hopper operations, 80 for ``mma`` and ``cp.async``, 75
-        otherwise (Thork's floor; ``ldmatrix`` is 75). Cached, as :attr:`cooperative`."""
+        90 (compiled as sm_90a) for Hopper operations, 80 for ``mma``, ``cp.async`` and
+        L2 eviction priorities (``createpolicy``), 75 otherwise (Thork's floor;
+        ``ldmatrix`` is 75). Cached, as :attr:`cooperative`."""
         if self.hopper_feature is not None:
             return 90
+        return 80 if self.sm80_feature is not None else 75
+
+    @cached_property
+    def sm80_feature(self) -> str | None:
+        """What makes the kernel need sm_80 (``"tensor-core mma"``, ``"cp.async"``, ``"an L2
+        eviction priority (evict=)"``), or None. Cached, as :attr:`cooperative`."""
         for body in [self.body] + [f.body for f in self.functions]:
             for s in walk_stmts(body):
                 if isinstance(s, (AsyncCopy, AsyncGroup)):
-                    return 80
+                    return "cp.async"
+                if isinstance(s, (Store, VecStore)) and split_hint(s.cache)[1]:
+                    return "an L2 eviction priority (evict=)"
                 for top in stmt_exprs(s):
-                    if any(isinstance(e, Warp) and e.op in MMA_OPS for e in walk_exprs(top)):
-                        return 80
-        return 75
+                    for e in walk_exprs(top):
+                        if isinstance(e, Warp) and e.op in MMA_OPS:
+                            return "tensor-core mma"
+                        if isinstance(e, (Load, VecLoad)) and split_hint(e.cache)[1]:
+                            return "an L2 eviction priority (evict=)"
+        return None
 
     @cached_property
     def hopper_feature(self) -> str | None:

@@ -62,6 +62,7 @@ from ._ir import (
     VectorType,
     Warp,
     While,
+    split_hint,
     stmt_exprs,
     walk_exprs,
     walk_stmts,
@@ -1014,6 +1015,8 @@ class CudaRenderer(Renderer):
         if self._kernel is not None and (self._kernel.launch_bounds
                                          or self._kernel.cluster_dims):
             mma += _LAUNCH_BOUNDS  # clang's -nocudainc headers lack the macros
+        policies = sorted({split_hint(op)[1] for _, op in self._cache_ops} - {""})
+        mma += "".join(_policy_helper(p) for p in policies)
         mma += "".join(_cache_helper(kind, op) for kind, op in sorted(self._cache_ops))
         return f"{self.prelude()}{mma}{dyn}\n"
 
@@ -1029,11 +1032,11 @@ class CudaRenderer(Renderer):
 
     def hinted_load(self, cache: str, ptr: str) -> str:
         self._cache_ops.add(("ld", cache))
-        return f"thork_ld_{cache}({ptr})"
+        return f"thork_ld_{_hint_name(cache)}({ptr})"
 
     def hinted_store(self, cache: str, ptr: str, value: str) -> str:
         self._cache_ops.add(("st", cache))
-        return f"thork_st_{cache}({ptr}, {value})"
+        return f"thork_st_{_hint_name(cache)}({ptr}, {value})"
 
     def listing(self, kernel: KernelIR) -> str:
         """The translation unit for reading: the kernel (after its device functions)
@@ -1046,11 +1049,32 @@ class CudaRenderer(Renderer):
         return f"{self._code(kernel, body)}\n{PRELUDE_MARK}\n{self._head()}"
 
 
-def _cache_helper(kind: str, op: str) -> str:
-    """``thork_ld_<op>(p)`` / ``thork_st_<op>(p, v)``: one global access of a 1, 2, 4, 8 or
-    16-byte ``T`` with the PTX cache operator ``op`` (``ld.global.cs.v4.u32``...), its bits
-    moved through a union (``asm volatile`` with a memory clobber: the compiler never moves
-    it past other accesses)."""
+def _hint_name(hint: str) -> str:
+    """The helper-name suffix of a hint (:func:`join_hint`): ``cs``, ``L2first``,
+    ``cs_L2last``."""
+    cache, evict = split_hint(hint)
+    return "_".join(part for part in (cache, evict and f"L2{evict}") if part)
+
+
+def _policy_helper(evict: str) -> str:
+    """``thork_l2_policy_<evict>()``: the 64-bit L2 cache policy giving every line an access
+    allocates the eviction priority ``evict`` (``createpolicy.fractional``, fraction 1.0;
+    sm_80). Not volatile: the compiler computes it once and hoists it out of loops."""
+    return (f"THORK_FN unsigned long long thork_l2_policy_{evict}() {{\n"
+            "  unsigned long long p;\n"
+            f'  asm("createpolicy.fractional.L2::evict_{evict}.b64 %0, 1.0;" : "=l"(p));\n'
+            "  return p;\n}\n")
+
+
+def _cache_helper(kind: str, hint: str) -> str:
+    """``thork_ld_<name>(p)`` / ``thork_st_<name>(p, v)``: one global access of a 1, 2, 4, 8
+    or 16-byte ``T`` with the PTX cache operator and the L2 eviction priority of ``hint``
+    (:func:`join_hint`: ``ld.global.cs.v4.u32``, ``ld.global.L2::cache_hint.v4.u32`` with
+    the policy of :func:`_policy_helper`...), its bits moved through a union (``asm
+    volatile`` with a memory clobber: the compiler never moves it past other accesses)."""
+    op, evict = split_hint(hint)
+    quals = "".join(f".{q}" for q in (op, evict and "L2::cache_hint") if q)
+    name = _hint_name(hint)
     forms = ((16, "v4.u32", "{%s, %s, %s, %s}", ("r.u[0]", "r.u[1]", "r.u[2]", "r.u[3]"), "r"),
              (8, "v2.u32", "{%s, %s}", ("r.u[0]", "r.u[1]"), "r"),
              (4, "u32", "%s", ("r.u[0]",), "r"),
@@ -1062,22 +1086,25 @@ def _cache_helper(kind: str, op: str) -> str:
         if kind == "ld":
             ops = regs % tuple(f"%{k}" for k in range(n))
             outs = ", ".join(f'"={con}"({f})' for f in fields)
-            asm = (f'asm volatile("ld.global.{op}.{ptx} {ops}, [%{n}];" : {outs} : "l"(p) '
-                   ': "memory");')
+            pol, pin = (f", %{n + 1}", ', "l"(pol)') if evict else ("", "")
+            asm = (f'asm volatile("ld.global{quals}.{ptx} {ops}, [%{n}]{pol};" : {outs} : '
+                   f'"l"(p){pin} : "memory");')
         else:
             ops = regs % tuple(f"%{k + 1}" for k in range(n))
             ins = ", ".join(f'"{con}"({f})' for f in fields)
-            asm = (f'asm volatile("st.global.{op}.{ptx} [%0], {ops};" : : "l"(p), {ins} '
-                   ': "memory");')
+            pol, pin = (f", %{n + 1}", ', "l"(pol)') if evict else ("", "")
+            asm = (f'asm volatile("st.global{quals}.{ptx} [%0], {ops}{pol};" : : "l"(p), '
+                   f'{ins}{pin} : "memory");')
         cond = f"if (sizeof(T) == {size}) " if size > 1 else ""
         lines.append(f"  {'else ' if size < 16 else ''}{cond}{asm}")
     body = "\n".join(lines)
+    get = f"  const unsigned long long pol = thork_l2_policy_{evict}();\n" if evict else ""
     if kind == "ld":
-        return (f"template <class T> THORK_FN T thork_ld_{op}(const T* p) {{\n"
-                "  union { T t; unsigned int u[4]; unsigned short h; } r;\n"
+        return (f"template <class T> THORK_FN T thork_ld_{name}(const T* p) {{\n"
+                f"{get}  union {{ T t; unsigned int u[4]; unsigned short h; }} r;\n"
                 f"{body}\n  return r.t;\n}}\n")
-    return (f"template <class T> THORK_FN void thork_st_{op}(T* p, T v) {{\n"
-            "  union { T t; unsigned int u[4]; unsigned short h; } r;\n"
+    return (f"template <class T> THORK_FN void thork_st_{name}(T* p, T v) {{\n"
+            f"{get}  union {{ T t; unsigned int u[4]; unsigned short h; }} r;\n"
             f"  r.t = v;\n{body}\n}}\n")
 
 

@@ -31,6 +31,7 @@ from ._dtype import (
 )
 from ._ir import (
     ATOMIC_OPS,
+    EVICT_PRIORITIES,
     HOPPER_OPS,
     LDMATRIX_OPS,
     LOAD_CACHE_OPS,
@@ -88,8 +89,10 @@ from ._ir import (
     Warp,
     While,
     hopper_ops,
+    join_hint,
     node_fields,
     replace,
+    split_hint,
     stmt_exprs,
     uses_hopper,
     walk_exprs,
@@ -121,5 +124,5 @@ __all__ = [
     "Type", "Unary", "Var", "VecLoad", "VecStore", "VectorType", "WARP_OPS", "Warp",
     "While", "dt", "dtype_of", "input_typestr", "int_range", "literal_dtype", "promote",
     "stmt_exprs", "typestr", "walk_exprs", "walk_stmts", "node_fields", "replace",
-    "LOAD_CACHE_OPS", "STORE_CACHE_OPS",
+    "LOAD_CACHE_OPS", "STORE_CACHE_OPS", "EVICT_PRIORITIES", "join_hint", "split_hint",
 ]

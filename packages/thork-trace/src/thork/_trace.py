@@ -619,8 +619,9 @@ class Memory:
 
     ``m[i]`` loads and ``m[i] = v`` stores (``v`` converted to the element type);
     ``m.vload(i, n)``/``m.vstore(i, values)`` move ``n`` elements in one access;
-    ``m.load(i, cache=...)``/``m.store(i, v, cache=...)`` are ``m[i]`` with a PTX cache
-    operator (vload/vstore take ``cache=`` too: ``"cs"`` streams data used once). Atomics
+    ``m.load(i, cache=..., evict=...)``/``m.store(i, v, cache=..., evict=...)`` are ``m[i]``
+    with a PTX cache operator and/or an L2 eviction priority (vload/vstore take both too:
+    ``cache="cs"`` streams data used once). Atomics
     (``tk.atomic_add(m, i, v)``...) take a :class:`Memory` and an index.
     """
 
@@ -670,40 +671,46 @@ class Memory:
         self.mark_written()
         current().emit(Store(self.expr, idx, _to(v, self.dtype)))
 
-    def load(self, i: Any, *, cache: str | None = None) -> Value:
+    def load(self, i: Any, *, cache: str | None = None, evict: str | None = None) -> Value:
         """``self[i]`` with a PTX load cache operator ``cache`` (``"cs"``: streaming, for
-        data read once; ``"cg"``: L2 only...; None: a plain load). Global arrays only."""
+        data read once; ``"cg"``: L2 only...; None: a plain load) and/or the L2 eviction
+        priority ``evict`` of the line it allocates (``"first"``, ``"last"``, ``"normal"``,
+        ``"unchanged"``: sm_80+; see :func:`thork._vector.cache_op`). Global arrays only."""
         from ._vector import cache_op
 
-        op = cache_op(self, cache, False, f"'{self.label}'.load()")
+        op = cache_op(self, cache, False, f"'{self.label}'.load()", evict)
         idx = self.index_expr(i)
         self.mark_read()
         return Value(current().temp(Load(self.dtype, self.expr, idx, op)))
 
-    def store(self, i: Any, value: Any, *, cache: str | None = None) -> None:
+    def store(self, i: Any, value: Any, *, cache: str | None = None,
+              evict: str | None = None) -> None:
         """``self[i] = value`` with a PTX store cache operator ``cache`` (``"cs"``:
-        streaming, for data written once; None: a plain store). Global arrays only."""
+        streaming, for data written once; None: a plain store) and/or an L2 eviction
+        priority ``evict`` (as :meth:`load`'s). Global arrays only."""
         from ._vector import cache_op
 
-        op = cache_op(self, cache, True, f"'{self.label}'.store()")
+        op = cache_op(self, cache, True, f"'{self.label}'.store()", evict)
         idx = self.index_expr(i)
         v = as_value(value, self.dtype)
         self.mark_written()
         current().emit(Store(self.expr, idx, _to(v, self.dtype), op))
 
-    def vload(self, i: Any, n: int, *, cache: str | None = None) -> tuple[Value, ...]:
+    def vload(self, i: Any, n: int, *, cache: str | None = None, evict: str | None = None
+              ) -> tuple[Value, ...]:
         """Load elements ``i .. i+n-1`` in one aligned access (``i`` a multiple of ``n``);
-        ``cache`` as :meth:`load`'s."""
+        ``cache`` and ``evict`` as :meth:`load`'s."""
         from ._vector import load_vec
 
-        return load_vec(self, i, n, cache=cache)
+        return load_vec(self, i, n, cache=cache, evict=evict)
 
-    def vstore(self, i: Any, values: Any, *, cache: str | None = None) -> None:
-        """Store ``values`` to elements ``i ..`` in one aligned access; ``cache`` as
-        :meth:`store`'s."""
+    def vstore(self, i: Any, values: Any, *, cache: str | None = None,
+               evict: str | None = None) -> None:
+        """Store ``values`` to elements ``i ..`` in one aligned access; ``cache`` and
+        ``evict`` as :meth:`store`'s."""
         from ._vector import store_vec
 
-        store_vec(self, i, values, cache=cache)
+        store_vec(self, i, values, cache=cache, evict=evict)
 
     def __add__(self, offset: Any) -> Memory:
         """A view ``offset`` elements further: ``(a + k)[i]`` is ``a[k + i]``."""
