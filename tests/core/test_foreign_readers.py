@@ -360,3 +360,14 @@ def test_torch_reader_and_its_stream_fallback(monkeypatch):
     monkeypatch.setattr(_adapter, "_RAW_STREAM", [])
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     assert a.native_reader(torch.Tensor)[1] is (raw or _adapter.torch_stream)
+
+
+def test_registrations_beyond_the_table_drop_the_oldest(native, current):
+    """Types made at run time (stand-ins, reloaded modules) never make registering fail:
+    the oldest registration goes."""
+    made = [type(f"Made{i}", (CupyLike,), {}) for i in range(6)]
+    for tx in made:
+        native.foreign(tx, 1, current.cupy, None)
+    rec, b = _binder(native)
+    assert _run(b, (made[-1](0x100), 1.0, made[-1](0x200), 3))
+    assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))  # dropped

@@ -812,9 +812,12 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
     }
     Foreign *f = (Foreign *)foreign_of((PyTypeObject *)args[0]);
     if (!f) {
-        if (nforeign == MAX_FOREIGN) {
-            PyErr_Format(PyExc_ValueError, "foreign: at most %d types", MAX_FOREIGN);
-            return NULL;
+        if (nforeign == MAX_FOREIGN) { /* full (types made at run time): drop the oldest */
+            Py_DECREF((PyObject *)foreigns[0].type);
+            Py_DECREF(foreigns[0].current);
+            Py_XDECREF(foreigns[0].dtypes);
+            memmove(&foreigns[0], &foreigns[1], (MAX_FOREIGN - 1) * sizeof(Foreign));
+            nforeign--;
         }
         f = &foreigns[nforeign];
         f->type = (PyTypeObject *)Py_NewRef(args[0]);
