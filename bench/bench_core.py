@@ -372,6 +372,117 @@ def bench_launch(rows: list[dict[str, Any]], rounds: int) -> None:
     da_us = timed(lambda: launch(do, da, db))
     rows.append({"what": "hot launch, thork DeviceArray", "thork": da_us,
                  "cupy": cupy_us, "floor": floor, "unit": "us", "goal": "<= 1.1x C floor"})
+    foreign_interleaved(rows, launch, f.name, (out, a, b), (dout, da, db), raw, n)
+
+
+def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cupy_args: Any,
+                        device_args: Any, raw: Any, n: int, rounds: int = 7) -> None:
+    """(session 11) The hot ``kernel[grid, block](...)`` rows in interleaved rounds: each
+    round runs the C floor (bench/launch_floor.c, 3 rounds of 10000, its median), then
+    DeviceArrays, CuPy arrays, torch tensors, CuPy's RawKernel, and the producers' own
+    reads a correct launcher must make per call (the current stream once; per array its
+    pointer, dtype and contiguity: the kernel takes pointers, so no shape); medians over
+    the rounds. Each foreign row is then judged in this run against 1.15x the floor and
+    against "C floor + the producer's reads" (when that bound exceeds the goal, the goal
+    is impossible for any launcher that reads the arrays correctly)."""
+    import cupy as cp
+    from _floor import measure_launch_floor
+
+    out, a, b = cupy_args
+    dout, da, db = device_args
+    gcs = cp.cuda.get_current_stream
+
+    def cupy_reads() -> None:
+        gcs().ptr  # noqa: B018 - each read is the measured work
+        out._c_contiguous  # noqa: B018
+        out.dtype  # noqa: B018
+        out.data.ptr  # noqa: B018
+        a._c_contiguous  # noqa: B018
+        a.dtype  # noqa: B018
+        a.data.ptr  # noqa: B018
+        b._c_contiguous  # noqa: B018
+        b.dtype  # noqa: B018
+        b.data.ptr  # noqa: B018
+
+    variants: dict[str, Any] = {
+        "DeviceArrays": lambda: launch(dout, da, db),
+        "CuPy arrays": lambda: launch(out, a, b),
+        "CuPy reads": cupy_reads,
+        "CuPy RawKernel": lambda: raw((n // 128,), (128,), (out, a, b)),
+    }
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ImportError("torch has no CUDA here")
+    except ImportError as exc:
+        print(f"  torch rows skipped: {exc}")
+        torch = None
+    if torch is not None:
+        tout, ta, tb = (torch.from_dlpack(x) for x in (out, a, b))
+        launch(tout, ta, tb)
+        cp.cuda.runtime.deviceSynchronize()
+        assert cp.array_equal(out, a + b), "torch launch wrote wrong values"
+        current = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+            (lambda d: torch.cuda.current_stream(d).cuda_stream)
+
+        def torch_reads() -> None:
+            current(0)
+            tout.is_cuda  # noqa: B018
+            tout.dtype  # noqa: B018
+            tout.is_contiguous()
+            tout.data_ptr()
+            ta.is_cuda  # noqa: B018
+            ta.dtype  # noqa: B018
+            ta.is_contiguous()
+            ta.data_ptr()
+            tb.is_cuda  # noqa: B018
+            tb.dtype  # noqa: B018
+            tb.is_contiguous()
+            tb.data_ptr()
+
+        variants["torch tensors"] = lambda: launch(tout, ta, tb)
+        variants["torch reads"] = torch_reads
+        variants["torch.cuda.current_stream() alone"] = lambda: torch.cuda.current_stream()
+    per_round = 10000
+    got: dict[str, list[float]] = {k: [] for k in ["C floor", *variants]}
+    for _ in range(rounds):
+        got["C floor"].append(measure_launch_floor(cubin, "matrix_add", n=n, rounds=3)[
+            "enqueue_us"])
+        for name, fn in variants.items():
+            for _ in range(300):
+                fn()
+            cp.cuda.runtime.deviceSynchronize()
+            t0 = time.perf_counter()
+            for _ in range(per_round):
+                fn()
+            got[name].append((time.perf_counter() - t0) / per_round * 1e6)
+            cp.cuda.runtime.deviceSynchronize()
+    med = {k: median(v) for k, v in got.items()}
+    floor = med["C floor"]
+    goal = 1.15 * floor
+    cupy_us = med["CuPy RawKernel"]
+
+    def add(what: str, thork: float, ref: float, goal_text: str) -> None:
+        rows.append({"what": what, "thork": thork, "cupy": cupy_us, "floor": ref,
+                     "unit": "us", "goal": goal_text})
+
+    add("interleaved (7 rounds): C floor", floor, floor, "median of the rounds")
+    th = med["DeviceArrays"]
+    add("interleaved: kernel[...] DeviceArrays", th, floor,
+        f"<= 1.15x C floor: {'met' if th <= goal else 'NOT met'}")
+    for lib, reads in (("CuPy arrays", "CuPy reads"), ("torch tensors", "torch reads")):
+        if lib not in med:
+            continue
+        th, bound = med[lib], floor + med[reads]
+        verdict = "met" if th <= goal else \
+            "impossible (floor + reads > 1.15x floor)" if bound > goal else "NOT met"
+        add(f"interleaved: kernel[...] {lib}", th, floor, f"<= 1.15x C floor: {verdict}")
+        add(f"  {reads} (stream + 3 arrays)", med[reads], floor, "diagnostic")
+        add("  vs C floor + those reads", th, bound, "bound (x floor = Thork / bound)")
+    if "torch.cuda.current_stream() alone" in med:
+        add("  torch.cuda.current_stream() (public API)", med[
+            "torch.cuda.current_stream() alone"], floor, "diagnostic")
 
 
 def bench_round_trip(rows: list[dict[str, Any]], reps: int, gpu: bool) -> None:
@@ -567,7 +678,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--only", default=None,
                     help="run only these rows, comma-separated: round-trip (the NumPy round "
-                         "trips), cold-compile (the in-process cold compile against CuPy)")
+                         "trips), cold-compile (the in-process cold compile against CuPy), "
+                         "hot (the hot kernel[grid, block](...) rows)")
     args = ap.parse_args()
     runs, rounds, reps = (3, 5, 5) if args.quick else (7, 20, 20)
 
@@ -581,16 +693,17 @@ def main() -> int:
 
     gpu = have_gpu()
     only = set(args.only.split(",")) if args.only else None
-    if only is not None and only - {"round-trip", "cold-compile"}:
-        ap.error(f"--only: expected round-trip and/or cold-compile, got {args.only!r}")
+    if only is not None and only - {"round-trip", "cold-compile", "hot"}:
+        ap.error(f"--only: expected round-trip, cold-compile and/or hot, got {args.only!r}")
     rows: list[dict[str, Any]] = []
     if only is None:
         bench_compile(work, rows, runs, gpu)
-    if gpu and (only is None or "cold-compile" in only):
+    if gpu and (only is None or only & {"cold-compile", "hot"}):
         try:
-            if only is None:
+            if only is None or "hot" in only:
                 bench_launch(rows, rounds)
-            bench_cold_compile_in_process(rows, 10)
+            if only is None or "cold-compile" in only:
+                bench_cold_compile_in_process(rows, 10)
         except ImportError as exc:
             print(f"hot launch skipped: {exc}")
     if only is None or "round-trip" in only:

@@ -1,6 +1,6 @@
 """fkl-compose benchmark: fused chains against torch eager, CuPy and a device copy.
 
-    python bench/bench_fkl.py --out DIR [--quick] [--only filters|crops|resize ...]
+    python bench/bench_fkl.py --out DIR [--quick] [--only filters|crops|resize|hot ...]
 
 Rows (GPU rows run when a GPU is visible; anchors when torch / CuPy / torchvision import):
   * 6-op float chain, 1080p x 3: fkl fused vs torch eager vs CuPy unfused (and cupy.fuse)
@@ -428,6 +428,16 @@ def bench_gpu(reps: int) -> None:
             except Exception as exc:  # an older torchvision without v2
                 print(f"  torchvision skipped: {exc}")
 
+    bench_hot_call()
+
+
+def bench_hot_call() -> None:
+    """Host time per hot call (tiny image, out= given): DeviceArrays, CuPy, torch and
+    DLPack-only producers against the C floor (``--only hot`` runs just this)."""
+    from thork_core import _cuda
+    from thork_core._device_array import DeviceArray
+
+    drv = Events().drv
     # -- hot-call overhead --------------------------------------------------------------
     print("hot-call overhead (tiny image, device arrays, out= given)", flush=True)
     tiny = DeviceArray.from_host(np.arange(16, dtype=np.float32))
@@ -606,6 +616,100 @@ def bench_gpu(reps: int) -> None:
         lambda: t1.__dlpack__(stream=1, max_version=(1, 0)), n // 10) for _ in range(5)])
     row("hot call", "  DeviceArray.__dlpack__ (no wrapper)", dl_direct, "us",
         "the capsule built in C (session 10; 12.2 us through ctypes before)")
+    foreign_interleaved(hot, t1, t2)
+
+
+def foreign_interleaved(hot: Any, t1: Any, t2: Any) -> None:
+    """(session 11) ``pipe(x, out=y)`` with DeviceArrays, CuPy arrays and torch tensors,
+    the C floor, and the producers' own reads a correct launcher must make per call (the
+    current stream once; per array the pointer, dtype, contiguity and shape: the pipe's
+    plan is per exact shape), in interleaved rounds (medians): each verdict is decided
+    within one run against "C floor + producer reads"."""
+    from _floor import floor_kernel, measure_launch_floor
+    from thork_core import _cuda, gpu_arch
+
+    drv = _cuda.driver()
+    cupy, torch = try_import("cupy"), try_import("torch")
+    if torch is not None and not torch.cuda.is_available():
+        torch = None
+    matrix_add: Any = floor_kernel()
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(matrix_add.artifact(gpu_arch(0)).data)
+    variants: dict[str, Callable[[], Any]] = {"DeviceArray pipe": lambda: hot(t1, out=t2)}
+    if cupy is not None:
+        cx, co = cupy.asarray(t1), cupy.asarray(t2)
+        hot(cx, out=co)
+        gcs = cupy.cuda.get_current_stream
+
+        def cupy_reads() -> None:
+            gcs().ptr  # noqa: B018 - each read is the measured work
+            cx._c_contiguous  # noqa: B018
+            cx.dtype  # noqa: B018
+            cx.shape  # noqa: B018
+            cx.data.ptr  # noqa: B018
+            co._c_contiguous  # noqa: B018
+            co.dtype  # noqa: B018
+            co.shape  # noqa: B018
+            co.data.ptr  # noqa: B018
+
+        variants["CuPy pipe"] = lambda: hot(cx, out=co)
+        variants["CuPy reads"] = cupy_reads
+    if torch is not None:
+        tx, to = torch.from_dlpack(t1), torch.from_dlpack(t2)
+        hot(tx, out=to)
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+            (lambda d: torch.cuda.current_stream(d).cuda_stream)
+
+        def torch_reads() -> None:
+            raw(0)
+            tx.is_cuda  # noqa: B018
+            tx.dtype  # noqa: B018
+            tx.is_contiguous()
+            tx.shape  # noqa: B018
+            tx.data_ptr()
+            to.is_cuda  # noqa: B018
+            to.dtype  # noqa: B018
+            to.is_contiguous()
+            to.shape  # noqa: B018
+            to.data_ptr()
+
+        variants["torch pipe"] = lambda: hot(tx, out=to)
+        variants["torch reads"] = torch_reads
+    n = 10000
+    got: dict[str, list[float]] = {k: [] for k in ["C floor", *variants]}
+    for _ in range(7):
+        got["C floor"].append(measure_launch_floor(f.name, "matrix_add", n=1024, rounds=3)[
+            "enqueue_us"])
+        for name, fn in variants.items():
+            for _ in range(300):
+                fn()
+            _cuda.check(drv.cuCtxSynchronize(), "sync")
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            got[name].append((time.perf_counter() - t0) / n * 1e6)
+            _cuda.check(drv.cuCtxSynchronize(), "sync")
+    med = {k: statistics.median(v) for k, v in got.items()}
+    floor = med["C floor"]
+    row("interleaved", "C floor: cuLaunchKernel from C", floor, "us",
+        "7 rounds, median; each round: the floor, then every row below")
+    goal = 1.15 * floor
+    da = med["DeviceArray pipe"]
+    row("interleaved", "pipe(x, out=y) DeviceArrays", da, "us",
+        f"{da / floor:.3f}x floor (goal <= 1.15x: {'met' if da <= goal else 'NOT met'})")
+    for lib in ("CuPy", "torch"):
+        if f"{lib} pipe" not in med:
+            continue
+        took, reads = med[f"{lib} pipe"], med[f"{lib} reads"]
+        bound = floor + reads
+        verdict = "met" if took <= goal else \
+            "impossible: floor + reads > 1.15x floor" if bound > goal else "NOT met"
+        row("interleaved", f"pipe(x, out=y) {lib} arrays", took, "us",
+            f"{took / floor:.3f}x floor; goal <= 1.15x = {goal:.2f} us: {verdict}")
+        row("interleaved", f"  {lib}'s own reads (stream + 2 arrays)", reads, "us",
+            "what any correct launcher reads per call")
+        row("interleaved", "  C floor + those reads", bound, "us",
+            f"Thork {took / bound:.3f}x this bound ({took - bound:+.2f} us)")
 
 
 # -- horizontal fusion (issue 14) ----------------------------------------------------------
@@ -1134,7 +1238,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=".", help="folder for bench_fkl.json")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
-    ap.add_argument("--only", choices=["filters", "crops", "resize"], action="append",
+    ap.add_argument("--only", choices=["filters", "crops", "resize", "hot"], action="append",
                     default=None, help="run only these groups (repeatable; default: every "
                     "group)")
     args = ap.parse_args()
@@ -1145,7 +1249,9 @@ def main() -> int:
     if args.only:
         groups = {"filters": bench_filters, "crops": bench_crops, "resize": bench_resize}
         for name in dict.fromkeys(args.only):
-            if gpu:
+            if gpu and name == "hot":
+                bench_hot_call()
+            elif gpu:
                 groups[name](Events(), np.random.default_rng(), reps)
             else:
                 print(f"no GPU ({why}): the {name} rows need one", flush=True)

@@ -27,6 +27,7 @@ from thork_core.launch import (
     DLPACK,
     dlpack_code,
     dlpack_probe,
+    foreign_reader,
     kind_of,
     no_max_version,
     one_gpu,
@@ -567,6 +568,19 @@ class CallPath:
                     return None
                 shape, dtype = tuple(cai["shape"]), dtype_of(cai["typestr"])
                 ts = cai["typestr"]
+            elif kind.__class__ is not str and one_gpu() and code is not None and \
+                    foreign_reader(type(x), kind) is not None:
+                # (session 11) a follower's tensor (torch) on the one GPU: the guard reads
+                # it in C through its own attributes, on torch's current stream when the
+                # call names none (a call on another stream misses to the path below,
+                # which waits for torch's stream and records the use)
+                v = views[0]
+                if not v.contiguous or v.device_id != plan.ordinal:
+                    return None
+                shape, dtype = tuple(v.shape), v.dtype
+                ts = typestr(dtype)
+                if ts is None:
+                    return None
             else:
                 return None
             gpu1 = one_gpu()

@@ -15,7 +15,8 @@ from thork_core import ArgumentError, ArrayAdapter, ArrayView, dt
 
 from ._dtypes import to_thork
 
-__all__ = ["TorchAdapter", "tensor_view", "torch_stream", "record", "is_tensor"]
+__all__ = ["TorchAdapter", "tensor_view", "torch_stream", "raw_stream_reader", "record",
+           "is_tensor"]
 
 
 def is_tensor(obj: Any) -> bool:
@@ -63,6 +64,21 @@ class TorchAdapter(ArrayAdapter):
                     index)
         except Exception:  # noqa: BLE001 - anything unusual: the adapter's path says why
             return None
+
+    def native_reader(self, tx: type) -> tuple[int, Any, dict[Any, Any]] | None:
+        """How core's native Binder and Guard read exact ``torch.Tensor`` arguments
+        (``_native_launch.c``, "Foreign readers", style 2): ``is_cuda``, ``dtype`` (mapped
+        to Thork's through the returned table), ``is_contiguous()``, ``data_ptr()`` and the
+        shape, every one re-read per call (``set_``, ``resize_`` and ``.data =`` change
+        any of them), and torch's current stream on the device, read once per call
+        through :func:`raw_stream_reader`. None for subclasses (``nn.Parameter``: the
+        Python path) and where torch is not imported."""
+        torch = sys.modules.get("torch")
+        if torch is None or tx is not getattr(torch, "Tensor", None):
+            return None
+        from ._dtypes import torch_dtypes
+
+        return 2, raw_stream_reader(), {d: to_thork(d) for d in torch_dtypes()}
 
     def used_on(self, obj: Any, stream: int) -> None:
         """``record_stream`` on the launch stream (see :func:`record`)."""
@@ -145,6 +161,16 @@ def torch_stream(device: int) -> int:
 
 
 _RAW_STREAM: list[Any] = []
+
+
+def raw_stream_reader() -> Any:
+    """A callable ``f(device) -> int``: the raw handle of torch's current CUDA stream on
+    ``device``. ``torch._C._cuda_getCurrentRawStream`` itself where torch has it (private,
+    what torch's own compiled code calls: one C call, no Stream object), else
+    :func:`torch_stream` (``torch.cuda.current_stream(device).cuda_stream``: public,
+    ~4 us; tests/interop/test_torch_native.py runs both)."""
+    raw = _RAW_STREAM[0] if _RAW_STREAM else _raw_stream()
+    return raw if raw is not None else torch_stream
 
 
 def _raw_stream() -> Any:

@@ -24,7 +24,7 @@ from ._errors import ArgumentError, LaunchError
 from ._graph import capture_relaxed
 from ._ir import KernelIR, PointerType
 from ._launch import CONV_CU, PreparedLaunch, PyLauncher, make_launcher, param_kinds
-from ._probe import KINDS, cai_pointer, follow, implied_stream
+from ._probe import KINDS, cai_pointer, follow, implied_stream, sync_native
 from ._renderer import CudaRenderer, Renderer
 from ._target import Dim3, Executable, Target
 
@@ -291,6 +291,8 @@ def _binder(launcher: Any, kernel: KernelIR, ordinal: int, cai: bool) -> Any:
     from ._device_array import use_native_finalizer
 
     use_native_finalizer(mod)  # DeviceArrays then go back to the pool without Python
+    if cai:  # CuPy and torch arrays read through their own attributes (session 11)
+        sync_native(mod)
     specs: list[tuple[Any, ...]] = []
     for p in kernel.params:
         if isinstance(p.type, PointerType):

@@ -379,6 +379,13 @@ class PreparedLaunch:
             from ._probe import KINDS as kinds
         if self.native and self.pointer_count <= 32:  # (the C guard's limit)
             extra = (kinds, in_place) if kinds is not None else ()
+            if kinds is not None:  # CuPy and torch arrays read in C (session 11)
+                from ._native import native_module
+                from ._probe import sync_native
+
+                mod = native_module()
+                if mod is not None:
+                    sync_native(mod)
             return self.prepared.guard(  # type: ignore[no-any-return]
                 array_type, [tuple(s) for s in specs], list(order), align_mask, to_handle,
                 *extra)

@@ -112,6 +112,7 @@ static int dl_tensor(PyObject *capsule, const DLTens **t, uint32_t *major, int *
 static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream;
 static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask, *s_kind_cai;
 static PyObject *s_kind_dlpack, *s_dlpack, *s_dlpack_device, *s_dlpack_kw, *s_max_version;
+static PyObject *s_str;
 
 /* An attribute of the guarded array type: read straight from its __slots__ offset when the
  * type's attribute is a slot (exact type is checked before any read), else by getattr. */
@@ -193,6 +194,8 @@ typedef struct {
      * (code << 8 | bits) accepted, -1: none; device_id: the CUDA ordinal they must name. */
     int dlcodes[MAX_SLOTS];
     long device_id;
+    /* foreign readers: the producer dtype object each slot last matched (session 11) */
+    PyObject *seen[MAX_SLOTS];
 } GuardObject;
 
 static PyTypeObject LauncherType;
@@ -608,6 +611,7 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         g->writes[i] = 0;
         g->nbytes[i] = 0;
         g->dlcodes[i] = -1;
+        g->seen[i] = NULL;
     }
     Py_INCREF(self);
     g->launch = self;
@@ -726,6 +730,7 @@ static void guard_dealloc(GuardObject *g) {
         Py_DECREF(g->dtypes[i]);
         Py_XDECREF(g->typestrs[i]);
     }
+    for (int i = 0; i < MAX_SLOTS; i++) Py_XDECREF(g->seen[i]);
     Py_XDECREF(g->kinds);
     Py_XDECREF(g->device);
     Py_XDECREF(g->to_handle);
@@ -741,6 +746,262 @@ static int same(PyObject *a, PyObject *b) {
 }
 
 static int is_default_stream(PyObject *s);
+
+/* ---- Foreign readers (session 11) ---------------------------------------------------
+ * foreign(type, style, current, dtypes) tells the Binder and the Guard (where they read
+ * foreign arrays at all: the Binder given the kinds table, a Guard spec with a typestr,
+ * i.e. one visible GPU) how to read arrays of exactly `type` with the producer's own
+ * attributes instead of its __cuda_array_interface__ dict (which CuPy builds per read,
+ * environment lookup included, and torch builds in Python). foreign() forgets them all;
+ * thork_core._probe registers a type once its kind is decided (and forgets with it).
+ *   style 1 (CuPy's ndarray): a._c_contiguous (the flag CuPy's own interface reads; a
+ *     no-copy reshape through the shape setter keeps it exact), a.dtype (the numpy dtype:
+ *     its .str must be the spec's typestr; the last dtype object that matched is kept
+ *     per slot and compared by identity), a.data.ptr (re-read each call), a.shape (exact
+ *     shape specs) or a.ndim (ndim specs). The producer stream: current() (CuPy's
+ *     get_current_stream: a stream object whose .ptr is read, or an int), read once per
+ *     call: a default stream (0, 1, 2) or the launch stream, as for the interface.
+ *   style 2 (torch.Tensor, a library with a current stream): a.is_cuda (on the one GPU:
+ *     the spec's device), a.dtype (dtypes[a.dtype] must be the spec's DType), a.is_contiguous(),
+ *     a.data_ptr(), a.shape / a.dim(): every one re-read each call (set_, resize_ and
+ *     .data = change any of them). current(device) is the raw handle of the library's
+ *     current stream (read once per call): a call given no stream launches there (as the
+ *     Python path does); a call given another stream goes to the caller (which waits and
+ *     records the use).
+ * Nothing of an array object is kept between calls but the matched dtype objects. */
+enum { FX_CUPY = 1, FX_TORCH = 2 };
+#define MAX_FOREIGN 4
+typedef struct {
+    PyTypeObject *type;
+    int style;
+    PyObject *current, *dtypes;
+} Foreign;
+static Foreign foreigns[MAX_FOREIGN];
+static int nforeign;
+static PyObject *s_c_contig, *s_data_ptr, *s_is_contig, *s_is_cuda, *s_dim, *s_ndim;
+
+static inline const Foreign *foreign_of(PyTypeObject *tp) {
+    for (int i = 0; i < nforeign; i++)
+        if (foreigns[i].type == tp) return &foreigns[i];
+    return NULL;
+}
+
+static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs == 0) {
+        while (nforeign > 0) {
+            Foreign *f = &foreigns[--nforeign];
+            Py_DECREF((PyObject *)f->type);
+            Py_DECREF(f->current);
+            Py_XDECREF(f->dtypes);
+        }
+        Py_RETURN_NONE;
+    }
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyCallable_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "foreign(type, style, current, dtypes) or foreign()");
+        return NULL;
+    }
+    long style = PyLong_AsLong(args[1]);
+    if (style == -1 && PyErr_Occurred()) return NULL;
+    if (style != FX_CUPY && style != FX_TORCH) {
+        PyErr_Format(PyExc_ValueError, "foreign: style 1 or 2, got %ld", style);
+        return NULL;
+    }
+    if (style == FX_TORCH && !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "foreign: style 2 needs a dict of dtypes");
+        return NULL;
+    }
+    Foreign *f = (Foreign *)foreign_of((PyTypeObject *)args[0]);
+    if (!f) {
+        if (nforeign == MAX_FOREIGN) { /* full (types made at run time): drop the oldest */
+            Py_DECREF((PyObject *)foreigns[0].type);
+            Py_DECREF(foreigns[0].current);
+            Py_XDECREF(foreigns[0].dtypes);
+            memmove(&foreigns[0], &foreigns[1], (MAX_FOREIGN - 1) * sizeof(Foreign));
+            nforeign--;
+        }
+        f = &foreigns[nforeign];
+        f->type = (PyTypeObject *)Py_NewRef(args[0]);
+        f->current = NULL;
+        f->dtypes = NULL;
+        nforeign++;
+    }
+    f->style = (int)style;
+    Py_XSETREF(f->current, Py_NewRef(args[2]));
+    Py_XSETREF(f->dtypes, args[3] == Py_None ? NULL : Py_NewRef(args[3]));
+    Py_RETURN_NONE;
+}
+
+/* The streams of one call, each read at most once. */
+typedef struct {
+    int have_cupy, have_torch;
+    uint64_t cupy, torch;
+    long torch_device;
+} Currents;
+
+/* 1: *v set; 0: unreadable (the caller's path); exceptions cleared. */
+static int stream_value(PyObject *r, uint64_t *v) {
+    if (!r) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *p = PyLong_Check(r) ? Py_NewRef(r) : PyObject_GetAttr(r, s_ptr);
+    Py_DECREF(r);
+    if (!p) {
+        PyErr_Clear();
+        return 0;
+    }
+    *v = PyLong_AsUnsignedLongLong(p);
+    Py_DECREF(p);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* torch's current stream on `device` into cur (1), or 0. */
+static int torch_current(const Foreign *f, long device, Currents *cur) {
+    if (cur->have_torch && cur->torch_device == device) return 1;
+    PyObject *d = PyLong_FromLong(device);
+    if (!d) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *r = PyObject_CallOneArg(f->current, d);
+    Py_DECREF(d);
+    if (!stream_value(r, &cur->torch)) return 0;
+    cur->have_torch = 1;
+    cur->torch_device = device;
+    return 1;
+}
+
+static inline PyObject *method0(PyObject *a, PyObject *name) {
+    return PyObject_VectorcallMethod(name, &a, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* Whether a torch-like tensor is in CUDA memory (its is_cuda; 0 also when unreadable).
+ * The readers serve one visible GPU only (see the section's head), so that is the spec's
+ * device: torch and Thork see the same one. */
+static int on_cuda(PyObject *a) {
+    PyObject *d = PyObject_GetAttr(a, s_is_cuda);
+    int ok = d == Py_True;
+    Py_XDECREF(d);
+    if (!d) PyErr_Clear();
+    return ok;
+}
+
+/* When no stream was given and an argument is a torch-like tensor, the launch stream is
+ * its library's current stream on its device (the Python path's implied stream): *handle
+ * set (1); 0: none such; -1: one such that cannot be read (the caller's path). */
+static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
+                          uint64_t *handle, Currents *cur) {
+    if (!nforeign || device < 0) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Foreign *f = foreign_of(Py_TYPE(items[i]));
+        if (!f || f->style != FX_TORCH) continue;
+        if (!on_cuda(items[i]) || !torch_current(f, device, cur)) return -1;
+        *handle = cur->torch;
+        return 1;
+    }
+    return 0;
+}
+
+/* 1: equal; 0: not (or unreadable); the caller compares ints. */
+static int ndim_is(PyObject *a, int want, int torch) {
+    PyObject *v = torch ? method0(a, s_dim) : PyObject_GetAttr(a, s_ndim);
+    int ok = v && PyLong_Check(v) && PyLong_AsLong(v) == want;
+    Py_XDECREF(v);
+    PyErr_Clear();
+    return ok;
+}
+
+/* Array `a` of registered type f for a slot: the spec's typestr (CuPy) or DType (torch),
+ * exact shape (want_shape) or ndim (-1: any), on `device`, ready on `handle` (see the
+ * section's head). 1: *ptr set; 0: the caller's path (nothing raised); -1: error. */
+static int read_foreign(const Foreign *f, PyObject *a, PyObject *typestr, PyObject *dtype,
+                        PyObject **seen, PyObject *want_shape, int ndim, long device,
+                        uint64_t handle, Currents *cur, uint64_t *ptr) {
+    PyObject *v;
+    int ok;
+    if (f->style == FX_CUPY) {
+        if (!typestr) return 0;
+        if (!cur->have_cupy) {
+            if (!stream_value(PyObject_CallNoArgs(f->current), &cur->cupy)) return 0;
+            cur->have_cupy = 1;
+        }
+        if (cur->cupy > 2 && cur->cupy != handle) return 0; /* the caller waits on it */
+        v = PyObject_GetAttr(a, s_c_contig);
+        ok = v == Py_True;
+        Py_XDECREF(v);
+        if (!ok) goto miss;
+        v = PyObject_GetAttr(a, s_dtype);
+        if (!v) goto miss;
+        if (v != *seen) {
+            PyObject *str = PyObject_GetAttr(v, s_str);
+            ok = str && PyUnicode_Check(str) && PyUnicode_Compare(str, typestr) == 0;
+            Py_XDECREF(str);
+            if (ok) Py_XSETREF(*seen, Py_NewRef(v));
+        } else {
+            ok = 1;
+        }
+        Py_DECREF(v);
+        if (!ok) goto miss;
+        if (want_shape) {
+            v = PyObject_GetAttr(a, s_shape);
+            if (!v) goto miss;
+            ok = same(v, want_shape);
+            Py_DECREF(v);
+            if (ok < 0) return -1;
+            if (!ok) return 0;
+        } else if (ndim >= 0 && !ndim_is(a, ndim, 0)) {
+            return 0;
+        }
+        PyObject *mem = PyObject_GetAttr(a, s_data);
+        if (!mem) goto miss;
+        v = PyObject_GetAttr(mem, s_ptr);
+        Py_DECREF(mem);
+    } else {
+        if (device < 0 || !on_cuda(a) || !torch_current(f, device, cur)) return 0;
+        if (cur->torch != handle) return 0; /* another stream given: the caller follows */
+        v = PyObject_GetAttr(a, s_dtype);
+        if (!v) goto miss;
+        if (v != *seen) {
+            PyObject *d = PyDict_GetItemWithError(f->dtypes, v); /* borrowed */
+            ok = d && d == dtype;
+            if (ok) Py_XSETREF(*seen, Py_NewRef(v));
+        } else {
+            ok = 1;
+        }
+        Py_DECREF(v);
+        if (!ok) goto miss;
+        v = method0(a, s_is_contig);
+        ok = v == Py_True;
+        Py_XDECREF(v);
+        if (!ok) goto miss;
+        if (want_shape) {
+            v = PyObject_GetAttr(a, s_shape);
+            if (!v) goto miss;
+            ok = same(v, want_shape);
+            Py_DECREF(v);
+            if (ok < 0) return -1;
+            if (!ok) return 0;
+        } else if (ndim >= 0 && !ndim_is(a, ndim, 1)) {
+            return 0;
+        }
+        v = method0(a, s_data_ptr);
+    }
+    if (!v || !PyLong_Check(v)) {
+        Py_XDECREF(v);
+        goto miss;
+    }
+    *ptr = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) goto miss;
+    return 1;
+miss:
+    PyErr_Clear();
+    return 0;
+}
 
 /* Array i of a Guard with CAI arrays: 1 when `a`'s type is a plain producer in g->kinds
  * and its __cuda_array_interface__ names the spec's typestr and exact shape, no strides or
@@ -902,11 +1163,23 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
     PyObject *caps[MAX_SLOTS];
     Py_ssize_t ncaps = 0;
     PyObject *result = Py_False;
+    Currents cur = {0, 0, 0, 0, -1};
+    if (s == Py_None && g->kinds && implied_handle(args, g->n, g->device_id, &handle, &cur) < 0)
+        goto done;
     for (Py_ssize_t i = 0; i < g->n; i++) {
         PyObject *a = args[i], *v;
         int ok;
         if (Py_TYPE(a) != g->array_type) {
             if (!g->kinds) goto done;
+            const Foreign *f = g->typestrs[i] ? foreign_of(Py_TYPE(a)) : NULL;
+            if (f) { /* session 11: read through its own attributes */
+                ok = read_foreign(f, a, g->typestrs[i], g->dtypes[i], &g->seen[i],
+                                  g->shapes[i], -1, g->device_id, handle, &cur, &ptrs[i]);
+                if (ok < 0) goto error;
+                if (!ok) goto done;
+                bits |= ptrs[i];
+                continue;
+            }
             PyObject *kind = PyDict_GetItemWithError(g->kinds, (PyObject *)Py_TYPE(a));
             if (!kind) {
                 if (PyErr_Occurred()) goto error;
@@ -1029,6 +1302,7 @@ static PyTypeObject GuardType = {
 typedef struct {
     PyObject *dtype, *typestr;
     int pointer, ndim, writes, is_float;
+    PyObject *seen; /* foreign readers: the dtype object last matched (session 11) */
 } ParamSpec;
 
 typedef struct {
@@ -1137,6 +1411,7 @@ static void binder_dealloc(BinderObject *self) {
         for (Py_ssize_t i = 0; i < self->n; i++) {
             Py_XDECREF(self->specs[i].dtype);
             Py_XDECREF(self->specs[i].typestr);
+            Py_XDECREF(self->specs[i].seen);
         }
         PyMem_Free(self->specs);
     }
@@ -1293,7 +1568,7 @@ static int bind_array(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_
 /* The binder's decision and launch for args[0..n): 1 launched, 0 the caller's path (nothing
  * launched), -1 error. Shared by Binder.__call__ and LaunchCall's hot call. */
 static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigned block[3],
-                       unsigned shared, uint64_t handle, PyObject *const *items,
+                       unsigned shared, uint64_t handle, int given, PyObject *const *items,
                        Py_ssize_t n) {
     if (!self->launcher) {
         PyErr_SetString(PyExc_RuntimeError, "Binder was not initialized");
@@ -1304,8 +1579,12 @@ static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigne
     uint64_t vals[MAX_PARAMS];
     void *params[MAX_PARAMS];
     int r = 1;
+    Currents cur = {0, 0, 0, 0, -1};
+    const Foreign *f;
+    /* given no stream, a torch-like tensor's current stream is the launch stream */
+    if (!given && self->kinds && implied_handle(items, n, self->device, &handle, &cur) < 0) return 0;
     for (Py_ssize_t i = 0; i < self->n && r == 1; i++) {
-        const ParamSpec *ps = &self->specs[i];
+        ParamSpec *ps = &self->specs[i];
         PyObject *a = items[i];
         params[i] = &vals[i];
         vals[i] = 0;
@@ -1313,6 +1592,10 @@ static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigne
             r = bind_scalar(l->kinds[i], ps->is_float, a, &vals[i]);
         else if (Py_TYPE(a) == self->array_type)
             r = bind_array(self, ps, a, handle, &vals[i]);
+        else if (self->kinds && (f = foreign_of(Py_TYPE(a))) != NULL)
+            r = read_foreign(f, a, ps->typestr == Py_None ? NULL : ps->typestr, ps->dtype,
+                             &ps->seen, NULL, ps->ndim, self->device, handle, &cur,
+                             &vals[i]);
         else if (self->cai)
             r = bind_cai(self, ps, a, &vals[i]);
         else
@@ -1347,7 +1630,7 @@ static PyObject *binder_call(BinderObject *self, PyObject *const *args, size_t n
     }
     PyObject *fast = PySequence_Fast(args[4], "args must be a sequence");
     if (!fast) return NULL;
-    int r = binder_bind(self, grid, block, (unsigned)shared, handle,
+    int r = binder_bind(self, grid, block, (unsigned)shared, handle, args[3] != Py_None,
                         PySequence_Fast_ITEMS(fast), PySequence_Fast_GET_SIZE(fast));
     Py_DECREF(fast);
     if (r < 0) return NULL;
@@ -1718,6 +2001,10 @@ static PyObject *allocating_try(GuardedCallObject *self, PyObject *x, PyObject *
     if (!m || Py_TYPE(m) != &OutMakerType || !g || Py_TYPE(g) != &GuardType ||
         ((GuardObject *)g)->n != 2)
         return NULL;
+    if (!stream || stream == Py_None) { /* the output belongs on torch's stream: Python */
+        const Foreign *f = foreign_of(Py_TYPE(x));
+        if (f && f->style == FX_TORCH) return NULL;
+    }
     /* held: another thread may replace _hot_out/_hot_guard while Python code runs */
     Py_INCREF(m);
     Py_INCREF(g);
@@ -1919,7 +2206,8 @@ static PyObject *launchcall_vectorcall(PyObject *self_, PyObject *const *args, s
             unsigned block[3] = {self->block[0], self->block[1], self->block[2]};
             unsigned shared = self->shared;
             Py_INCREF(b);
-            int r = binder_bind((BinderObject *)b, grid, block, shared, handle, args, nargs);
+            int r = binder_bind((BinderObject *)b, grid, block, shared, handle, s != Py_None,
+                                args, nargs);
             Py_DECREF(b);
             if (r < 0) return NULL;
             if (r) Py_RETURN_NONE;
@@ -2321,6 +2609,9 @@ static PyMethodDef module_methods[] = {
      "a DLPack capsule (see _native_launch.c)."},
     {"dlpack_exports", (PyCFunction)dlpack_exports, METH_NOARGS,
      "dlpack_exports(): exports whose deleter has not run yet."},
+    {"foreign", (PyCFunction)(void (*)(void))foreign_register, METH_FASTCALL,
+     "foreign(type, style, current, dtypes): read arrays of exactly `type` through their "
+     "own attributes (see _native_launch.c); foreign(): forget every such type."},
     {NULL, NULL, 0, NULL}};
 
 static PyModuleDef module = {
@@ -2357,6 +2648,16 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     s_out = PyUnicode_InternFromString("out");
     s_miss = PyUnicode_InternFromString("_miss");
     if (!s_shape || !s_dtype || !s_device || !s_ptr || !s_stream || !s_out || !s_miss)
+        return NULL;
+    s_str = PyUnicode_InternFromString("str");
+    s_c_contig = PyUnicode_InternFromString("_c_contiguous");
+    s_data_ptr = PyUnicode_InternFromString("data_ptr");
+    s_is_contig = PyUnicode_InternFromString("is_contiguous");
+    s_is_cuda = PyUnicode_InternFromString("is_cuda");
+    s_dim = PyUnicode_InternFromString("dim");
+    s_ndim = PyUnicode_InternFromString("ndim");
+    if (!s_str || !s_c_contig || !s_data_ptr || !s_is_contig || !s_is_cuda || !s_dim ||
+        !s_ndim)
         return NULL;
     s_stream_names = PyTuple_Pack(1, s_stream);
     if (!s_stream_names) return NULL;

@@ -22,14 +22,15 @@ types listed there as plain producers).
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
 from ._device import _DL_CUDA, _DL_CUDA_MANAGED
 
 __all__ = ["CAI", "DEFAULT_STREAMS", "DLPACK", "KINDS", "cai_pointer", "dlpack_cuda_device",
-           "dlpack_probe", "follow", "followers", "forget_kinds", "implied_stream", "kind_of",
-           "no_max_version", "one_gpu", "probe"]
+           "dlpack_probe", "follow", "followers", "forget_kinds", "foreign_reader",
+           "implied_stream", "kind_of", "no_max_version", "one_gpu", "probe", "sync_native"]
 
 #: ``__cuda_array_interface__`` ``stream`` values that ask no wait of a consumer: absent,
 #: 0 (not valid in CAI v3; read as the legacy stream, as the native module does), the
@@ -86,9 +87,52 @@ def one_gpu() -> bool:
 
 
 def forget_kinds() -> None:
-    """Forget every type's kind (the plugin registry was reset: the followers may differ)."""
+    """Forget every type's kind (the plugin registry was reset: the followers may differ),
+    and the native module's readers of foreign types with them."""
     for tx in [t for t, k in KINDS.items() if k not in (PLAIN,)]:
         KINDS.pop(tx, None)
+    mod = _loaded_native()
+    if mod is not None and hasattr(mod, "foreign"):
+        mod.foreign()
+
+
+def _loaded_native() -> Any:
+    """The native module when it is loaded already (never builds it), else None."""
+    native = sys.modules.get(__package__ + "._native")
+    return None if native is None else native._STATE.get("module")
+
+
+def foreign_reader(tx: type, kind: Any) -> tuple[int, Any, Any] | None:
+    """How the native module's Binder and Guard read arrays of exactly ``tx`` (of kind
+    ``kind``) through the producer's own attributes (``_native_launch.c``, "Foreign
+    readers"): ``(style, current, dtypes)``, else None (they read its interface dict,
+    or leave it to Python). CuPy's ``ndarray`` while it is a plain producer here (style
+    1; ``current``: ``cupy.cuda.get_current_stream``), and a follower adapter's type
+    where the adapter offers ``native_reader(tx)`` (torch: style 2). A CuPy without the
+    ``_c_contiguous`` flag its own ``__cuda_array_interface__`` reads, or without
+    ``cupy.cuda.get_current_stream``, keeps the interface path."""
+    if kind is CAI:
+        cupy = sys.modules.get("cupy")
+        if cupy is None or tx is not getattr(cupy, "ndarray", None) or \
+                not hasattr(tx, "_c_contiguous"):
+            return None
+        current = getattr(getattr(cupy, "cuda", None), "get_current_stream", None)
+        return (1, current, None) if callable(current) else None
+    if kind.__class__ is str:
+        return None
+    reader = getattr(kind, "native_reader", None)
+    return reader(tx) if reader is not None else None  # type: ignore[no-any-return]
+
+
+def sync_native(mod: Any) -> None:
+    """Register with native module ``mod`` the reader of every type decided so far (its
+    Binders and Guards are being made; later decisions register in :func:`kind_of`)."""
+    if not hasattr(mod, "foreign"):
+        return
+    for tx, kind in list(KINDS.items()):
+        got = foreign_reader(tx, kind)
+        if got is not None:
+            mod.foreign(tx, *got)
 
 
 def kind_of(tx: type) -> Any:
@@ -117,6 +161,11 @@ def kind_of(tx: type) -> Any:
             kind = DLPACK
     if len(KINDS) < _MAX_KINDS:
         KINDS[tx] = kind
+        got = foreign_reader(tx, kind)
+        if got is not None:
+            mod = _loaded_native()
+            if mod is not None and hasattr(mod, "foreign"):
+                mod.foreign(tx, *got)
     return kind
 
 

@@ -46,6 +46,7 @@ from ._probe import (
     dlpack_probe,
     follow,
     followers,
+    foreign_reader,
     implied_stream,
     kind_of,
     no_max_version,
@@ -57,7 +58,7 @@ from ._target import Dim3, normalize_dims
 __all__ = ["CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
            "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "byte_range", "cai_pointer",
            "check_arg_count", "dlpack_code", "dlpack_probe", "float_scalar", "follow", "followers",
-           "implied_stream", "kind_of", "no_max_version",
+           "foreign_reader", "implied_stream", "kind_of", "no_max_version",
            "guarded_call_base", "launch_call_base", "make_launcher", "memory_range",
            "normalize_dims", "one_gpu", "out_maker", "overlapping", "param_kinds", "probe",
            "shared_bytes", "static_shared_bytes", "typestr"]

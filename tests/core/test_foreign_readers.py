@@ -1,0 +1,373 @@
+"""Core's native Binder and Guard reading CuPy and torch arrays through the producers' own
+attributes (``_native_launch.c``, "Foreign readers", session 11), without a GPU: stand-ins
+with CuPy's and torch's attributes registered as foreign types, the Recorder of
+test_native_launch in place of ``cuLaunchKernel``. Nothing of an array may be trusted from
+an earlier call: a changed pointer, shape, contiguity, dtype, device or current stream must
+be seen on the next call. The GPU suite (tests/interop/test_foreign_hot.py) holds the real
+libraries' arrays to the same rules."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import run_threads
+from test_native_launch import F32, Recorder, _da
+from thork_core import DeviceArray
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX C compiler")
+
+
+@pytest.fixture(scope="module")
+def native():
+    from thork_core._native import native_module, native_status
+
+    mod = native_module()
+    if mod is None or not hasattr(mod, "foreign"):
+        pytest.skip(native_status())
+    return mod
+
+
+class Mem:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+class StreamObj:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+class CupyLike:
+    """CuPy's ndarray as the reader sees it: _c_contiguous, dtype (NumPy), data.ptr, shape,
+    ndim (the shape setter may change the last two)."""
+
+    _c_contiguous = True  # (CuPy's is a read-only attribute of the type)
+
+    def __init__(self, ptr: int, shape: Any = (8,), dtype: Any = np.float32) -> None:
+        self.data = Mem(ptr)
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+class TorchDtype:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+T_F32, T_F64 = TorchDtype("float32"), TorchDtype("float64")
+
+
+class TorchLike:
+    """torch.Tensor as the reader sees it: is_cuda, dtype, is_contiguous(), data_ptr(),
+    shape, dim(), each of which set_/resize_/.data = may change."""
+
+    def __init__(self, ptr: int, shape: Any = (8,), dtype: Any = T_F32) -> None:
+        self.ptr, self.shape, self.dtype = ptr, shape, dtype
+        self.is_cuda = True
+        self.contiguous = True
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def is_contiguous(self) -> bool:
+        return self.contiguous
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+
+class Currents:
+    """The libraries' current streams (per thread, as CuPy's and torch's are)."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.torch_asked: list[int] = []
+
+    def cupy(self) -> StreamObj:
+        return StreamObj(getattr(self.local, "cupy", 0))
+
+    def torch(self, device: int) -> int:
+        self.torch_asked.append(device)
+        return getattr(self.local, "torch", 0)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def current(native):
+    cur = Currents()
+    from thork import dt
+
+    native.foreign(CupyLike, 1, cur.cupy, None)
+    native.foreign(TorchLike, 2, cur.torch, {T_F32: dt.float32, T_F64: dt.float64})
+    yield cur
+    from thork_core._probe import sync_native
+
+    native.foreign()
+    sync_native(native)
+
+
+def _binder(native):
+    """The Recorder's kernel (out float32 1-D written, a float, x float32 any ndim, an
+    int) with core's kinds table: the foreign readers apply."""
+    from thork_core._probe import KINDS
+
+    rec = Recorder()
+    specs = [(F32, "<f4", 1, True), (True,), (F32, "<f4", -1, False), (False,)]
+    return rec, native.Binder(rec.launcher(native), DeviceArray, 0, specs, KINDS)
+
+
+def _run(binder, args, stream=None) -> bool:
+    return binder((2, 1, 1), (32, 1, 1), 0, stream, args)  # type: ignore[no-any-return]
+
+
+def test_cupy_arrays_launch_with_what_they_say_now(native, current):
+    rec, b = _binder(native)
+    out, x = CupyLike(0x100), CupyLike(0x200, (2, 4))
+    assert _run(b, (out, 1.0, x, 3))
+    x.data = Mem(0x300)  # a pointer is never taken from an earlier call
+    assert _run(b, (out, 1.0, x, 3))
+    assert [c["pointers"] for c in rec.calls] == [(0x100, 0x200), (0x100, 0x300)]
+    assert [c["stream"] for c in rec.calls] == [0, 0]
+
+
+@pytest.mark.parametrize("change", ["shape", "contiguity", "dtype", "ndim of x is free"])
+def test_cupy_changes_between_calls_are_seen(native, current, change):
+    rec, b = _binder(native)
+    out, x = CupyLike(0x100), CupyLike(0x200)
+    assert _run(b, (out, 1.0, x, 3))
+    if change == "shape":
+        out.shape = (2, 4)  # the shape setter: a 2-D out for the 1-D parameter
+    elif change == "contiguity":
+        out._c_contiguous = False
+    elif change == "dtype":
+        out.dtype = np.dtype(np.float64)
+    else:
+        x.shape = (2, 2, 2)
+        assert _run(b, (out, 1.0, x, 3))
+        assert len(rec.calls) == 2
+        return
+    assert not _run(b, (out, 1.0, x, 3))
+    assert len(rec.calls) == 1
+    out.shape, out._c_contiguous, out.dtype = (8,), True, np.dtype(np.float32)
+    assert _run(b, (out, 1.0, x, 3)) and len(rec.calls) == 2
+
+
+def test_cupy_current_stream_is_read_each_call(native, current):
+    rec, b = _binder(native)
+    out, x = CupyLike(0x100), CupyLike(0x200)
+    assert _run(b, (out, 1.0, x, 3))
+    current.local.cupy = 0x55  # `with cupy.cuda.Stream():` around the next calls
+    assert not _run(b, (out, 1.0, x, 3))  # produced on 0x55, launched on 0: Python waits
+    assert _run(b, (out, 1.0, x, 3), 0x55)  # launched on it: nothing to wait for
+    current.local.cupy = 1  # the legacy stream as CuPy's interface names it
+    assert _run(b, (out, 1.0, x, 3))
+    assert [c["stream"] for c in rec.calls] == [0, 0x55, 0]
+
+
+def test_torch_tensors_launch_on_torchs_current_stream(native, current):
+    rec, b = _binder(native)
+    out, x = TorchLike(0x100), TorchLike(0x200, (4, 2))
+    current.local.torch = 0x77
+    assert _run(b, (out, 1.0, x, 3))  # no stream given: torch's current one
+    current.local.torch = 0x99  # switched between calls
+    assert _run(b, (out, 1.0, x, 3))
+    assert _run(b, (out, 1.0, x, 3), 0x99)  # given, and it is torch's: launched
+    assert not _run(b, (out, 1.0, x, 3), 0x42)  # another one: Python waits and records
+    assert [c["stream"] for c in rec.calls] == [0x77, 0x99, 0x99]
+    assert set(current.torch_asked) == {0}
+
+
+@pytest.mark.parametrize("change", ["set_", "resize_", ".data = float64", "not contiguous",
+                                    "cpu"])
+def test_torch_changes_between_calls_are_seen(native, current, change):
+    rec, b = _binder(native)
+    out, x = TorchLike(0x100), TorchLike(0x200)
+    assert _run(b, (out, 1.0, x, 3))
+    if change == "set_":  # another storage: the new address is launched
+        out.ptr = 0x900
+        assert _run(b, (out, 1.0, x, 3))
+        assert rec.calls[-1]["pointers"] == (0x900, 0x200)
+        return
+    if change == "resize_":
+        out.shape = (2, 4)
+    elif change == ".data = float64":
+        out.dtype = T_F64
+    elif change == "not contiguous":
+        out.contiguous = False
+    else:
+        out.is_cuda = False
+    assert not _run(b, (out, 1.0, x, 3))
+    assert len(rec.calls) == 1
+
+
+def test_mixed_kinds_follow_torchs_stream(native, current):
+    """A DeviceArray produced on torch's stream and a CuPy array on a default stream
+    launch on torch's current stream; a DeviceArray from another stream goes to Python."""
+    rec, b = _binder(native)
+    current.local.torch = 0x77
+    assert _run(b, (_da(0x100, stream=0x77), 1.0, TorchLike(0x200), 3))
+    assert _run(b, (CupyLike(0x100), 1.0, TorchLike(0x200), 3))
+    assert not _run(b, (_da(0x100, stream=0x33), 1.0, TorchLike(0x200), 3))
+    assert [c["stream"] for c in rec.calls] == [0x77, 0x77]
+
+
+def test_unregistered_types_are_not_read(native, current):
+    from thork_core._probe import KINDS
+
+    rec, b = _binder(native)
+    native.foreign()
+    assert KINDS.get(CupyLike) is None
+    assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))
+    assert not _run(b, (TorchLike(0x100), 1.0, TorchLike(0x200), 3))
+    assert rec.calls == []
+
+
+def test_a_stream_reader_that_fails_is_a_miss(native, current):
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("no stream")
+
+    from thork import dt
+
+    native.foreign(CupyLike, 1, broken, None)
+    native.foreign(TorchLike, 2, broken, {T_F32: dt.float32})
+    rec, b = _binder(native)
+    assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))
+    assert not _run(b, (TorchLike(0x100), 1.0, TorchLike(0x200), 3))
+    assert rec.calls == []
+
+
+def test_registration_checks_its_arguments(native, current):
+    with pytest.raises(TypeError, match="foreign"):
+        native.foreign(CupyLike, 1)
+    with pytest.raises(ValueError, match="style 1 or 2"):
+        native.foreign(CupyLike, 3, lambda: 0, None)
+    with pytest.raises(TypeError, match="dict of dtypes"):
+        native.foreign(TorchLike, 2, lambda d: 0, None)
+
+
+def test_eight_threads_share_one_binder(native, current):
+    """The same binder from 8 threads, each with its own arrays and current streams: every
+    launch carries its own thread's pointers and stream."""
+    rec, b = _binder(native)
+
+    def work(i: int) -> None:
+        current.local.torch = 0x1000 + i
+        current.local.cupy = 0
+        out, x = TorchLike(0x10000 * (i + 1)), CupyLike(0x10000 * (i + 1) + 0x80)
+        for _ in range(300):
+            assert _run(b, (out, 1.0, x, i))
+
+    run_threads(work, 8, join_seconds=60)
+    assert len(rec.calls) == 8 * 300
+    for c in rec.calls:
+        i = c["scalars"][1]
+        assert c["pointers"] == (0x10000 * (i + 1), 0x10000 * (i + 1) + 0x80)
+        assert c["stream"] == 0x1000 + i
+
+
+# -- the Guard (fkl's hot call): exact shapes ----------------------------------------
+
+def _guard(native):
+    from thork_core._probe import KINDS
+
+    rec = Recorder()
+    from thork import dt
+
+    prepared = rec.launch(native)
+    g = prepared.guard(DeviceArray, [((8,), dt.float32, 0, "<f4", False, None),
+                                     ((2, 4), dt.float32, 0, "<f4", True, None)],
+                       [0, 1], 0, lambda s: int(s), KINDS, False)
+    return rec, g
+
+
+@pytest.mark.parametrize("kind", [CupyLike, TorchLike])
+def test_guard_reads_exact_shapes_each_call(native, current, kind):
+    rec, g = _guard(native)
+    x, y = kind(0x100), kind(0x200, (2, 4))
+    assert g(x, y, None)
+    x.shape = (2, 4)  # CuPy's shape setter / torch's resize_: same bytes, another plan
+    assert not g(x, y, None)
+    x.shape = (8,)
+    y.shape = (4, 2)
+    assert not g(x, y, None)
+    y.shape = (2, 4)
+    assert g(x, y, None)
+    y2 = kind(0x104, (2, 4))  # overlapping the input: the caller's path reports it
+    assert not g(x, y2, None)
+    assert [c["pointers"] for c in rec.calls] == [(0x100, 0x200)] * 2
+
+
+def test_allocating_call_with_a_torch_input_and_no_stream_goes_to_python(native, current):
+    """pipe(x) allocating: its output belongs on torch's stream, which only the Python path
+    allocates on."""
+    class Pipe(native.GuardedCall):
+        def __init__(self) -> None:
+            self.missed = 0
+
+        def _miss(self, *args: Any, **kw: Any) -> Any:
+            self.missed += 1
+            return "python"
+
+    p = Pipe()
+    _, g = _guard(native)
+    p._hot_guard = g
+    p._hot_out = object()  # not an OutMaker: never used for the torch input anyway
+    assert p(TorchLike(0x100)) == "python" and p.missed == 1
+
+
+def test_foreign_reader_decisions(monkeypatch):
+    """Which types get a reader: CuPy's ndarray with the flag its own interface reads (a
+    CuPy without it keeps the interface path), torch.Tensor itself (not subclasses)."""
+    import types
+
+    from thork_core._probe import CAI, foreign_reader
+
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(get_current_stream=lambda: StreamObj(0))
+
+    class NoFlag:
+        pass
+
+    fake.ndarray = NoFlag
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    assert foreign_reader(NoFlag, CAI) is None
+    fake.ndarray = CupyLike
+    assert foreign_reader(CupyLike, CAI) == (1, fake.cuda.get_current_stream, None)
+    assert foreign_reader(CupyLike, "plain") is None
+    del fake.cuda
+    assert foreign_reader(CupyLike, CAI) is None
+
+
+def test_torch_reader_and_its_stream_fallback(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from thork_torch import _adapter
+
+    a = _adapter.TorchAdapter()
+    assert a.native_reader(torch.nn.Parameter) is None
+    monkeypatch.setattr(_adapter, "_RAW_STREAM", [None])  # a torch without the raw read
+    style, current, dtypes = a.native_reader(torch.Tensor)
+    assert style == 2 and current is _adapter.torch_stream
+    from thork import dt
+
+    assert dtypes[torch.float32] is dt.float32 and dtypes[torch.bfloat16] is dt.bfloat16
+    monkeypatch.setattr(_adapter, "_RAW_STREAM", [])
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    assert a.native_reader(torch.Tensor)[1] is (raw or _adapter.torch_stream)
+
+
+def test_registrations_beyond_the_table_drop_the_oldest(native, current):
+    """Types made at run time (stand-ins, reloaded modules) never make registering fail:
+    the oldest registration goes."""
+    made = [type(f"Made{i}", (CupyLike,), {}) for i in range(6)]
+    for tx in made:
+        native.foreign(tx, 1, current.cupy, None)
+    rec, b = _binder(native)
+    assert _run(b, (made[-1](0x100), 1.0, made[-1](0x200), 3))
+    assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))  # dropped

@@ -1,0 +1,210 @@
+"""Hot calls with CuPy arrays and torch tensors on the GPU (session 11): once armed,
+``kernel[grid, block](...)`` and ``pipe(x, out=y)`` read such arrays in C through the
+libraries' own attributes (``_native_launch.c``, "Foreign readers"). Nothing may be
+trusted from an earlier call: CuPy's shape setter, torch's ``set_``, ``resize_`` and
+``.data =``, and a switch of the library's current stream between calls must all give
+the results NumPy gives (or the Python path's error); 8 threads share one launch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import thork as tk
+from helpers import run_threads
+
+pytestmark = pytest.mark.gpu
+
+
+@tk.jit(target="gpu")
+def scale_add(
+    out: tk.DevicePointer[tk.dt.float32],
+    x: tk.DevicePointer[tk.dt.float32],
+    s: tk.dt.float32,
+    n: tk.dt.int32,
+    bid: tk.Uint[tk.BlockIdx],
+    tid: tk.Uint[tk.ThreadIdx],
+    bdm: tk.Uint[tk.BlockDim],
+):
+    i = bid * bdm + tid
+    with tk.if_(i < n):
+        out[i] = x[i] * s + 1.0
+
+
+def _ref(x, s):
+    return x.astype(np.float64) * np.float32(s) + 1.0
+
+
+def _counting(launch):
+    """The launch with its Python path counted (the C call runs first)."""
+    from thork_core._launch import launch_call_base
+
+    if launch_call_base() is None:
+        pytest.skip("no native module here")
+    missed = []
+    python = type(launch)._miss
+
+    def miss(*args, **kw):
+        missed.append(kw.get("stream"))
+        return python(launch, *args, **kw)
+
+    launch._miss = miss
+    return missed
+
+
+def test_cupy_hot_calls_and_changes(rng):
+    cp = pytest.importorskip("cupy")
+    n = 1003
+    launch = scale_add[(n + 127) // 128, 128]
+    xh = rng.standard_normal(n).astype(np.float32)
+    x, out = cp.asarray(xh), cp.full(n, cp.nan, cp.float32)
+    launch(out, x, 2.0, n)
+    assert launch._hot_binder is not None
+    missed = _counting(launch)
+    for s in (3.0, -1.5):
+        out.fill(cp.nan)
+        launch(out, x, s, n)
+        np.testing.assert_allclose(cp.asnumpy(out), _ref(xh, s), rtol=1e-6, atol=1e-6)
+    assert missed == []
+    x.shape = (17, 59)  # the shape setter (no copy): the same memory, still contiguous
+    launch(out, x, 0.5, n)
+    np.testing.assert_allclose(cp.asnumpy(out), _ref(xh, 0.5), rtol=1e-6, atol=1e-6)
+    x.shape = (n,)
+    assert missed == []
+    xt = x[::2]  # not contiguous: the Python path (its adapters say why or copy)
+    try:
+        launch(out, xt, 1.0, n // 2)
+    except Exception:  # noqa: BLE001, S110 - the Python path's own answer either way
+        pass
+    assert len(missed) == 1
+    with cp.cuda.Stream(non_blocking=True) as s:  # produced on another current stream
+        y = x * 1.0
+        launch(out, y, 4.0, n)  # the Python path waits for CuPy's stream
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_allclose(cp.asnumpy(out), _ref(xh, 4.0), rtol=1e-6, atol=1e-6)
+    assert len(missed) == 2 and s.ptr != 0
+
+
+def test_torch_hot_calls_and_changes(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    n = 1003
+    launch = scale_add[(n + 127) // 128, 128]
+    xh = rng.standard_normal(n).astype(np.float32)
+    x = torch.from_numpy(xh).cuda()
+    out = torch.full((n,), float("nan"), device="cuda")
+    launch(out, x, 2.0, n)
+    assert launch._hot_binder is not None
+    missed = _counting(launch)
+    launch(out, x, 3.0, n)
+    np.testing.assert_allclose(out.cpu().numpy(), _ref(xh, 3.0), rtol=1e-6, atol=1e-6)
+    assert missed == []
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # switched between calls: launched on it, in C
+        y = x * 2.0
+        launch(out, y, 1.0, n)
+        ys = y.cpu().numpy()
+    side.synchronize()
+    np.testing.assert_allclose(out.cpu().numpy(), _ref(ys, 1.0), rtol=1e-6, atol=1e-6)
+    assert missed == []
+    other = torch.cuda.Stream()
+    launch(out, x, 5.0, n, stream=other.cuda_stream)  # another stream: Python follows
+    other.synchronize()
+    np.testing.assert_allclose(out.cpu().numpy(), _ref(xh, 5.0), rtol=1e-6, atol=1e-6)
+    assert len(missed) == 1
+    fresh = torch.full((n,), float("nan"), device="cuda")
+    out.set_(fresh)  # another storage under the same tensor object
+    launch(out, x, 6.0, n)
+    np.testing.assert_allclose(fresh.cpu().numpy(), _ref(xh, 6.0), rtol=1e-6, atol=1e-6)
+    old = x.data_ptr()
+    x.resize_(4 * n)  # may move the storage
+    x[:n] = torch.from_numpy(xh).cuda()
+    launch(out, x, 7.0, n)
+    np.testing.assert_allclose(out.cpu().numpy(), _ref(xh, 7.0), rtol=1e-6, atol=1e-6)
+    assert len(missed) == 1, (old, x.data_ptr())
+    out.data = torch.zeros(n, dtype=torch.float64, device="cuda")  # another dtype
+    try:
+        launch(out, x, 1.0, n)
+    except Exception:  # noqa: BLE001, S110 - the Python path's own answer either way
+        pass
+    assert len(missed) == 2
+
+
+def _pipe():
+    fkl = pytest.importorskip("fkl")
+    return fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(1.0), fkl.TensorWrite(),
+                       target="gpu")
+
+
+def test_fkl_pipe_with_cupy_sees_the_shape_setter(rng):
+    cp = pytest.importorskip("cupy")
+    pipe = _pipe()
+    xh = rng.standard_normal((4, 30)).astype(np.float32)
+    x, y = cp.asarray(xh), cp.full((4, 30), cp.nan, cp.float32)
+    for _ in range(3):
+        pipe(x, out=y)
+    np.testing.assert_allclose(cp.asnumpy(y), xh * 2 + 1, rtol=1e-6)
+    x.shape = (8, 15)  # the same bytes, another shape: the (4, 30) plan must not run
+    with pytest.raises(Exception):  # noqa: B017 - out= no longer matches: Python says so
+        pipe(x, out=y)
+    y.shape = (8, 15)
+    y.fill(cp.nan)
+    pipe(x, out=y)
+    np.testing.assert_allclose(cp.asnumpy(y), (xh * 2 + 1).reshape(8, 15), rtol=1e-6)
+
+
+def test_fkl_pipe_with_torch_follows_its_stream_and_changes(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    pipe = _pipe()
+    xh = rng.standard_normal((4, 30)).astype(np.float32)
+    x = torch.from_numpy(xh).cuda()
+    y = torch.full((4, 30), float("nan"), device="cuda")
+    for _ in range(3):
+        pipe(x, out=y)
+    np.testing.assert_allclose(y.cpu().numpy(), xh * 2 + 1, rtol=1e-6)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x2 = x * 3.0  # queued on the side stream: the pipe must run after it
+        pipe(x2, out=y)
+    side.synchronize()
+    np.testing.assert_allclose(y.cpu().numpy(), xh * 6 + 1, rtol=1e-5)
+    x.resize_(8, 15)  # same storage, another shape
+    with pytest.raises(Exception):  # noqa: B017 - out= no longer matches
+        pipe(x, out=y)
+    y2 = torch.full((8, 15), float("nan"), device="cuda")
+    y.set_(y2)
+    pipe(x, out=y)
+    np.testing.assert_allclose(y2.cpu().numpy(), (xh * 2 + 1).reshape(8, 15), rtol=1e-6)
+
+
+@pytest.mark.parametrize("lib", ["cupy", "torch"])
+def test_eight_threads_share_one_launch(rng, lib):
+    mod = pytest.importorskip(lib)
+    if lib == "torch" and not mod.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    n = 777
+    launch = scale_add[(n + 127) // 128, 128]
+    xs = [rng.standard_normal(n).astype(np.float32) for _ in range(8)]
+
+    def dev(a):
+        return mod.asarray(a) if lib == "cupy" else mod.from_numpy(a).cuda()
+
+    def host(a):
+        return mod.asnumpy(a) if lib == "cupy" else a.cpu().numpy()
+
+    first = dev(xs[0])
+    launch(dev(np.zeros(n, np.float32)), first, 1.0, n)  # arms
+
+    def work(i: int) -> None:
+        x, out = dev(xs[i]), dev(np.full(n, np.nan, np.float32))
+        for _ in range(200):
+            launch(out, x, float(i + 1), n)
+        if lib == "cupy":
+            mod.cuda.runtime.deviceSynchronize()
+        else:
+            mod.cuda.synchronize()
+        np.testing.assert_allclose(host(out), _ref(xs[i], i + 1), rtol=1e-6, atol=1e-6)
+
+    run_threads(work, 8, join_seconds=120)
