@@ -271,9 +271,12 @@ def tma_registers(warps: int, ctas: int, regs: int = 0) -> tuple[int, int] | Non
     ``warps`` consumer warps and one producer warpgroup, ``ctas`` blocks per
     multiprocessor: ``regs`` = 0 takes TMA_REGISTERS (None: no split); else the consumers
     get ``regs`` and the producer the rest of the 64 Ki registers, at most 40 (multiples
-    of 8; ValueError when less than 24 are left)."""
+    of 8; ValueError when less than 24 are left), or None when the launch bounds give
+    every thread ``regs`` already (``setmaxnreg.inc`` may only raise the count)."""
     if not regs:
         return TMA_REGISTERS.get((warps // 4, ctas))
+    if regs <= 65536 // (ctas * 32 * (warps + 4)) // 8 * 8:
+        return None
     left = (65536 // ctas - warps * 32 * regs) // 128 // 8 * 8
     if regs % 8 or not 24 <= regs <= 256 or left < 24:
         raise ValueError(f"REGS must be a multiple of 8 from 24 to 256 that leaves the "
