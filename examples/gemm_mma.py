@@ -422,10 +422,7 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                 nxt, nph = stage, phase
                 for ks in range(KS):
                     at, nks = stage, ks + 1
-                    if ks == KS - 1:           # this stage's last reads were issued in
-                        tk.syncwarp()          # step KS - 2: release it, wait for the next
-                        with tk.if_(lane == 0):
-                            tk.mbarrier_arrive(empty, stage)
+                    if ks == KS - 1:           # step 0 of the next stage is read here
                         wrap = stage == STAGES - 1
                         nxt = tk.where(wrap, 0, stage + 1)
                         nph = tk.where(wrap, phase ^ 1, phase)
@@ -436,6 +433,10 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                     for mt in range(MT):
                         mma_row(cur, mt)
                         na.append(tk.ldmatrix(sa, at * A_TILE + a_off[nks] + mt * 16 * BK))
+                    if ks == KS - 1:           # every fragment read from this stage has
+                        tk.syncwarp()          # gone through an mma: release it (an
+                        with tk.if_(lane == 0):    # ldmatrix still in flight must not
+                            tk.mbarrier_arrive(empty, stage)   # race the next TMA write)
                     cur = (na, b_fragments(at, nks))
                 keep(cur)
                 stage.set(nxt)
@@ -445,18 +446,15 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                 """One k tile, fragments read a whole k-step ahead."""
                 cur = carried.current()
                 for ks in range(KS):
-                    if ks < KS - 1:        # read ahead first
+                    if ks < KS - 1:            # read ahead first
                         nfr = fragments(stage, ks + 1)
-                    if ks == KS - 2:       # the warp's last reads of this stage
+                    if ks == KS - 2:           # the warp's last reads of this stage
                         tk.syncwarp()
                         with tk.if_(lane == 0):
                             tk.mbarrier_arrive(empty, stage)
-                    for mt in range(MT):   # serpentine: b fragments reused at the turn
-                        for nt in (range(NT) if mt % 2 == 0 else range(NT - 1, -1, -1)):
-                            d = tk.mma(cur[0][mt], cur[1][nt], acc[mt][nt], dtype=T)
-                            for v, x in zip(acc[mt][nt], d):
-                                v.set(x)
-                    if ks == KS - 1:       # the next stage (next k tile or tile)
+                    for mt in range(MT):
+                        mma_row(cur, mt)
+                    if ks == KS - 1:           # the next stage (next k tile or tile)
                         wrap = stage == STAGES - 1
                         nxt = tk.where(wrap, 0, stage + 1)
                         nph = tk.where(wrap, phase ^ 1, phase)
