@@ -21,6 +21,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -124,8 +125,11 @@ def main() -> int:
                 for label, kw in VARIANTS.items():
                     fn = example.prepare_tma(c, a, b, n, n, n, name, target="gpu", **kw)
                     c.fill_(float("nan"))
+                    t0 = time.perf_counter()
                     fn()
                     torch.cuda.synchronize()
+                    print(f"{n}^3 {name} {label}: first call {time.perf_counter() - t0:.2f} s",
+                          flush=True)         # a compile here means precompile missed it
                     ok = bool(torch.allclose(c, ref, rtol=1e-2, atol=1e-2 * n ** 0.5))
                     if not ok:
                         print(f"{n}^3 {name} {label}: MISMATCH", flush=True)
