@@ -266,6 +266,25 @@ TMA_BK = 64
 TMA_REGISTERS = {(2, 1): (40, 232), (1, 2): (40, 216)}
 
 
+def tma_registers(warps: int, ctas: int, regs: int = 0) -> tuple[int, int] | None:
+    """The (producer, consumer) registers per thread that ``setmaxnreg`` gives a block of
+    ``warps`` consumer warps and one producer warpgroup, ``ctas`` blocks per
+    multiprocessor: ``regs`` = 0 takes TMA_REGISTERS (None: no split); else the consumers
+    get ``regs`` and the producer the rest of the 64 Ki registers, at most 40 (multiples
+    of 8; ValueError when less than 24 are left), or None when the launch bounds give
+    every thread ``regs`` already (``setmaxnreg.inc`` may only raise the count)."""
+    if not regs:
+        return TMA_REGISTERS.get((warps // 4, ctas))
+    if regs <= 65536 // (ctas * 32 * (warps + 4)) // 8 * 8:
+        return None
+    left = (65536 // ctas - warps * 32 * regs) // 128 // 8 * 8
+    if regs % 8 or not 24 <= regs <= 256 or left < 24:
+        raise ValueError(f"REGS must be a multiple of 8 from 24 to 256 that leaves the "
+                         f"producer warpgroup 24 registers a thread ({warps} consumer "
+                         f"warps, {ctas} blocks per multiprocessor), got {regs}")
+    return min(left, 40), regs
+
+
 @functools.cache
 def gemm_tma_kernel(dtype: str) -> tk.Kernel:
     """The TMA-fed GEMM kernel (Hopper, sm_90a) for ``dtype`` (``"float16"`` or
@@ -281,7 +300,8 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                      BM: tk.Constexpr[int] = 128, BN: tk.Constexpr[int] = 256,
                      WM: tk.Constexpr[int] = 64, WN: tk.Constexpr[int] = 64,
                      STAGES: tk.Constexpr[int] = 4, GROUP_M: tk.Constexpr[int] = 8,
-                     PAIRS: tk.Constexpr[bool] = True, CTAS: tk.Constexpr[int] = 1):
+                     PAIRS: tk.Constexpr[bool] = True, CTAS: tk.Constexpr[int] = 1,
+                     REGS: tk.Constexpr[int] = 0, ROWS: tk.Constexpr[bool] = False):
         """``c[M, N] = a[M, K] @ b[K, N]``, persistent blocks of one producer warpgroup
         and (BM / WM) (BN / WN) consumer warps (4 or 8), each block taking tiles
         blockIdx.x, + gridDim.x, ... The producer's thread 0 copies, per k step of 64, the
@@ -291,7 +311,12 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
         consumer warp done reading). The consumers read fragments with ldmatrix at
         swizzled addresses (computed once per lane) one k-step ahead of the mma.
         PAIRS: N even (the epilogue stores two float32 at a time). CTAS: blocks per
-        multiprocessor the launch bounds and the setmaxnreg split are made for."""
+        multiprocessor the launch bounds and the setmaxnreg split are made for. REGS:
+        registers per consumer thread (0: TMA_REGISTERS' split; else the producer gets
+        what is left, :func:`tma_registers`). ROWS: fragments read ahead one mma row at
+        a time (the A fragment of row mt for the next k-step as soon as row mt's mma are
+        issued, the B fragments after the last row: room for warp tiles of 96 x 64),
+        else a whole k-step ahead."""
         WARPS = (BM // WM) * (BN // WN)        # consumer warps: WARPS / 4 warpgroups
         tk.launch_bounds(32 * (WARPS + 4), CTAS)
         A_TILE, B_TILE = BM * BK, BK * BN      # elements per stage
@@ -321,7 +346,7 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                 tk.mbarrier_init(empty, s, WARPS)
         tk.syncthreads()
 
-        regs = TMA_REGISTERS.get((WARPS // 4, CTAS))
+        regs = tma_registers(WARPS, CTAS, REGS)
         with tk.if_(warp < 4):                 # the producer warpgroup: thread 0 copies
             if regs:
                 tk.setmaxnreg_dec(regs[0])
@@ -376,6 +401,71 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
             carried = Carried(MT, NT)
             keep = carried.keep
 
+            def b_fragments(stage, ks):
+                """The b fragments of k-step ks of ``stage``."""
+                bf = []
+                for off in b_off:
+                    regs = tk.ldmatrix(sb, stage * B_TILE + off + ks * 16 * 64, 4, trans=True)
+                    bf += [(regs[0], regs[1]), (regs[2], regs[3])]
+                return bf
+
+            def mma_row(cur, mt):
+                """The mma of row mt (serpentine: b fragments reused at the turn)."""
+                for nt in (range(NT) if mt % 2 == 0 else range(NT - 1, -1, -1)):
+                    d = tk.mma(cur[0][mt], cur[1][nt], acc[mt][nt], dtype=T)
+                    for v, x in zip(acc[mt][nt], d):
+                        v.set(x)
+
+            def k_tile_rows(more, kt):
+                """One k tile, fragments read ahead row by row (ROWS)."""
+                cur = carried.current()
+                nxt, nph = stage, phase
+                for ks in range(KS):
+                    at, nks = stage, ks + 1
+                    if ks == KS - 1:           # step 0 of the next stage is read here
+                        wrap = stage == STAGES - 1
+                        nxt = tk.where(wrap, 0, stage + 1)
+                        nph = tk.where(wrap, phase ^ 1, phase)
+                        with tk.if_((kt + 1 < nk) | more):
+                            tk.mbarrier_wait(full, nxt, nph)
+                        at, nks = nxt, 0
+                    na = []
+                    for mt in range(MT):
+                        mma_row(cur, mt)
+                        na.append(tk.ldmatrix(sa, at * A_TILE + a_off[nks] + mt * 16 * BK))
+                    if ks == KS - 1:           # every fragment read from this stage has
+                        tk.syncwarp()          # gone through an mma: release it (an
+                        with tk.if_(lane == 0):    # ldmatrix still in flight must not
+                            tk.mbarrier_arrive(empty, stage)   # race the next TMA write)
+                    cur = (na, b_fragments(at, nks))
+                keep(cur)
+                stage.set(nxt)
+                phase.set(nph)
+
+            def k_tile_steps(more, kt):
+                """One k tile, fragments read a whole k-step ahead."""
+                cur = carried.current()
+                for ks in range(KS):
+                    if ks < KS - 1:            # read ahead first
+                        nfr = fragments(stage, ks + 1)
+                    if ks == KS - 2:           # the warp's last reads of this stage
+                        tk.syncwarp()
+                        with tk.if_(lane == 0):
+                            tk.mbarrier_arrive(empty, stage)
+                    for mt in range(MT):
+                        mma_row(cur, mt)
+                    if ks == KS - 1:           # the next stage (next k tile or tile)
+                        wrap = stage == STAGES - 1
+                        nxt = tk.where(wrap, 0, stage + 1)
+                        nph = tk.where(wrap, phase ^ 1, phase)
+                        with tk.if_((kt + 1 < nk) | more):
+                            tk.mbarrier_wait(full, nxt, nph)
+                        nfr = fragments(nxt, 0)
+                        keep(nfr)
+                        stage.set(nxt)
+                        phase.set(nph)
+                    cur = nfr
+
             stage, phase = tk.var(0), tk.var(0)
             tk.mbarrier_wait(full, 0, 0)       # every block has a tile (grid <= tiles)
             keep(fragments(0, 0))
@@ -384,30 +474,10 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                 m0, n0 = tile_origin(tile)
                 more = tile + step < ntiles
                 for kt in tk.range(nk):
-                    cur = carried.current()
-                    for ks in range(KS):
-                        if ks < KS - 1:        # read ahead first
-                            nfr = fragments(stage, ks + 1)
-                        if ks == KS - 2:       # the warp's last reads of this stage
-                            tk.syncwarp()
-                            with tk.if_(lane == 0):
-                                tk.mbarrier_arrive(empty, stage)
-                        for mt in range(MT):   # serpentine: b fragments reused at the turn
-                            for nt in (range(NT) if mt % 2 == 0 else range(NT - 1, -1, -1)):
-                                d = tk.mma(cur[0][mt], cur[1][nt], acc[mt][nt], dtype=T)
-                                for v, x in zip(acc[mt][nt], d):
-                                    v.set(x)
-                        if ks == KS - 1:       # the next stage (next k tile or tile)
-                            wrap = stage == STAGES - 1
-                            nxt = tk.where(wrap, 0, stage + 1)
-                            nph = tk.where(wrap, phase ^ 1, phase)
-                            with tk.if_((kt + 1 < nk) | more):
-                                tk.mbarrier_wait(full, nxt, nph)
-                            nfr = fragments(nxt, 0)
-                            keep(nfr)
-                            stage.set(nxt)
-                            phase.set(nph)
-                        cur = nfr
+                    if ROWS:
+                        k_tile_rows(more, kt)
+                    else:
+                        k_tile_steps(more, kt)
                 for mt in range(MT):           # the tile's fragments -> c, then zeros
                     for nt in range(NT):
                         for h in range(2):     # accumulators 2h, 2h + 1: row g + 8h,
@@ -446,14 +516,17 @@ def sm_count() -> int:
 def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
                 dtype: str = "float16", BM: int = 128, BN: int = 256, WM: int = 64,
                 WN: int = 64, STAGES: int = 4, GROUP_M: int = 8, blocks: int | None = None,
-                ctas: int = 1, **launch: object) -> Callable[[], None]:
+                ctas: int = 1, regs: int = 0, rows: bool = False,
+                **launch: object) -> Callable[[], None]:
     """Check the arguments and build the tensor maps of ``a`` and ``b`` once (copied to
     device memory once on the GPU); returns the launch of the TMA-fed kernel for
     ``c[M, N] = a[M, K] @ b[K, N]`` (2-D arrays: NumPy on the CPU target, GPU arrays on
     the GPU). ``blocks``: persistent blocks (default ``ctas`` per multiprocessor on the
     GPU, 3 on the CPU target); ``ctas``: blocks per multiprocessor the kernel's launch
     bounds and register split are made for (1, or 2 with 4 consumer warps: one block's
-    epilogue then overlaps the other's main loop)."""
+    epilogue then overlaps the other's main loop); ``regs``: registers per consumer
+    thread (0: TMA_REGISTERS; 240 leaves the producer 24 and holds warp tiles of 96 x 64
+    with ``rows``); ``rows``: fragments read ahead row by row (the kernel's ROWS)."""
     for name, ok, want in (
             ("K", K % 8 == 0 and K > 0, "a positive multiple of 8 (TMA: 16-byte rows)"),
             ("N", N % 8 == 0 and N > 0, "a positive multiple of 8 (TMA: 16-byte rows)"),
@@ -461,7 +534,7 @@ def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
             ("BM", BM % WM == 0 and 16 <= BM <= 256, "a multiple of WM up to 256"),
             ("BN", BN % 64 == 0 and BN % WN == 0, "a multiple of 64 and of WN"),
             ("WM", WM % 16 == 0 and WM > 0, "a positive multiple of 16"),
-            ("WN", WN % 16 == 0 and 64 % WN == 0, "16, 32 or 64"),
+            ("WN", WN % 16 == 0 and WN > 0, "a positive multiple of 16"),
             ("BM / WM x BN / WN", (BM // WM) * (BN // WN) in (4, 8),
              "4 or 8 consumer warps (whole warpgroups)"),
             ("STAGES", STAGES >= 2, ">= 2"),
@@ -471,6 +544,7 @@ def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
             given = dict(K=K, N=N, M=M, BM=BM, BN=BN, WM=WM, WN=WN, STAGES=STAGES,
                          GROUP_M=GROUP_M, ctas=ctas).get(name, (BM // WM) * (BN // WN))
             raise ValueError(f"{name} must be {want}, got {given!r}")
+    tma_registers((BM // WM) * (BN // WN), ctas, regs)   # ValueError for a bad regs
     if M * N >= 2**31:
         raise ValueError(f"M x N must be below 2**31 (int32 indices), got {M * N}")
     on_cpu = isinstance(a, np.ndarray) or launch.get("target") == "cpu"
@@ -491,7 +565,8 @@ def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
     blocks = max(min(blocks, tiles), 1)
     threads = ((BM // WM) * (BN // WN) + 4) * 32
     kernel = gemm_tma_kernel(dtype)[blocks, threads, tma_shared_bytes(BM, BN, STAGES)]
-    args = (c, ta, tb, M, N, K, BM, BN, WM, WN, STAGES, GROUP_M, N % 2 == 0, ctas)
+    args = (c, ta, tb, M, N, K, BM, BN, WM, WN, STAGES, GROUP_M, N % 2 == 0, ctas, regs,
+            rows)
     return lambda: kernel(*args, **launch)
 
 
@@ -532,7 +607,7 @@ def gemm(c: object, a: object, b: object, M: int, N: int, K: int, dtype: str = "
         raise ValueError(f"feed must be 'auto', 'tma' or 'cp.async', got {feed!r}")
     if feed == "auto":
         fits = K % 8 == 0 and N % 8 == 0 and len(getattr(a, "shape", ())) == 2 \
-            and BK == TMA_BK and BN % 64 == 0 and BM <= 256 and 64 % WN == 0 \
+            and BK == TMA_BK and BN % 64 == 0 and BM <= 256 and WN % 16 == 0 \
             and (BM // WM) * (BN // WN) in (4, 8)
         feed = "tma" if fits and hopper_gpu(launch.get("target")) else "cp.async"
     if feed == "tma":
