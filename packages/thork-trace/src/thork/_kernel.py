@@ -30,9 +30,8 @@ from thork_core import (
     instrument,
     normalize_dims,
 )
-from thork_core import _prefetch as prefetch
 from thork_core.ir import Cast, Expr, Let, Special, Var, hopper_ops
-from thork_core.launch import shared_bytes, static_shared_bytes
+from thork_core.launch import prefetch, shared_bytes, static_shared_bytes
 from thork_core.runtime import check_device, route
 
 from ._aggregate import struct_fields
