@@ -73,8 +73,11 @@ CHILD = textwrap.dedent('''
         from thork_core import _prefetch
         def fake_load(load, ctx):
             marks["thread start"] = W()
+            time.sleep(0)  # as many GIL hand-offs as the real thread's ctypes calls
             if load_ms:
                 time.sleep(load_ms / 1e3)
+            for _ in range(5):
+                time.sleep(0)
             load.module, load.function = 8192, 12288
             marks["thread end"] = W()
         _prefetch._load_module = fake_load
@@ -156,6 +159,7 @@ CHILD = textwrap.dedent('''
 
 def tree_env(tree: Path | None, cache: str) -> dict[str, str]:
     env = dict(os.environ, THORK_CACHE_DIR=cache, THORK_ARCH="sm_90",
+               THORK_PREFETCH=os.environ.get("THORK_PREFETCH", "1"),
                OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' processes import from .pyc files
     if tree is not None:

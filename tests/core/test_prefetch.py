@@ -5,7 +5,8 @@ source changed since the record was written gets its new artifact, never the old
 
 The CPU-runnable tests run each process with the CUDA driver replaced by a stand-in that
 records what is loaded (NVRTC compiles for sm_90; nothing runs); the ``[gpu]`` test runs
-the same sequence on the device and checks the results."""
+the same sequence on the device and checks the results. (The guess is off by default:
+``THORK_PREFETCH=1`` here.)"""
 
 from __future__ import annotations
 
@@ -104,8 +105,9 @@ STUBBED = textwrap.dedent("""
 
 
 def _env(tmp_path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, THORK_CACHE_DIR=str(tmp_path / "cache"), THORK_ARCH="sm_90")
-    for var in ("THORK_TARGET", "THORK_COMPILER", "THORK_PREFETCH", "THORK_CACHE_BUNDLE"):
+    env = dict(os.environ, THORK_CACHE_DIR=str(tmp_path / "cache"), THORK_ARCH="sm_90",
+               THORK_PREFETCH="1")
+    for var in ("THORK_TARGET", "THORK_COMPILER", "THORK_CACHE_BUNDLE"):
         env.pop(var, None)
     env.update(extra)
     return env

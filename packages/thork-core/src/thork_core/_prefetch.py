@@ -15,9 +15,11 @@ it read and the device are the same ones (:func:`take`); otherwise the guess is 
 (:func:`settle`) and the artifact the full path found is loaded as usual. A stale record
 therefore costs a wasted load in the background, never a wrong kernel.
 
-``THORK_PREFETCH=0`` turns it off. It runs only where the process already holds the
-device's context (a first call never creates one here), outside a graph capture, without
-an ahead-of-time bundle (``THORK_CACHE_BUNDLE``, which the full path asks first).
+Off by default until a GPU run shows a gain (session 11, run 8: none measurable, see
+docs/benchmarks.md "Session 11, first call"): ``THORK_PREFETCH=1`` turns it on. It runs
+only where the process already holds the device's context (a first call never creates
+one here), outside a graph capture, without an ahead-of-time bundle
+(``THORK_CACHE_BUNDLE``, which the full path asks first).
 """
 
 from __future__ import annotations
@@ -62,9 +64,9 @@ class _Load:
 
 
 def enabled() -> bool:
-    """``THORK_PREFETCH`` is not ``0`` (or off/false/no)."""
-    return os.environ.get("THORK_PREFETCH", "1").strip().lower() not in ("0", "off",
-                                                                          "false", "no")
+    """``THORK_PREFETCH`` is ``1`` (or on/true/yes)."""
+    return os.environ.get("THORK_PREFETCH", "0").strip().lower() in ("1", "on", "true",
+                                                                      "yes")
 
 
 def record_id(parts: list[Any]) -> str:
@@ -119,9 +121,39 @@ def _start(rid: str, ordinal: int) -> str | None:
         if (key, ordinal) in _PENDING:
             return key
         _PENDING[(key, ordinal)] = load
-    threading.Thread(target=_run, args=(load, int(ctx)), daemon=True,
-                     name="thork-prefetch").start()
+    _fast_switching(True)
+    try:
+        threading.Thread(target=_run, args=(load, int(ctx)), daemon=True,
+                         name="thork-prefetch").start()
+    except BaseException:
+        _fast_switching(False)
+        raise
     return key
+
+
+#: [guesses loading, the interpreter's switch interval before the first of them].
+_SWITCHING: list[Any] = [0, None]
+#: The switch interval while a guess loads (seconds). The loading thread takes the GIL
+#: back after each of its driver calls; at CPython's default (5 ms) it would wait that
+#: long each time while this thread runs Python, and the load would finish after the
+#: host path instead of during it.
+SWITCH_S = 5e-5
+
+
+def _fast_switching(on: bool) -> None:
+    """Lower the switch interval while any guess loads; restore it after the last."""
+    import sys
+
+    with _LOCK:
+        if on:
+            if _SWITCHING[0] == 0:
+                _SWITCHING[1] = sys.getswitchinterval()
+                sys.setswitchinterval(min(SWITCH_S, _SWITCHING[1]))
+            _SWITCHING[0] += 1
+        else:
+            _SWITCHING[0] -= 1
+            if _SWITCHING[0] == 0 and _SWITCHING[1] is not None:
+                sys.setswitchinterval(_SWITCHING[1])
 
 
 def _run(load: _Load, ctx: int) -> None:
@@ -131,6 +163,7 @@ def _run(load: _Load, ctx: int) -> None:
         load.error = -1
     finally:
         load.done.set()
+        _fast_switching(False)
 
 
 def _proto(name: str, *args: Any) -> Any:
