@@ -259,8 +259,9 @@ def main() -> int:
         print(f"compiled {len(jobs)} kernels in {time.monotonic() - start:.1f} s", flush=True)
         tail = [",".join(str(n) for n in sizes), ",".join(dtypes)]
         runs = [("anchors", ["anchors", *tail])]
-        runs += [(v, [tmp, "example", v, *tail]) for v in names]
-        runs += [(f"{v} {p}", [tmp, p, v, *tail]) for p, v in probed]
+        for v in names:                        # each variant, then its probes
+            runs.append((v, [tmp, "example", v, *tail]))
+            runs += [(f"{v} {p}", [tmp, p, v, *tail]) for p, w in probed if w == v]
         for label, args in runs:
             if time.monotonic() - start + opts.timeout > opts.budget:
                 status[label] = "skipped (budget)"
