@@ -270,19 +270,40 @@ def tma_registers(warps: int, ctas: int, regs: int = 0) -> tuple[int, int] | Non
     """The (producer, consumer) registers per thread that ``setmaxnreg`` gives a block of
     ``warps`` consumer warps and one producer warpgroup, ``ctas`` blocks per
     multiprocessor: ``regs`` = 0 takes TMA_REGISTERS (None: no split); else the consumers
-    get ``regs`` and the producer the rest of the 64 Ki registers, at most 40 (multiples
-    of 8; ValueError when less than 24 are left), or None when the launch bounds give
-    every thread ``regs`` already (``setmaxnreg.inc`` may only raise the count)."""
+    get ``regs`` and the producer what the block's registers at launch leave, at most 40
+    (multiples of 8; ValueError when less than 24 are left), or None when the launch
+    bounds give every thread ``regs`` already (``setmaxnreg.inc`` may only raise the
+    count).
+
+    The pool ``setmaxnreg.inc`` draws from holds only what ``setmaxnreg.dec`` released: a
+    block starts with :func:`launch_registers` a thread (not the multiprocessor's 64 Ki
+    shared out), so the consumers' raise must not exceed the producer's release, or
+    ``setmaxnreg.inc`` waits forever (session 11's hang of 96 x 64 warps: 240 for the
+    consumers and 32 for the producer need 1024 registers more than 384 threads x 168)."""
+    threads = 32 * (warps + 4)
+    start = launch_registers(threads, ctas)
     if not regs:
-        return TMA_REGISTERS.get((warps // 4, ctas))
-    if regs <= 65536 // (ctas * 32 * (warps + 4)) // 8 * 8:
+        split = TMA_REGISTERS.get((warps // 4, ctas))
+    elif regs <= start:
         return None
-    left = (65536 // ctas - warps * 32 * regs) // 128 // 8 * 8
-    if regs % 8 or not 24 <= regs <= 256 or left < 24:
-        raise ValueError(f"REGS must be a multiple of 8 from 24 to 256 that leaves the "
-                         f"producer warpgroup 24 registers a thread ({warps} consumer "
-                         f"warps, {ctas} blocks per multiprocessor), got {regs}")
-    return min(left, 40), regs
+    else:
+        left = (threads * start - warps * 32 * regs) // 128 // 8 * 8
+        if regs % 8 or not 24 <= regs <= 256 or left < 24:
+            raise ValueError(f"REGS must be a multiple of 8 from 24 to 256 that leaves the "
+                             f"producer warpgroup 24 registers a thread ({warps} consumer "
+                             f"warps, {ctas} blocks per multiprocessor: {start} a thread "
+                             f"at launch), got {regs}")
+        split = (min(left, 40), regs)
+    if split is not None:                      # what the raise takes, the release gives
+        assert 128 * (start - split[0]) >= warps * 32 * (split[1] - start), split
+    return split
+
+
+def launch_registers(threads: int, ctas: int) -> int:
+    """Registers per thread a kernel of ``threads`` threads a block and launch bounds
+    (``threads``, ``ctas``) has at launch: 64 Ki shared by ``ctas`` blocks, in whole
+    multiples of 8 (ptxas's cap; the register file is allocated in warps of 256)."""
+    return 65536 // (ctas * threads) // 8 * 8
 
 
 @functools.cache
@@ -401,11 +422,28 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
             carried = Carried(MT, NT)
             keep = carried.keep
 
+            # ROWS: the offsets of k-step ks and of pair j of 8-column tiles differ from
+            # those of step 0 / pair 4 (j // 4) only in the XOR key's bits 1-2 (chunk
+            # 2 ks + mat // 2 = (2 ks) ^ (mat // 2); for WN a multiple of 64, chunk
+            # 2 (j % 4) + mat // 2 of a 64-column box likewise): one offset each, XORed
+            # with 16 ks / 16 (j % 4), frees the registers of the others (the key's bits
+            # lie below 64 elements, so the stage's base, a multiple of 64, may be added
+            # first).
+            b_xor = WN % 64 == 0
+
+            def a_row_at(stage, ks, mt):
+                """The ldmatrix address of a's row mt of k-step ks of ``stage`` (ROWS)."""
+                return ((stage * A_TILE + a_off[0]) ^ (16 * ks)) + mt * 16 * BK
+
             def b_fragments(stage, ks):
                 """The b fragments of k-step ks of ``stage``."""
                 bf = []
-                for off in b_off:
-                    regs = tk.ldmatrix(sb, stage * B_TILE + off + ks * 16 * 64, 4, trans=True)
+                for j, off in enumerate(b_off):
+                    if b_xor:
+                        at = ((stage * B_TILE + b_off[j - j % 4]) ^ (16 * (j % 4))) + ks * 16 * 64
+                    else:
+                        at = stage * B_TILE + off + ks * 16 * 64
+                    regs = tk.ldmatrix(sb, at, 4, trans=True)
                     bf += [(regs[0], regs[1]), (regs[2], regs[3])]
                 return bf
 
@@ -432,7 +470,7 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                     na = []
                     for mt in range(MT):
                         mma_row(cur, mt)
-                        na.append(tk.ldmatrix(sa, at * A_TILE + a_off[nks] + mt * 16 * BK))
+                        na.append(tk.ldmatrix(sa, a_row_at(at, nks, mt)))
                     if ks == KS - 1:           # every fragment read from this stage has
                         tk.syncwarp()          # gone through an mma: release it (an
                         with tk.if_(lane == 0):    # ldmatrix still in flight must not

@@ -339,20 +339,17 @@ def hopper(target):
                                        regs=240)),
     ("float16", (70, 200, 136), dict(BM=64, BN=192, WM=32, WN=96, STAGES=2, rows=True)),
     ("float16", (200, 264, 136), dict(BM=192, BN=256, WM=96, WN=64, STAGES=3, rows=True,
-                                      regs=240, blocks=2))],
+                                      regs=240, blocks=2)),
+    ("bfloat16", (70, 264, 136), dict(BM=64, BN=256, WM=32, WN=128, STAGES=2, rows=True))],
     ids=["persistent-wraps", "grouped-2-stages", "default-tile-setmaxnreg", "short-k",
          "two-blocks-per-sm", "rows-odd-mma-rows", "rows-warp-n-96",
-         "rows-96x64-setmaxnreg-240"])
+         "rows-96x64-setmaxnreg-240", "rows-warp-n-128"])
 def test_gemm_tma_example(hopper, rng, dtype, size, tile):
     """The TMA-fed kernel (a producer warpgroup, mma.sync consumer warps reading the
     128-byte-swizzled stages by ldmatrix, persistent blocks): edge tiles in M, N and K
     (TMA's zero fill), more tiles than blocks (the stage ring crossing tiles), a ring
     deeper than the k tiles, the default 128 x 256 tile with setmaxnreg; every element
     written once (poisoned output) and within the bound."""
-    if hopper == "gpu" and tile.get("rows"):
-        pytest.skip("ROWS is not verified on the GPU yet: session 11's one run gave a "
-                    "mismatch before the release moved after the stage's last mma "
-                    "(bench/GPU_PENDING.md, item 11)")
     mod = _example()
     M, N, K = size
     a = rng.standard_normal((M, K)).astype(NP[dtype])
@@ -370,6 +367,29 @@ def test_gemm_tma_example(hopper, rng, dtype, size, tile):
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     bound = K * 2.0**-22 * (np.abs(a64) @ np.abs(b64))
     assert (np.abs(c - a64 @ b64) <= bound).all()
+
+
+@pytest.mark.parametrize("warps,ctas,regs", [(8, 1, 0), (4, 2, 0), (8, 1, 232),
+                                              (8, 1, 240), (4, 1, 240), (8, 1, 176)])
+def test_tma_registers_fit_the_block(warps, ctas, regs):
+    """setmaxnreg's split: the consumers' raise never exceeds what the producer's release
+    puts in the block's pool (a block starts with launch_registers a thread; a larger
+    raise waits forever: session 11's hang of 96 x 64 warps), counts multiples of 8 from
+    24 to 256, the producer's at most the launch count."""
+    mod = _example()
+    split = mod.tma_registers(warps, ctas, regs)
+    threads = 32 * (warps + 4)
+    start = mod.launch_registers(threads, ctas)
+    assert start == 65536 // (ctas * threads) // 8 * 8
+    if regs and regs <= start:
+        assert split is None
+        return
+    producer, consumer = split
+    assert consumer == (regs or consumer) and consumer > start
+    assert producer % 8 == 0 and consumer % 8 == 0 and 24 <= producer <= start
+    assert 128 * (start - producer) >= warps * 32 * (consumer - start)
+    if (warps, ctas, regs) == (8, 1, 240):
+        assert split == (24, 240)
 
 
 def test_gemm_feed_auto_and_tma_from_numpy(target, rng):
