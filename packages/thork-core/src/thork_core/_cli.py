@@ -123,6 +123,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "THORK_SELECTION_RECORD": ("0: a cache hit in a fresh process builds the plugin "
                                "registry instead of reading the recorded selection",
                                _is_bool),
+    "THORK_PREFETCH": ("1: at a kernel's first subscript, load the module its last build "
+                       "used on a thread while the first call checks it (off by default)",
+                       _is_bool),
 }
 
 
