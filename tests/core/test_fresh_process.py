@@ -112,3 +112,23 @@ def test_first_call_on_a_cache_hit_reads_each_library_once(tmp_path):
     libs = [p for p in hit["reads"] if p.endswith(".so")]
     assert libs, hit["reads"]  # the kernel's library came from the cache, checked
     assert len(libs) == len(set(libs)), f"a library was read twice: {hit['reads']}"
+
+
+def test_import_thork_leaves_debug_mode_and_staging_lanes_unloaded():
+    # import thork's time is an issue-11 goal (<= 30 ms): what only debug mode, NumPy
+    # staging lanes or a guessed module load need is imported on first use.
+    code = ("import sys, thork; print(sorted(m for m in ('thork_core._debug', "
+            "'thork_core._staging', 'concurrent.futures', 'logging', 'queue') "
+            "if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "THORK_DEBUG": ""})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+    # ... and they still load where they are used.
+    code = ("import thork_core, thork_core.runtime as rt, thork_core.ir as ir; "
+            "print(thork_core.debug_default(), callable(rt.configure_staging), "
+            "'thork_dbg_rec' in ir.RECORD_STRUCT)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "THORK_DEBUG": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "True", "True"]

@@ -13,13 +13,14 @@ Importing this package is cheap: cuda-python, compilers and NumPy-heavy work loa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._adapter import ArrayAdapter, ArrayView
 from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch
 from ._artifact import ARTIFACT_KINDS, Artifact
 from ._build import CompileInfo, build_kernel, choose, compile_artifact
 from ._cache import DiskCache, cache_dir, cache_key, disk_cache
 from ._compiler import Compiler
-from ._debug import debug_default, instrument
 from ._device_array import DeviceArray
 from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
 from ._errors import (
@@ -62,3 +63,14 @@ __all__ = [
     "normalize_dims", "parse_arch", "pinned_empty", "plugins", "promote", "reset_plugins",
 ]
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from ._debug import debug_default, instrument
+
+
+def __getattr__(name: str) -> Any:
+    # Debug mode's module (~2 ms) loads on first use: ``import thork`` never needs it.
+    if name in ("debug_default", "instrument"):
+        from . import _debug
+        return getattr(_debug, name)
+    raise AttributeError(f"module 'thork_core' has no attribute {name!r}")

@@ -17,7 +17,8 @@ they generate for the same IR bump their own version in their target's cache ide
 
 from __future__ import annotations
 
-from ._debug import RECORD_STRUCT
+from typing import TYPE_CHECKING, Any
+
 from ._dtype import (
     ALL_DTYPES,
     DType,
@@ -126,3 +127,15 @@ __all__ = [
     "stmt_exprs", "typestr", "walk_exprs", "walk_stmts", "node_fields", "replace",
     "LOAD_CACHE_OPS", "STORE_CACHE_OPS", "EVICT_PRIORITIES", "join_hint", "split_hint",
 ]
+
+
+if TYPE_CHECKING:
+    from ._debug import RECORD_STRUCT
+
+
+def __getattr__(name: str) -> Any:
+    # Debug mode's module loads on first use (``import thork`` imports this one).
+    if name == "RECORD_STRUCT":
+        from . import _debug
+        return _debug.RECORD_STRUCT
+    raise AttributeError(f"module 'thork_core.ir' has no attribute {name!r}")

@@ -14,6 +14,8 @@ Everything loads the CUDA driver on first use, so importing this module needs no
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._cuda import (
     check,
     compute_capability,
@@ -43,7 +45,6 @@ from ._memory import (
 )
 from ._pitched_array import PITCH_ALIGN, PitchedArray
 from ._probe import implied_stream
-from ._staging import configure_staging
 
 __all__ = [
     "DeviceArray", "DevicePool", "PITCH_ALIGN", "PitchedArray", "Graph", "GraphNode",
@@ -61,3 +62,15 @@ def typestr(dtype: DType) -> str | None:
     """The ``__cuda_array_interface__`` typestr a conforming producer uses for ``dtype``,
     or None where there is none (bfloat16): such arrays take the full checking path."""
     return input_typestr(dtype)
+
+
+if TYPE_CHECKING:
+    from ._staging import configure_staging
+
+
+def __getattr__(name: str) -> Any:
+    # The staging lanes' module loads on first use: ``import thork`` never copies.
+    if name == "configure_staging":
+        from ._staging import configure_staging
+        return configure_staging
+    raise AttributeError(f"module 'thork_core.runtime' has no attribute {name!r}")

@@ -25,9 +25,7 @@ from thork_core import (
     build_kernel,
     choose,
     compile_artifact,
-    debug_default,
     dt,
-    instrument,
     normalize_dims,
 )
 from thork_core.ir import Cast, Expr, Let, Special, Var, hopper_ops
@@ -98,7 +96,10 @@ class Kernel:
     ) -> None:
         self.fn = fn
         #: Debug mode: bounds checks on every array access (None: ``THORK_DEBUG``).
-        self.debug = debug_default() if debug is None else bool(debug)
+        if debug is None:  # debug mode's module loads on use: import thork stays light
+            from thork_core import debug_default
+            debug = debug_default()
+        self.debug = bool(debug)
         self.name = name or fn.__name__
         if not _is_name(self.name):
             raise TraceError(f"kernel name {self.name!r} is not a valid identifier")
@@ -410,7 +411,10 @@ class Kernel:
             raise TraceError(f"{self.name}(): tk.setmaxnreg_inc/dec need the kernel's "
                              "register cap at entry: declare tk.launch_bounds(max_threads, "
                              "1) in the kernel body")
-        return instrument(ir) if self.debug else ir  # debug mode: bounds checks
+        if not self.debug:
+            return ir
+        from thork_core import instrument
+        return instrument(ir)  # debug mode: bounds checks
 
     @property
     def source(self) -> str:
