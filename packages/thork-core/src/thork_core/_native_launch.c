@@ -2770,7 +2770,19 @@ static PyObject *keeps_gil(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(alone());
 }
 
+static PyObject *noop(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames) {
+    (void)self;
+    (void)args;
+    (void)nargs;
+    (void)kwnames;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"noop", (PyCFunction)(void (*)(void))noop, METH_FASTCALL | METH_KEYWORDS,
+     "noop(*args, **kwargs) -> None: does nothing; the benches' CPython call floor (what "
+     "the language costs for a call of the same shape into C)."},
     {"keeps_gil", (PyCFunction)keeps_gil, METH_NOARGS,
      "keeps_gil(): whether a launch from this thread now keeps the GIL (the only thread "
      "state of the only interpreter; see call_fn)."},
