@@ -1047,8 +1047,11 @@ def test_kernels_use_the_c_subscript_and_keep_their_checks(native):
 
 
 def test_a_launch_keeps_the_gil_only_when_its_thread_is_alone(native):
-    # Other thread states (a thread that may want the GIL) make a launch release it.
-    assert native.keeps_gil() is (threading.active_count() == 1)
+    # Other thread states (a thread that may want the GIL) make a launch release it. Some
+    # exist without a threading.Thread (a C thread that ran Python once, as on the GPU
+    # machine: run 12), so only one direction holds without knowing the process.
+    if native.keeps_gil():
+        assert threading.active_count() == 1
     go, stop = threading.Event(), threading.Event()
     t = threading.Thread(target=lambda: (go.set(), stop.wait()))
     t.start()
