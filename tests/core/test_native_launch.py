@@ -953,3 +953,111 @@ def test_cai_guard_runs_the_cpu_kernel_on_host_memory(kinds):
     assert guard(x, y, None) is True
     np.testing.assert_allclose(out, src * 2 + 1, rtol=1e-6)
     assert guard(x, CaiArray(out.ctypes.data, (5, 9, 4), "<f4"), None) is False
+
+
+# -- Subscript: kernel[grid, block] answered from the memo in C (session 11) --------------
+
+class _Memoized:
+    """A class whose ``obj[key]`` is the native Subscript over ``obj._memo``; the fallback
+    records what reached it and memoizes like thork's Kernel (plain configurations)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[Any, Any] = {}
+        self.fell: list[Any] = []
+
+    def _slow(self, key: Any) -> Any:
+        self.fell.append(key)
+        made = ("launch", key)
+        memo = getattr(self, "_memo", None)
+        if type(memo) is dict and type(key) is tuple and all(type(x) is int for x in key):
+            memo[key] = made
+        return made
+
+
+@pytest.fixture
+def memoized(native):
+    class Memoized(_Memoized):
+        __getitem__ = native.Subscript("_memo", _Memoized._slow)
+
+    return Memoized()
+
+
+def test_subscript_answers_plain_configurations_from_the_memo(memoized):
+    first = memoized[2, 128]
+    assert first == ("launch", (2, 128)) and memoized.fell == [(2, 128)]
+    assert memoized[2, 128] is first and memoized[(2, 128)] is first  # no fallback
+    assert memoized.fell == [(2, 128)]
+    three = memoized[(4, 1), (32, 2), 64]  # tuples of ints and a third entry: plain
+    memoized._memo[(4, 1), (32, 2), 64] = three
+    assert memoized[(4, 1), (32, 2), 64] is three and len(memoized.fell) == 2
+
+
+class _Int(int):
+    pass
+
+
+@pytest.mark.parametrize("key", [
+    (2.0, 128), (True, 128), (2, 128.0), (2, True), (np.int64(2), 128), (_Int(2), 128),
+    ((2.0,), 128), ((2,), (128.0,)),
+])
+def test_subscript_never_hands_equal_non_ints_the_plain_launch(memoized, key):
+    plain = (tuple(int(x) for x in key[0]) if isinstance(key[0], tuple) else int(key[0]),
+             tuple(int(x) for x in key[1]) if isinstance(key[1], tuple) else int(key[1]))
+    memoized[plain]
+    assert memoized[key] == ("launch", key)  # equal hash and value: still the fallback
+    assert memoized.fell[-1] is key
+
+
+@pytest.mark.parametrize("key", [[2, 128], (2,), (1, 2, 3, 4), 7, "a"])
+def test_subscript_sends_other_keys_to_the_fallback(memoized, key):
+    assert memoized[key] == ("launch", key) and memoized.fell == [key]
+
+
+def test_subscript_without_a_dict_memo_falls_back(memoized):
+    del memoized._memo
+    assert memoized[2, 128] == ("launch", (2, 128)) and memoized.fell == [(2, 128)]
+    memoized._memo = [("not", "a dict")]
+    memoized.fell.clear()
+    assert memoized[2, 128] == ("launch", (2, 128)) and memoized.fell == [(2, 128)]
+
+
+def test_subscript_binds_like_a_method_and_checks_its_arguments(native, memoized):
+    assert memoized.__getitem__((3, 32)) == ("launch", (3, 32))
+    assert type(memoized).__dict__["__getitem__"].fallback is _Memoized._slow
+    with pytest.raises(TypeError):
+        native.Subscript("_memo", 42)
+    with pytest.raises(TypeError):
+        native.Subscript(42, _Memoized._slow)
+
+
+def test_kernels_use_the_c_subscript_and_keep_their_checks(native):
+    import thork as tk
+    from thork._kernel import Kernel
+    from thork_core import ArgumentError
+
+    @tk.jit(target="cpu")
+    def k(out: tk.DevicePointer[tk.dt.float32], bid: tk.Uint[tk.BlockIdx]):
+        out[bid] = 1.0
+
+    launch = k[3, 1]
+    assert type(Kernel.__dict__["__getitem__"]) is native.Subscript
+    assert k[3, 1] is launch and k[(3, 1)] is launch
+    with pytest.raises(ArgumentError, match="grid must be an int"):
+        k[3.0, 1]  # equal to (3, 1): checked by the Python path, not handed the launch
+
+
+def test_a_launch_keeps_the_gil_only_when_its_thread_is_alone(native):
+    # Other thread states (a thread that may want the GIL) make a launch release it. Some
+    # exist without a threading.Thread (a C thread that ran Python once, as on the GPU
+    # machine: run 12), so only one direction holds without knowing the process.
+    if native.keeps_gil():
+        assert threading.active_count() == 1
+    go, stop = threading.Event(), threading.Event()
+    t = threading.Thread(target=lambda: (go.set(), stop.wait()))
+    t.start()
+    go.wait()
+    try:
+        assert native.keeps_gil() is False
+    finally:
+        stop.set()
+        t.join()

@@ -542,6 +542,22 @@ def launch_call_base() -> type | None:
     return None if mod is None else getattr(mod, "LaunchCall", None)
 
 
+def subscript_memo(attr: str, fallback: Callable[[Any, Any], Any]) -> Any:
+    """A ``__getitem__`` for a class whose subscripts are memoized in the dict
+    ``obj.<attr>`` keyed by plain launch configurations (a tuple of 2 or 3 entries, each
+    an exact ``int`` or a tuple of exact ``int``): the native module's ``Subscript``,
+    which answers such a key from that dict in C and calls ``fallback(obj, key)`` for
+    every other subscript (a miss, equal floats, bools or NumPy ints, a list); None
+    where the native launcher is not in use (:func:`launch_call_base` is None)."""
+    if launch_call_base() is None:
+        return None
+    from ._native import native_module
+
+    mod = native_module()
+    kind = None if mod is None else getattr(mod, "Subscript", None)
+    return None if kind is None else kind(attr, fallback)
+
+
 def guarded_call_base() -> type | None:
     """The native module's ``GuardedCall`` base type; None where that module is not
     available (:func:`~thork_core._native.native_status` says why; builds it on first use).

@@ -196,6 +196,9 @@ typedef struct {
     long device_id;
     /* foreign readers: the producer dtype object each slot last matched (session 11) */
     PyObject *seen[MAX_SLOTS];
+    /* DeviceArrays: the shape tuple each slot last matched (immutable: the same object is
+     * equal again without comparing it entry by entry; session 11) */
+    PyObject *shape_seen[MAX_SLOTS];
 } GuardObject;
 
 static PyTypeObject LauncherType;
@@ -357,11 +360,24 @@ static int ready(LauncherObject *self) {
     return 0;
 }
 
+/* Whether the calling thread is the only Python thread state of the only interpreter:
+ * then no other thread can be waiting for the GIL, and a launch keeps it (releasing and
+ * taking it back is two mutex round trips and a condition signal per call: ~25% of the
+ * hot call's own instructions under callgrind, session 11). A thread that appears while
+ * the launch runs waits for it (microseconds; longer only while the driver's queue is
+ * full). Any other thread state, even one blocked in C, makes the launch release it. */
+static inline int alone(void) {
+    PyThreadState *ts = PyThreadState_Get();
+    PyInterpreterState *is = PyThreadState_GetInterpreter(ts);
+    return PyInterpreterState_ThreadHead(is) == ts && PyThreadState_Next(ts) == NULL &&
+           PyInterpreterState_Head() == is && PyInterpreterState_Next(is) == NULL;
+}
+
 /* The launch itself: params (on the caller's stack) point at the caller's values. */
 static PyObject *call_fn(LauncherObject *l, const unsigned grid[3], const unsigned block[3],
                          unsigned shared, void *stream, void **params) {
     int err = 0;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *saved = alone() ? NULL : PyEval_SaveThread();
     if (l->ctx) { /* make the context current on this thread (cheap when it is) */
         void *cur = NULL;
         if (l->ctx_get(&cur) != 0 || cur != l->ctx) err = l->ctx_set(l->ctx);
@@ -375,7 +391,7 @@ static PyObject *call_fn(LauncherObject *l, const unsigned grid[3], const unsign
         else
             err = ((host_fn)l->fn)(params, grid, block, shared);
     }
-    Py_END_ALLOW_THREADS
+    if (saved) PyEval_RestoreThread(saved);
     if (err) {
         PyObject *r = PyObject_CallFunction(l->on_error, "i(III)(III)", err, grid[0], grid[1],
                                             grid[2], block[0], block[1], block[2]);
@@ -612,6 +628,7 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         g->nbytes[i] = 0;
         g->dlcodes[i] = -1;
         g->seen[i] = NULL;
+        g->shape_seen[i] = NULL;
     }
     Py_INCREF(self);
     g->launch = self;
@@ -730,7 +747,10 @@ static void guard_dealloc(GuardObject *g) {
         Py_DECREF(g->dtypes[i]);
         Py_XDECREF(g->typestrs[i]);
     }
-    for (int i = 0; i < MAX_SLOTS; i++) Py_XDECREF(g->seen[i]);
+    for (int i = 0; i < MAX_SLOTS; i++) {
+        Py_XDECREF(g->seen[i]);
+        Py_XDECREF(g->shape_seen[i]);
+    }
     Py_XDECREF(g->kinds);
     Py_XDECREF(g->device);
     Py_XDECREF(g->to_handle);
@@ -1200,7 +1220,11 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
             continue;
         }
         if (!(v = field_get(a, &g->fields[F_SHAPE]))) goto error;
-        ok = same(v, g->shapes[i]);
+        if (v == g->shape_seen[i]) {
+            ok = 1;
+        } else if ((ok = same(v, g->shapes[i])) > 0 && PyTuple_CheckExact(v)) {
+            Py_XSETREF(g->shape_seen[i], Py_NewRef(v));
+        }
         Py_DECREF(v);
         if (ok <= 0) goto miss_or_error;
         if (!(v = field_get(a, &g->fields[F_DTYPE]))) goto error;
@@ -1214,7 +1238,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
         if (!(v = field_get(a, &g->fields[F_STREAM]))) goto error;
         if (v != Py_None) {
             uint64_t produced = PyLong_AsUnsignedLongLong(v);
-            if (PyErr_Occurred()) {
+            if (produced == (uint64_t)-1 && PyErr_Occurred()) {
                 Py_DECREF(v);
                 goto error;
             }
@@ -1227,7 +1251,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
         if (!(v = field_get(a, &g->fields[F_PTR]))) goto error;
         ptrs[i] = PyLong_AsUnsignedLongLong(v);
         Py_DECREF(v);
-        if (PyErr_Occurred()) goto error;
+        if (ptrs[i] == (uint64_t)-1 && PyErr_Occurred()) goto error;
         bits |= ptrs[i];
         continue;
     miss_or_error:
@@ -1530,18 +1554,22 @@ static int bind_array(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_
     Py_DECREF(v);
     if (!ok) return 0;
     if (!(v = field_get(a, &b->fields[F_DEVICE]))) return -1;
-    ok = PyLong_CheckExact(v) && PyLong_AsLong(v) == b->device;
+    if (!PyLong_CheckExact(v)) {
+        Py_DECREF(v);
+        return 0;
+    }
+    long device = PyLong_AsLong(v);
     Py_DECREF(v);
-    if (PyErr_Occurred()) {
+    if (device == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
     }
-    if (!ok) return 0;
+    if (device != b->device) return 0;
     if (!(v = field_get(a, &b->fields[F_STREAM]))) return -1;
     if (v != Py_None) {
         uint64_t produced = PyLong_AsUnsignedLongLong(v);
         Py_DECREF(v);
-        if (PyErr_Occurred()) {
+        if (produced == (uint64_t)-1 && PyErr_Occurred()) {
             PyErr_Clear();
             return 0;
         }
@@ -1558,7 +1586,7 @@ static int bind_array(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_
     if (!(v = field_get(a, &b->fields[F_PTR]))) return -1;
     *ptr = PyLong_AsUnsignedLongLong(v);
     Py_DECREF(v);
-    if (PyErr_Occurred()) {
+    if (*ptr == (uint64_t)-1 && PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
     }
@@ -2326,6 +2354,141 @@ static PyTypeObject LaunchCallType = {
     .tp_members = launchcall_members,
 };
 
+/* ---- Subscript (session 11) ---------------------------------------------------------
+ * Subscript(attr, fallback): installed as a class's __getitem__ (thork's Kernel): obj[key]
+ * returns obj.<attr>[key] when key is a plain configuration, a tuple of 2 or 3 entries each
+ * an exact int or a tuple of exact ints, and the dict obj.<attr> holds it; every other
+ * subscript (a miss, NumPy ints, floats or bools equal to ints, a list) is
+ * fallback(obj, key), the Python implementation, which also fills the dict (with plain
+ * configurations only). The exact-type test comes first: a dict finds (1.0, 32) or
+ * (True, 32) under (1, 32) (equal hashes and values), which must not reach the launch
+ * checked for the ints. A method descriptor: the subscript slot calls it with (obj, key),
+ * no bound method and no Python frame. */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *attr, *fallback;
+} SubscriptObject;
+
+static PyTypeObject SubscriptType;
+
+static int plain_config(PyObject *key) {
+    if (!PyTuple_CheckExact(key)) return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(key);
+    if (n < 2 || n > 3) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(key, i);
+        if (PyLong_CheckExact(x)) continue;
+        if (!PyTuple_CheckExact(x)) return 0;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(x); j++)
+            if (!PyLong_CheckExact(PyTuple_GET_ITEM(x, j))) return 0;
+    }
+    return 1;
+}
+
+static PyObject *subscript_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
+                                      PyObject *kwnames) {
+    SubscriptObject *self = (SubscriptObject *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!kwnames && nargs == 2 && plain_config(args[1])) {
+        PyObject *memo = PyObject_GetAttr(args[0], self->attr);
+        if (!memo) {
+            PyErr_Clear(); /* the fallback says what is wrong */
+        } else {
+            PyObject *hit = PyDict_CheckExact(memo) ? PyDict_GetItemWithError(memo, args[1])
+                                                    : NULL; /* borrowed */
+            Py_XINCREF(hit);
+            Py_DECREF(memo);
+            if (hit) return hit;
+            if (PyErr_Occurred()) return NULL;
+        }
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf & ~PY_VECTORCALL_ARGUMENTS_OFFSET,
+                               kwnames);
+}
+
+static int subscript_init(SubscriptObject *self, PyObject *args, PyObject *kw) {
+    PyObject *attr, *fallback;
+    static char *names[] = {"attr", "fallback", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "UO", names, &attr, &fallback)) return -1;
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "Subscript: fallback must be callable");
+        return -1;
+    }
+    Py_INCREF(attr);
+    PyUnicode_InternInPlace(&attr);
+    Py_XSETREF(self->attr, attr);
+    Py_XSETREF(self->fallback, Py_NewRef(fallback));
+    return 0;
+}
+
+static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    SubscriptObject *self = (SubscriptObject *)type->tp_alloc(type, 0);
+    if (self) self->vectorcall = subscript_vectorcall;
+    return (PyObject *)self;
+}
+
+static PyObject *subscript_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    if (kwargs && PyDict_GET_SIZE(kwargs)) {
+        PyErr_SetString(PyExc_TypeError, "Subscript takes (obj, key)");
+        return NULL;
+    }
+    SubscriptObject *s = (SubscriptObject *)self;
+    if (!s->fallback) {
+        PyErr_SetString(PyExc_RuntimeError, "Subscript was not initialized");
+        return NULL;
+    }
+    return subscript_vectorcall(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
+}
+
+static PyObject *subscript_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (!obj || obj == Py_None) return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static int subscript_traverse(SubscriptObject *self, visitproc visit, void *arg) {
+    Py_VISIT(self->attr);
+    Py_VISIT(self->fallback);
+    return 0;
+}
+
+static int subscript_clear(SubscriptObject *self) {
+    Py_CLEAR(self->attr);
+    Py_CLEAR(self->fallback);
+    return 0;
+}
+
+static void subscript_dealloc(SubscriptObject *self) {
+    PyObject_GC_UnTrack(self);
+    subscript_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef subscript_members[] = {
+    {"fallback", T_OBJECT, offsetof(SubscriptObject, fallback), READONLY,
+     "fallback(obj, key): every subscript the memo does not answer."},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyTypeObject SubscriptType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "_thork_native.Subscript",
+    .tp_basicsize = sizeof(SubscriptObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "Subscript(attr, fallback): a class's __getitem__ answering plain "
+              "configurations from the dict obj.<attr> in C (see _native_launch.c).",
+    .tp_new = subscript_new,
+    .tp_init = (initproc)subscript_init,
+    .tp_dealloc = (destructor)subscript_dealloc,
+    .tp_traverse = (traverseproc)subscript_traverse,
+    .tp_clear = (inquiry)subscript_clear,
+    .tp_call = subscript_tp_call,
+    .tp_descr_get = subscript_descr_get,
+    .tp_vectorcall_offset = offsetof(SubscriptObject, vectorcall),
+    .tp_members = subscript_members,
+};
+
 /* ---- GraphLaunch (h-interop; separate from the launchers above) ---------------------
  * GraphLaunch(fn, exec, stream, slow, on_error)
  *   Graph.replay in one C call: fn is cuGraphLaunch's address, exec the CUgraphExec,
@@ -2601,7 +2764,28 @@ static PyObject *dlpack_exports(PyObject *self, PyObject *unused) {
     return PyLong_FromSsize_t(dl_live);
 }
 
+static PyObject *keeps_gil(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(alone());
+}
+
+static PyObject *noop(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames) {
+    (void)self;
+    (void)args;
+    (void)nargs;
+    (void)kwnames;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"noop", (PyCFunction)(void (*)(void))noop, METH_FASTCALL | METH_KEYWORDS,
+     "noop(*args, **kwargs) -> None: does nothing; the benches' CPython call floor (what "
+     "the language costs for a call of the same shape into C)."},
+    {"keeps_gil", (PyCFunction)keeps_gil, METH_NOARGS,
+     "keeps_gil(): whether a launch from this thread now keeps the GIL (the only thread "
+     "state of the only interpreter; see call_fn)."},
     {"dlpack_read", (PyCFunction)dlpack_read, METH_O,
      "dlpack_read(capsule): the DLTensor's fields, or None (see _native_launch.c)."},
     {"dlpack_export", (PyCFunction)(void (*)(void))dlpack_export, METH_FASTCALL,
@@ -2623,7 +2807,7 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
         PyType_Ready(&GuardType) < 0 || PyType_Ready(&GuardedCallType) < 0 ||
         PyType_Ready(&BinderType) < 0 || PyType_Ready(&OutMakerType) < 0 ||
         PyType_Ready(&FinalizerType) < 0 ||
-        PyType_Ready(&LaunchCallType) < 0 ||
+        PyType_Ready(&LaunchCallType) < 0 || PyType_Ready(&SubscriptType) < 0 ||
         PyType_Ready(&GraphLaunchType) < 0)
         return NULL;
     s_cai = PyUnicode_InternFromString("__cuda_array_interface__");
@@ -2679,6 +2863,8 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyModule_AddObject(m, "GuardedCall", (PyObject *)&GuardedCallType) < 0) return NULL;
     Py_INCREF(&LaunchCallType);
     if (PyModule_AddObject(m, "LaunchCall", (PyObject *)&LaunchCallType) < 0) return NULL;
+    Py_INCREF(&SubscriptType);
+    if (PyModule_AddObject(m, "Subscript", (PyObject *)&SubscriptType) < 0) return NULL;
     Py_INCREF(&GraphLaunchType);
     if (PyModule_AddObject(m, "GraphLaunch", (PyObject *)&GraphLaunchType) < 0) return NULL;
     return m;

@@ -30,6 +30,7 @@ from ._launch import (
     make_launcher,
     out_maker,
     param_kinds,
+    subscript_memo,
 )
 from ._limits import (
     MAX_SHARED_PER_BLOCK,
@@ -61,5 +62,6 @@ __all__ = ["prefetch", "CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPAC
            "check_arg_count", "dlpack_code", "dlpack_probe", "float_scalar", "follow", "followers",
            "foreign_reader", "implied_stream", "kind_of", "no_max_version",
            "guarded_call_base", "launch_call_base", "make_launcher", "memory_range",
+           "subscript_memo",
            "normalize_dims", "one_gpu", "out_maker", "overlapping", "param_kinds", "probe",
            "shared_bytes", "static_shared_bytes", "typestr"]

@@ -504,6 +504,14 @@ class Kernel:
 
     # -- launching ------------------------------------------------------------------------
     def __getitem__(self, config: Any) -> Launch:
+        """``kernel[grid, block(, shared_bytes)]``: the :class:`Launch` for that
+        configuration, memoized per kernel for plain ``int`` configurations. Where core's
+        native module is available, the first subscript replaces this method with the
+        module's ``Subscript`` (the memo answered in C, this method its fallback: see
+        :func:`_launch_type`)."""
+        return self._getitem(config)
+
+    def _getitem(self, config: Any) -> Launch:
         try:
             launch = self._launches.get(config)
         except TypeError:  # unhashable (a list): Launch names what it takes
@@ -754,7 +762,7 @@ _LAUNCH_TYPE: type[Launch] | None = None
 
 def _launch_type() -> type[Launch]:
     global _LAUNCH_TYPE
-    from thork_core.launch import launch_call_base
+    from thork_core.launch import launch_call_base, subscript_memo
 
     base = launch_call_base()
     if base is None:
@@ -764,6 +772,9 @@ def _launch_type() -> type[Launch]:
             "__module__": __name__, "__doc__": Launch.__doc__,
             "_miss": Launch.__call__,  # what LaunchCall runs for every call it did not launch
         })
+        memo = subscript_memo("_launches", Kernel._getitem)
+        if memo is not None:  # kernel[grid, block] answered from the memo in C
+            setattr(Kernel, "__getitem__", memo)  # noqa: B010 - a slot, replaced once
     return _LAUNCH_TYPE
 
 
