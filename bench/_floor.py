@@ -19,9 +19,10 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["KERNEL_SOURCE", "floor_kernel", "graph_burst", "measure_graph_floor",
-           "measure_launch_floor"]
+__all__ = ["KERNEL_SOURCE", "floor_kernel", "graph_burst", "launch_burst",
+           "measure_graph_floor", "measure_launch_floor"]
 
 #: The floor's kernel written in Thork (seed 000's matrix_add): bench_core writes it as
 #: ``seedkernel.py`` for its child processes, bench_fkl loads it through
@@ -60,7 +61,7 @@ def floor_kernel() -> object:
 
 _SOURCE = Path(__file__).resolve().with_name("launch_floor.c")
 _GRAPH_SOURCE = Path(__file__).resolve().with_name("graph_floor.c")
-_GRAPH_LOOP_SOURCE = Path(__file__).resolve().with_name("graph_loop.c")
+_BURST_SOURCE = Path(__file__).resolve().with_name("burst_loop.c")
 
 # Output keys printed by launch_floor.c, mapped to the keys returned here.
 _KEYS = {
@@ -197,7 +198,7 @@ def measure_graph_floor(cubin_path: str, kernel_name: str, nodes: int, rounds: i
 
 def graph_burst() -> Callable[[int, int, int], float]:
     """``burst(exec, stream, k)``: ``k`` back-to-back ``cuGraphLaunch`` calls on the raw
-    handles ``exec`` and ``stream``, looped in C inside this process (``graph_loop.c``,
+    handles ``exec`` and ``stream``, looped in C inside this process (``burst_loop.c``,
     built once), in microseconds per call. ctypes releases the GIL around the loop.
 
     Raises:
@@ -207,7 +208,7 @@ def graph_burst() -> Callable[[int, int, int], float]:
 
     from thork_core._cuda import function_address
 
-    lib = ctypes.CDLL(str(_build(_GRAPH_LOOP_SOURCE, shared=True)))
+    lib = ctypes.CDLL(str(_build(_BURST_SOURCE, shared=True)))
     lib.graph_burst.restype = ctypes.c_double
     lib.graph_burst.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int]
     fn = function_address("cuGraphLaunch")
@@ -216,6 +217,43 @@ def graph_burst() -> Callable[[int, int, int], float]:
         us = float(lib.graph_burst(fn, exec_, stream, k))
         if us < 0:
             raise RuntimeError(f"cuGraphLaunch failed with driver code {int(-us)}")
+        return us
+
+    return burst
+
+
+def launch_burst(launch: Any, pointers: tuple[int, int, int]) -> Callable[[int], float]:
+    """``burst(k)``: ``k`` back-to-back ``cuLaunchKernel`` calls looped in C inside this
+    process (``burst_loop.c``) of the very function Thork loaded for ``launch`` (a
+    ``matrix_add[grid, block]`` of :func:`floor_kernel` that has run once on device
+    arrays), with its grid and block, on the legacy stream (where DeviceArray launches
+    run), with ``pointers`` as out, A, B; microseconds per call. The C floor measured in
+    the process, context and thread state of the rows it anchors (the separate program,
+    :func:`measure_launch_floor`, runs in a process of its own).
+
+    Raises:
+        RuntimeError: If the library cannot be built, the kernel has no loaded GPU
+            function, or a launch fails (its code).
+    """
+    import ctypes
+
+    from thork_core._cuda import function_address
+
+    exes = [e for e, _ in launch.kernel._exes.values() if hasattr(e, "_function")]
+    if not exes:
+        raise RuntimeError("the kernel has no loaded GPU function: launch it once first")
+    lib = ctypes.CDLL(str(_build(_BURST_SOURCE, shared=True)))
+    lib.launch_burst.restype = ctypes.c_double
+    lib.launch_burst.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+                                 ctypes.c_uint, ctypes.c_void_p, ctypes.c_ulonglong,
+                                 ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_int]
+    fn, function = function_address("cuLaunchKernel"), int(exes[0]._function)
+    gx, bx = launch.grid[0], launch.block[0]
+
+    def burst(k: int) -> float:
+        us = float(lib.launch_burst(fn, function, gx, bx, None, *pointers, k))
+        if us < 0:
+            raise RuntimeError(f"cuLaunchKernel failed with driver code {int(-us)}")
         return us
 
     return burst

@@ -386,7 +386,7 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
     against "C floor + the producer's reads" (when that bound exceeds the goal, the goal
     is impossible for any launcher that reads the arrays correctly)."""
     import cupy as cp
-    from _floor import measure_launch_floor
+    from _floor import launch_burst, measure_launch_floor
 
     out, a, b = cupy_args
     dout, da, db = device_args
@@ -457,11 +457,24 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         variants["torch tensors"] = lambda: launch(tout, ta, tb)
         variants["torch reads"] = torch_reads
         variants["torch.cuda.current_stream() alone"] = lambda: torch.cuda.current_stream()
+    try:  # (session 11) the C loop in this process, on the very function and stream
+        burst: Any = launch_burst(launch, (dout.ptr, da.ptr, db.ptr))
+        burst(10)
+    except Exception as exc:  # noqa: BLE001 - no C compiler: the separate program only
+        print(f"  in-process C floor skipped: {type(exc).__name__}: {exc}")
+        burst = None
     per_round = 10000
     got: dict[str, list[float]] = {k: [] for k in ["C floor", *variants]}
+    if burst is not None:
+        got["C floor, in process"] = []
     for _ in range(rounds):
         got["C floor"].append(measure_launch_floor(cubin, "matrix_add", n=n, rounds=3)[
             "enqueue_us"])
+        if burst is not None:
+            burst(300)
+            cp.cuda.runtime.deviceSynchronize()
+            got["C floor, in process"].append(burst(per_round))
+            cp.cuda.runtime.deviceSynchronize()
         for name, fn in variants.items():
             for _ in range(300):
                 fn()
@@ -472,7 +485,9 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
             got[name].append((time.perf_counter() - t0) / per_round * 1e6)
             cp.cuda.runtime.deviceSynchronize()
     med = {k: median(v) for k, v in got.items()}
-    floor = med["C floor"]
+    # The verdicts take the floor measured in this process when there is one: same
+    # context, thread and host state as the rows (the separate program is printed too).
+    floor = med.get("C floor, in process", med["C floor"])
     goal = 1.15 * floor
     cupy_us = med["CuPy RawKernel"]
 
@@ -480,7 +495,11 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         rows.append({"what": what, "thork": thork, "cupy": cupy_us, "floor": ref,
                      "unit": "us", "goal": goal_text})
 
-    add("interleaved (7 rounds): C floor", floor, floor, "median of the rounds")
+    add("interleaved (7 rounds): C floor, separate program", med["C floor"], floor,
+        "median of the rounds (bench/launch_floor.c)")
+    if "C floor, in process" in med:
+        add("interleaved: C floor in this process (the verdicts' floor)", floor, floor,
+            "bench/burst_loop.c: the same function, grid, block and stream")
     py_call, py_full = med["CPython floor: noop(a, b, c)"], \
         med["CPython floor: table[g, b](a, b, c)"]
     add("  CPython call floor: noop(a, b, c)", py_call, floor,

@@ -625,8 +625,9 @@ def foreign_interleaved(hot: Any, t1: Any, t2: Any) -> None:
     current stream once; per array the pointer, dtype, contiguity and shape: the pipe's
     plan is per exact shape), in interleaved rounds (medians): each verdict is decided
     within one run against "C floor + producer reads"."""
-    from _floor import floor_kernel, measure_launch_floor
+    from _floor import floor_kernel, launch_burst, measure_launch_floor
     from thork_core import _cuda, gpu_arch
+    from thork_core.runtime import DeviceArray
 
     drv = _cuda.driver()
     cupy, torch = try_import("cupy"), try_import("torch")
@@ -635,6 +636,17 @@ def foreign_interleaved(hot: Any, t1: Any, t2: Any) -> None:
     matrix_add: Any = floor_kernel()
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(matrix_add.artifact(gpu_arch(0)).data)
+    # (session 11) The floor looped in C in this process too: the same context, thread and
+    # host state as the rows (the separate program runs in a process of its own).
+    fa = [DeviceArray.from_host(np.zeros(1024, np.float32)) for _ in range(3)]
+    floor_launch = matrix_add[8, 128]
+    floor_launch(*fa)
+    try:
+        burst: Any = launch_burst(floor_launch, (fa[0].ptr, fa[1].ptr, fa[2].ptr))
+        burst(10)
+    except Exception as exc:  # noqa: BLE001 - no C compiler: the separate program only
+        print(f"  in-process C floor skipped: {type(exc).__name__}: {exc}")
+        burst = None
     # (session 11) The same call expression on a C no-op (the native module's noop, a
     # vectorcall builtin taking out= as a keyword): what CPython itself costs per call.
     from thork_core._native import native_module
@@ -689,9 +701,16 @@ def foreign_interleaved(hot: Any, t1: Any, t2: Any) -> None:
     short = 1000  # calls per round below the driver's queue depth: host cost alone
     got: dict[str, list[float]] = {k: [] for k in ["C floor", *variants, "C floor, 1000",
                                                    "DeviceArray pipe, 1000"]}
+    if burst is not None:
+        got["C floor, in process"] = []
     for _ in range(7):
         got["C floor"].append(measure_launch_floor(f.name, "matrix_add", n=1024, rounds=3)[
             "enqueue_us"])
+        if burst is not None:
+            burst(300)
+            _cuda.check(drv.cuCtxSynchronize(), "sync")
+            got["C floor, in process"].append(burst(n))
+            _cuda.check(drv.cuCtxSynchronize(), "sync")
         got["C floor, 1000"].append(measure_launch_floor(
             f.name, "matrix_add", n=1024, rounds=5, launches=short)["enqueue_us"])
         for name, fn in variants.items():
@@ -710,9 +729,13 @@ def foreign_interleaved(hot: Any, t1: Any, t2: Any) -> None:
         got["DeviceArray pipe, 1000"].append((time.perf_counter() - t0) / short * 1e6)
         _cuda.check(drv.cuCtxSynchronize(), "sync")
     med = {k: statistics.median(v) for k, v in got.items()}
-    floor = med["C floor"]
-    row("interleaved", "C floor: cuLaunchKernel from C", floor, "us",
-        "7 rounds, median; each round: the floor, then every row below")
+    row("interleaved", "C floor: cuLaunchKernel from C, separate program", med["C floor"],
+        "us", "7 rounds, median; each round: the floor, then every row below")
+    # The verdicts take the floor measured in this process when there is one.
+    floor = med.get("C floor, in process", med["C floor"])
+    if "C floor, in process" in med:
+        row("interleaved", "C floor in this process (the verdicts' floor)", floor, "us",
+            "bench/burst_loop.c: cuLaunchKernel looped in C, same context and thread")
     goal = 1.15 * floor
     py_call, empty = med["CPython floor"], med["empty Python call"]
     row("interleaved", "  CPython call floor: noop(x, out=y)", py_call, "us",

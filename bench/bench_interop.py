@@ -130,7 +130,7 @@ def bench_graph_floor(rounds: int) -> None:
         row("graph", f"replay {nodes}-node graph (Graph.replay)", thork, "us",
             "host, burst of 200, interleaved with the C loop")
         row("graph", f"cuGraphLaunch {nodes}-node, C loop in this process", floor, "us",
-            "bench/graph_loop.c, same exec and stream")
+            "bench/burst_loop.c, same exec and stream")
         row("graph", f"replay / C floor ({nodes}-node)", thork / floor, "x", "target <= 1.15")
         row("graph", f"replay per kernel ({nodes}-node)", thork / nodes, "us")
         try:
