@@ -68,6 +68,24 @@ def test_a_launch_seen_before_does_not_admit_equal_floats_or_bools(target, rng, 
     assert np.isnan(out).all()
 
 
+@pytest.mark.parametrize("config", [
+    (np.int64(2), 32), (2, np.int32(32)), (np.uint8(2), (np.int16(32),)),
+    ((np.int64(2), 1), 32, np.int64(0)),
+])
+def test_numpy_integers_are_launch_geometry_like_ints(target, rng, config):
+    # A grid computed with NumPy (np.int64) means the same as the int, bare or in a tuple.
+    n = 61
+    a = random_array(rng, n, np.float32)
+    for _ in range(2):  # the second call: whatever the launch memo kept
+        out = poisoned(n, np.float32)
+        scaled[config](out, a, 2.0, n, target=target)
+        np.testing.assert_array_equal(out, a * np.float32(2.0))
+    with pytest.raises(ArgumentError, match="grid must be an int or a tuple"):
+        scaled[np.float64(2), 32](out, a, 2.0, n, target=target)
+    with pytest.raises(ArgumentError, match="grid must be an int or a tuple"):
+        scaled[np.bool_(True), 32](out, a, 2.0, n, target=target)
+
+
 @pytest.mark.parametrize("shared", [2**40, 2**64, MAX_SHARED_PER_BLOCK + 1, -1, -(2**63),
                                     True, 1.5])
 def test_dynamic_shared_memory_out_of_range_is_rejected(target, rng, shared):

@@ -29,7 +29,7 @@ def normalize_dims(value: Any, what: str) -> Dim3:
 
     ``what`` is ``"grid"`` or ``"block"``; errors name it and the offending value.
     """
-    dims = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
+    dims = (value,) if _is_int(value) else value  # NumPy ints too, as inside a tuple
     if not isinstance(dims, (tuple, list)) or not 1 <= len(dims) <= 3:
         raise ArgumentError(
             f"{what} must be an int or a tuple of 1 to 3 positive ints, got {value!r}"
