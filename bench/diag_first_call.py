@@ -125,7 +125,6 @@ CHILD = textwrap.dedent('''
         timed(_build, "cache_key", "cache key")
         timed(_gpu, "make_launcher", "    make_launcher")
         timed(_gpu.GpuExecutable, "_read_attributes", "    attributes")
-        mods0 = set(sys.modules)
     if mode == "profile":
         import cProfile, pstats
         pr = cProfile.Profile()
@@ -139,6 +138,7 @@ CHILD = textwrap.dedent('''
             finally:
                 marks["taken"] = W()
         _prefetch.take = timed_take
+    mods0 = set(sys.modules)
     t0 = W()
     matrix_add[n // 128, 128](*args)
     t1 = W()
@@ -151,7 +151,7 @@ CHILD = textwrap.dedent('''
         for (f, line, name), (cc, nc, tt, ct, _) in rows:
             print(f"{ct * 1e3:8.3f} {tt * 1e3:8.3f} {nc:5d}  {os.path.basename(f)}:{line}"
                   f"({name})", file=sys.stderr)
-    new = sorted(set(sys.modules) - mods0) if mode == "phases" else []
+    new = sorted(set(sys.modules) - mods0)
     print(json.dumps({"ms": (t1 - t0) / 1e6, "cache": matrix_add.compile_info.cache,
                       "phases": phases, "imported": new}))
 ''')

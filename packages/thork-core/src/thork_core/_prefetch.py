@@ -255,8 +255,9 @@ def note(rid: str, key: str, recorded: str | None) -> None:
     if key == recorded or not enabled():
         return
     try:
-        from ._cache import _write_private
+        from ._cache import _write_private, cache_root, writable_root
 
+        writable_root(cache_root())
         _write_private(_record_path(rid), key.encode("ascii"))
     except Exception:  # noqa: BLE001 - a record is an optimization
         pass
