@@ -54,6 +54,8 @@ CHILD = textwrap.dedent('''
         def cuInit(self, flags): return (0,)
         def cuDeviceGetCount(self): return (0, 1)
         def cuDeviceGet(self, i): return (0, i)
+        def cuDeviceGetAttribute(self, attr, dev):  # an H200: compute capability 9.0
+            return (0, 9 if attr.endswith("MAJOR") else 0)
         def cuDevicePrimaryCtxRetain(self, dev): return (0, 4096)
         def cuCtxSetCurrent(self, ctx): return (0,)
         def cuModuleLoadData(self, data):
@@ -158,10 +160,11 @@ CHILD = textwrap.dedent('''
 
 
 def tree_env(tree: Path | None, cache: str) -> dict[str, str]:
-    env = dict(os.environ, THORK_CACHE_DIR=cache, THORK_ARCH="sm_90",
+    env = dict(os.environ, THORK_CACHE_DIR=cache,
                THORK_PREFETCH=os.environ.get("THORK_PREFETCH", "1"),
                OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' processes import from .pyc files
+    env.pop("THORK_ARCH", None)  # the device's answer, as on the GPU (the stub: sm_90)
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join(
             str(p) for p in sorted((tree / "packages").glob("*/src")))
