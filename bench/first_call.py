@@ -140,6 +140,9 @@ def variant_runs(target: str, runs: int, variants: list[str]) -> None:
             res["process_ms"] = (time.perf_counter() - t0) * 1e3
             if i:
                 results[label].append(res)
+        if i:  # each round as it ends: a run cut short still reports what it measured
+            print(f"round {i}: " + "  ".join(f"{k} {v[-1]['ms']:.2f}"
+                                            for k, v in results.items()), flush=True)
     for label, rs in results.items():
         _report(f" [{label}]", target, rs)
         print("  all (ms): " + " ".join(f"{r['ms']:.2f}" for r in rs))
