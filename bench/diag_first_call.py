@@ -54,6 +54,8 @@ CHILD = textwrap.dedent('''
         def cuInit(self, flags): return (0,)
         def cuDeviceGetCount(self): return (0, 1)
         def cuDeviceGet(self, i): return (0, i)
+        def cuDeviceGetAttribute(self, attr, dev):  # an H200: compute capability 9.0
+            return (0, 9 if attr.endswith("MAJOR") else 0)
         def cuDevicePrimaryCtxRetain(self, dev): return (0, 4096)
         def cuCtxSetCurrent(self, ctx): return (0,)
         def cuModuleLoadData(self, data):
@@ -125,7 +127,6 @@ CHILD = textwrap.dedent('''
         timed(_build, "cache_key", "cache key")
         timed(_gpu, "make_launcher", "    make_launcher")
         timed(_gpu.GpuExecutable, "_read_attributes", "    attributes")
-        mods0 = set(sys.modules)
     if mode == "profile":
         import cProfile, pstats
         pr = cProfile.Profile()
@@ -139,6 +140,7 @@ CHILD = textwrap.dedent('''
             finally:
                 marks["taken"] = W()
         _prefetch.take = timed_take
+    mods0 = set(sys.modules)
     t0 = W()
     matrix_add[n // 128, 128](*args)
     t1 = W()
@@ -151,17 +153,18 @@ CHILD = textwrap.dedent('''
         for (f, line, name), (cc, nc, tt, ct, _) in rows:
             print(f"{ct * 1e3:8.3f} {tt * 1e3:8.3f} {nc:5d}  {os.path.basename(f)}:{line}"
                   f"({name})", file=sys.stderr)
-    new = sorted(set(sys.modules) - mods0) if mode == "phases" else []
+    new = sorted(set(sys.modules) - mods0)
     print(json.dumps({"ms": (t1 - t0) / 1e6, "cache": matrix_add.compile_info.cache,
                       "phases": phases, "imported": new}))
 ''')
 
 
 def tree_env(tree: Path | None, cache: str) -> dict[str, str]:
-    env = dict(os.environ, THORK_CACHE_DIR=cache, THORK_ARCH="sm_90",
+    env = dict(os.environ, THORK_CACHE_DIR=cache,
                THORK_PREFETCH=os.environ.get("THORK_PREFETCH", "1"),
                OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' processes import from .pyc files
+    env.pop("THORK_ARCH", None)  # the device's answer, as on the GPU (the stub: sm_90)
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join(
             str(p) for p in sorted((tree / "packages").glob("*/src")))

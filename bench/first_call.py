@@ -2,6 +2,12 @@
 and (GPU) context creation: the issue's cache-hit measure, median of N processes.
 
     python bench/first_call.py [--target cpu|gpu] [--runs 10] [--profile]
+                               [--variant LABEL:VAR=VALUE[;VAR=VALUE...]]...
+
+``--variant`` (repeatable) measures several environments in one run, their processes
+alternating (a shared machine's drifts hit all alike), each with its own cache folder:
+e.g. ``--variant off:THORK_PREFETCH=0 --variant on:THORK_PREFETCH=1`` or a ``PYTHONPATH``
+naming another checkout's sources.
 
 Each child imports Thork and NumPy (GPU: makes the context and the device arrays), then
 times the first call (registry, trace, disk-cache hit, load, native launch module,
@@ -96,22 +102,64 @@ def first_call_runs(target: str, runs: int, profile: bool = False) -> list[dict[
     return results
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--target", default="cpu")
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--profile", action="store_true")
-    opt = ap.parse_args()
-    results = first_call_runs(opt.target, opt.runs, opt.profile)
+def _report(label: str, target: str, results: list[dict[str, Any]]) -> None:
     ms = [r["ms"] for r in results]
     last = results[-1]
-    print(f"first kernel[...] call, fresh process, {opt.target}: "
+    print(f"first kernel[...] call, fresh process, {target}{label}: "
           f"median {statistics.median(ms):.2f} ms "
           f"(min {min(ms):.2f}, max {max(ms):.2f}, {len(ms)} processes; cache: {last['cache']}); "
           f"imports {statistics.median(r['import_ms'] for r in results):.1f} ms; "
           f"process {statistics.median(r['process_ms'] for r in results):.0f} ms")
     print(f"  plugins imported: {', '.join(last['plugins'])}")
     print(f"  modules: {', '.join(last['modules'])}")
+
+
+def variant_runs(target: str, runs: int, variants: list[str]) -> None:
+    """The variants' processes alternating, ``runs`` each (plus one cache fill each)."""
+    work = Path(tempfile.mkdtemp(prefix="thork-first-call-"))
+    (work / "seedkernel.py").write_text(KERNEL_SOURCE)
+    (work / "child.py").write_text(CHILD)
+    envs: dict[str, dict[str, str]] = {}
+    for i, spec in enumerate(variants):
+        label, _, assigns = spec.partition(":")
+        env = dict(os.environ, THORK_CACHE_DIR=str(work / f"cache-{i}"))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        for a in filter(None, assigns.split(";")):
+            var, _, value = a.partition("=")
+            env[var] = value
+        envs[label] = env
+    results: dict[str, list[dict[str, Any]]] = {k: [] for k in envs}
+    for i in range(runs + 1):
+        for label, env in envs.items():
+            t0 = time.perf_counter()
+            r = subprocess.run([sys.executable, str(work / "child.py"), str(work), target,
+                                "0"], capture_output=True, text=True, env=env, timeout=600)
+            if r.returncode != 0:
+                raise RuntimeError(f"{label}: {r.stderr}")
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            res["process_ms"] = (time.perf_counter() - t0) * 1e3
+            if i:
+                results[label].append(res)
+        if i:  # each round as it ends: a run cut short still reports what it measured
+            print(f"round {i}: " + "  ".join(f"{k} {v[-1]['ms']:.2f}"
+                                            for k, v in results.items()), flush=True)
+    for label, rs in results.items():
+        _report(f" [{label}]", target, rs)
+        print("  all (ms): " + " ".join(f"{r['ms']:.2f}" for r in rs))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default="cpu")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="LABEL:VAR=VALUE[;VAR=VALUE...] (repeat: alternating processes)")
+    opt = ap.parse_args()
+    if opt.variant:
+        variant_runs(opt.target, opt.runs, opt.variant)
+        return
+    _report("", opt.target, first_call_runs(opt.target, opt.runs, opt.profile))
 
 
 if __name__ == "__main__":

@@ -301,6 +301,59 @@ def test_read_only_folder_degrades_to_a_private_one(tmp_path, cpu):
     assert list(folder.iterdir()) == []
 
 
+def _read_only(folder, immutable: bool, on: bool) -> None:
+    if immutable:
+        subprocess.run(["chattr", "+i" if on else "-i", str(folder)], check=True)
+    else:
+        folder.chmod(0o500 if on else 0o700)
+
+
+def test_folder_refusing_writes_it_claims_to_allow_degrades_at_the_first_write(
+        tmp_path, monkeypatch, cpu):
+    """A file system whose ``access(2)`` allows writes it then refuses: the folder check
+    (no write probe: a process that only reads writes nothing) accepts it, the first
+    write finds out, warns once, leaves nothing there and moves the process to a private
+    folder, where the kernel compiles and runs; later writes go there, silently."""
+    import shutil
+
+    folder = tmp_path / "lying-cache"
+    folder.mkdir(mode=0o700)
+    immutable = os.geteuid() == 0
+    if immutable and (not shutil.which("chattr") or subprocess.run(
+            ["chattr", "+i", str(folder)], capture_output=True).returncode != 0):
+        pytest.skip("running as root without chattr +i: no way to refuse root's writes")
+    _read_only(folder, immutable, True)
+    monkeypatch.setattr(os, "access", lambda *a, **k: True)  # the file system's claim
+    monkeypatch.setenv("THORK_CACHE_DIR", str(folder))
+    root = str(folder)
+    try:
+        root, msgs = _warned_fallback(folder)
+        assert root == str(folder) and msgs == []  # reading needs no write
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+
+            @tk.jit
+            def plus_three(out: tk.DevicePointer[tk.dt.int32], tid: tk.Uint[tk.ThreadIdx]):
+                out[tid] = tid + 3
+
+            out = np.full(29, -1, np.int32)
+            plus_three[1, 29](out, target=cpu)
+            disk_cache().stats  # (the background writes are done)
+        np.testing.assert_array_equal(out, np.arange(29) + 3)
+        msgs = [str(x.message) for x in w if issubclass(x.category, CacheWarning)]
+        assert len(msgs) == 1 and "is not writable" in msgs[0] and str(folder) in msgs[0]
+        root = _cache.cache_root()
+        assert root != str(folder)
+        assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
+        assert [e.key for e in disk_cache().entries()] == [plus_three.compile_info.key]
+        assert list(folder.iterdir()) == []
+    finally:
+        _read_only(folder, immutable, False)
+        _cache._reset()
+        if root != str(folder):
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def test_compiler_wrapper_change_is_a_different_key(tmp_path, monkeypatch, cpu):
     """Two CXX wrappers printing the same --version, one adding -ffast-math: the second
     must not be served the first one's library."""

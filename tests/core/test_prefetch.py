@@ -238,3 +238,79 @@ def test_gpu_guessed_module_runs_and_a_changed_kernel_gets_its_own(tmp_path):
                  THORK_T_CLOSURE="0.5")
     check(again, 3, 0.5)
     assert again["prefetched"]
+
+
+def _fake_driver(fail: str = ""):
+    """Four ctypes callbacks standing for cuCtxSetCurrent, cuModuleLoadData,
+    cuModuleGetFunction and cuFuncGetAttribute, recording their calls; ``fail`` names
+    the one that returns an error (CUresult 218 or 500)."""
+    import ctypes
+
+    vp = ctypes.c_void_p
+    calls: list[tuple] = []
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, vp)
+    def ctx_set(ctx):
+        calls.append(("ctx", ctx))
+        return 201 if fail == "ctx" else 0
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(vp), ctypes.c_char_p)
+    def load(out, image):
+        calls.append(("load", image))
+        if fail == "load":
+            return 218
+        out[0] = 0x5000
+        return 0
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(vp), vp, ctypes.c_char_p)
+    def get(out, module, name):
+        calls.append(("get", module, name))
+        if fail == "get":
+            return 500
+        out[0] = 0x6000
+        return 0
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int, vp)
+    def attr(out, which, function):
+        calls.append(("attr", which, function))
+        if which == 3:  # LOCAL_SIZE_BYTES unreadable: left out
+            return 1
+        out[0] = 100 + which
+        return 0
+
+    fns = tuple(ctypes.cast(f, vp).value for f in (ctx_set, load, get, attr))
+    return fns, calls, (ctx_set, load, get, attr)
+
+
+@pytest.mark.parametrize("fail", ["", "ctx", "load", "get"])
+def test_native_loader_makes_the_driver_calls_in_one_call(fail):
+    """The native module's ``load_module`` (the guess's one GIL-free call): the context,
+    the image, the entry and the four attributes in order; the first failing call's code
+    stops it, with what was loaded before (unloaded by the caller)."""
+    from thork_core._native import native_module
+
+    mod = native_module()
+    if mod is None:
+        pytest.skip("no native launch module here")
+    fns, calls, _keep = _fake_driver(fail)
+    image = bytes(np.random.default_rng().integers(1, 255, 77, dtype=np.uint8))
+    err, module, function, values = mod.load_module(fns, 0x4000, image, b"my_kernel")
+    assert calls[0] == ("ctx", 0x4000)
+    if fail == "ctx":
+        assert (err, module, function, values, len(calls)) == (201, 0, 0, (-1,) * 4, 1)
+        return
+    assert calls[1] == ("load", image)
+    if fail == "load":
+        assert (err, module, function, len(calls)) == (218, 0, 0, 2)
+        return
+    assert calls[2] == ("get", 0x5000, b"my_kernel")
+    if fail == "get":
+        assert (err, module, function, values) == (500, 0x5000, 0, (-1,) * 4)
+        return
+    assert (err, module, function) == (0, 0x5000, 0x6000)
+    assert [c[1] for c in calls[3:]] == [4, 1, 3, 0] and {c[2] for c in calls[3:]} == {0x6000}
+    assert values == (104, 101, -1, 100)
+    for bad in [((1, 2, 3), 0, b"", b""), ((1, 2, 3, 0), 0, b"", b""),
+                (fns, 0, "text", b"x")]:
+        with pytest.raises((TypeError, ValueError), match="load_module"):
+            mod.load_module(*bad)

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DiskCache", "cache_dir", "cache_root", "cache_key", "disk_cache", "CacheEntry",
            "CacheWarning", "flush_writes", "library_file", "library_path", "load_library",
-           "max_bytes", "on_clear", "read_private"]
+           "max_bytes", "on_clear", "read_private", "writable_root"]
 
 #: Called after :meth:`DiskCache.clear`: what keeps an in-memory copy of a file in the
 #: cache folder (the memo) registers here, so the cache needs to know nothing about it.
@@ -143,15 +143,54 @@ def _secure(path: str) -> str:
     reason = _unsafe(path)
     if reason is None:
         return path
+    return _fallback(path, reason, stacklevel=4)
+
+
+def _fallback(path: str, reason: str, stacklevel: int) -> str:
+    """A private temporary folder (removed at exit) standing in for ``path``, with the one
+    warning that says why."""
     import tempfile
-    import warnings
 
     fallback = tempfile.mkdtemp(prefix="thork-cache-")  # 0700, owned by this user
     _remove_at_exit(fallback)
     warnings.warn(f"thork: cache folder {path} {reason}; using the private temporary folder "
                   f"{fallback} for this process (kernels are recompiled)", CacheWarning,
-                  stacklevel=3)
+                  stacklevel=stacklevel)
     return fallback
+
+
+#: Cache folders a file was created in by this process (:func:`writable_root`).
+_WRITTEN: set[str] = set()
+
+
+def writable_root(root: str) -> str:
+    """``root`` (a folder :func:`cache_root` returned) once a file could be created in it:
+    called before this process's first write there. ``os.access`` (asked when the folder
+    was first used) answers for modes, read-only mounts and immutable folders; what it
+    cannot see (a file system refusing writes it claims to allow) is found here, by
+    creating and removing an empty file, instead of in every process that only reads (a
+    cache hit writes nothing: ~0.05–0.25 ms saved per process). If that fails, the folder
+    is refused as :func:`cache_root` would have refused it (one ``CacheWarning``; a private
+    temporary folder serves the rest of the process) and ``OSError`` is raised: the
+    write in progress is dropped (a later miss), nothing is written there."""
+    if root in _WRITTEN:
+        return root
+    probe = os.path.join(root, f".probe-{os.getpid()}-{threading.get_ident()}")
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)  # (removed while this process ran)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                     0o600)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        with _ROOTS_LOCK:
+            for requested, used in list(_ROOTS.items()):
+                if used == root:
+                    _ROOTS[requested] = _fallback(root, f"is not writable ({exc.strerror})",
+                                                  stacklevel=3)
+        raise OSError(f"cache folder {root} is not writable ({exc.strerror})") from None
+    _WRITTEN.add(root)
+    return root
 
 
 def _remove_at_exit(folder: str) -> None:
@@ -179,15 +218,11 @@ def _unsafe(path: str) -> str | None:
             os.chmod(path, 0o700)  # ours and not writable by others: only tighten reading
         except OSError as exc:
             return f"cannot be made private ({exc.strerror})"
+    # access(2) also refuses a read-only mount (EROFS) and an immutable folder (EPERM),
+    # for root too; a file system that claims more than it allows is found at the first
+    # write (writable_root), not by writing in every process.
     if not os.access(path, os.W_OK | os.X_OK):
         return "is not writable"
-    probe = os.path.join(path, f".probe-{os.getpid()}-{threading.get_ident()}")
-    try:  # a read-only file system passes os.access for root; writing tells
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        return f"is not writable ({exc.strerror})"
     return None
 
 
@@ -272,6 +307,7 @@ def _secret(root: str) -> bytes:
         except _Untrusted:
             _remove(path)
         new = os.urandom(32)
+        writable_root(root)  # (OSError where it is not)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
                          0o600)
@@ -489,7 +525,7 @@ class DiskCache:
     def _put_at(self, root: str, key: str, artifact: Artifact) -> None:
         """:meth:`put` into the folder ``root`` (resolved by the caller)."""
         try:
-            secret = _secret(root)
+            secret = _secret(writable_root(root))
             lib = None
             if artifact.kind == "hostlib":
                 lib = _store_library(root, artifact.data)
@@ -557,8 +593,8 @@ class DiskCache:
         except ImportError:  # pragma: no cover - not POSIX
             yield held
             return
-        folder = os.path.join(self._root_str(), _LOCKS)
         try:
+            folder = os.path.join(writable_root(self._root_str()), _LOCKS)
             os.makedirs(folder, mode=0o700, exist_ok=True)
             fd = os.open(os.path.join(folder, f"{key}.lock"),
                          os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
@@ -830,7 +866,7 @@ def library_path(data: bytes, folder: str = _LIB) -> str:
     temporary folder serves. ``folder`` is accepted for callers of the former layout."""
     del folder
     try:
-        root = cache_root()
+        root = writable_root(cache_root())
         return _lib_path(root, _store_library(root, data))
     except OSError:
         pass
@@ -895,6 +931,7 @@ def _reset() -> None:
         _ROOTS.clear()
     _SECRETS.clear()
     _CHECKED.clear()
+    _WRITTEN.clear()
     with _ESTIMATE_LOCK:
         _ESTIMATE.clear()
 

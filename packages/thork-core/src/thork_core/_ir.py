@@ -940,9 +940,7 @@ class KernelIR(_Record):
         """Whether the kernel has a grid-wide barrier: it must then be launched
         cooperatively (every block resident at once). Cached: every launch asks, and a
         walk of an unrolled kernel's statements costs tens of microseconds."""
-        return any(isinstance(s, Sync) and s.kind == "grid"
-                   for body in [self.body] + [f.body for f in self.functions]
-                   for s in walk_stmts(body))
+        return self._scan[2]
 
     @cached_property
     def min_sm(self) -> int:
@@ -957,20 +955,9 @@ class KernelIR(_Record):
     @cached_property
     def sm80_feature(self) -> str | None:
         """What makes the kernel need sm_80 (``"tensor-core mma"``, ``"cp.async"``, ``"an L2
-        eviction priority (evict=)"``), or None. Cached, as :attr:`cooperative`."""
-        for body in [self.body] + [f.body for f in self.functions]:
-            for s in walk_stmts(body):
-                if isinstance(s, (AsyncCopy, AsyncGroup)):
-                    return "cp.async"
-                if isinstance(s, (Store, VecStore)) and split_hint(s.cache)[1]:
-                    return "an L2 eviction priority (evict=)"
-                for top in stmt_exprs(s):
-                    for e in walk_exprs(top):
-                        if isinstance(e, Warp) and e.op in MMA_OPS:
-                            return "tensor-core mma"
-                        if isinstance(e, (Load, VecLoad)) and split_hint(e.cache)[1]:
-                            return "an L2 eviction priority (evict=)"
-        return None
+        eviction priority (evict=)"``; the first in program order), or None. Cached, as
+        :attr:`cooperative`."""
+        return self._scan[1]
 
     @cached_property
     def hopper_feature(self) -> str | None:
@@ -978,6 +965,36 @@ class KernelIR(_Record):
         ``tk.mbarrier``...), or None: such a kernel compiles for ``sm_90a`` and nothing
         else. Cached, as :attr:`cooperative`."""
         return uses_hopper(self)
+
+    @cached_property
+    def _scan(self) -> tuple[frozenset[str], str | None, bool]:
+        """One walk of every statement and expression of the kernel and its device
+        functions: the :class:`Hopper` operations used, the first feature needing sm_80
+        (see :attr:`sm80_feature`), whether there is a grid barrier. The trace, the
+        architecture check and the renderer all ask (a fresh process's first launch made
+        three walks for the Hopper operations alone)."""
+        ops: set[str] = set()
+        sm80: str | None = None
+        grid = False
+        for body in [self.body] + [f.body for f in self.functions]:
+            for s in walk_stmts(body):
+                if isinstance(s, Sync):
+                    grid = grid or s.kind == "grid"
+                elif sm80 is None and isinstance(s, (AsyncCopy, AsyncGroup)):
+                    sm80 = "cp.async"
+                elif sm80 is None and isinstance(s, (Store, VecStore)) \
+                        and split_hint(s.cache)[1]:
+                    sm80 = "an L2 eviction priority (evict=)"
+                for top in stmt_exprs(s):
+                    for e in walk_exprs(top):
+                        if isinstance(e, Hopper):
+                            ops.add(e.op)
+                        elif sm80 is None:
+                            if isinstance(e, Warp) and e.op in MMA_OPS:
+                                sm80 = "tensor-core mma"
+                            elif isinstance(e, (Load, VecLoad)) and split_hint(e.cache)[1]:
+                                sm80 = "an L2 eviction priority (evict=)"
+        return frozenset(ops), sm80, grid
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -1077,7 +1094,10 @@ _HOPPER_FEATURES = (("wgmma.m64n", "tk.wgmma"), ("tma.", "tk.tma_load"),
 
 
 def hopper_ops(kernel: KernelIR) -> set[str]:
-    """The :class:`Hopper` operations the kernel and its device functions use."""
+    """The :class:`Hopper` operations the kernel and its device functions use (a
+    :class:`KernelIR`'s from its one cached walk)."""
+    if isinstance(kernel, KernelIR):
+        return set(kernel._scan[0])
     return {e.op for body in [kernel.body] + [f.body for f in kernel.functions]
             for s in walk_stmts(body) for top in stmt_exprs(s) for e in walk_exprs(top)
             if isinstance(e, Hopper)}

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._cache import cache_root, on_clear, read_private
+from ._cache import cache_root, on_clear, read_private, writable_root
 
 __all__ = ["memo", "recall", "remember", "path_fingerprint", "installed_fingerprint", "reset",
            "FILE"]
@@ -190,8 +190,7 @@ def remember(name: str, fingerprint: Any, value: Any) -> None:
     try:
         import tempfile
 
-        root = cache_root()
-        os.makedirs(root, mode=0o700, exist_ok=True)
+        root = writable_root(cache_root())
         fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-memo-")  # 0600
         try:
             with os.fdopen(fd, "w") as f:

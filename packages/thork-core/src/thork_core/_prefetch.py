@@ -64,9 +64,10 @@ class _Load:
 
 
 def enabled() -> bool:
-    """``THORK_PREFETCH`` is ``1`` (or on/true/yes)."""
+    """``THORK_PREFETCH`` is ``1`` (or on/true/yes; ``ctypes``: on, loading through ctypes
+    instead of the native module's one call, for comparison)."""
     return os.environ.get("THORK_PREFETCH", "0").strip().lower() in ("1", "on", "true",
-                                                                      "yes")
+                                                                      "yes", "ctypes")
 
 
 def record_id(parts: list[Any]) -> str:
@@ -116,6 +117,7 @@ def _start(rid: str, ordinal: int) -> str | None:
     art = disk_cache().get(key)  # HMAC-checked: only what Thork's writer stored
     if art is None or art.kind not in ("cubin", "ptx"):
         return key
+    _native_loader()  # (the native module: loaded here, not on the loading thread)
     load = _Load(art, key, ordinal)
     with _LOCK:
         if (key, ordinal) in _PENDING:
@@ -173,7 +175,26 @@ def _proto(name: str, *args: Any) -> Any:
 
 
 def _load_module(load: _Load, ctx: int) -> None:
-    """The driver's part (this thread; ctypes releases the GIL during each call)."""
+    """The driver's part (this thread): in one call of the native module with the GIL
+    released (:func:`_native_loader`), else through ctypes (which releases the GIL during
+    each call, but takes it back between them)."""
+    native = _native_loader()
+    if native is not None:
+        from . import _cuda
+
+        art = load.artifact
+        data = art.data + (b"\0" if art.kind == "ptx" else b"")
+        fns = tuple(_cuda.function_address(n) for n in (
+            "cuCtxSetCurrent", "cuModuleLoadData", "cuModuleGetFunction",
+            "cuFuncGetAttribute"))
+        err, module, function, values = native(fns, ctx, data, art.entry.encode())
+        load.module = module
+        if err:
+            load.error = err
+            return
+        load.function = function
+        load.attributes = {name: v for (name, _), v in zip(_ATTRIBUTES, values) if v >= 0}
+        return
     vp = ctypes.c_void_p
     err = _proto("cuCtxSetCurrent", vp)(ctx)
     if err:
@@ -200,6 +221,19 @@ def _load_module(load: _Load, ctx: int) -> None:
     for name, attr in _ATTRIBUTES:  # (reading one loads the function: lazy loading)
         if get(ctypes.byref(value), attr, function) == 0:
             load.attributes[name] = int(value.value)
+
+
+def _native_loader() -> Any:
+    """The native module's ``load_module`` (one GIL-free call for the whole load), unless
+    ``THORK_PREFETCH=ctypes`` asks for the ctypes loader (a comparison) or the native
+    module is unavailable. Asked on the calling thread before the loading thread starts
+    (the module is loaded there once per process: the first launch needs it anyway)."""
+    if os.environ.get("THORK_PREFETCH", "").strip().lower() == "ctypes":
+        return None
+    from ._native import native_module
+
+    mod = native_module()
+    return getattr(mod, "load_module", None) if mod is not None else None
 
 
 def artifact(key: str, ordinal: int = 0) -> Artifact | None:
@@ -255,8 +289,9 @@ def note(rid: str, key: str, recorded: str | None) -> None:
     if key == recorded or not enabled():
         return
     try:
-        from ._cache import _write_private
+        from ._cache import _write_private, cache_root, writable_root
 
+        writable_root(cache_root())
         _write_private(_record_path(rid), key.encode("ascii"))
     except Exception:  # noqa: BLE001 - a record is an optimization
         pass
