@@ -1028,6 +1028,11 @@ def test_subscript_binds_like_a_method_and_checks_its_arguments(native, memoized
         native.Subscript("_memo", 42)
     with pytest.raises(TypeError):
         native.Subscript(42, _Memoized._slow)
+    bare = native.Subscript.__new__(native.Subscript)  # never initialized: no crash
+    with pytest.raises(RuntimeError, match="not initialized"):
+        bare(memoized, (3, 32))
+    with pytest.raises(RuntimeError, match="not initialized"):
+        bare.__get__(memoized)((3, 32))
 
 
 def test_kernels_use_the_c_subscript_and_keep_their_checks(native):

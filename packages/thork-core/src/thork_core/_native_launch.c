@@ -2391,6 +2391,10 @@ static PyObject *subscript_vectorcall(PyObject *op, PyObject *const *args, size_
                                       PyObject *kwnames) {
     SubscriptObject *self = (SubscriptObject *)op;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!self->fallback || !self->attr) { /* made by __new__ alone: never dereference */
+        PyErr_SetString(PyExc_RuntimeError, "Subscript was not initialized");
+        return NULL;
+    }
     if (!kwnames && nargs == 2 && plain_config(args[1])) {
         PyObject *memo = PyObject_GetAttr(args[0], self->attr);
         if (!memo) {
