@@ -364,10 +364,41 @@ def test_per_item_values_mix_one_value_and_one_per_channel(target, rng):
         fkl.Mul(fkl.PerItem([(1.0, 2.0), (1.0, 2.0, 3.0)]))
 
 
-@pytest.mark.parametrize(("w", "h"), [(0, 5), (5, 0), (-1, 5), (2.0, 5)])
+@pytest.mark.parametrize(("w", "h"), [(0, 5), (5, 0), (-1, 5), (2.0, 5), (True, 5),
+                                    (np.bool_(True), 5), ("4", 4), (2**31, 4),
+                                    (np.float32(4), 4), (np.array([4, 5]), 4)])
 def test_resize_size_must_be_positive_ints(w, h):
+    # bools and strings were taken (True became a width of 1 and failed inside the
+    # kernel's argument packing), a size beyond int32 only at the call
     with pytest.raises(ArgumentError, match="fkl.Resize size: expected positive ints w, h"):
         fkl.Resize(w, h)
+    with pytest.raises(ArgumentError, match="fkl.Warping size: expected positive ints w, h"):
+        fkl.Warping(np.eye(2, 3), w, h)
+
+
+def test_a_size_computed_with_numpy_is_a_size(target, rng):
+    x = random_array(rng, (9, 14, 3), np.float32)
+    w, h = np.int64(7), np.int32(5)  # e.g. np.round(shape * scale).astype(int)
+    got = pipe(target, fkl.Resize(w, h))(x)
+    want = pipe(target, fkl.Resize(7, 5))(x)
+    assert got.shape == want.shape == (5, 7, 3)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("value", ["2", ["1", "2", "3"], [1.0, True], np.str_("3"), 1 + 2j,
+                                   [1.0, 2j]])
+def test_arithmetic_values_must_be_numbers(value):
+    # a string was read as a number in the kernel ("2" multiplied by 2)
+    with pytest.raises(ArgumentError, match="fkl.Mul: expected"):
+        fkl.Mul(value)
+
+
+def test_numpy_numbers_are_values(target, rng):
+    x = random_array(rng, (5, 11, 3), np.float32)
+    got = pipe(target, fkl.Mul(np.array([1.5, 2.0, 0.5], np.float32)),
+               fkl.Add((np.int64(3), 1, np.float64(-2.0))))(x)
+    want = x * np.array([1.5, 2.0, 0.5], np.float32) + np.array([3, 1, -2], np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 def test_normalize_works_in_place(target, rng):

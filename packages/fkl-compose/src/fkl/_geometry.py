@@ -83,6 +83,24 @@ def bilinear(src: Stage, sx: Value, sy: Value, z: Value) -> Pixel:
     return out
 
 
+#: The largest output side: sizes reach the kernels as int32 values.
+_MAX_SIDE = 2**31 - 1
+
+
+def _size(w: Any, h: Any, what: str) -> tuple[int, int]:
+    """An output size ``(w, h)`` in pixels: positive ints (NumPy integers too, as a size
+    computed with NumPy is; never bools), each at most :data:`_MAX_SIDE`."""
+    try:
+        vals = [v.item() if hasattr(v, "item") else v for v in (w, h)]
+    except (TypeError, ValueError):  # an array of several values
+        vals = [None, None]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _MAX_SIDE
+               for v in vals):
+        raise ArgumentError(f"{what} size: expected positive ints w, h (at most "
+                            f"{_MAX_SIDE}), got {w!r}, {h!r}")
+    return vals[0], vals[1]
+
+
 # -- Crop ---------------------------------------------------------------------------------
 def _rect(r: Any, what: str) -> tuple[int, int, int, int]:
     try:
@@ -268,8 +286,7 @@ class Resize(ReadBack):
 
     def __init__(self, w: int, h: int, interpolation: str = "linear",
                  aspect_ratio: str = AspectRatio.IGNORE_AR, background: Any = 0) -> None:
-        if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
-            raise ArgumentError(f"fkl.Resize size: expected positive ints w, h, got {w!r}, {h!r}")
+        w, h = _size(w, h, "fkl.Resize")
         if interpolation not in Interpolation.RESIZE:
             raise ArgumentError(f"fkl.Resize interpolation: expected one of "
                                 f"{Interpolation.RESIZE}, got {interpolation!r}")
@@ -522,9 +539,7 @@ class Warping(ReadBack):
             if not np.isfinite(m).all():
                 raise ArgumentError(f"fkl.Warping {which}: every coefficient must be finite, "
                                     f"got {m.tolist()}")
-        if not all(isinstance(v, int) and v >= 1 for v in (w, h)):
-            raise ArgumentError(f"fkl.Warping size: expected positive ints w, h, got {w!r}, "
-                                f"{h!r}")
+        w, h = _size(w, h, "fkl.Warping")
         if interpolation not in Interpolation.WARP:
             raise ArgumentError(f"fkl.Warping interpolation: expected one of "
                                 f"{Interpolation.WARP}, got {interpolation!r}")

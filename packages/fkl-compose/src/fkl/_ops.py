@@ -205,6 +205,10 @@ class _Binary(Op):
         if not 1 <= len(flat) <= 4:
             raise ArgumentError(
                 f"{self.name}: expected 1 to 4 values (one per channel), got {len(flat)}")
+        bad = [v for v in flat if not _is_scalar(v)]
+        if bad:  # a string or a bool is not silently read as a number
+            raise ArgumentError(
+                f"{self.name}: expected numbers (int or float), got {bad[0]!r} in {value!r}")
         return flat
 
     def _per_channel(self) -> bool:
@@ -311,7 +315,7 @@ class _Binary(Op):
 def _is_scalar(v: Any) -> bool:
     import numpy as np
 
-    return isinstance(v, (int, float, np.generic)) and not isinstance(v, bool)
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
 
 
 class Add(_Binary):
