@@ -106,10 +106,13 @@ def test_every_variable_the_packages_read_is_documented_by_thork_info():
     for src in root.glob("*/src/**/*.py"):
         text = src.read_text()
         read |= set(re.findall(r"""environ(?:\.get\(|\[)\s*["'](THORK_[A-Z0-9_]+)""", text))
+        # on/off variables go through thork_core._env.env_flag
+        read |= set(re.findall(r"""env_flag\(\s*["'](THORK_[A-Z0-9_]+)""", text))
         # a name kept in a constant first (OPT_IN_VARIABLE = "THORK_PLUGIN_DEFAULTS")
         read |= set(re.findall(r"""^\s*[A-Z_]*VAR[A-Z_]*\s*=\s*["'](THORK_[A-Z0-9_]+)["']""",
                                text, re.M))
-    assert {"THORK_DEBUG", "THORK_CACHE_DIR", "THORK_PLUGIN_DEFAULTS"} <= read  # the scan works
+    assert {"THORK_DEBUG", "THORK_CACHE_DIR", "THORK_PLUGIN_DEFAULTS",
+            "THORK_CLANG_FALLBACK"} <= read  # the scan works
     assert read <= set(ENVIRONMENT), sorted(read - set(ENVIRONMENT))
     harness = {e["name"]: e["error"] for e in environment(
         {"THORK_BENCH_TIMEOUT": "90", "THORK_FUZZ_SEED": "1", "THORK_DEBUGG": "1"})}

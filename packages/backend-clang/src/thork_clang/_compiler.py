@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Sequence
 
 from thork_core import Artifact, CompileError, Compiler
+from thork_core.plugin import env_flag
 from thork_nvcc import NvccCompiler, Toolkit, find_toolkit
 
 from ._install import ClangInstall, find_clang
@@ -199,7 +200,7 @@ class ClangCompiler(Compiler):
         self, failed: _ClangFailed, source: str, *, entry: str, kind: str, arch: str
     ) -> Artifact:
         """nvcc instead of clang; recorded on the artifact, never printed."""
-        off = os.environ.get("THORK_CLANG_FALLBACK", "1").lower() in ("0", "no", "off", "false")
+        off = not env_flag("THORK_CLANG_FALLBACK", True)
         nvcc = NvccCompiler()
         ok, why = nvcc.available()
         if off or not ok:

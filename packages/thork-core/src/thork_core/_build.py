@@ -18,6 +18,7 @@ from typing import Any
 from ._artifact import Artifact
 from ._cache import cache_key, disk_cache
 from ._compiler import Compiler
+from ._env import env_flag
 from ._errors import ArchError, CompileError
 from ._ir import KernelIR
 from ._plugins import plugins
@@ -405,7 +406,7 @@ class _Rendered:
 def _recorded(kernel: KernelIR, target: str | None, compiler: str | None, device: int
               ) -> tuple[Executable, CompileInfo] | _Rendered | None:
     """:func:`_recorded_build`, or on a miss of a valid record what it rendered."""
-    if os.environ.get("THORK_SELECTION_RECORD", "1") == "0":
+    if not env_flag("THORK_SELECTION_RECORD", True):
         return None
     from ._memo import path_fingerprint, recall
 
@@ -467,7 +468,7 @@ def _write_record_now(target: str | None, compiler: str | None, tgt: Target,
     """:func:`_write_record`'s work."""
     try:
         declared = comp.key_inputs()
-        if declared is None or os.environ.get("THORK_SELECTION_RECORD", "1") == "0":
+        if declared is None or not env_flag("THORK_SELECTION_RECORD", True):
             return
         names, paths = declared
         ref = _first_choice(target, compiler, tgt, comp)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._env import BOOL_VALUES as _BOOL
 from ._errors import ThorkError
 
 __all__ = ["main", "info", "info_text", "environment", "cache_report", "clear_cache",
@@ -24,9 +25,6 @@ __all__ = ["main", "info", "info_text", "environment", "cache_report", "clear_ca
 
 
 # -- THORK_* variables ---------------------------------------------------------------------
-
-_BOOL = ("1", "0", "true", "false", "yes", "no", "on", "off")
-
 
 def _is_bool(value: str) -> str | None:
     return None if value.strip().lower() in _BOOL else f"expected one of {', '.join(_BOOL)}"

@@ -24,7 +24,6 @@ debug preludes only for instrumented kernels (``KernelIR.debug_sites`` not None)
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,7 +81,9 @@ _NO_HI = Const(_I64, 2**63 - 1)
 
 def debug_default() -> bool:
     """Whether ``THORK_DEBUG`` asks for debug mode (``1``/``true``/``yes``/``on``)."""
-    return os.environ.get("THORK_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    from ._env import env_flag
+
+    return env_flag("THORK_DEBUG", False)
 
 
 @dataclass(frozen=True)

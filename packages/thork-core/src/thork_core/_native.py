@@ -24,6 +24,8 @@ import sys
 import threading
 from types import ModuleType
 
+from ._env import env_flag
+
 __all__ = ["native_module", "native_status"]
 
 _NAME = "_thork_native"
@@ -128,7 +130,7 @@ def native_status() -> str:
 
 
 def _make() -> tuple[ModuleType | None, str]:
-    if os.environ.get("THORK_NATIVE", "1").strip().lower() in ("0", "off", "false", "no"):
+    if not env_flag("THORK_NATIVE", True):
         return None, "unavailable: THORK_NATIVE=0"
     src = _source()
     cc = _cc()

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _hookspecs, _plugin_api
+from ._env import env_flag
 from ._selection import pick_compiler, pick_target
 
 # The registry handles plugin objects without needing their classes at run time: the
@@ -129,8 +130,7 @@ class Plugins:
     def __init__(self, *, autoload: bool | None = None, blocked: set[str] | None = None) -> None:
         self._manager: pluggy.PluginManager | None = None  # made when a plugin is imported
         if autoload is None:
-            autoload = os.environ.get("THORK_PLUGINS_AUTOLOAD", "1").lower() not in (
-                "0", "false", "no", "off")
+            autoload = env_flag("THORK_PLUGINS_AUTOLOAD", True)
         if blocked is None:
             blocked = {
                 b.strip() for b in os.environ.get("THORK_DISABLE_PLUGINS", "").split(",")

@@ -66,8 +66,11 @@ class _Load:
 def enabled() -> bool:
     """``THORK_PREFETCH`` is ``1`` (or on/true/yes; ``ctypes``: on, loading through ctypes
     instead of the native module's one call, for comparison)."""
-    return os.environ.get("THORK_PREFETCH", "0").strip().lower() in ("1", "on", "true",
-                                                                      "yes", "ctypes")
+    if os.environ.get("THORK_PREFETCH", "").strip().lower() == "ctypes":
+        return True
+    from ._env import env_flag
+
+    return env_flag("THORK_PREFETCH", False)
 
 
 def record_id(parts: list[Any]) -> str:

@@ -41,6 +41,7 @@ from ._cache import library_file, library_path, load_library
 from ._compiler import Compiler
 from ._debug import DebugRecord
 from ._dtype import DType, dt
+from ._env import EnvironmentWarning, env_flag
 from ._errors import (
     ArgumentError,
     CompileError,
@@ -66,11 +67,13 @@ __all__ = [
     "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "ArrayView",
     "Artifact", "CompileError", "Compiler", "CudaExecutable", "DEFAULT_ARCH",
     "DebugRecord", "DType", "Dim3",
-    "ENTRY_POINT_GROUP", "Executable", "Frontend", "GpuExecutable", "GpuTarget",
+    "ENTRY_POINT_GROUP", "EnvironmentWarning", "Executable", "Frontend", "GpuExecutable",
+    "GpuTarget",
     "LaunchError", "NoTargetError", "PLUGIN_API_VERSION", "PluginError", "PluginInfo",
     "PluginWarning", "Plugins", "RecordingLauncher", "Target", "ThorkError", "TraceError",
     "array_view",
-    "check_arg_count", "check_array", "dt", "find_view", "gpu_arch", "graph_recorder",
+    "check_arg_count", "check_array", "dt", "env_flag", "find_view", "gpu_arch",
+    "graph_recorder",
     "hookimpl", "hookspec", "hookspecs", "installed_fingerprint", "library_file",
     "library_path",
     "load_library", "memo", "normalize_dims", "parse_arch", "path_fingerprint", "plugins",
