@@ -806,14 +806,15 @@ static inline const Foreign *foreign_of(PyTypeObject *tp) {
     return NULL;
 }
 
+static void foreign_release(Foreign *f) {
+    Py_DECREF((PyObject *)f->type);
+    Py_DECREF(f->current);
+    Py_XDECREF(f->dtypes);
+}
+
 static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs == 0) {
-        while (nforeign > 0) {
-            Foreign *f = &foreigns[--nforeign];
-            Py_DECREF((PyObject *)f->type);
-            Py_DECREF(f->current);
-            Py_XDECREF(f->dtypes);
-        }
+        while (nforeign > 0) foreign_release(&foreigns[--nforeign]);
         Py_RETURN_NONE;
     }
     if (nargs != 4 || !PyType_Check(args[0]) || !PyCallable_Check(args[2])) {
@@ -833,9 +834,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
     Foreign *f = (Foreign *)foreign_of((PyTypeObject *)args[0]);
     if (!f) {
         if (nforeign == MAX_FOREIGN) { /* full (types made at run time): drop the oldest */
-            Py_DECREF((PyObject *)foreigns[0].type);
-            Py_DECREF(foreigns[0].current);
-            Py_XDECREF(foreigns[0].dtypes);
+            foreign_release(&foreigns[0]);
             memmove(&foreigns[0], &foreigns[1], (MAX_FOREIGN - 1) * sizeof(Foreign));
             nforeign--;
         }
@@ -926,10 +925,25 @@ static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
     return 0;
 }
 
-/* 1: equal; 0: not (or unreadable); the caller compares ints. */
-static int ndim_is(PyObject *a, int want, int torch) {
-    PyObject *v = torch ? method0(a, s_dim) : PyObject_GetAttr(a, s_ndim);
-    int ok = v && PyLong_Check(v) && PyLong_AsLong(v) == want;
+/* The dimensions of `a` against a spec: its exact shape (want_shape) or, without one, its
+ * ndim (a.dim() for torch, a.ndim for CuPy; -1: any). 1: they match; 0: not, or unreadable
+ * (the caller's path; nothing raised); -1: error. */
+static int dims_match(PyObject *a, PyObject *want_shape, int ndim, int torch) {
+    PyObject *v;
+    int ok;
+    if (want_shape) {
+        v = PyObject_GetAttr(a, s_shape);
+        if (!v) {
+            PyErr_Clear();
+            return 0;
+        }
+        ok = same(v, want_shape);
+        Py_DECREF(v);
+        return ok;
+    }
+    if (ndim < 0) return 1;
+    v = torch ? method0(a, s_dim) : PyObject_GetAttr(a, s_ndim);
+    ok = v && PyLong_Check(v) && PyLong_AsLong(v) == ndim;
     Py_XDECREF(v);
     PyErr_Clear();
     return ok;
@@ -966,16 +980,7 @@ static int read_foreign(const Foreign *f, PyObject *a, PyObject *typestr, PyObje
         }
         Py_DECREF(v);
         if (!ok) goto miss;
-        if (want_shape) {
-            v = PyObject_GetAttr(a, s_shape);
-            if (!v) goto miss;
-            ok = same(v, want_shape);
-            Py_DECREF(v);
-            if (ok < 0) return -1;
-            if (!ok) return 0;
-        } else if (ndim >= 0 && !ndim_is(a, ndim, 0)) {
-            return 0;
-        }
+        if ((ok = dims_match(a, want_shape, ndim, 0)) <= 0) return ok;
         PyObject *mem = PyObject_GetAttr(a, s_data);
         if (!mem) goto miss;
         v = PyObject_GetAttr(mem, s_ptr);
@@ -998,16 +1003,7 @@ static int read_foreign(const Foreign *f, PyObject *a, PyObject *typestr, PyObje
         ok = v == Py_True;
         Py_XDECREF(v);
         if (!ok) goto miss;
-        if (want_shape) {
-            v = PyObject_GetAttr(a, s_shape);
-            if (!v) goto miss;
-            ok = same(v, want_shape);
-            Py_DECREF(v);
-            if (ok < 0) return -1;
-            if (!ok) return 0;
-        } else if (ndim >= 0 && !ndim_is(a, ndim, 1)) {
-            return 0;
-        }
+        if ((ok = dims_match(a, want_shape, ndim, 1)) <= 0) return ok;
         v = method0(a, s_data_ptr);
     }
     if (!v || !PyLong_Check(v)) {
@@ -2436,11 +2432,6 @@ static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 static PyObject *subscript_tp_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (kwargs && PyDict_GET_SIZE(kwargs)) {
         PyErr_SetString(PyExc_TypeError, "Subscript takes (obj, key)");
-        return NULL;
-    }
-    SubscriptObject *s = (SubscriptObject *)self;
-    if (!s->fallback) {
-        PyErr_SetString(PyExc_RuntimeError, "Subscript was not initialized");
         return NULL;
     }
     return subscript_vectorcall(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
