@@ -30,11 +30,10 @@ def _split_arch(v: str) -> tuple[str, str] | None:
     most one digit after it, an optional ``a``/``f``); None for anything else."""
     suffix = v[-1:] if v[-1:] in ("a", "f") else ""
     body = v[:len(v) - len(suffix)]
-    major, dot, minor = body.partition(".")
+    major, _, minor = body.partition(".")
     if not (major.isdecimal() and major.isascii()) or len(minor) > 1 \
             or (minor and not (minor.isdecimal() and minor.isascii())):
         return None
-    del dot
     return major + minor, suffix
 
 

@@ -127,12 +127,15 @@ def foreign_reader(tx: type, kind: Any) -> tuple[int, Any, Any] | None:
 def sync_native(mod: Any) -> None:
     """Register with native module ``mod`` the reader of every type decided so far (its
     Binders and Guards are being made; later decisions register in :func:`kind_of`)."""
-    if not hasattr(mod, "foreign"):
-        return
     for tx, kind in list(KINDS.items()):
-        got = foreign_reader(tx, kind)
-        if got is not None:
-            mod.foreign(tx, *got)
+        _register(mod, tx, kind)
+
+
+def _register(mod: Any, tx: type, kind: Any) -> None:
+    """Tell native module ``mod`` how to read ``tx`` (where it reads such arrays at all)."""
+    got = foreign_reader(tx, kind) if hasattr(mod, "foreign") else None
+    if got is not None:
+        mod.foreign(tx, *got)
 
 
 def kind_of(tx: type) -> Any:
@@ -161,11 +164,9 @@ def kind_of(tx: type) -> Any:
             kind = DLPACK
     if len(KINDS) < _MAX_KINDS:
         KINDS[tx] = kind
-        got = foreign_reader(tx, kind)
-        if got is not None:
-            mod = _loaded_native()
-            if mod is not None and hasattr(mod, "foreign"):
-                mod.foreign(tx, *got)
+        mod = _loaded_native()
+        if mod is not None:
+            _register(mod, tx, kind)
     return kind
 
 

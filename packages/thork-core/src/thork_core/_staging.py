@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     import concurrent.futures
 
 # concurrent.futures (which imports logging) and queue are imported by the functions that
-# copy through lanes: ``import thork`` imports this module (``configure_staging``) but a
-# process that never stages a NumPy array needs neither (~3 ms of a ~27 ms import).
+# copy through lanes: a round trip small enough to copy inline on the calling thread needs
+# neither (~3 ms of imports).
 
 from ._errors import ArgumentError, LaunchError
 

@@ -518,8 +518,7 @@ class Kernel:
             return (_LAUNCH_TYPE or _launch_type())(self, config)
         # A dict finds ``(1.0, 32)`` or ``(True, 32)`` under ``(1, 32)`` (equal hashes),
         # so a hit counts only for plain ints; anything else is checked again below.
-        if launch is not None and (type(config[0]) is int and type(config[1]) is int
-                                   and len(config) == 2 or _plain_ints(config)):
+        if launch is not None and _plain_ints(config):
             return launch
         if launch is None and self._pre_id is None:
             self._prefetch()
