@@ -68,3 +68,22 @@ def test_thork_info_accepts_exactly_these_spellings():
     for raw in (*ON, *OFF):
         assert environment({"THORK_DEBUG": raw})[0]["error"] is None, raw
     assert environment({"THORK_DEBUG": "maybe"})[0]["error"]
+
+
+def test_one_warning_when_many_threads_read_a_bad_value(monkeypatch):
+    import threading
+
+    from helpers import run_threads
+
+    said: list[str] = []
+    monkeypatch.setattr(_env.warnings, "warn", lambda msg, *a, **k: said.append(msg))
+    monkeypatch.setenv("THORK_SOME_FLAG", "perhaps")
+    start = threading.Barrier(16)
+
+    def work(i: int) -> None:
+        start.wait()
+        for _ in range(200):
+            assert env_flag("THORK_SOME_FLAG", i % 2 == 0) is (i % 2 == 0)
+
+    run_threads(work, 16, join_seconds=60)
+    assert len(said) == 1 and "THORK_SOME_FLAG='perhaps'" in said[0]

@@ -68,6 +68,32 @@ def test_a_launch_seen_before_does_not_admit_equal_floats_or_bools(target, rng, 
     assert np.isnan(out).all()
 
 
+def test_the_launch_memo_from_many_threads_keeps_its_checks(target, rng):
+    # plain configurations (memoized) and equal floats / bools (always checked) at once
+    import threading
+
+    from helpers import run_threads
+
+    n = 45
+    a = random_array(rng, n, np.float32)
+    start = threading.Barrier(8)
+
+    def work(i: int) -> None:
+        start.wait()
+        for k in range(25):
+            out = poisoned(n, np.float32)
+            if (i + k) % 3:
+                scaled[(2, 32) if k % 2 else ((2,), (32,))](out, a, 2.0, n, target=target)
+                np.testing.assert_array_equal(out, a * np.float32(2.0))
+            else:
+                with pytest.raises(ArgumentError, match="must be an int or a tuple|positive"):
+                    scaled[(2.0, 32) if k % 2 else (True, (32,))](out, a, 2.0, n,
+                                                                   target=target)
+                assert np.isnan(out).all()
+
+    run_threads(work, 8, join_seconds=120)
+
+
 @pytest.mark.parametrize("config", [
     (np.int64(2), 32), (2, np.int32(32)), (np.uint8(2), (np.int16(32),)),
     ((np.int64(2), 1), 32, np.int64(0)),
