@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+FLOORS: list[dict[str, float]] = []  # the C floor's rounds (GPU only)
 sys.path.insert(0, str(HERE))
 
 from _floor import KERNEL_SOURCE  # noqa: E402
@@ -68,6 +69,9 @@ CHILD = textwrap.dedent('''
         pstats.Stats(pr, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
     res = out.to_host() if target == "gpu" else out
     assert np.array_equal(res, a + b), "wrong result"
+    if len(sys.argv) > 4:  # the cache-filling child hands its cubin to the C floor
+        with open(sys.argv[4], "wb") as f:
+            f.write(matrix_add.artifact(matrix_add.compile_info.arch).data)
     from thork_core import plugins
     print(json.dumps({"ms": (t1 - t0) * 1e3, "import_ms": (t_imp - t_start) * 1e3,
                       "cache": matrix_add.compile_info.cache,
@@ -75,6 +79,33 @@ CHILD = textwrap.dedent('''
                       "modules": sorted(m for m in sys.modules
                                         if m.startswith(("thork", "fkl", "torch", "cupy")))}))
 ''')
+
+
+def _c_floor(cubin: Path) -> dict[str, float]:
+    """One fresh process of ``first_load_floor`` on ``cubin`` (microseconds per phase)."""
+    from _floor import _build
+
+    exe = _build(HERE / "first_load_floor.c")
+    r = subprocess.run([str(exe), str(cubin), "matrix_add"], capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"first_load_floor failed ({r.returncode}): {r.stderr}")
+    got = {k: float(v) for k, _, v in (ln.partition("=") for ln in r.stdout.split())}
+    if got.get("ok") != 1.0:
+        raise RuntimeError(f"first_load_floor wrote wrong values:\n{r.stdout}")
+    return got
+
+
+def _report_floor(floors: list[dict[str, float]]) -> None:
+    if not floors:
+        return
+    med = {k: statistics.median(f[k] for f in floors) for k in floors[0]}
+    print(f"C first-launch floor, fresh process (first_load_floor.c, same cubin): median "
+          f"{med['first_total_us'] / 1e3:.2f} ms (read {med['read_us']:.0f} us, load "
+          f"{med['load_us']:.0f}, function {med['function_us']:.0f}, launch "
+          f"{med['launch_us']:.0f}); a second module in the same process "
+          f"{med['second_total_us']:.0f} us; {len(floors)} processes")
+    print("  all (ms): " + " ".join(f"{f['first_total_us'] / 1e3:.2f}" for f in floors))
 
 
 def first_call_runs(target: str, runs: int, profile: bool = False) -> list[dict[str, Any]]:
@@ -88,9 +119,11 @@ def first_call_runs(target: str, runs: int, profile: bool = False) -> list[dict[
     results = []
     for i in range(runs + 1):
         prof = "1" if profile and i == runs else "0"
+        dump = [str(work / "floor.cubin")] if target == "gpu" and i == 0 else []
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, str(work / "child.py"), str(work), target,
-                            prof], capture_output=True, text=True, env=env, timeout=600)
+                            prof, *dump], capture_output=True, text=True, env=env,
+                           timeout=600)
         if r.returncode != 0:
             raise RuntimeError(r.stderr)
         if prof == "1":
@@ -99,6 +132,8 @@ def first_call_runs(target: str, runs: int, profile: bool = False) -> list[dict[
         res["process_ms"] = (time.perf_counter() - t0) * 1e3
         if i:
             results.append(res)
+            if target == "gpu":
+                FLOORS.append(_c_floor(work / "floor.cubin"))
     return results
 
 
@@ -130,22 +165,29 @@ def variant_runs(target: str, runs: int, variants: list[str]) -> None:
         envs[label] = env
     results: dict[str, list[dict[str, Any]]] = {k: [] for k in envs}
     for i in range(runs + 1):
-        for label, env in envs.items():
+        for j, (label, env) in enumerate(envs.items()):
+            dump = [str(work / "floor.cubin")] if target == "gpu" and i == j == 0 else []
             t0 = time.perf_counter()
             r = subprocess.run([sys.executable, str(work / "child.py"), str(work), target,
-                                "0"], capture_output=True, text=True, env=env, timeout=600)
+                                "0", *dump], capture_output=True, text=True, env=env,
+                               timeout=600)
             if r.returncode != 0:
                 raise RuntimeError(f"{label}: {r.stderr}")
             res = json.loads(r.stdout.strip().splitlines()[-1])
             res["process_ms"] = (time.perf_counter() - t0) * 1e3
             if i:
                 results[label].append(res)
+        if i and target == "gpu":
+            FLOORS.append(_c_floor(work / "floor.cubin"))
         if i:  # each round as it ends: a run cut short still reports what it measured
+            floor = f"  C floor {FLOORS[-1]['first_total_us'] / 1e3:.2f}" if FLOORS else ""
             print(f"round {i}: " + "  ".join(f"{k} {v[-1]['ms']:.2f}"
-                                            for k, v in results.items()), flush=True)
+                                            for k, v in results.items()) + floor,
+                  flush=True)
     for label, rs in results.items():
         _report(f" [{label}]", target, rs)
         print("  all (ms): " + " ".join(f"{r['ms']:.2f}" for r in rs))
+    _report_floor(FLOORS)
 
 
 def main() -> None:
@@ -160,6 +202,7 @@ def main() -> None:
         variant_runs(opt.target, opt.runs, opt.variant)
         return
     _report("", opt.target, first_call_runs(opt.target, opt.runs, opt.profile))
+    _report_floor(FLOORS)
 
 
 if __name__ == "__main__":
