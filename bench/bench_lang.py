@@ -302,15 +302,21 @@ def _layout_file(op: str, dtype: Any, n: int) -> RowConfig | None:
 # (at N >= 4096 they cost about 5 %). Softmax fp16 2048 / 4096 / 8192: h-soft's session-10
 # call (run 15, docs/benchmarks.md "Softmax fp16: the generated code against Triton's"):
 # twice the row a thread (two rows a 256-thread block at 4096), the sweep's winners.
+# Session 12 (h12-rows, bench/diag_rows.py, docs/benchmarks.md "Row kernels: persistent
+# cp.async rings and the self-comparison anchor"): softmax fp32 2048 and layer norm fp32
+# 1024 take a persistent grid fed by a cp.async ring (stages=2 / 3), the only new layouts
+# ahead of their picks in every round; softmax fp16 8192 goes back to h-lang2's 512
+# threads (4 runs each: 1.018 1.001 1.003 0.999 against 1.009 1.015 0.983 0.979).
 _PLAIN, _CS = None, "cs"
 LAYOUTS: dict[tuple[str, str, int], RowConfig] = {
     ("softmax", "float16", 1024): RowConfig(32, cache=_CS),
     ("softmax", "float16", 2048): RowConfig(128, onepass=False, cache=_CS),
     ("softmax", "float16", 4096): RowConfig(128, rows=2, onepass=False, cache=_PLAIN),
-    ("softmax", "float16", 8192): RowConfig(256, onepass=False, cache=_PLAIN),
+    ("softmax", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
     ("softmax", "float16", 16384): RowConfig(1024, cache=_PLAIN),
     ("softmax", "float32", 1024): RowConfig(64, onepass=False, cache=_CS, persist=16),
-    ("softmax", "float32", 2048): RowConfig(128, onepass=False, cache=_PLAIN, batch=2),
+    ("softmax", "float32", 2048): RowConfig(128, onepass=False, cache=_PLAIN, persist=12,
+                                            stages=2),
     ("softmax", "float32", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
     ("softmax", "float32", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
     ("softmax", "float32", 16384): RowConfig(1024, onepass=False, cache=_PLAIN),
@@ -319,7 +325,7 @@ LAYOUTS: dict[tuple[str, str, int], RowConfig] = {
     ("layer_norm", "float16", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
     ("layer_norm", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
     ("layer_norm", "float16", 16384): RowConfig(512, cache=_PLAIN),
-    ("layer_norm", "float32", 1024): RowConfig(128, cache=_CS, persist=8),
+    ("layer_norm", "float32", 1024): RowConfig(128, cache=_CS, persist=8, stages=3),
     ("layer_norm", "float32", 2048): RowConfig(256, cache=_PLAIN, early=True),
     ("layer_norm", "float32", 4096): RowConfig(512, cache=_PLAIN, early=True),
     ("layer_norm", "float32", 8192): RowConfig(1024, onepass=False, cache=_PLAIN, early=True),

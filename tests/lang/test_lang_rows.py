@@ -76,7 +76,10 @@ CASES = [("float32", 1024, RC(64), 8), ("float32", 1024, RC(32, rows=4), 8),
          ("float32", 1024, RC(64, persist=1, stages=2), 11),
          ("float16", 2048, RC(128, onepass=False, persist=2, stages=3), 13),
          ("float32", 1024, RC(32, rows=2, persist=1, stages=4, early=True), 12),
-         ("float16", 1024, RC(32, rows=2, batch=2, persist=1, stages=2, cache=None), 12)]
+         ("float16", 1024, RC(32, rows=2, batch=2, persist=1, stages=2, cache=None), 12),
+         # ... and the two LAYOUTS picks among them (softmax fp32 2048, layer norm fp32 1024)
+         ("float32", 2048, bl.LAYOUTS[("softmax", "float32", 2048)], 14),
+         ("float32", 1024, bl.LAYOUTS[("layer_norm", "float32", 1024)], 9)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{d}-{n}-{c.tag()}" for d, n, c, _ in CASES])
