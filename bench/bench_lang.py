@@ -12,9 +12,11 @@ Prints a table of ratios (goal: thork/cuda <= 1.05). Then softmax and layer norm
 rows, N = 1024..16384, fp32 and fp16) against Triton row kernels written in the style of its
 tutorials and torch, with ``triton.testing.do_bench`` medians, the median of 3 interleaved
 rounds (each printed; every side writing one shared output) (goals: >= 1.0x Triton, >= 90 %
-of a same-bytes device copy for N >= 4096); skipped without torch/Triton.
+of a same-bytes device copy for N >= 4096); skipped without torch/Triton. In the same
+rounds, the self-comparison anchors (session 12): Triton's kernel against an identical
+second copy of itself and Thork's against its twin (``--no-twins`` leaves them out).
 
-    python bench/bench_lang.py --out DIR [--quick] [--rows-only] [--no-torch]
+    python bench/bench_lang.py --out DIR [--quick] [--rows-only] [--no-torch] [--no-twins]
     python bench/bench_lang.py --check     # no GPU: build both sides for sm_90 only
 """
 
@@ -200,6 +202,12 @@ class RowConfig(NamedTuple):
     * ``min_blocks``: ``tk.launch_bounds(block, min_blocks)``, capping registers so that
       many blocks fit an SM (0: ``persist`` blocks for a persistent grid, 2 for other
       1024-thread blocks; else none).
+    * ``stages`` (session 12, with ``persist``): 0: the next rows prefetched into
+      registers (above); 1: a plain grid-stride loop (no prefetch: a grid that fills the
+      machine exactly, no block launched after the first wave); k >= 2: a ring of ``k``
+      row slots in shared memory filled by ``cp.async``, ``k - 1`` units ahead of the one
+      being reduced (the loads in flight cost no registers: each thread copies, waits for
+      and reads back only its own 16-byte pieces, so the ring needs no barrier).
     """
 
     threads: int
@@ -213,6 +221,7 @@ class RowConfig(NamedTuple):
     load_evict: str | None = None
     store_evict: str | None = None
     plain_stores: bool = False
+    stages: int = 0
 
     @property
     def store_cache(self) -> str | None:
@@ -232,6 +241,7 @@ class RowConfig(NamedTuple):
         return (f"t{self.threads}" + (f"r{self.rows}" if self.rows > 1 else "")
                 + (f"b{self.batch}" if self.batch > 1 else "")
                 + (f"p{self.persist}" if self.persist else "")
+                + (f"s{self.stages}" if self.stages else "")
                 + ("" if self.onepass else "_2p") + (f"_{self.cache}" if self.cache else "")
                 + ("_e" if self.early else "")
                 + ("_ps" if self.plain_stores else "")
@@ -292,15 +302,21 @@ def _layout_file(op: str, dtype: Any, n: int) -> RowConfig | None:
 # (at N >= 4096 they cost about 5 %). Softmax fp16 2048 / 4096 / 8192: h-soft's session-10
 # call (run 15, docs/benchmarks.md "Softmax fp16: the generated code against Triton's"):
 # twice the row a thread (two rows a 256-thread block at 4096), the sweep's winners.
+# Session 12 (h12-rows, bench/diag_rows.py, docs/benchmarks.md "Row kernels: persistent
+# cp.async rings and the self-comparison anchor"): softmax fp32 2048 and layer norm fp32
+# 1024 take a persistent grid fed by a cp.async ring (stages=2 / 3), the only new layouts
+# ahead of their picks in every round; softmax fp16 8192 goes back to h-lang2's 512
+# threads (4 runs each: 1.018 1.001 1.003 0.999 against 1.009 1.015 0.983 0.979).
 _PLAIN, _CS = None, "cs"
 LAYOUTS: dict[tuple[str, str, int], RowConfig] = {
     ("softmax", "float16", 1024): RowConfig(32, cache=_CS),
     ("softmax", "float16", 2048): RowConfig(128, onepass=False, cache=_CS),
     ("softmax", "float16", 4096): RowConfig(128, rows=2, onepass=False, cache=_PLAIN),
-    ("softmax", "float16", 8192): RowConfig(256, onepass=False, cache=_PLAIN),
+    ("softmax", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
     ("softmax", "float16", 16384): RowConfig(1024, cache=_PLAIN),
     ("softmax", "float32", 1024): RowConfig(64, onepass=False, cache=_CS, persist=16),
-    ("softmax", "float32", 2048): RowConfig(128, onepass=False, cache=_PLAIN, batch=2),
+    ("softmax", "float32", 2048): RowConfig(128, onepass=False, cache=_PLAIN, persist=12,
+                                            stages=2),
     ("softmax", "float32", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
     ("softmax", "float32", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
     ("softmax", "float32", 16384): RowConfig(1024, onepass=False, cache=_PLAIN),
@@ -309,7 +325,7 @@ LAYOUTS: dict[tuple[str, str, int], RowConfig] = {
     ("layer_norm", "float16", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
     ("layer_norm", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
     ("layer_norm", "float16", 16384): RowConfig(512, cache=_PLAIN),
-    ("layer_norm", "float32", 1024): RowConfig(128, cache=_CS, persist=8),
+    ("layer_norm", "float32", 1024): RowConfig(128, cache=_CS, persist=8, stages=3),
     ("layer_norm", "float32", 2048): RowConfig(256, cache=_PLAIN, early=True),
     ("layer_norm", "float32", 4096): RowConfig(512, cache=_PLAIN, early=True),
     ("layer_norm", "float32", 8192): RowConfig(1024, onepass=False, cache=_PLAIN, early=True),
@@ -459,6 +475,12 @@ def _check_cfg(cfg: RowConfig, n: int, itemsize: int) -> None:
                          "<= 1024")
     if cfg.batch < 1 or cfg.persist < 0:
         raise ValueError(f"layout {cfg}: expected batch >= 1 and persist >= 0")
+    if cfg.stages < 0 or cfg.stages > 8 or (cfg.stages and not cfg.persist):
+        raise ValueError(f"layout {cfg}: stages expected 0, or 1 to 8 with persist > 0, "
+                         f"got stages={cfg.stages}, persist={cfg.persist}")
+    if cfg.stages >= 2 and cfg.stages * cfg.rows_per_unit * n * itemsize > 48 * 1024:
+        raise ValueError(f"layout {cfg}: {cfg.stages} slots of {cfg.rows_per_unit} rows of "
+                         f"{n * itemsize} bytes exceed 48 KiB of shared memory")
     if cfg.cache not in (None, "cs", "cg", "ca"):
         raise ValueError(f"layout {cfg}: cache expected None, 'cs', 'cg' or 'ca', "
                          f"got {cfg.cache!r}")
@@ -492,6 +514,15 @@ def _drive(cfg: RowConfig, n: int, x: Any, m_rows: Any, body: Any) -> None:
         return
     units = m_rows // per_unit
     stride = tk.cast(tk.grid_dim().x, i32)
+    if cfg.stages == 1:  # a grid that fills the machine, no prefetch
+        it1 = tk.var(0)
+        for unit in tk.range(unit0, units, stride):
+            body(bases(unit), offs, load(unit), it1 & 1)
+            it1 += 1
+        return
+    if cfg.stages >= 2:
+        _drive_ring(cfg, n, x, units, unit0, stride, group, offs, vec, bases, body)
+        return
     cur = [[tk.var(v, x.dtype) for v in row] for row in load(unit0)]
     nxt = [[tk.var(0.0, x.dtype) for _ in row] for row in cur]
     it = tk.var(0)
@@ -507,9 +538,52 @@ def _drive(cfg: RowConfig, n: int, x: Any, m_rows: Any, body: Any) -> None:
         it += 1
 
 
-def make_softmax(dtype: Any, n: int, cfg: RowConfig | None = None) -> Any:
+def _drive_ring(cfg: RowConfig, n: int, x: Any, units: Any, unit0: Any, stride: Any,
+                group: Any, offs: list[Any], vec: int, bases: Any, body: Any) -> None:
+    """``stages >= 2``: the persistent loop fed by a ring of ``stages`` slots in shared
+    memory (one per unit: ``rows * batch`` rows of ``n`` elements). The prologue starts
+    ``cp.async`` copies of the block's first ``stages - 1`` units, one commit group each;
+    iteration ``i`` starts the copy of unit ``i + stages - 1`` into the slot iteration
+    ``i - 1`` read (its values already used by that iteration's stores), waits until at
+    most ``stages - 1`` groups are in flight (unit ``i``'s has landed), reads its slot
+    and runs ``body``. A group is committed every time (empty past the last unit) so
+    that the wait's count is the same in every iteration. Each thread copies and reads
+    back only its own pieces: no barrier guards the ring."""
+    k = cfg.stages
+    per_unit = cfg.rows_per_unit
+    ring = tk.shared_array(x.dtype, k * per_unit * n)
+    nbytes = vec * x.dtype.itemsize
+
+    def slot_row(slot: Any, b: int) -> Any:
+        return (slot * per_unit + group * cfg.batch + b) * n
+
+    def start(unit: Any, slot: Any) -> None:
+        with tk.if_(unit < units):
+            for b, base in enumerate(bases(unit)):
+                srow = slot_row(slot, b)
+                for off in offs:
+                    tk.cp_async(ring, srow + off, x, base + off, nbytes)
+        tk.cp_async_commit()
+
+    for s in range(k - 1):
+        start(unit0 + s * stride, s)
+    it = tk.var(0)
+    for unit in tk.range(unit0, units, stride):
+        slot = it % k
+        start(unit + (k - 1) * stride, (it + (k - 1)) % k)
+        tk.cp_async_wait(k - 1)
+        raws = [_load_raw(ring, slot_row(slot, b), offs, vec, None)
+                for b in range(cfg.batch)]
+        body(bases(unit), offs, raws, it & 1)
+        it += 1
+
+
+def make_softmax(dtype: Any, n: int, cfg: RowConfig | None = None, twin: bool = False
+                 ) -> Any:
     """Row softmax of an M x n array, laid out by ``cfg`` (default
-    :func:`softmax_config`); launch ``[cfg.grid(M, sms), cfg.block](out, x, M)``."""
+    :func:`softmax_config`); launch ``[cfg.grid(M, sms), cfg.block](out, x, M)``.
+    ``twin``: the same kernel under another name (its own module: the self-comparison
+    anchor of bench_lang's rows)."""
     cfg = cfg or softmax_config(dtype, n)
     _check_cfg(cfg, n, dtype.itemsize)
 
@@ -529,7 +603,7 @@ def make_softmax(dtype: Any, n: int, cfg: RowConfig | None = None) -> Any:
     def add1(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any]:
         return (a[0] + b[0],)
 
-    @tk.jit(name=f"softmax_{dtype.name}_{n}_{cfg.tag()}")
+    @tk.jit(name=f"softmax_{dtype.name}_{n}_{cfg.tag()}" + ("_twin" if twin else ""))
     def softmax(out: tk.DevicePointer[dtype], x: tk.DevicePointer[dtype], m_rows: i32):
         cfg.bound()
 
@@ -562,10 +636,12 @@ def make_softmax(dtype: Any, n: int, cfg: RowConfig | None = None) -> Any:
     return softmax
 
 
-def make_layer_norm(dtype: Any, n: int, cfg: RowConfig | None = None) -> Any:
+def make_layer_norm(dtype: Any, n: int, cfg: RowConfig | None = None, twin: bool = False
+                    ) -> Any:
     """Row layer norm of an M x n array, laid out by ``cfg`` (default
     :func:`layer_norm_config`); launch
-    ``[cfg.grid(M, sms), cfg.block](out, x, weight, bias, eps, M)``."""
+    ``[cfg.grid(M, sms), cfg.block](out, x, weight, bias, eps, M)``; ``twin`` as
+    :func:`make_softmax`'s."""
     cfg = cfg or layer_norm_config(dtype, n)
     _check_cfg(cfg, n, dtype.itemsize)
     per = n // cfg.threads  # elements a thread holds of each row
@@ -579,7 +655,7 @@ def make_layer_norm(dtype: Any, n: int, cfg: RowConfig | None = None) -> Any:
     def add1(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any]:
         return (a[0] + b[0],)
 
-    @tk.jit(name=f"layer_norm_{dtype.name}_{n}_{cfg.tag()}")
+    @tk.jit(name=f"layer_norm_{dtype.name}_{n}_{cfg.tag()}" + ("_twin" if twin else ""))
     def layer_norm(out: tk.DevicePointer[dtype], x: tk.DevicePointer[dtype],
                    weight: tk.DevicePointer[dtype], bias: tk.DevicePointer[dtype],
                    eps: f32, m_rows: i32):
@@ -855,6 +931,9 @@ def main() -> int:
                     help="only the softmax / layer-norm rows against Triton")
     ap.add_argument("--no-torch", action="store_true",
                     help="row kernels: leave torch's softmax / layer norm out of the rounds")
+    ap.add_argument("--no-twins", action="store_true",
+                    help="row kernels: leave the self-comparison anchors (Triton against "
+                         "an identical copy of itself, Thork against its twin) out")
     opts = ap.parse_args()
     if opts.check:
         return check_only()
@@ -1073,64 +1152,95 @@ def _triton_kernels() -> Any:
 
 
 def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
-              do_bench: Any, sms: int, with_torch: bool = True) -> dict[str, Any]:
+              do_bench: Any, sms: int, with_torch: bool = True, twins: Any = None,
+              variants: dict[str, RowConfig] | None = None, rep: int = 0
+              ) -> dict[str, Any]:
     """One softmax or layer-norm row of the table: check every side (each into its own
     poisoned output), then time them: 3 rounds, each timing every side once
-    (``do_bench`` median), the order rotating between rounds; Thork, Triton and the copy
-    all write one shared output buffer (no side gains or loses by where its output lies).
-    The row's numbers are the medians of the 3 rounds."""
+    (``do_bench`` median; ``rep``: its ``rep`` in ms, warm-up a quarter of it; 0: its
+    defaults), the order rotating between rounds; Thork, Triton and the copy all write
+    one shared output buffer (no side gains or loses by where its output lies). The row's
+    numbers are the medians of the 3 rounds.
+
+    ``twins`` (session 12; ``_triton_kernels()`` loaded a second time, or None): the
+    self-comparison anchor: Triton's kernel against an identical second copy of itself
+    (its own JIT function and module) and Thork's against its twin (the same kernel
+    under another name), timed in the same rounds, so that every run prints how far from
+    1.0x the same protocol puts a kernel against itself. ``variants``: more Thork layouts
+    timed beside the pick (bench/diag_rows.py)."""
     import torch
 
     m_rows, n = x.shape
     tdt = x.dtype
     nbytes = 2.0 * m_rows * n * x.element_size()
-    y_tk, y_tr = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
     y = torch.empty_like(x)  # the shared output of the timed runs
+    cfg = softmax_config(dtype, n) if op == "softmax" else layer_norm_config(dtype, n)
+    make = make_softmax if op == "softmax" else make_layer_norm
+    layouts: dict[str, tuple[RowConfig, bool]] = {"thork": (cfg, False)}
+    if twins:
+        layouts["thork_twin"] = (cfg, True)
+    for tag, c in (variants or {}).items():
+        layouts.setdefault(tag, (c, False))
     if op == "softmax":
-        cfg = softmax_config(dtype, n)
-        kern = make_softmax(dtype, n, cfg)[cfg.grid(m_rows, sms), cfg.block]
         ref = torch.softmax(x.float(), dim=-1).to(tdt)
-        kern(y_tk, x, m_rows, target="gpu")
-        if tri:
-            tri[0](y_tr, x)
-        fns = {"thork": lambda: kern(y, x, m_rows, target="gpu")}
-        if tri:
-            fns["triton"] = lambda: tri[0](y, x)
-        if with_torch:
-            fns["torch"] = lambda: torch.softmax(x, dim=-1)
+        args: tuple[Any, ...] = (x, m_rows)
     else:
-        cfg = layer_norm_config(dtype, n)
-        kern = make_layer_norm(dtype, n, cfg)[cfg.grid(m_rows, sms), cfg.block]
         ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(),
                                              eps).to(tdt)
-        kern(y_tk, x, w, b, eps, m_rows, target="gpu")
-        if tri:
-            tri[1](y_tr, x, w, b, eps)
-        fns = {"thork": lambda: kern(y, x, w, b, eps, m_rows, target="gpu")}
-        if tri:
-            fns["triton"] = lambda: tri[1](y, x, w, b, eps)
-        if with_torch:
-            fns["torch"] = lambda: torch.nn.functional.layer_norm(x, (n,), w, b, eps)
+        args = (x, w, b, eps, m_rows)
+    fns: dict[str, Any] = {}
+    outs: dict[str, Any] = {}
+    for key, (c, twin) in layouts.items():
+        kern = make(dtype, n, c, twin=twin)[c.grid(m_rows, sms), c.block]
+        outs[key] = torch.full_like(x, float("nan"))
+        kern(outs[key], *args, target="gpu")
+        fns[key] = (lambda kern=kern: kern(y, *args, target="gpu"))
+    tri_sides = {"triton": tri, "triton_twin": twins} if tri else {}
+    for key, t in tri_sides.items():
+        if t is None:
+            continue
+        outs[key] = torch.full_like(x, float("nan"))
+        if op == "softmax":
+            t[0](outs[key], x)
+            fns[key] = (lambda t=t: t[0](y, x))
+        else:
+            t[1](outs[key], x, w, b, eps)
+            fns[key] = (lambda t=t: t[1](y, x, w, b, eps))
+    if with_torch:
+        fns["torch"] = ((lambda: torch.softmax(x, dim=-1)) if op == "softmax" else
+                        (lambda: torch.nn.functional.layer_norm(x, (n,), w, b, eps)))
     fns["copy"] = lambda: y.copy_(x)
     torch.cuda.synchronize()
     tol = 2e-2 if tdt == torch.float16 else 1e-4
-    ok = bool(torch.allclose(y_tk.float(), ref.float(), atol=tol, rtol=tol))
-    if tri:
-        ok = ok and bool(torch.allclose(y_tr.float(), ref.float(), atol=tol, rtol=tol))
+    oks = {k: bool(torch.allclose(v.float(), ref.float(), atol=tol, rtol=tol))
+           for k, v in outs.items()}
+    kw = {"warmup": max(1, rep // 4), "rep": rep} if rep else {}
     rounds: dict[str, list[float]] = {k: [] for k in fns}
     keys = list(fns)
     for i in range(3):  # interleaved: clock or thermal drift hits every side alike
         for k in keys[i % len(keys):] + keys[:i % len(keys)]:
-            rounds[k].append(do_bench(fns[k], return_mode="median"))
+            rounds[k].append(do_bench(fns[k], return_mode="median", **kw))
+        main = [k for k in ("thork", "thork_twin", "triton", "triton_twin", "torch", "copy")
+                if k in rounds]
         print(f"  {op} {dtype.name} N={n} {cfg.tag()} round {i + 1}: "
-              + " ".join(f"{k} {rounds[k][i] * 1e3:.2f} us" for k in keys)
+              + " ".join(f"{k} {rounds[k][i] * 1e3:.2f} us" for k in main)
               + (f"  thork/triton {rounds['triton'][i] / rounds['thork'][i]:.3f}x"
-                 if tri else ""), flush=True)
+                 if "triton" in rounds else "")
+              + (f"  self: triton {rounds['triton_twin'][i] / rounds['triton'][i]:.3f}x"
+                 f" thork {rounds['thork_twin'][i] / rounds['thork'][i]:.3f}x"
+                 if "triton_twin" in rounds else ""), flush=True)
     ms = {k: statistics.median(v) for k, v in rounds.items()}
-    return {"op": op, "dtype": dtype.name, "M": m_rows, "N": n, "correct": ok,
-            "layout": cfg.tag(), "rounds_ms": rounds,
-            **{f"{k}_ms": v for k, v in ms.items()},
-            **{f"{k}_TBps": nbytes / v / 1e9 for k, v in ms.items()}}
+    out = {"op": op, "dtype": dtype.name, "M": m_rows, "N": n,
+           "correct": all(oks.values()), "ok": oks,
+           "layout": cfg.tag(), "rounds_ms": rounds,
+           "variants": {k: c._asdict() for k, (c, twin) in layouts.items() if not twin},
+           **{f"{k}_ms": v for k, v in ms.items()},
+           **{f"{k}_TBps": nbytes / v / 1e9 for k, v in ms.items()}}
+    if "triton_twin" in ms:
+        # x > 1: the first copy timed faster than the second (as thork/triton)
+        out["self_triton"] = ms["triton_twin"] / ms["triton"]
+        out["self_thork"] = ms["thork_twin"] / ms["thork"]
+    return out
 
 
 def bench_row_kernels(opts: Any, info: dict[str, Any], quick: bool) -> bool:
@@ -1145,6 +1255,7 @@ def bench_row_kernels(opts: Any, info: dict[str, Any], quick: bool) -> bool:
         print(f"softmax/layer-norm rows skipped: {exc}")
         return True
     tri = _triton_kernels()
+    twins = None if getattr(opts, "no_twins", False) or not tri else _triton_kernels()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     m_rows = 1024 if quick else 4096
     eps = 1e-5
@@ -1158,22 +1269,36 @@ def bench_row_kernels(opts: Any, info: dict[str, Any], quick: bool) -> bool:
             b = torch.randn(n, device="cuda", dtype=tdt)
             for op in ("softmax", "layer_norm"):
                 r = _row_case(op, dtype, x, w, b, eps, tri, do_bench, sms,
-                              with_torch=not getattr(opts, "no_torch", False))
+                              with_torch=not getattr(opts, "no_torch", False), twins=twins)
                 out_rows.append(r)
                 ok_all = ok_all and r["correct"]
     info["row_kernels"] = out_rows
+    print_row_table(out_rows)
+    return ok_all
+
+
+def print_row_table(out_rows: list[dict[str, Any]]) -> None:
+    """The row kernels' summary: TB/s of each side (median of the rounds), Thork over
+    Triton, and the self-comparison anchors: Triton over its identical second copy and
+    Thork over its twin (1.0 up to the protocol's own spread: a ratio to Triton inside
+    that spread is a tie)."""
     print(f"\n{'row kernel':<28} {'layout':<16} {'thork TB/s':>10} {'triton':>8} {'torch':>8} "
-          f"{'copy':>8} {'tk/triton':>9} {'tk/copy':>8} ok   goals: >= 1.0x Triton, >= 90% "
-          "copy (N >= 4096)")
+          f"{'copy':>8} {'tk/triton':>9} {'tk/copy':>8} {'self tri':>8} {'self tk':>8} ok   "
+          "goals: >= 1.0x Triton, >= 90% copy (N >= 4096)")
+    nan = float("nan")
     for r in out_rows:
         trit = r.get("triton_TBps")
         speed = f"{r['thork_TBps'] / trit:.3f}" if trit else "-"
         print(f"{r['op'] + ' ' + r['dtype'] + ' ' + str(r['M']) + 'x' + str(r['N']):<28} "
-              f"{r['layout']:<16} {r['thork_TBps']:>10.3f} {trit or float('nan'):>8.3f} "
-              f"{r.get('torch_TBps', float('nan')):>8.3f} "
+              f"{r['layout']:<16} {r['thork_TBps']:>10.3f} {trit or nan:>8.3f} "
+              f"{r.get('torch_TBps', nan):>8.3f} "
               f"{r['copy_TBps']:>8.3f} {speed:>9} {r['thork_TBps'] / r['copy_TBps']:>8.3f} "
+              f"{r.get('self_triton', nan):>8.3f} {r.get('self_thork', nan):>8.3f} "
               f"{'yes' if r['correct'] else 'NO'}")
-    return ok_all
+    selfs = [v for r in out_rows for v in (r.get("self_triton"), r.get("self_thork")) if v]
+    if selfs:
+        print(f"self-comparison (a kernel against its identical copy, same protocol): "
+              f"{min(selfs):.3f}..{max(selfs):.3f}x over {len(selfs)} pairs")
 
 
 if __name__ == "__main__":

@@ -68,7 +68,18 @@ CASES = [("float32", 1024, RC(64), 8), ("float32", 1024, RC(32, rows=4), 8),
          # session 11 (diag_l2): L2 eviction priorities on the loads / stores, streaming
          # loads with plain stores
          ("float16", 2048, RC(128, cache=None, load_evict="first", store_evict="last"), 8),
-         ("float32", 1024, RC(64, plain_stores=True, load_evict="first", persist=1), 10)]
+         ("float32", 1024, RC(64, plain_stores=True, load_evict="first", persist=1), 10),
+         # session 12 (h12-rows): persistent grids without prefetch (stages=1) and fed by
+         # a cp.async ring in shared memory 1..3 units ahead (10-13 rows on 3 blocks:
+         # uneven trip counts, copies past the last row skipped, slots reused)
+         ("float16", 2048, RC(128, onepass=False, persist=2, stages=1), 10),
+         ("float32", 1024, RC(64, persist=1, stages=2), 11),
+         ("float16", 2048, RC(128, onepass=False, persist=2, stages=3), 13),
+         ("float32", 1024, RC(32, rows=2, persist=1, stages=4, early=True), 12),
+         ("float16", 1024, RC(32, rows=2, batch=2, persist=1, stages=2, cache=None), 12),
+         # ... and the two LAYOUTS picks among them (softmax fp32 2048, layer norm fp32 1024)
+         ("float32", 2048, bl.LAYOUTS[("softmax", "float32", 2048)], 14),
+         ("float32", 1024, bl.LAYOUTS[("layer_norm", "float32", 1024)], 9)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{d}-{n}-{c.tag()}" for d, n, c, _ in CASES])
@@ -99,3 +110,50 @@ def test_layouts_are_valid():
                                          "'normal' or 'unchanged', got 'evict_last'"):
         bl.make_softmax(tk.dt.float32, 1024, RC(64, store_evict="evict_last"))
     assert RC(64, cache="cs", plain_stores=True, load_evict="first").tag() == "t64_cs_ps_lf"
+    assert RC(128, persist=16, stages=3, onepass=False).tag() == "t128p16s3_2p_cs"
+    with pytest.raises(ValueError, match="stages expected 0, or 1 to 8 with persist > 0, "
+                                         "got stages=2, persist=0"):
+        bl.make_softmax(tk.dt.float32, 1024, RC(64, stages=2))
+    with pytest.raises(ValueError, match="4 slots of 1 rows of 16384 bytes exceed 48 KiB"):
+        bl.make_softmax(tk.dt.float32, 4096, RC(256, persist=2, stages=4))
+
+
+def test_sweep_variants_are_valid():
+    """bench/diag_rows.py's session-12 layouts tile their rows and fit shared memory."""
+    import diag_rows as dr
+
+    for (op, name, n), cfgs in dr.VARIANTS.items():
+        assert (op, name, n) in bl.LAYOUTS
+        for cfg in cfgs:
+            bl._check_cfg(cfg, n, getattr(tk.dt, name).itemsize)
+            assert cfg.grid(4096, sms=132) == min(4096 // cfg.rows_per_unit,
+                                                  132 * cfg.persist or 4096)
+
+
+def test_twin_is_the_same_kernel_under_another_name(rng):
+    """bench_lang's self-comparison anchor: the twin differs from the pick only by name,
+    and computes the same rows."""
+    cfg = RC(64, onepass=False, cache=None)
+    a = bl.make_softmax(tk.dt.float32, 1024, cfg)
+    b = bl.make_softmax(tk.dt.float32, 1024, cfg, twin=True)
+    assert b.cuda_source.replace("_twin", "") == a.cuda_source
+    assert b.cuda_source != a.cuda_source
+    x = rng.standard_normal((5, 1024)).astype(np.float32)
+    ya, yb = poisoned((5, 1024), "float32"), poisoned((5, 1024), "float32")
+    a[5, 64](ya, x, 5, target="cpu")
+    b[5, 64](yb, x, 5, target="cpu")
+    np.testing.assert_array_equal(ya, yb)
+    np.testing.assert_allclose(ya, _softmax_ref(x), rtol=2e-6, atol=2e-7)
+    ln = bl.make_layer_norm(tk.dt.float16, 2048, RC(128), twin=True)
+    assert "layer_norm_float16_2048_t128_cs_twin" in ln.cuda_source
+
+
+def test_row_table_prints_the_self_comparison(capsys):
+    row = {"op": "softmax", "dtype": "float16", "M": 4096, "N": 2048, "layout": "t128",
+           "thork_TBps": 2.5, "triton_TBps": 2.4, "copy_TBps": 2.6, "correct": True,
+           "self_triton": 0.97, "self_thork": 1.02}
+    bl.print_row_table([row, {**row, "self_triton": 1.01, "self_thork": 0.995}])
+    out = capsys.readouterr().out
+    assert "self tri" in out and "   0.970    1.020 yes" in out
+    assert "self-comparison (a kernel against its identical copy, same protocol): " \
+           "0.970..1.020x over 4 pairs" in out
