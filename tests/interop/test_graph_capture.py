@@ -309,6 +309,207 @@ def test_native_replay_is_one_c_call_and_refuses_a_closed_graph(fake, monkeypatc
     assert len(seen) == n  # the closed graph's handle was not launched
 
 
+def _made(drv: FakeDriver) -> Graph:
+    """A recorded GPU graph (empty) on the installed driver."""
+    g = Graph(target="gpu")
+    with g:
+        pass
+    return g
+
+
+def _handles(g: Graph) -> set:
+    return {g._exec, g._graph, g._own_stream}
+
+
+def test_another_tests_cyclic_garbage_graph_never_reaches_the_fake(monkeypatch):
+    """The session-12 suite failure, made deterministic: a Graph an earlier test left in a
+    reference cycle (made with the real driver) was finalized once this file's fake was
+    installed, so its real handles were "destroyed" through the fake (the test saw them,
+    and they leaked). Without collecting first it happens; the fixture collects first."""
+    real = FakeDriver()  # the earlier test's (real) driver
+    real._next = 10**6  # (its handles differ from the fake's)
+    monkeypatch.setattr(_cuda, "driver", lambda: real)
+    monkeypatch.setattr(_cuda, "make_current", lambda ordinal=0: None)
+    monkeypatch.setattr(_graph, "_graph_launcher", lambda: (real.cuGraphLaunch, False))
+    gc.disable()  # (no automatic collection in between: the order is the test's)
+    try:
+        old = _made(real)
+        first = _handles(old)
+        old.cycle = old  # garbage only the cyclic collector frees
+        del old
+        bare = FakeDriver()  # the failure: a fake installed over uncollected garbage
+        monkeypatch.setattr(_cuda, "driver", lambda: bare)
+        gc.collect()
+        assert {c[1] for c in _destroyed(bare)} == first  # real handles went to the fake
+        monkeypatch.setattr(_cuda, "driver", lambda: real)
+        old = _made(real)
+        second = _handles(old)
+        old.cycle = old
+        del old
+        fake = _install_fake(monkeypatch)  # the fixture's way: collect first
+        g = _made(fake)
+        with Graph(target="gpu") as g:
+            gc.collect()
+            assert not _destroyed(fake)
+        assert not fake.violations, fake.violations
+        g.close()
+    finally:
+        gc.enable()
+    assert {c[1] for c in _destroyed(real)} == second
+    assert not {c[1] for c in fake.calls} & second
+
+
+def test_a_graph_finalized_in_another_thread_during_a_capture_waits_for_its_end(fake):
+    """The garbage collector runs finalizers in whichever thread allocates: a graph
+    finalized in another thread while this one captures is queued, not destroyed, and
+    destroyed (each handle once, in relaxed mode) when the capture ends."""
+    old = _made(fake)
+    handles = _handles(old)
+    old.cycle = old
+    ref = weakref.ref(old)
+    del old
+    with Graph(target="gpu") as g:
+        t = threading.Thread(target=gc.collect)
+        t.start()
+        t.join()
+        assert ref() is None, "finalized in the other thread"
+        assert not _destroyed(fake), "destroyed during the capture"
+        assert len(_graph._RETIRED) == 3
+    assert not fake.violations, fake.violations
+    names = [c[0] for c in fake.calls]
+    end = max(i for i, n in enumerate(names) if n == "cuStreamEndCapture")
+    gone = [(i, c) for i, c in enumerate(fake.calls) if c in _destroyed(fake)]
+    assert sorted(c[1] for _, c in gone) == sorted(handles)  # each once
+    assert all(i > end and fake.mode_at[i] == RELAXED for i, _ in gone)
+    assert not _graph._RETIRED and fake.mode == GLOBAL
+    g.close()
+
+
+@pytest.mark.parametrize("where", ["this thread", "another thread"])
+def test_a_graph_dropped_during_a_foreign_global_capture_leaves_it_valid(fake, where):
+    """A capture Thork did not begin (torch.cuda.graph, CuPy) in global mode, which Thork
+    cannot see: a Thork graph finalized meanwhile is destroyed with this thread in relaxed
+    mode, which CUDA does not refuse (the same call in global mode would invalidate the
+    capture: the torch test's segfault of session 12)."""
+    foreign = 4242
+    if where == "this thread":
+        fake.cuStreamBeginCapture(foreign, GLOBAL)
+    else:
+        t = threading.Thread(target=fake.cuStreamBeginCapture, args=(foreign, GLOBAL))
+        t.start()
+        t.join()
+    old = _made(fake)
+    assert not fake.violations  # (an empty Thork capture inside is legal: thread-local)
+    handles = _handles(old)
+    old.cycle = old
+    del old
+    gc.collect()
+    assert not fake.violations, fake.violations
+    gone = [(i, c) for i, c in enumerate(fake.calls) if c in _destroyed(fake)]
+    assert sorted(c[1] for _, c in gone) == sorted(handles)
+    assert all(fake.mode_at[i] == RELAXED for i, _ in gone)
+    assert fake.mode == GLOBAL
+    fake.cuStreamDestroy(1)  # the control: the same call in the thread's own mode
+    assert len(fake.violations) == 1
+    fake.violations.clear()
+    fake.capturing.pop(foreign)
+
+
+def test_capture_counts_stay_balanced(fake):
+    """Each capture counts once and uncounts once, whatever happens: an exception in the
+    block, a failed cuStreamEndCapture, a failed cuStreamBeginCapture, a graph dropped
+    with its capture never ended."""
+    with pytest.raises(ZeroDivisionError):
+        with Graph(target="gpu"):
+            1 / 0  # noqa: B018
+    assert not _graph._CAPTURES and not _graph.capturing()
+
+    def end_invalidated(stream):
+        fake.capturing.pop(int(stream))
+        return 901, None  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    fake.cuStreamEndCapture = end_invalidated
+    g = Graph(target="gpu")
+    with pytest.raises(LaunchError, match="cuStreamEndCapture"):
+        with g:
+            pass
+    assert g._state == "failed" and not _graph._CAPTURES
+    del fake.cuStreamEndCapture
+    fake.cuStreamBeginCapture = lambda stream, mode: (999,)
+    with pytest.raises(LaunchError, match="cuStreamBeginCapture"):
+        Graph(target="gpu").__enter__()
+    assert not _graph._CAPTURES
+    del fake.cuStreamBeginCapture
+    g = Graph(target="gpu")
+    g.__enter__()  # never exited: dropped mid-capture
+    assert _graph.capturing()
+    stream = g._own_stream
+    del g
+    gc.collect()
+    assert not _graph._CAPTURES and not _graph.capturing()
+    assert ("cuStreamDestroy", stream) not in fake.calls  # a capturing stream: left alone
+    fake.capturing.clear()
+
+
+def test_eight_threads_capturing_and_dropping_graphs(fake):
+    """8 threads, each capturing 25 graphs into the same name (dropping the previous one
+    during the capture), some left as cyclic garbage that any thread's collection
+    finalizes: every handle is destroyed exactly once, always in relaxed mode, nothing is
+    refused, and no count is left over."""
+    made: list[tuple] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def work(k: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(25):
+                with Graph(target="gpu") as g:
+                    assert _graph.capturing()
+                    if (i + k) % 4 == 0:
+                        gc.collect()
+                made.append((g._exec, g._graph, g._own_stream))
+                if i % 2:
+                    g.cycle = g
+            assert not _graph.capturing()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    gc.collect()
+    _graph.release_retired()
+    assert not errors, errors
+    assert not fake.violations, fake.violations
+    handles = [h for hs in made for h in hs]
+    assert len(handles) == len(set(handles)) == 8 * 25 * 3
+    gone = [(i, c) for i, c in enumerate(fake.calls) if c[0] in
+            ("cuGraphExecDestroy", "cuGraphDestroy", "cuStreamDestroy")]
+    assert sorted(c[1] for _, c in gone) == sorted(handles)  # each exactly once
+    assert all(fake.mode_at[i] == RELAXED for i, _ in gone)
+    assert not _graph._CAPTURES and not _graph._RETIRED
+
+
+def test_reading_nodes_leaves_no_reference_cycle(fake):
+    """A graph's nodes refer to it weakly: dropping the last reference frees it at once
+    (not at some later cyclic collection, inside whatever runs then)."""
+    from thork_core._graph import GraphNode
+
+    g = _made(fake)
+    handles = _handles(g)
+    g._nodes = [GraphNode(g, 0, [])]  # what .nodes builds
+    ref = weakref.ref(g)
+    gc.disable()
+    try:
+        del g
+        assert ref() is None
+    finally:
+        gc.enable()
+    assert {c[1] for c in _destroyed(fake)} == handles
+
+
 # -- GPU ------------------------------------------------------------------------------------
 @tk.jit
 def add(out: tk.DevicePointer[tk.dt.float32], a: tk.DevicePointer[tk.dt.float32],
