@@ -348,7 +348,7 @@ def test_another_tests_cyclic_garbage_graph_never_reaches_the_fake(monkeypatch):
         del old
         fake = _install_fake(monkeypatch)  # the fixture's way: collect first
         g = _made(fake)
-        with Graph(target="gpu") as g:
+        with Graph(target="gpu") as g:  # noqa: F811 - drops the first g here
             gc.collect()
             assert not _destroyed(fake)
         assert not fake.violations, fake.violations
@@ -594,3 +594,117 @@ def test_gpu_first_call_of_a_kernel_inside_a_capture(rng):
     g.replay()
     driver().cuStreamSynchronize(g.stream)
     np.testing.assert_allclose(out.to_host(), a_np * 3, rtol=1e-6)
+
+
+def _garbage_graph(n: int, out, a, b) -> weakref.ref:
+    """A real recorded graph (one ``add``), replayed once, its nodes read, then left in a
+    reference cycle: garbage the cyclic collector frees whenever it runs next."""
+    from thork_core.runtime import driver
+
+    with tk.graph() as g:
+        add[(n + 127) // 128, 128](out, a, b, n, stream=g.stream)
+    g.replay()
+    driver().cuStreamSynchronize(g.stream)
+    assert len(g.nodes) == 1
+    g.cycle = g
+    return weakref.ref(g)
+
+
+def _collect(where: str) -> None:
+    if where == "this thread":
+        gc.collect()
+    else:
+        t = threading.Thread(target=gc.collect)
+        t.start()
+        t.join()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("where", ["this thread", "another thread"])
+def test_gpu_thork_graph_collected_during_a_torch_capture(rng, where):
+    """torch.cuda.graph captures in global mode (its default): a Thork graph finalized
+    meanwhile, in this thread or another, must not invalidate it (session 12's suite
+    crash: a garbage Graph destroyed inside torch's capture). The capture completes and
+    its replay computes; the Thork graph's handles are gone."""
+    torch = pytest.importorskip("torch")
+    from thork_core.runtime import DeviceArray
+
+    n = 1031
+    a = DeviceArray.from_host(rng.standard_normal(n, dtype=np.float32))
+    b = DeviceArray.from_host(rng.standard_normal(n, dtype=np.float32))
+    out = DeviceArray.from_host(np.full(n, np.nan, np.float32))
+    static_in = torch.randn(4099, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up outside capture
+        static_in * 2 + 1
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    gc.collect()  # (only the graph below is garbage during the capture)
+    ref = _garbage_graph(n, out, a, b)
+    tg = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(tg):
+        static_out = static_in * 2 + 1
+        _collect(where)
+        assert ref() is None
+    new = torch.randn(4099, device="cuda")
+    static_in.copy_(new)
+    tg.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(static_out, new * 2 + 1)
+    assert not _graph._RETIRED and not _graph._CAPTURES
+
+
+@pytest.mark.gpu
+def test_gpu_thork_graph_collected_during_a_cupy_global_capture(rng):
+    """CuPy's capture on a blocking stream, in global mode: the same guarantee."""
+    cp = pytest.importorskip("cupy")
+    from thork_core.runtime import DeviceArray
+
+    n = 1031
+    a = DeviceArray.from_host(rng.standard_normal(n, dtype=np.float32))
+    b = DeviceArray.from_host(rng.standard_normal(n, dtype=np.float32))
+    out = DeviceArray.from_host(np.full(n, np.nan, np.float32))
+    x = cp.asarray(rng.standard_normal(2049, dtype=np.float32))
+    y = cp.empty_like(x)
+    cp.multiply(x, 3, out=y)  # warm-up
+    cp.cuda.Device().synchronize()
+    gc.collect()  # (only the graph below is garbage during the capture)
+    ref = _garbage_graph(n, out, a, b)
+    s = cp.cuda.Stream()  # blocking, as CuPy makes them by default
+    with s:
+        s.begin_capture(mode=cp.cuda.runtime.streamCaptureModeGlobal)
+        cp.multiply(x, 3, out=y)
+        _collect("another thread")
+        assert ref() is None
+        graph = s.end_capture()
+    y[:] = cp.nan
+    cp.cuda.Device().synchronize()
+    graph.launch(s)
+    s.synchronize()
+    cp.testing.assert_allclose(y, x * 3, rtol=1e-6)
+    assert not _graph._RETIRED
+
+
+@pytest.mark.gpu
+def test_gpu_thork_graph_collected_in_another_thread_during_a_thork_capture(rng):
+    """A garbage graph finalized in another thread while this one captures: queued, freed
+    when the capture ends; the capture is valid and its replay computes."""
+    from thork_core.runtime import DeviceArray, driver
+
+    n = 1031
+    a_np, b_np = (rng.standard_normal(n, dtype=np.float32) for _ in range(2))
+    a, b = DeviceArray.from_host(a_np), DeviceArray.from_host(b_np)
+    out = DeviceArray.from_host(np.full(n, np.nan, np.float32))
+    scratch = DeviceArray.from_host(np.zeros(n, np.float32))
+    gc.collect()
+    ref = _garbage_graph(n, scratch, a, b)
+    with tk.graph() as g:
+        add[(n + 127) // 128, 128](out, a, b, n, stream=g.stream)
+        _collect("another thread")
+        assert ref() is None
+        assert len(_graph._RETIRED) == 3  # waiting for this capture's end
+    assert not _graph._RETIRED
+    g.replay()
+    driver().cuStreamSynchronize(g.stream)
+    np.testing.assert_allclose(out.to_host(), a_np + b_np, rtol=1e-6)
