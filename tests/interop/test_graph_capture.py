@@ -510,6 +510,21 @@ def test_reading_nodes_leaves_no_reference_cycle(fake):
     assert {c[1] for c in _destroyed(fake)} == handles
 
 
+def test_a_pinned_block_freed_during_a_capture_waits_for_its_end(fake):
+    """tk.pinned_empty's memory (cuMemFreeHost, which may synchronize) takes the same
+    queue as graphs."""
+    from thork_core._memory import PinnedBlock
+
+    block = PinnedBlock.__new__(PinnedBlock)  # (no driver allocation: a fake address)
+    block.address = 0xDEAD000
+    with Graph(target="gpu") as g:
+        del block
+        assert not [c for c in fake.calls if c[0] == "cuMemFreeHost"]
+    i = fake.calls.index(("cuMemFreeHost", 0xDEAD000))
+    assert fake.mode_at[i] == RELAXED and not fake.violations
+    g.close()
+
+
 # -- GPU ------------------------------------------------------------------------------------
 @tk.jit
 def add(out: tk.DevicePointer[tk.dt.float32], a: tk.DevicePointer[tk.dt.float32],
