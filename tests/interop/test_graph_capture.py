@@ -568,6 +568,7 @@ def test_gpu_capture_with_an_array_produced_on_another_stream(rng):
     n = 777
     a_np, b_np = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n,
                                                                                dtype=np.float32)
+    _cuda.make_current(0)  # (the driver initialized: this may be a worker's first GPU test)
     producer = int(_cuda.check(driver().cuStreamCreate(1), "cuStreamCreate"))
     try:
         a = DeviceArray.from_host(a_np, stream=producer)  # a.stream: the producer stream
