@@ -14,6 +14,8 @@ pipe would allocate should be given as ``out=``.
 
 from __future__ import annotations
 
+import atexit
+import collections
 import contextlib
 import ctypes
 import struct
@@ -25,9 +27,24 @@ from typing import Any
 from ._errors import ArgumentError, LaunchError
 
 __all__ = ["Graph", "GraphNode", "RecordingLauncher", "capture_relaxed", "capturing",
-           "recorder"]
+           "recorder", "release_retired", "retire"]
 
 _LOCAL = threading.local()
+
+#: GPU captures of Thork Graphs in progress: thread id -> how many that thread began and
+#: has not ended. Each Graph counts itself once, at a successful cuStreamBeginCapture, and
+#: uncounts itself once, in __exit__ (whatever cuStreamEndCapture answers), under the lock:
+#: the counts cannot go out of balance.
+_CAPTURES: dict[int, int] = {}
+_CAPTURES_LOCK = threading.Lock()
+
+#: Driver handles waiting to be destroyed, process-wide: (driver function name, handle) in
+#: the order they are to be destroyed. Finalizers and close() queue here (retire) and
+#: never make an unsafe driver call while a Thork capture is in progress; release_retired
+#: empties it. A deque: append/popleft are atomic and allocate no tracked object, so a
+#: finalizer that the garbage collector runs in the middle of a release, in this thread
+#: or another, only queues more.
+_RETIRED: collections.deque[tuple[str, Any]] = collections.deque()
 
 
 def recorder() -> Graph | None:
@@ -113,7 +130,10 @@ class GraphNode:
 
     def __init__(self, graph: Graph, index: int, args: list[bytes], handle: Any = None
                  ) -> None:
-        self._graph = graph
+        # weak: graph._nodes holds the nodes, so a strong reference back would make every
+        # graph whose nodes were read a reference cycle, freed only by the cyclic garbage
+        # collector at an unpredictable moment (inside another library's capture, say)
+        self._graph = weakref.ref(graph)
         self._index = index
         self.args = args
         self._handle = handle
@@ -179,10 +199,13 @@ class Graph:
         if self.stream in (0, 1, 2):
             raise ArgumentError("Graph stream: the legacy/per-thread default stream cannot "
                                 "be captured; give a created stream or None")
+        release_retired()  # a safe point: no capture of Thork's is in progress here
         _cuda.check(drv.cuStreamBeginCapture(
             self.stream, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
             "cuStreamBeginCapture")
-        _LOCAL.capturing = getattr(_LOCAL, "capturing", 0) + 1
+        self._capture_thread = threading.get_ident()
+        with _CAPTURES_LOCK:
+            _CAPTURES[self._capture_thread] = _CAPTURES.get(self._capture_thread, 0) + 1
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -197,19 +220,34 @@ class Graph:
         try:
             err, graph = drv.cuStreamEndCapture(self.stream)
         finally:
-            _LOCAL.capturing = getattr(_LOCAL, "capturing", 1) - 1
-            _release_deferred()
-        if exc_type is not None:
+            self._uncount()
+        if exc_type is not None or int(err) != 0:
             self._state = "failed"
             if int(err) == 0 and graph is not None:
-                drv.cuGraphDestroy(graph)
-            return
-        self._graph = _cuda.check((err, graph), "cuStreamEndCapture")
+                retire(("cuGraphDestroy", graph))
+            release_retired()
+            if exc_type is not None:
+                return
+            _cuda.check((err, graph), "cuStreamEndCapture")
+        release_retired()  # what finalizers queued during the capture
+        self._graph = graph
         self._exec = _cuda.check(drv.cuGraphInstantiate(self._graph, 0), "cuGraphInstantiate")
         self._launch, self._by_ctypes = _graph_launcher()
         self._exec_arg = ctypes.c_void_p(int(self._exec)) if self._by_ctypes else self._exec
         self._state = "ready"
         self._native_replay()
+
+    def _uncount(self) -> None:
+        """Take this graph's capture off the count, once (a second __exit__ does nothing)."""
+        ident = self.__dict__.pop("_capture_thread", None)
+        if ident is None:
+            return
+        with _CAPTURES_LOCK:
+            left = _CAPTURES.get(ident, 0) - 1
+            if left > 0:
+                _CAPTURES[ident] = left
+            else:
+                _CAPTURES.pop(ident, None)
 
     def _native_replay(self) -> None:
         """Make ``self.replay`` the native module's ``GraphLaunch`` (one C call per replay:
@@ -381,7 +419,12 @@ class Graph:
 
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:
-        """Free the graph (also done when it is garbage collected)."""
+        """Free the graph (also done when it is garbage collected).
+
+        The driver handles are retired (:func:`retire`): destroyed now, in CUDA's relaxed
+        capture mode, unless a Thork capture is in progress in this process, in which case
+        they wait for the last one to end. Either way this never invalidates a capture,
+        Thork's or another library's (``torch.cuda.graph``, CuPy), on any thread."""
         if "_state" not in self.__dict__:
             return  # __init__ refused its arguments: nothing was made
         native = self.__dict__.pop("replay", None)
@@ -389,18 +432,18 @@ class Graph:
             native.close()  # a reference kept to g.replay now reaches the method: refused
         if self._exec is None and self._graph is None and self._own_stream is None:
             return
-        handles = (self._exec, self._graph, self._own_stream)
+        handles = (("cuGraphExecDestroy", self._exec), ("cuGraphDestroy", self._graph),
+                   ("cuStreamDestroy", self._own_stream))
         self._exec = self._graph = self._own_stream = None
         self._state = "closed"
-        if getattr(_LOCAL, "capturing", 0):
-            # A capture is active on this thread (e.g. ``with tk.graph() as g:`` dropping
-            # the previous ``g`` right after cuStreamBeginCapture): destroying a graph or a
-            # stream now would invalidate it, so the handles wait for its end.
-            _LOCAL.__dict__.setdefault("deferred", []).append(handles)
-            return
-        _destroy(handles)
+        retire(*[(name, h) for name, h in handles if h is not None])
 
     def __del__(self) -> None:
+        if "_capture_thread" in self.__dict__:
+            # dropped mid-capture (its 'with' never exited): its stream is still capturing
+            # and must not be destroyed; the count is released so others are not held up
+            self._uncount()
+            self._own_stream = None  # (leaked: a capturing stream cannot be destroyed)
         self.close()
 
     def __repr__(self) -> str:
@@ -427,55 +470,91 @@ def capturing() -> bool:
     """True while a GPU :class:`Graph` captures on this thread: CUDA then refuses the
     calls that may synchronize (allocation, destruction, stream/event waits on work
     outside the capture), and Thork defers or skips them."""
-    return bool(getattr(_LOCAL, "capturing", 0))
+    return threading.get_ident() in _CAPTURES
 
 
 @contextlib.contextmanager
 def capture_relaxed() -> Iterator[None]:
-    """While a GPU :class:`Graph` captures on this thread, run the block in CUDA's relaxed
-    capture mode (``cuThreadExchangeStreamCaptureMode``), restoring the mode after: a
-    kernel's first call inside a capture loads its module, which the thread-local mode
-    refuses. Outside a capture: nothing (no driver call)."""
-    if not capturing():
+    """Run the block in CUDA's relaxed capture mode (``cuThreadExchangeStreamCaptureMode``)
+    on this thread, restoring the mode after: a kernel's first call loads its module,
+    which a capture in progress refuses otherwise, whether it is a Thork Graph's on this
+    thread (thread-local mode) or another library's in global mode on any thread
+    (``torch.cuda.graph``'s default). Two driver calls, on a kernel's first call only (a
+    module load costs far more). Without a driver (the CPU target): nothing."""
+    with _relaxed():
         yield
-        return
+
+
+@contextlib.contextmanager
+def _relaxed() -> Iterator[Any]:
+    """This thread in relaxed capture mode for the block; yields the driver (None where
+    there is none: the block then must not call it)."""
     from . import _cuda
 
-    drv = _cuda.driver()
-    relaxed = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-    prev = _cuda.check(drv.cuThreadExchangeStreamCaptureMode(relaxed),
-                       "cuThreadExchangeStreamCaptureMode")
     try:
-        yield
+        drv = _cuda.driver()
+        relaxed = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+        prev = _cuda.check(drv.cuThreadExchangeStreamCaptureMode(relaxed),
+                           "cuThreadExchangeStreamCaptureMode")
+    except Exception:  # noqa: BLE001 - no driver (CPU target) or interpreter shutdown
+        yield None
+        return
+    try:
+        yield drv
     finally:
         _cuda.check(drv.cuThreadExchangeStreamCaptureMode(prev),
                     "cuThreadExchangeStreamCaptureMode")
 
 
-def _destroy(handles: tuple[Any, Any, Any]) -> None:
-    """Free a graph's (exec, graph, own stream) handles, any of them None."""
-    exec_, graph, stream = handles
-    try:
-        from . import _cuda
+def retire(*items: tuple[str, Any]) -> None:
+    """Destroy driver objects safely: each item is ``(driver function name, handle)``,
+    e.g. ``("cuStreamDestroy", stream)``, destroyed in the order given.
 
-        drv = _cuda.driver()
-        if exec_ is not None:
-            drv.cuGraphExecDestroy(exec_)
-        if graph is not None:
-            drv.cuGraphDestroy(graph)
-        if stream is not None:
-            drv.cuStreamDestroy(stream)
-    except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to free
+    Safe from a finalizer, in any thread, at any moment: the handles are queued, and
+    destroyed at once only where no capture of Thork's is in progress in this process
+    (else when the last one ends), always with the calling thread in CUDA's relaxed
+    capture mode, so that a capture another library runs in global mode (on this thread
+    or another) is not invalidated by the calls. Never raises."""
+    _RETIRED.extend(items)
+    if not _CAPTURES:
+        release_retired()
+
+
+def release_retired() -> int:
+    """Destroy the handles :func:`retire` queued, unless a capture of Thork's is in
+    progress in this process; returns how many were destroyed. Called at the safe
+    points: a Graph's capture begins or ends, ``close()``, interpreter exit. Never
+    raises (a handle the driver refuses is dropped: nothing else could free it)."""
+    if _CAPTURES or not _RETIRED:
+        return 0
+    done = 0
+    with _relaxed() as drv:
+        while not _CAPTURES:
+            try:
+                name, handle = _RETIRED.popleft()
+            except IndexError:
+                break
+            done += 1
+            if drv is None:
+                continue
+            try:
+                getattr(drv, name)(handle)
+            except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to free
+                pass
+    return done
+
+
+def _release_at_exit() -> None:
+    """At interpreter exit: what is still queued (captures left unfinished are over)."""
+    with _CAPTURES_LOCK:
+        _CAPTURES.clear()
+    try:
+        release_retired()
+    except Exception:  # noqa: BLE001 - the driver may be gone already
         pass
 
 
-def _release_deferred() -> None:
-    """Free what :meth:`Graph.close` deferred on this thread, once no capture is active."""
-    if getattr(_LOCAL, "capturing", 0):
-        return
-    pending = _LOCAL.__dict__.pop("deferred", None)
-    for handles in pending or ():
-        _destroy(handles)
+atexit.register(_release_at_exit)
 
 
 def _launch_failed(err: int) -> None:

@@ -185,7 +185,11 @@ class PinnedBlock:
     def __del__(self) -> None:
         if self.address:
             try:
-                check(driver().cuMemFreeHost(self.address), "cuMemFreeHost")
+                # (through the graph module's queue: a finalizer may run inside any capture,
+                # and cuMemFreeHost may synchronize: see docs/graphs.md)
+                from ._graph import retire
+
+                retire(("cuMemFreeHost", self.address))
             except Exception:  # interpreter shutdown: the process frees it
                 pass
             self.address = 0
