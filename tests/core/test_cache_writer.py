@@ -225,3 +225,23 @@ def test_a_gpu_build_uses_the_artifact_before_it_is_written(tmp_path, monkeypatc
     _cache._reset()
     exe2, info2 = _build.build_kernel(bg_add.ir, "gpu", "nvrtc")
     assert info2.cache == "disk" and exe2.artifact.data == exe.artifact.data
+
+
+def test_idle_writer_thread_ends_and_a_later_write_starts_another(tmp_path, monkeypatch):
+    """(session 12) The writer's thread ends once idle: a live thread state makes every
+    native launch release and retake the GIL (``keeps_gil()``). Writes after that still
+    land, in order, from a new thread."""
+    monkeypatch.setattr(_cache, "_WRITER_LINGER_S", 0.05)
+    cache = DiskCache(tmp_path)
+    arts = [_art(200 + i, i) for i in range(3)]
+    for rnd in range(2):
+        for i, art in enumerate(arts):
+            cache.put_later(_key(100 + 10 * rnd + i), art)
+        flush_writes()
+        deadline = time.monotonic() + 5
+        while any(t.name == "thork-cache-writer" for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "the idle writer thread did not end"
+            time.sleep(0.01)
+        for i, art in enumerate(arts):
+            got = DiskCache(tmp_path).get(_key(100 + 10 * rnd + i))
+            assert got is not None and got.data == art.data

@@ -371,3 +371,97 @@ def test_registrations_beyond_the_table_drop_the_oldest(native, current):
     rec, b = _binder(native)
     assert _run(b, (made[-1](0x100), 1.0, made[-1](0x200), 3))
     assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))  # dropped
+
+
+# -- (session 12) attributes read through their descriptors' getters ----------------------
+
+class SlotMem:
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+class CupySlots:
+    """CupyLike with C-level attributes (member descriptors, as CuPy's are C getters): the
+    readers call their getters directly while the type is unchanged."""
+
+    __slots__ = ("_c_contiguous", "data", "dtype", "ndim", "shape")
+
+    def __init__(self, ptr: int, shape: Any = (8,), dtype: Any = np.float32) -> None:
+        self.data = SlotMem(ptr)
+        self._c_contiguous = True
+        self.dtype = np.dtype(dtype)
+        self.shape = shape
+        self.ndim = len(shape)
+
+
+@pytest.fixture
+def slots_current(native, current):
+    native.foreign(CupySlots, 1, current.cupy, None)
+    return current
+
+
+@pytest.mark.parametrize("change", ["pointer", "pointer object", "contiguity", "dtype",
+                                    "ndim", "stream"])
+def test_direct_attribute_reads_see_every_change(native, slots_current, change):
+    rec, b = _binder(native)
+    out, x = CupySlots(0x100), CupySlots(0x200, (2, 4))
+    for _ in range(3):
+        assert _run(b, (out, 1.0, x, 3))
+    if change == "pointer":
+        out.data.ptr = 0x180
+        assert _run(b, (out, 1.0, x, 3))
+        assert rec.calls[-1]["pointers"] == (0x180, 0x200)
+        return
+    if change == "pointer object":
+        x.data = SlotMem(0x280)
+        assert _run(b, (out, 1.0, x, 3))
+        assert rec.calls[-1]["pointers"] == (0x100, 0x280)
+        return
+    if change == "contiguity":
+        out._c_contiguous = False
+    elif change == "dtype":
+        out.dtype = np.dtype(np.int32)
+    elif change == "ndim":
+        out.ndim = 2
+    else:
+        slots_current.local.cupy = 0x77
+    assert not _run(b, (out, 1.0, x, 3))
+    assert len(rec.calls) == 3
+
+
+def test_a_type_changed_after_its_reads_were_resolved_is_read_anew(native, slots_current):
+    """Replacing a type's attribute (here the slot ``data`` by a property) changes the
+    type's version tag: the next read resolves it again instead of calling the old
+    getter."""
+    rec, b = _binder(native)
+    out, x = CupySlots(0x100), CupySlots(0x200)
+    assert _run(b, (out, 1.0, x, 3))
+    slot = CupySlots.__dict__["data"]
+    try:
+        CupySlots.data = property(lambda self: SlotMem(0x900))  # type: ignore[assignment]
+        assert _run(b, (out, 1.0, x, 3))
+        assert rec.calls[-1]["pointers"] == (0x900, 0x900)
+    finally:
+        CupySlots.data = slot  # type: ignore[assignment]
+    assert _run(b, (out, 1.0, x, 3))
+    assert rec.calls[-1]["pointers"] == (0x100, 0x200)
+
+
+def test_direct_reads_from_eight_threads(native, slots_current):
+    rec, b = _binder(native)
+
+    def work(i: int) -> None:
+        slots_current.local.cupy = 0
+        out, x = CupySlots(0x10000 * (i + 1)), CupySlots(0x10000 * (i + 1) + 0x80, (2, 2))
+        for k in range(300):
+            x.data.ptr = 0x10000 * (i + 1) + 0x80 + 4 * (k % 3)
+            assert _run(b, (out, 1.0, x, i))
+
+    run_threads(work, 8, join_seconds=60)
+    assert len(rec.calls) == 8 * 300
+    for c in rec.calls:
+        i = c["scalars"][1]
+        assert c["pointers"][0] == 0x10000 * (i + 1)
+        assert c["pointers"][1] - 0x10000 * (i + 1) - 0x80 in (0, 4, 8)

@@ -361,11 +361,15 @@ class _Held:
 
 #: Artifacts handed to the background writer and not yet on disk, by (folder, key).
 _PENDING: dict[tuple[str, str], Artifact] = {}
+#: Seconds the background writer waits for more work before its thread ends (a burst of
+#: compiles keeps one thread; a process that compiled once runs launches without it).
+_WRITER_LINGER_S = 0.5
 
 
 class _Writer:
     """One daemon thread per process writing :meth:`DiskCache.put_later`'s entries in the
-    order given. :func:`flush_writes` waits for the queue; an ``atexit`` hook flushes
+    order given, ended when idle for :data:`_WRITER_LINGER_S` (the next entry starts
+    another). :func:`flush_writes` waits for the queue; an ``atexit`` hook flushes
     before the interpreter exits; a forked child starts with no queue (its parent
     writes what it queued, and the child closes its copies of their locks so that they
     are released when the parent's writes are done)."""
@@ -395,10 +399,19 @@ class _Writer:
             self._cond.notify_all()
 
     def _run(self) -> None:
+        me = threading.current_thread()
         while True:
             with self._cond:
-                while not self._queue:
-                    self._cond.wait()
+                if not self._queue:
+                    self._cond.wait(_WRITER_LINGER_S)
+                if not self._queue:
+                    # (session 12) idle: the thread ends, and with it its Python thread
+                    # state; while any other thread state exists, every native launch
+                    # releases and retakes the GIL (~25% of a hot call's instructions,
+                    # _native_launch.c's alone()). The next submit starts a new one.
+                    if self._thread is me:
+                        self._thread = None
+                    return
                 cache, root, key, artifact, held = self._queue.pop(0)
             try:
                 cache._put_at(root, key, artifact)

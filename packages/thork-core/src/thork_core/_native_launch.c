@@ -113,6 +113,7 @@ static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream;
 static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask, *s_kind_cai;
 static PyObject *s_kind_dlpack, *s_dlpack, *s_dlpack_device, *s_dlpack_kw, *s_max_version;
 static PyObject *s_str;
+static PyObject *s_zero; /* 0: a DeviceArray's stream when made on the legacy stream */
 
 /* An attribute of the guarded array type: read straight from its __slots__ offset when the
  * type's attribute is a slot (exact type is checked before any read), else by getattr. */
@@ -790,17 +791,95 @@ static int is_default_stream(PyObject *s);
  *     records the use).
  * Nothing of an array object is kept between calls but the matched dtype objects. */
 enum { FX_CUPY = 1, FX_TORCH = 2 };
+
+/* (session 12) One attribute of a producer's type read without the generic lookup: where
+ * the type's attribute lookup is the generic one and the name is a data descriptor of the
+ * type (a C getset, e.g. Cython's cdef readonly attributes, or a C member), its getter is
+ * called directly: what PyObject_GetAttr does for such a name, less the type's MRO
+ * lookup and the dispatch (~100-150 instructions of ~190 per read). A data descriptor
+ * wins over any instance attribute, so only the type matters: the resolution holds while
+ * the type keeps the version tag it had then (CPython gives a modified type, or one whose
+ * base was modified, a new tag). Anything else (another type, a property, a method, no
+ * valid tag) reads through PyObject_GetAttr. Nothing of an instance is kept. */
+typedef struct {
+    PyObject *name;     /* interned, borrowed from the module's names */
+    PyTypeObject *type; /* the type last resolved (a reference), NULL: none */
+    PyObject *descr;    /* its descriptor (a reference), NULL: not direct */
+    unsigned int tag;   /* type->tp_version_tag at resolution, 0: not direct */
+    getter get;
+    void *closure;
+    PyMemberDef *member;
+} Attr;
+
+static void attr_init(Attr *c, PyObject *name) {
+    memset(c, 0, sizeof *c);
+    c->name = name;
+}
+
+static void attr_release(Attr *c) {
+    Py_CLEAR(c->type);
+    Py_CLEAR(c->descr);
+    c->tag = 0;
+}
+
+static void attr_resolve(Attr *c, PyTypeObject *tp) {
+    attr_release(c);
+    c->get = NULL;
+    c->member = NULL;
+    c->type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
+    if (tp->tp_getattro != PyObject_GenericGetAttr) return;
+    PyObject *d = _PyType_Lookup(tp, c->name); /* borrowed; gives the type a tag */
+    if (!d || tp->tp_version_tag == 0) return;
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) return;
+#endif
+    if (Py_TYPE(d) == &PyGetSetDescr_Type) {
+        PyGetSetDef *gs = ((PyGetSetDescrObject *)d)->d_getset;
+        if (!gs->get) return;
+        c->get = gs->get;
+        c->closure = gs->closure;
+    } else if (Py_TYPE(d) == &PyMemberDescr_Type) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+#ifdef Py_AUDIT_READ
+        if (m->flags & Py_AUDIT_READ) return;
+#elif defined(PY_AUDIT_READ)
+        if (m->flags & PY_AUDIT_READ) return;
+#endif
+        c->member = m;
+    } else {
+        return;
+    }
+    c->descr = Py_NewRef(d);
+    c->tag = tp->tp_version_tag;
+}
+
+/* New reference, or NULL with an exception: o.<name>. */
+static inline PyObject *attr_get(Attr *c, PyObject *o) {
+    PyTypeObject *tp = Py_TYPE(o);
+    if (tp != c->type || c->tag == 0 || tp->tp_version_tag != c->tag) {
+        if (tp != c->type || (c->tag != 0 && tp->tp_version_tag != c->tag))
+            attr_resolve(c, tp);
+        if (c->tag == 0) return PyObject_GetAttr(o, c->name);
+    }
+    getter get = c->get;
+    if (get) return get(o, c->closure);
+    return PyMember_GetOne((const char *)o, c->member);
+}
+
+enum { FA_CONTIG, FA_DTYPE, FA_DATA, FA_SHAPE, FA_NDIM, FA_IS_CUDA, FA_PTR, FA_STREAM_PTR,
+       N_FA };
 #define MAX_FOREIGN 4
 typedef struct {
     PyTypeObject *type;
     int style;
     PyObject *current, *dtypes;
+    Attr attrs[N_FA]; /* FA_PTR: of a.data's type; FA_STREAM_PTR: of current()'s */
 } Foreign;
 static Foreign foreigns[MAX_FOREIGN];
 static int nforeign;
 static PyObject *s_c_contig, *s_data_ptr, *s_is_contig, *s_is_cuda, *s_dim, *s_ndim;
 
-static inline const Foreign *foreign_of(PyTypeObject *tp) {
+static inline Foreign *foreign_of(PyTypeObject *tp) {
     for (int i = 0; i < nforeign; i++)
         if (foreigns[i].type == tp) return &foreigns[i];
     return NULL;
@@ -810,6 +889,7 @@ static void foreign_release(Foreign *f) {
     Py_DECREF((PyObject *)f->type);
     Py_DECREF(f->current);
     Py_XDECREF(f->dtypes);
+    for (int k = 0; k < N_FA; k++) attr_release(&f->attrs[k]);
 }
 
 static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -831,7 +911,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         PyErr_SetString(PyExc_TypeError, "foreign: style 2 needs a dict of dtypes");
         return NULL;
     }
-    Foreign *f = (Foreign *)foreign_of((PyTypeObject *)args[0]);
+    Foreign *f = foreign_of((PyTypeObject *)args[0]);
     if (!f) {
         if (nforeign == MAX_FOREIGN) { /* full (types made at run time): drop the oldest */
             foreign_release(&foreigns[0]);
@@ -842,6 +922,9 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         f->type = (PyTypeObject *)Py_NewRef(args[0]);
         f->current = NULL;
         f->dtypes = NULL;
+        PyObject *names[N_FA] = {s_c_contig, s_dtype, s_data, s_shape, s_ndim, s_is_cuda,
+                                 s_ptr, s_ptr};
+        for (int k = 0; k < N_FA; k++) attr_init(&f->attrs[k], names[k]);
         nforeign++;
     }
     f->style = (int)style;
@@ -858,12 +941,12 @@ typedef struct {
 } Currents;
 
 /* 1: *v set; 0: unreadable (the caller's path); exceptions cleared. */
-static int stream_value(PyObject *r, uint64_t *v) {
+static int stream_value(PyObject *r, Attr *ptr_attr, uint64_t *v) {
     if (!r) {
         PyErr_Clear();
         return 0;
     }
-    PyObject *p = PyLong_Check(r) ? Py_NewRef(r) : PyObject_GetAttr(r, s_ptr);
+    PyObject *p = PyLong_Check(r) ? Py_NewRef(r) : attr_get(ptr_attr, r);
     Py_DECREF(r);
     if (!p) {
         PyErr_Clear();
@@ -879,7 +962,7 @@ static int stream_value(PyObject *r, uint64_t *v) {
 }
 
 /* torch's current stream on `device` into cur (1), or 0. */
-static int torch_current(const Foreign *f, long device, Currents *cur) {
+static int torch_current(Foreign *f, long device, Currents *cur) {
     if (cur->have_torch && cur->torch_device == device) return 1;
     PyObject *d = PyLong_FromLong(device);
     if (!d) {
@@ -888,7 +971,7 @@ static int torch_current(const Foreign *f, long device, Currents *cur) {
     }
     PyObject *r = PyObject_CallOneArg(f->current, d);
     Py_DECREF(d);
-    if (!stream_value(r, &cur->torch)) return 0;
+    if (!stream_value(r, &f->attrs[FA_STREAM_PTR], &cur->torch)) return 0;
     cur->have_torch = 1;
     cur->torch_device = device;
     return 1;
@@ -901,8 +984,8 @@ static inline PyObject *method0(PyObject *a, PyObject *name) {
 /* Whether a torch-like tensor is in CUDA memory (its is_cuda; 0 also when unreadable).
  * The readers serve one visible GPU only (see the section's head), so that is the spec's
  * device: torch and Thork see the same one. */
-static int on_cuda(PyObject *a) {
-    PyObject *d = PyObject_GetAttr(a, s_is_cuda);
+static int on_cuda(Foreign *f, PyObject *a) {
+    PyObject *d = attr_get(&f->attrs[FA_IS_CUDA], a);
     int ok = d == Py_True;
     Py_XDECREF(d);
     if (!d) PyErr_Clear();
@@ -913,12 +996,14 @@ static int on_cuda(PyObject *a) {
  * its library's current stream on its device (the Python path's implied stream): *handle
  * set (1); 0: none such; -1: one such that cannot be read (the caller's path). */
 static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
-                          uint64_t *handle, Currents *cur) {
+                          PyTypeObject *own, uint64_t *handle, Currents *cur) {
     if (!nforeign || device < 0) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        const Foreign *f = foreign_of(Py_TYPE(items[i]));
+        PyTypeObject *tp = Py_TYPE(items[i]);
+        if (tp == own || tp == &PyLong_Type || tp == &PyFloat_Type) continue;
+        Foreign *f = foreign_of(tp);
         if (!f || f->style != FX_TORCH) continue;
-        if (!on_cuda(items[i]) || !torch_current(f, device, cur)) return -1;
+        if (!on_cuda(f, items[i]) || !torch_current(f, device, cur)) return -1;
         *handle = cur->torch;
         return 1;
     }
@@ -928,11 +1013,11 @@ static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
 /* The dimensions of `a` against a spec: its exact shape (want_shape) or, without one, its
  * ndim (a.dim() for torch, a.ndim for CuPy; -1: any). 1: they match; 0: not, or unreadable
  * (the caller's path; nothing raised); -1: error. */
-static int dims_match(PyObject *a, PyObject *want_shape, int ndim, int torch) {
+static int dims_match(Foreign *f, PyObject *a, PyObject *want_shape, int ndim, int torch) {
     PyObject *v;
     int ok;
     if (want_shape) {
-        v = PyObject_GetAttr(a, s_shape);
+        v = attr_get(&f->attrs[FA_SHAPE], a);
         if (!v) {
             PyErr_Clear();
             return 0;
@@ -942,7 +1027,7 @@ static int dims_match(PyObject *a, PyObject *want_shape, int ndim, int torch) {
         return ok;
     }
     if (ndim < 0) return 1;
-    v = torch ? method0(a, s_dim) : PyObject_GetAttr(a, s_ndim);
+    v = torch ? method0(a, s_dim) : attr_get(&f->attrs[FA_NDIM], a);
     ok = v && PyLong_Check(v) && PyLong_AsLong(v) == ndim;
     Py_XDECREF(v);
     PyErr_Clear();
@@ -952,7 +1037,7 @@ static int dims_match(PyObject *a, PyObject *want_shape, int ndim, int torch) {
 /* Array `a` of registered type f for a slot: the spec's typestr (CuPy) or DType (torch),
  * exact shape (want_shape) or ndim (-1: any), on `device`, ready on `handle` (see the
  * section's head). 1: *ptr set; 0: the caller's path (nothing raised); -1: error. */
-static int read_foreign(const Foreign *f, PyObject *a, PyObject *typestr, PyObject *dtype,
+static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dtype,
                         PyObject **seen, PyObject *want_shape, int ndim, long device,
                         uint64_t handle, Currents *cur, uint64_t *ptr) {
     PyObject *v;
@@ -960,15 +1045,17 @@ static int read_foreign(const Foreign *f, PyObject *a, PyObject *typestr, PyObje
     if (f->style == FX_CUPY) {
         if (!typestr) return 0;
         if (!cur->have_cupy) {
-            if (!stream_value(PyObject_CallNoArgs(f->current), &cur->cupy)) return 0;
+            if (!stream_value(PyObject_CallNoArgs(f->current), &f->attrs[FA_STREAM_PTR],
+                              &cur->cupy))
+                return 0;
             cur->have_cupy = 1;
         }
         if (cur->cupy > 2 && cur->cupy != handle) return 0; /* the caller waits on it */
-        v = PyObject_GetAttr(a, s_c_contig);
+        v = attr_get(&f->attrs[FA_CONTIG], a);
         ok = v == Py_True;
         Py_XDECREF(v);
         if (!ok) goto miss;
-        v = PyObject_GetAttr(a, s_dtype);
+        v = attr_get(&f->attrs[FA_DTYPE], a);
         if (!v) goto miss;
         if (v != *seen) {
             PyObject *str = PyObject_GetAttr(v, s_str);
@@ -980,15 +1067,15 @@ static int read_foreign(const Foreign *f, PyObject *a, PyObject *typestr, PyObje
         }
         Py_DECREF(v);
         if (!ok) goto miss;
-        if ((ok = dims_match(a, want_shape, ndim, 0)) <= 0) return ok;
-        PyObject *mem = PyObject_GetAttr(a, s_data);
+        if ((ok = dims_match(f, a, want_shape, ndim, 0)) <= 0) return ok;
+        PyObject *mem = attr_get(&f->attrs[FA_DATA], a);
         if (!mem) goto miss;
-        v = PyObject_GetAttr(mem, s_ptr);
+        v = attr_get(&f->attrs[FA_PTR], mem);
         Py_DECREF(mem);
     } else {
-        if (device < 0 || !on_cuda(a) || !torch_current(f, device, cur)) return 0;
+        if (device < 0 || !on_cuda(f, a) || !torch_current(f, device, cur)) return 0;
         if (cur->torch != handle) return 0; /* another stream given: the caller follows */
-        v = PyObject_GetAttr(a, s_dtype);
+        v = attr_get(&f->attrs[FA_DTYPE], a);
         if (!v) goto miss;
         if (v != *seen) {
             PyObject *d = PyDict_GetItemWithError(f->dtypes, v); /* borrowed */
@@ -1003,7 +1090,7 @@ static int read_foreign(const Foreign *f, PyObject *a, PyObject *typestr, PyObje
         ok = v == Py_True;
         Py_XDECREF(v);
         if (!ok) goto miss;
-        if ((ok = dims_match(a, want_shape, ndim, 1)) <= 0) return ok;
+        if ((ok = dims_match(f, a, want_shape, ndim, 1)) <= 0) return ok;
         v = method0(a, s_data_ptr);
     }
     if (!v || !PyLong_Check(v)) {
@@ -1180,14 +1267,15 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
     Py_ssize_t ncaps = 0;
     PyObject *result = Py_False;
     Currents cur = {0, 0, 0, 0, -1};
-    if (s == Py_None && g->kinds && implied_handle(args, g->n, g->device_id, &handle, &cur) < 0)
+    if (s == Py_None && g->kinds &&
+        implied_handle(args, g->n, g->device_id, g->array_type, &handle, &cur) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < g->n; i++) {
         PyObject *a = args[i], *v;
         int ok;
         if (Py_TYPE(a) != g->array_type) {
             if (!g->kinds) goto done;
-            const Foreign *f = g->typestrs[i] ? foreign_of(Py_TYPE(a)) : NULL;
+            Foreign *f = g->typestrs[i] ? foreign_of(Py_TYPE(a)) : NULL;
             if (f) { /* session 11: read through its own attributes */
                 ok = read_foreign(f, a, g->typestrs[i], g->dtypes[i], &g->seen[i],
                                   g->shapes[i], -1, g->device_id, handle, &cur, &ptrs[i]);
@@ -1232,7 +1320,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
         Py_DECREF(v);
         if (ok <= 0) goto miss_or_error;
         if (!(v = field_get(a, &g->fields[F_STREAM]))) goto error;
-        if (v != Py_None) {
+        if (v != Py_None && v != s_zero) {
             uint64_t produced = PyLong_AsUnsignedLongLong(v);
             if (produced == (uint64_t)-1 && PyErr_Occurred()) {
                 Py_DECREF(v);
@@ -1330,6 +1418,7 @@ typedef struct {
     LauncherObject *launcher;
     PyTypeObject *array_type;
     long device;
+    PyObject *device_obj; /* device as an int: an identical object needs no conversion */
     int cai;
     PyObject *kinds; /* NULL: any type's interface; else only types mapped to "cai" here */
     Field fields[N_FIELDS];
@@ -1357,16 +1446,23 @@ static int binder_init(BinderObject *self, PyObject *args, PyObject *kw) {
     if (!ready(l)) return -1;
     PyObject *fast = PySequence_Fast(specs, "specs must be a sequence");
     if (!fast) return -1;
+    PyObject *dev_obj = PyLong_FromLong(device);
+    if (!dev_obj) {
+        Py_DECREF(fast);
+        return -1;
+    }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
     if (n != l->nparams) {
         PyErr_Format(PyExc_ValueError, "specs: %zd expected (one per parameter), got %zd",
                      l->nparams, n);
         Py_DECREF(fast);
+        Py_DECREF(dev_obj);
         return -1;
     }
     ParamSpec *ps = PyMem_Calloc((size_t)(n ? n : 1), sizeof(ParamSpec));
     if (!ps) {
         Py_DECREF(fast);
+        Py_DECREF(dev_obj);
         PyErr_NoMemory();
         return -1;
     }
@@ -1406,6 +1502,7 @@ static int binder_init(BinderObject *self, PyObject *args, PyObject *kw) {
     Py_XSETREF(self->launcher, (LauncherObject *)Py_NewRef(launcher));
     Py_XSETREF(self->array_type, (PyTypeObject *)Py_NewRef(array_type));
     self->device = device;
+    Py_XSETREF(self->device_obj, dev_obj);
     self->cai = cai;
     Py_XSETREF(self->kinds, PyDict_Check(cai_arg) ? Py_NewRef(cai_arg) : NULL);
     field_init(&self->fields[F_SHAPE], self->array_type, s_shape);
@@ -1423,6 +1520,7 @@ fail:
     }
     PyMem_Free(ps);
     Py_DECREF(fast);
+    Py_DECREF(dev_obj);
     return -1;
 }
 
@@ -1438,6 +1536,7 @@ static void binder_dealloc(BinderObject *self) {
     Py_XDECREF((PyObject *)self->launcher);
     Py_XDECREF((PyObject *)self->array_type);
     Py_XDECREF(self->kinds);
+    Py_XDECREF(self->device_obj);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1550,19 +1649,23 @@ static int bind_array(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_
     Py_DECREF(v);
     if (!ok) return 0;
     if (!(v = field_get(a, &b->fields[F_DEVICE]))) return -1;
-    if (!PyLong_CheckExact(v)) {
+    if (v != b->device_obj) { /* (an identical int is the ordinal: CPython's small ints) */
+        if (!PyLong_CheckExact(v)) {
+            Py_DECREF(v);
+            return 0;
+        }
+        long device = PyLong_AsLong(v);
         Py_DECREF(v);
-        return 0;
+        if (device == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (device != b->device) return 0;
+    } else {
+        Py_DECREF(v);
     }
-    long device = PyLong_AsLong(v);
-    Py_DECREF(v);
-    if (device == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (device != b->device) return 0;
     if (!(v = field_get(a, &b->fields[F_STREAM]))) return -1;
-    if (v != Py_None) {
+    if (v != Py_None && v != s_zero) {
         uint64_t produced = PyLong_AsUnsignedLongLong(v);
         Py_DECREF(v);
         if (produced == (uint64_t)-1 && PyErr_Occurred()) {
@@ -1604,9 +1707,11 @@ static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigne
     void *params[MAX_PARAMS];
     int r = 1;
     Currents cur = {0, 0, 0, 0, -1};
-    const Foreign *f;
+    Foreign *f;
     /* given no stream, a torch-like tensor's current stream is the launch stream */
-    if (!given && self->kinds && implied_handle(items, n, self->device, &handle, &cur) < 0) return 0;
+    if (!given && self->kinds &&
+        implied_handle(items, n, self->device, self->array_type, &handle, &cur) < 0)
+        return 0;
     for (Py_ssize_t i = 0; i < self->n && r == 1; i++) {
         ParamSpec *ps = &self->specs[i];
         PyObject *a = items[i];
@@ -2882,8 +2987,6 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     s_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
     s_max_version = Py_BuildValue("(ii)", 1, 0);
     if (!s_kind_dlpack || !s_dlpack || !s_dlpack_device || !s_max_version) return NULL;
-    s_dlpack_kw = Py_BuildValue("(ss)", "stream", "max_version");
-    if (!s_dlpack_kw) return NULL;
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype = PyUnicode_InternFromString("dtype");
     s_device = PyUnicode_InternFromString("device");
@@ -2894,6 +2997,8 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     if (!s_shape || !s_dtype || !s_device || !s_ptr || !s_stream || !s_out || !s_miss)
         return NULL;
     s_str = PyUnicode_InternFromString("str");
+    s_zero = PyLong_FromLong(0);
+    if (!s_zero) return NULL;
     s_c_contig = PyUnicode_InternFromString("_c_contiguous");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     s_is_contig = PyUnicode_InternFromString("is_contiguous");
@@ -2905,6 +3010,14 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
         return NULL;
     s_stream_names = PyTuple_Pack(1, s_stream);
     if (!s_stream_names) return NULL;
+    /* keyword names interned (session 12): CPython matches a call's keyword names with a
+     * function's parameters by identity first and compares the strings only when that
+     * fails, ~1700 instructions per __dlpack__ call through a Python wrapper */
+    PyObject *s_max_version_name = PyUnicode_InternFromString("max_version");
+    if (!s_max_version_name) return NULL;
+    s_dlpack_kw = PyTuple_Pack(2, s_stream, s_max_version_name);
+    Py_DECREF(s_max_version_name);
+    if (!s_dlpack_kw) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&LauncherType);
