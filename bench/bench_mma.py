@@ -113,20 +113,48 @@ def _example(name: str = "gemm_mma") -> Any:
     return mod
 
 
-def ceiling_kernel(dtype: Any) -> tk.Kernel:
+def ceiling_kernel(dtype: Any, random: bool = False) -> tk.Kernel:
+    """The register-only ceiling kernel. ``random``: every chain multiplies its own
+    operands, random 16-bit numbers of magnitude 0.5 to 2 with random signs and mantissas
+    (a hash of the thread, chain and register), so that consecutive ``mma`` switch about
+    half their operand bits as a GEMM's do on random data; else (bench_mma's ceiling)
+    every chain multiplies the same numbers near 1 (few bits switch)."""
+    half = 0x3800 if dtype == tk.dt.float16 else 0x3F00     # exponent of 0.5
+    keep = 0x87FF if dtype == tk.dt.float16 else 0x80FF     # sign, exponent lsb, mantissa
+
+    def mix(h: Any) -> Any:
+        """A 32-bit integer hash (murmur3's finalizer)."""
+        h = h ^ (h >> 16)
+        h = h * tk.cast(0x85EBCA6B, u32)
+        h = h ^ (h >> 13)
+        h = h * tk.cast(0xC2B2AE35, u32)
+        return h ^ (h >> 16)
+
     @tk.jit
     def mma_peak(out: tk.DevicePointer[f32], iters: i32):
         """Register-only mma.sync: CHAINS independent D += A B chains per warp."""
         tid = tk.thread_idx().x
+        gid = tk.cast(tk.block_idx().x * tk.block_dim().x + tid, u32)
         seed = tk.cast(tid & 7, u32)  # small: the pairs stay finite numbers near 1
-        a = [tk.cast(seed ^ (0x3C003C00 + k), u32) for k in range(4)]
-        b = [tk.cast(seed ^ (0x3C003800 + k), u32) for k in range(2)]
+        if random:
+            ops = []
+            for ch in range(CHAINS):
+                regs = [mix(gid * tk.cast(0x9E3779B1, u32)
+                            + tk.cast((ch * 8 + k) * 0x632BE5AB % 2**32, u32))
+                        for k in range(6)]
+                regs = [r & tk.cast(keep * 0x10001, u32) | tk.cast(half * 0x10001, u32)
+                        for r in regs]
+                ops.append((regs[:4], regs[4:]))
+        else:
+            a = [tk.cast(seed ^ (0x3C003C00 + k), u32) for k in range(4)]
+            b = [tk.cast(seed ^ (0x3C003800 + k), u32) for k in range(2)]
+            ops = [(a, b)] * CHAINS
         # Distinct starting values: identical chains could be merged by the compiler
         # (mma is a pure asm statement), which would overstate the ceiling.
         acc = [[tk.var(float(ch * 4 + i)) for i in range(4)] for ch in range(CHAINS)]
         for _ in tk.range(iters):
             for ch in range(CHAINS):
-                d = tk.mma(a, b, acc[ch], dtype=dtype)
+                d = tk.mma(ops[ch][0], ops[ch][1], acc[ch], dtype=dtype)
                 for v, x in zip(acc[ch], d):
                     v.set(x)
         total = tk.var(0.0)

@@ -51,7 +51,7 @@ TMA_PROBES: dict[str, list[tuple[str, str]]] = {
     "no_tma": [("tk.mbarrier_expect_tx(full, stage, (A_TILE + B_TILE) * 2)",
                 "tk.mbarrier_arrive(full, stage)"),
                ("tk.tma_load(sa, stage * A_TILE, ta, kt * BK, m0, full, stage)", "pass"),
-               ("for j in range(BN // 64):", "for j in range(0):")],
+               ("for j in range(BOXES):", "for j in range(0):")],
     "no_epilogue": [("with tk.if_((r < M) & (col < N)):\n"
                      "                                    c.vstore",
                      "with tk.if_((r < M) & (col < N) & (K < 0)):\n"

@@ -44,9 +44,19 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "96x64 192x256/4": dict(BM=192, BN=256, WM=96, WN=64, STAGES=4, rows=True, regs=240),
     "96x64 192x256/3": dict(BM=192, BN=256, WM=96, WN=64, STAGES=3, rows=True, regs=240),
     "64x96 256x192/4": dict(BM=256, BN=192, WM=64, WN=96, STAGES=4, rows=True, regs=240),
+    # session 12: the default on all-zero inputs (the data's share of the power: the
+    # tensor cores switch no operand bits), other tile orders and grids, and clusters of
+    # two blocks that share each b tile by TMA multicast.
+    "base zeros": dict(BM=128, BN=256, WM=64, WN=64, STAGES=4, data="zeros"),
+    "base 128 blocks": dict(BM=128, BN=256, WM=64, WN=64, STAGES=4, blocks=128),
+    "base g16": dict(BM=128, BN=256, WM=64, WN=64, STAGES=4, GROUP_M=16),
+    "cluster2 128x256/4": dict(BM=128, BN=256, WM=64, WN=64, STAGES=4, cluster=2),
+    "cluster2 128 blocks": dict(BM=128, BN=256, WM=64, WN=64, STAGES=4, cluster=2,
+                                blocks=128),
 }
 #: (probe, variant) pairs measured beside the variants (bench/diag_mma.TMA_PROBES).
-PROBED = (("no_tma", "base 128x256/4"), ("no_tma", "96x64 192x256/4"))
+PROBED = (("no_tma", "base 128x256/4"), ("no_tma", "96x64 192x256/4"),
+          ("no_tma", "cluster2 128x256/4"))
 #: The ceiling's configuration (bench_mma's): chains per warp, warps per block, blocks
 #: per multiprocessor.
 CEILING = (8, 4, 8)
@@ -79,7 +89,7 @@ def specialization(mod: Any, dtype: str, kw: dict[str, Any]) -> Any:
     return mod.gemm_tma_kernel(dtype).specialize(
         BM=kw["BM"], BN=kw["BN"], WM=kw["WM"], WN=kw["WN"], STAGES=kw["STAGES"],
         GROUP_M=kw.get("GROUP_M", 8), PAIRS=True, CTAS=1, REGS=kw.get("regs", 0),
-        ROWS=kw.get("rows", False))
+        ROWS=kw.get("rows", False), CLUSTER=kw.get("cluster", 1))
 
 
 def _precompile(job: tuple[str, str, str, str]) -> str:
@@ -94,7 +104,8 @@ def _precompile(job: tuple[str, str, str, str]) -> str:
 
             bench = _load("bench_mma_sweep", ROOT / "bench" / "bench_mma.py")
             bench.CHAINS = CEILING[0]
-            bench.ceiling_kernel(getattr(tk.dt, dtype)).precompile("gpu", arch)
+            for random in (False, True):
+                bench.ceiling_kernel(getattr(tk.dt, dtype), random).precompile("gpu", arch)
         else:
             mod = _module(probe, Path(folder))
             specialization(mod, dtype, VARIANTS[variant]).precompile("gpu", arch)
@@ -103,37 +114,115 @@ def _precompile(job: tuple[str, str, str, str]) -> str:
     return f"compile {probe} {variant} {dtype}: {time.perf_counter() - t0:.1f} s"
 
 
+class Clocks:
+    """The SM clock (MHz) and board power (W) sampled every ``every`` s by a thread
+    through NVML (ctypes; absent: no readings) while a ``with`` block runs."""
+
+    def __init__(self, every: float = 0.002) -> None:
+        import ctypes
+        import ctypes.util
+
+        self.every, self.samples = every, []
+        self.lib = None
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("nvidia-ml") or "libnvidia-ml.so.1")
+            handle = ctypes.c_void_p()
+            if lib.nvmlInit_v2() == 0 and \
+                    lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) == 0:
+                self.lib, self.handle = lib, handle
+        except OSError:
+            pass
+
+    def read(self) -> tuple[int, int, int] | None:
+        """(SM MHz, power mW, clock event reasons) now."""
+        import ctypes
+
+        if self.lib is None:
+            return None
+        mhz, mw, why = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
+        self.lib.nvmlDeviceGetClockInfo(self.handle, 1, ctypes.byref(mhz))  # NVML_CLOCK_SM
+        self.lib.nvmlDeviceGetPowerUsage(self.handle, ctypes.byref(mw))
+        reasons = getattr(self.lib, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            or getattr(self.lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        if reasons is not None:
+            reasons(self.handle, ctypes.byref(why))
+        return mhz.value, mw.value, why.value
+
+    def __enter__(self) -> Clocks:
+        import threading
+
+        self.samples, self.stop = [], threading.Event()
+
+        def loop() -> None:
+            while not self.stop.is_set():
+                r = self.read()
+                if r is None:
+                    return
+                self.samples.append(r)
+                self.stop.wait(self.every)
+        self.thread = threading.Thread(target=loop, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def summary(self) -> dict[str, Any]:
+        """Median SM MHz and W over the block, and the OR of the clock event reasons."""
+        if not self.samples:
+            return {}
+        mhz = sorted(x[0] for x in self.samples)
+        w = sorted(x[1] for x in self.samples)
+        why = 0
+        for x in self.samples:
+            why |= x[2]
+        return dict(mhz=mhz[len(mhz) // 2], watts=w[len(w) // 2] / 1000.0,
+                    mhz_min=mhz[0], reasons=hex(why), samples=len(mhz))
+
+
+def timed(fn: Any, clocks: Clocks, rep: int = 200) -> tuple[float, dict[str, Any]]:
+    """Median ms of ``fn`` (do_bench, ``rep`` ms) and the clocks over that time."""
+    from triton.testing import do_bench
+
+    with clocks:
+        ms = do_bench(fn, warmup=50, rep=rep, return_mode="median")
+    return ms, clocks.summary()
+
+
 def _emit(kind: str, **data: Any) -> None:
     """A result line for the parent (and the log)."""
     print("RESULT " + json.dumps(dict(kind=kind, **data)), flush=True)
 
 
 def child_anchors(sizes: list[int], dtypes: list[str]) -> None:
-    """The ceiling (both dtypes) and torch.matmul at each size and dtype."""
+    """The ceiling (both dtypes; operands near 1 and random) and torch.matmul at each size
+    and dtype, with the SM clock and power over each timing."""
     import thork as tk
     import torch
-    from triton.testing import do_bench
 
     bench = _load("bench_mma_sweep", ROOT / "bench" / "bench_mma.py")
     bench.CHAINS = CEILING[0]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     chains, warps, per_sm = CEILING
-    for name in dtypes:
-        blocks, threads, iters = sms * per_sm, 32 * warps, 4096 * 8 // chains
-        kern = bench.ceiling_kernel(getattr(tk.dt, name))[blocks, threads]
-        res = torch.empty(blocks * threads, device="cuda", dtype=torch.float32)
-        kern(res, 1, target="gpu")
-        ms = do_bench(lambda k=kern, r=res, i=iters: k(r, i, target="gpu"),
-                      return_mode="median")
-        tf = 2.0 * 16 * 8 * 16 * chains * iters * blocks * warps / ms / 1e9
-        _emit("ceiling", dtype=name, tflops=tf)
+    clocks = Clocks()
+    for random in (False, True):
+        for name in dtypes:
+            blocks, threads, iters = sms * per_sm, 32 * warps, 4096 * 8 // chains
+            kern = bench.ceiling_kernel(getattr(tk.dt, name), random)[blocks, threads]
+            res = torch.empty(blocks * threads, device="cuda", dtype=torch.float32)
+            kern(res, 1, target="gpu")
+            ms, clk = timed(lambda k=kern, r=res, i=iters: k(r, i, target="gpu"), clocks)
+            tf = 2.0 * 16 * 8 * 16 * chains * iters * blocks * warps / ms / 1e9
+            _emit("ceiling_random" if random else "ceiling", dtype=name, tflops=tf, **clk)
     for n in sizes:
         for name in dtypes:
             tdt = getattr(torch, name)
             a = torch.randn(n, n, device="cuda", dtype=tdt)
             b = torch.randn(n, n, device="cuda", dtype=tdt)
-            ms = do_bench(lambda a=a, b=b: torch.matmul(a, b), return_mode="median")
-            _emit("gemm", label="torch.matmul", n=n, dtype=name, tflops=2.0 * n**3 / ms / 1e9)
+            ms, clk = timed(lambda a=a, b=b: torch.matmul(a, b), clocks)
+            _emit("gemm", label="torch.matmul", n=n, dtype=name, tflops=2.0 * n**3 / ms / 1e9,
+                  **clk)
 
 
 def child_variant(folder: Path, probe: str, variant: str, sizes: list[int],
@@ -141,17 +230,19 @@ def child_variant(folder: Path, probe: str, variant: str, sizes: list[int],
     """Check, then time, one variant (or a probe of it: timed only) at each size and
     dtype."""
     import torch
-    from triton.testing import do_bench
 
     torch.backends.cuda.matmul.allow_tf32 = False
     mod = _module(probe, folder)
-    kw = VARIANTS[variant]
+    kw = dict(VARIANTS[variant])
+    data = kw.pop("data", "randn")
     label = variant if probe == "example" else f"{variant} {probe}"
+    clocks = Clocks()
     for n in sizes:
         for name in dtypes:
             tdt = getattr(torch, name)
-            a = torch.randn(n, n, device="cuda", dtype=tdt)
-            b = torch.randn(n, n, device="cuda", dtype=tdt)
+            make = torch.zeros if data == "zeros" else torch.randn
+            a = make(n, n, device="cuda", dtype=tdt)
+            b = make(n, n, device="cuda", dtype=tdt)
             c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float32)
             fn = mod.prepare_tma(c, a, b, n, n, n, name, target="gpu", **kw)
             t0 = time.perf_counter()
@@ -163,7 +254,10 @@ def child_variant(folder: Path, probe: str, variant: str, sizes: list[int],
                 af, bf = a.float(), b.float()
                 bound = torch.matmul(af.abs(), bf.abs()).mul_(n * (2.0**-22 + 2.0**-23))
                 err = (c - torch.matmul(af, bf)).abs_()
-                worst = float((err / bound).nan_to_num_(nan=float("inf")).max())
+                if data == "zeros":            # the bound is 0: the product must be too
+                    worst = 0.0 if bool((c == 0).all()) else float("inf")
+                else:
+                    worst = float((err / bound).nan_to_num_(nan=float("inf")).max())
                 del af, bf, bound, err
                 ok = worst <= 1.0
                 print(f"{n}^3 {name} {label}: error / bound {worst:.3g} "
@@ -171,9 +265,9 @@ def child_variant(folder: Path, probe: str, variant: str, sizes: list[int],
                 if not ok:
                     _emit("gemm", label=label, n=n, dtype=name, tflops=None, worst=worst)
                     continue
-            ms = do_bench(fn, return_mode="median")
+            ms, clk = timed(fn, clocks)
             _emit("gemm", label=label, n=n, dtype=name, tflops=2.0 * n**3 / ms / 1e9,
-                  worst=worst, first_s=first)
+                  worst=worst, first_s=first, **clk)
             del a, b, c
             torch.cuda.empty_cache()
 
@@ -271,13 +365,20 @@ def main() -> int:
             status[label] = run_child(["--child", *args], opts.timeout, results)
             print(f"{label}: {status[label]} in {time.monotonic() - t0:.1f} s", flush=True)
     ceil = {r["dtype"]: r["tflops"] for r in results if r["kind"] == "ceiling"}
-    print("\nsummary (TFLOP/s, fraction of the mma.sync ceiling of this run)", flush=True)
+    rnd = {r["dtype"]: r["tflops"] for r in results if r["kind"] == "ceiling_random"}
+    print("\nsummary (TFLOP/s; fraction of the mma.sync ceiling of this run, operands near "
+          "1 / random; median SM MHz, W, clock event reasons over the timing)", flush=True)
     for r in results:
+        clk = f"{r.get('mhz', '-')} MHz {r.get('watts', '-')} W {r.get('reasons', '')}"
+        if r["kind"].startswith("ceiling"):
+            print(f"{r['kind']:<15} {r['dtype']:<9} {r['tflops']:7.1f}  {clk}", flush=True)
         if r["kind"] == "gemm":
             tf = r["tflops"]
             frac = f"{tf / ceil[r['dtype']]:.3f}" if tf and r["dtype"] in ceil else "-"
+            frac_r = f"{tf / rnd[r['dtype']]:.3f}" if tf and r["dtype"] in rnd else "-"
             print(f"{r['n']}^3 {r['dtype']:<9} {r['label']:<28} "
-                  f"{'MISMATCH' if tf is None else f'{tf:7.1f}'}  {frac}", flush=True)
+                  f"{'MISMATCH' if tf is None else f'{tf:7.1f}'}  {frac} / {frac_r}  {clk}",
+                  flush=True)
     if opts.out:
         opts.out.mkdir(parents=True, exist_ok=True)
         (opts.out / "sweep_mma.json").write_text(

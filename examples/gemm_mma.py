@@ -13,7 +13,9 @@ On Hopper (sm_90) :func:`gemm` takes a second kernel by default, :func:`gemm_tma
 (:func:`prepare_tma` builds its tensor maps): a producer warpgroup copies the tiles by TMA
 (128-byte swizzle, mbarrier-handed stages) and the mma warps issue only ``ldmatrix`` and
 ``mma``; persistent blocks. 0.70-0.74 of the ``mma.sync`` ceiling on an H200 against
-0.59-0.63 for the cp.async kernel (docs/benchmarks.md, session 10).
+0.59-0.63 for the cp.async kernel (docs/benchmarks.md, session 10); on random inputs it
+runs at the board's 700 W power cap (1560-1700 MHz), on all-zero inputs at 1980 MHz and
+0.85 of the ceiling (session 12).
 """
 
 from __future__ import annotations
@@ -322,7 +324,8 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                      WM: tk.Constexpr[int] = 64, WN: tk.Constexpr[int] = 64,
                      STAGES: tk.Constexpr[int] = 4, GROUP_M: tk.Constexpr[int] = 8,
                      PAIRS: tk.Constexpr[bool] = True, CTAS: tk.Constexpr[int] = 1,
-                     REGS: tk.Constexpr[int] = 0, ROWS: tk.Constexpr[bool] = False):
+                     REGS: tk.Constexpr[int] = 0, ROWS: tk.Constexpr[bool] = False,
+                     CLUSTER: tk.Constexpr[int] = 1):
         """``c[M, N] = a[M, K] @ b[K, N]``, persistent blocks of one producer warpgroup
         and (BM / WM) (BN / WN) consumer warps (4 or 8), each block taking tiles
         blockIdx.x, + gridDim.x, ... The producer's thread 0 copies, per k step of 64, the
@@ -337,9 +340,15 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
         what is left, :func:`tma_registers`). ROWS: fragments read ahead one mma row at
         a time (the A fragment of row mt for the next k-step as soon as row mt's mma are
         issued, the B fragments after the last row: room for warp tiles of 96 x 64),
-        else a whole k-step ahead."""
+        else a whole k-step ahead. CLUSTER: blocks per thread-block cluster (1 or 2): the blocks of
+        a cluster take vertically adjacent tiles (a cluster tile of CLUSTER BM x BN), each
+        copies its own a tile and BN / 64 / CLUSTER of the b boxes they share, multicast
+        to every block of the cluster (L2 sends each b box once per cluster); each
+        consumer warp releases a stage on every block's ``empty`` barrier."""
         WARPS = (BM // WM) * (BN // WN)        # consumer warps: WARPS / 4 warpgroups
         tk.launch_bounds(32 * (WARPS + 4), CTAS)
+        if CLUSTER > 1:
+            tk.cluster_dims(CLUSTER)
         A_TILE, B_TILE = BM * BK, BK * BN      # elements per stage
         sa = tk.dynamic_shared(T)              # STAGES x A_TILE, 1024-byte aligned
         sb = tk.dynamic_shared(T, STAGES * A_TILE * 2)
@@ -347,9 +356,12 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
         empty = tk.shared_array(u64, (STAGES,))
         tid = tk.thread_idx().x
         lane, warp = tid % 32, tid // 32
-        first = tk.block_idx(signed=True).x
-        step = tk.grid_dim(signed=True).x
-        ntm, ntn = (M + BM - 1) // BM, (N + BN - 1) // BN
+        # Clusters walk cluster tiles (CLUSTER BM x BN); block 'rank' takes rows rank BM.
+        first, step = tk.block_idx(signed=True).x, tk.grid_dim(signed=True).x
+        rank = 0
+        if CLUSTER > 1:
+            first, step, rank = first // CLUSTER, step // CLUSTER, tk.cluster_ctarank()
+        ntm, ntn = (M + CLUSTER * BM - 1) // (CLUSTER * BM), (N + BN - 1) // BN
         ntiles, nk = ntm * ntn, (K + BK - 1) // BK
 
         def tile_origin(tile):
@@ -359,13 +371,22 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
             top = group * GROUP_M
             rows = tk.min(ntm - top, GROUP_M)
             within = tile - group * width
-            return (top + within % rows) * BM, (within // rows) * BN
+            tm = top + within % rows
+            if CLUSTER > 1:
+                tm = tm * CLUSTER + rank
+            return tm * BM, (within // rows) * BN
 
         with tk.if_(tid == 0):
             for s in range(STAGES):
                 tk.mbarrier_init(full, s, 1)
-                tk.mbarrier_init(empty, s, WARPS)
-        tk.syncthreads()
+                tk.mbarrier_init(empty, s, WARPS * CLUSTER)
+            if CLUSTER > 1:
+                tk.fence_mbarrier_init()
+        if CLUSTER > 1:
+            tk.cluster_sync()                  # the peers' barriers are ready
+        else:
+            tk.syncthreads()
+        BOXES = BN // 64 // CLUSTER            # b boxes (64 x 64) this block copies
 
         regs = tma_registers(WARPS, CTAS, REGS)
         with tk.if_(warp < 4):                 # the producer warpgroup: thread 0 copies
@@ -379,9 +400,15 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                         tk.mbarrier_wait(empty, stage, phase ^ 1)  # round 0 passes at once
                         tk.mbarrier_expect_tx(full, stage, (A_TILE + B_TILE) * 2)
                         tk.tma_load(sa, stage * A_TILE, ta, kt * BK, m0, full, stage)
-                        for j in range(BN // 64):
-                            tk.tma_load(sb, stage * B_TILE + j * (BK * 64), tb, n0 + 64 * j,
-                                        kt * BK, full, stage)
+                        for j in range(BOXES):
+                            if CLUSTER > 1:    # my share of b, to every block
+                                jj = rank * BOXES + j
+                                tk.tma_load(sb, stage * B_TILE + jj * (BK * 64), tb,
+                                            n0 + 64 * jj, kt * BK, full, stage,
+                                            multicast=(1 << CLUSTER) - 1)
+                            else:
+                                tk.tma_load(sb, stage * B_TILE + j * (BK * 64), tb,
+                                            n0 + 64 * j, kt * BK, full, stage)
                         stage.set(stage + 1)
                         with tk.if_(stage == STAGES):
                             stage.set(0)
@@ -447,6 +474,17 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                     bf += [(regs[0], regs[1]), (regs[2], regs[3])]
                 return bf
 
+            def release(s):
+                """Stage s is read here: lane 0 arrives on its ``empty`` barrier in every
+                block of the cluster (their producers multicast into it)."""
+                tk.syncwarp()
+                with tk.if_(lane == 0):
+                    if CLUSTER > 1:
+                        for r in range(CLUSTER):
+                            tk.mbarrier_arrive(empty, s, cta=r)
+                    else:
+                        tk.mbarrier_arrive(empty, s)
+
             def mma_row(cur, mt):
                 """The mma of row mt (serpentine: b fragments reused at the turn)."""
                 for nt in (range(NT) if mt % 2 == 0 else range(NT - 1, -1, -1)):
@@ -472,9 +510,9 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                         mma_row(cur, mt)
                         na.append(tk.ldmatrix(sa, a_row_at(at, nks, mt)))
                     if ks == KS - 1:           # every fragment read from this stage has
-                        tk.syncwarp()          # gone through an mma: release it (an
-                        with tk.if_(lane == 0):    # ldmatrix still in flight must not
-                            tk.mbarrier_arrive(empty, stage)   # race the next TMA write)
+                        release(stage)         # gone through an mma: release it (an
+                                               # ldmatrix still in flight must not race
+                                               # the next TMA write)
                     cur = (na, b_fragments(at, nks))
                 keep(cur)
                 stage.set(nxt)
@@ -487,22 +525,26 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                     if ks < KS - 1:            # read ahead first
                         nfr = fragments(stage, ks + 1)
                     if ks == KS - 2:           # the warp's last reads of this stage
-                        tk.syncwarp()
-                        with tk.if_(lane == 0):
-                            tk.mbarrier_arrive(empty, stage)
+                        release(stage)
                     for mt in range(MT):
                         mma_row(cur, mt)
-                    if ks == KS - 1:           # the next stage (next k tile or tile)
-                        wrap = stage == STAGES - 1
-                        nxt = tk.where(wrap, 0, stage + 1)
-                        nph = tk.where(wrap, phase ^ 1, phase)
-                        with tk.if_((kt + 1 < nk) | more):
-                            tk.mbarrier_wait(full, nxt, nph)
-                        nfr = fragments(nxt, 0)
-                        keep(nfr)
-                        stage.set(nxt)
-                        phase.set(nph)
+                    if ks == KS - 1:
+                        nfr = turn(more, kt)
                     cur = nfr
+
+            def turn(more, kt):
+                """The next stage (next k tile or tile): wait for it, read its first
+                k-step's fragments into the carried variables, move stage and phase."""
+                wrap = stage == STAGES - 1
+                nxt = tk.where(wrap, 0, stage + 1)
+                nph = tk.where(wrap, phase ^ 1, phase)
+                with tk.if_((kt + 1 < nk) | more):
+                    tk.mbarrier_wait(full, nxt, nph)
+                nfr = fragments(nxt, 0)
+                keep(nfr)
+                stage.set(nxt)
+                phase.set(nph)
+                return nfr
 
             stage, phase = tk.var(0), tk.var(0)
             tk.mbarrier_wait(full, 0, 0)       # every block has a tile (grid <= tiles)
@@ -531,6 +573,8 @@ def gemm_tma_kernel(dtype: str) -> tk.Kernel:
                                         c[r * N + col + e] = x
                         for v in acc[mt][nt]:
                             v.set(0.0)
+        if CLUSTER > 1:
+            tk.cluster_sync()                  # no block leaves while peers arrive on it
 
     return gemm_mma_tma
 
@@ -554,7 +598,7 @@ def sm_count() -> int:
 def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
                 dtype: str = "float16", BM: int = 128, BN: int = 256, WM: int = 64,
                 WN: int = 64, STAGES: int = 4, GROUP_M: int = 8, blocks: int | None = None,
-                ctas: int = 1, regs: int = 0, rows: bool = False,
+                ctas: int = 1, regs: int = 0, rows: bool = False, cluster: int = 1,
                 **launch: object) -> Callable[[], None]:
     """Check the arguments and build the tensor maps of ``a`` and ``b`` once (copied to
     device memory once on the GPU); returns the launch of the TMA-fed kernel for
@@ -564,7 +608,9 @@ def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
     bounds and register split are made for (1, or 2 with 4 consumer warps: one block's
     epilogue then overlaps the other's main loop); ``regs``: registers per consumer
     thread (0: TMA_REGISTERS; 240 leaves the producer 24 and holds warp tiles of 96 x 64
-    with ``rows``); ``rows``: fragments read ahead row by row (the kernel's ROWS)."""
+    with ``rows``); ``rows``: fragments read ahead row by row (the kernel's ROWS);
+    ``cluster``: blocks per thread-block cluster sharing b tiles by
+    multicast (1 or 2; ``blocks`` is rounded down to a multiple)."""
     for name, ok, want in (
             ("K", K % 8 == 0 and K > 0, "a positive multiple of 8 (TMA: 16-byte rows)"),
             ("N", N % 8 == 0 and N > 0, "a positive multiple of 8 (TMA: 16-byte rows)"),
@@ -577,10 +623,13 @@ def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
              "4 or 8 consumer warps (whole warpgroups)"),
             ("STAGES", STAGES >= 2, ">= 2"),
             ("GROUP_M", GROUP_M >= 1, ">= 1"),
-            ("ctas", ctas in (1, 2), "1 or 2")):
+            ("ctas", ctas in (1, 2), "1 or 2"),
+            ("cluster", cluster in (1, 2) and BN // 64 % cluster == 0,
+             "1 or 2 (dividing BN / 64)")):
         if not ok:
             given = dict(K=K, N=N, M=M, BM=BM, BN=BN, WM=WM, WN=WN, STAGES=STAGES,
-                         GROUP_M=GROUP_M, ctas=ctas).get(name, (BM // WM) * (BN // WN))
+                         GROUP_M=GROUP_M, ctas=ctas,
+                         cluster=cluster).get(name, (BM // WM) * (BN // WN))
             raise ValueError(f"{name} must be {want}, got {given!r}")
     tma_registers((BM // WM) * (BN // WN), ctas, regs)   # ValueError for a bad regs
     if M * N >= 2**31:
@@ -597,14 +646,14 @@ def prepare_tma(c: object, a: object, b: object, M: int, N: int, K: int,
         from thork_core import DeviceArray
 
         ta, tb = DeviceArray.from_host(ta), DeviceArray.from_host(tb)
-    tiles = -(-M // BM) * -(-N // BN)
+    tiles = -(-M // (BM * cluster)) * -(-N // BN) * cluster     # blocks' tiles
     if blocks is None:
         blocks = 3 if on_cpu else sm_count() * ctas
-    blocks = max(min(blocks, tiles), 1)
+    blocks = max(min(blocks, tiles) // cluster * cluster, cluster)
     threads = ((BM // WM) * (BN // WN) + 4) * 32
     kernel = gemm_tma_kernel(dtype)[blocks, threads, tma_shared_bytes(BM, BN, STAGES)]
     args = (c, ta, tb, M, N, K, BM, BN, WM, WN, STAGES, GROUP_M, N % 2 == 0, ctas, regs,
-            rows)
+            rows, cluster)
     return lambda: kernel(*args, **launch)
 
 

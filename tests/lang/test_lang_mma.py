@@ -340,15 +340,23 @@ def hopper(target):
     ("float16", (70, 200, 136), dict(BM=64, BN=192, WM=32, WN=96, STAGES=2, rows=True)),
     ("float16", (200, 264, 136), dict(BM=192, BN=256, WM=96, WN=64, STAGES=3, rows=True,
                                       regs=240, blocks=2)),
-    ("bfloat16", (70, 264, 136), dict(BM=64, BN=256, WM=32, WN=128, STAGES=2, rows=True))],
+    ("bfloat16", (70, 264, 136), dict(BM=64, BN=256, WM=32, WN=128, STAGES=2, rows=True)),
+    ("float16", (100, 200, 136), dict(BM=32, BN=128, WM=16, WN=64, STAGES=3, cluster=2,
+                                      blocks=4)),
+    ("bfloat16", (37, 264, 200), dict(BM=128, BN=256, STAGES=2, cluster=2, GROUP_M=1)),
+    ("float16", (300, 136, 72), dict(BM=64, BN=128, WM=32, WN=64, STAGES=2, cluster=2,
+                                     GROUP_M=2, blocks=5))],
     ids=["persistent-wraps", "grouped-2-stages", "default-tile-setmaxnreg", "short-k",
          "two-blocks-per-sm", "rows-odd-mma-rows", "rows-warp-n-96",
-         "rows-96x64-setmaxnreg-240", "rows-warp-n-128"])
+         "rows-96x64-setmaxnreg-240", "rows-warp-n-128", "cluster2-persistent",
+         "cluster2-default-tile-peer-past-m", "cluster2-odd-blocks"])
 def test_gemm_tma_example(hopper, rng, dtype, size, tile):
     """The TMA-fed kernel (a producer warpgroup, mma.sync consumer warps reading the
     128-byte-swizzled stages by ldmatrix, persistent blocks): edge tiles in M, N and K
     (TMA's zero fill), more tiles than blocks (the stage ring crossing tiles), a ring
-    deeper than the k tiles, the default 128 x 256 tile with setmaxnreg; every element
+    deeper than the k tiles, the default 128 x 256 tile with setmaxnreg, clusters of two
+    blocks sharing b by multicast (a peer whose rows lie past M still copies and
+    multicasts its share; an odd ``blocks`` rounded down to whole clusters); every element
     written once (poisoned output) and within the bound."""
     mod = _example()
     M, N, K = size
@@ -423,7 +431,9 @@ def test_gemm_tma_rejects_bad_arguments():
                     (dict(BM=192, BN=256, WM=96, regs=248), "REGS .*got 248"),
                     (dict(BM=128, WM=32), "4 or 8 consumer warps .*got 16"),
                     (dict(STAGES=1), "STAGES must be >= 2, got 1"),
-                    (dict(ctas=3), "ctas must be 1 or 2, got 3")):
+                    (dict(ctas=3), "ctas must be 1 or 2, got 3"),
+                    (dict(cluster=4), r"cluster must be 1 or 2 \(dividing BN / 64\), got 4"),
+                    (dict(BN=64, WN=32, BM=64, WM=32, cluster=2), "cluster .*got 2")):
         args = dict(M=64, N=64, K=64)
         args.update({k: v for k, v in kw.items() if k in args})
         tile = {k: v for k, v in kw.items() if k not in args}
@@ -444,6 +454,8 @@ def test_gemm_tma_kernel_compiles_for_sm90a():
     big = mod.gemm_tma_kernel("float16").specialize(BM=192, WM=96, PAIRS=True, REGS=240,
                                                     ROWS=True)  # warps of 96 x 64
     compiles_for_gpu(big, ("sm_90",))
+    clustered = mod.gemm_tma_kernel("bfloat16").specialize(PAIRS=True, CLUSTER=2)
+    compiles_for_gpu(clustered, ("sm_90",))
 
 
 def test_gemm_example_rejects_uneven_tiles():
