@@ -10,6 +10,10 @@ synchronized (so a chunk copied out before its event would carry stale bytes). T
 from __future__ import annotations
 
 import ctypes
+import random
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from typing import Any
@@ -335,3 +339,105 @@ def test_gpu_staged_round_trips_from_16_threads(rng):
 
     run_threads(work, 16)
     assert wrong == []
+
+
+# -- lanes end when idle (session 12) -----------------------------------------------------
+
+def _staging_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "thork-staging"]
+
+
+def _until(cond: Any, seconds: float = 10.0) -> bool:
+    end = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_lanes_end_when_idle_and_come_back_for_the_next_call(rng, monkeypatch):
+    """An idle lane thread ends after the linger (a live thread state makes every native
+    launch release the GIL); the next call starts lanes again and is right."""
+    monkeypatch.setattr(_staging, "_LANE_LINGER_S", 0.05)
+    for _ in range(2):
+        n = 70_001
+        out, a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+        want = out + a + b
+        drv, dev = FakeDriver(), Device()
+        ts, bufs = _transfers((out, a, b), (True, False, False), (False,) * 3, dev)
+        round_trip(drv, FakeStage(_staging.staged_bytes(ts)), 0, ts,
+                   lambda drv=drv, bufs=bufs, n=n: drv.launch(_add_kernel(bufs, n)),
+                   lanes=4, chunk_bytes=8192, inline_bytes=0)
+        np.testing.assert_array_equal(out, want)
+        pool = _staging._lanes(1)
+        assert _until(lambda pool=pool: pool.alive() == 0 and not _staging_threads())
+
+
+@pytest.mark.parametrize("linger", [0.0, 0.0005, 0.002])
+def test_work_submitted_while_lanes_end_is_never_lost(linger, monkeypatch):
+    """Lanes that end as soon as the queue is empty (linger 0) race submits from four
+    threads: every function runs exactly once and every future completes."""
+    monkeypatch.setattr(_staging, "_LANE_LINGER_S", linger)
+    pool = _staging._lanes(4)
+    ran: list[int] = []
+    lock = threading.Lock()
+    futures: list[Any] = []
+
+    def submitter(t: int) -> None:
+        g = random.Random(t)
+        mine = []
+        for i in range(300):
+            def fn(v: int = t * 1000 + i) -> None:
+                with lock:
+                    ran.append(v)
+            mine.append(pool.submit(fn))
+            if g.random() < 0.3:
+                time.sleep(g.random() * 2 * linger + 1e-5)
+        with lock:
+            futures.extend(mine)
+
+    run_threads(submitter, 4, join_seconds=60)
+    for f in futures:
+        assert f.result(timeout=20) is None
+    assert sorted(ran) == sorted(t * 1000 + i for t in range(4) for i in range(300))
+    assert pool.alive() <= pool.workers
+    monkeypatch.setattr(_staging, "_LANE_LINGER_S", 0.0)
+    pool.submit(lambda: None).result(timeout=10)  # wakes any lane still waiting
+    assert _until(lambda: pool.alive() == 0)
+
+
+def test_a_lane_failure_reaches_its_future(monkeypatch):
+    monkeypatch.setattr(_staging, "_LANE_LINGER_S", 0.01)
+    pool = _staging._lanes(2)
+
+    def boom() -> None:
+        raise ValueError("lane says no")
+
+    with pytest.raises(ValueError, match="lane says no"):
+        pool.submit(boom).result(timeout=10)
+    assert pool.submit(lambda: None).result(timeout=10) is None  # the pool still serves
+
+
+def test_a_forked_child_starts_with_no_lanes():
+    """A child forked while a lane runs has none of its threads: its pool starts new
+    lanes for its own work instead of waiting on the parent's."""
+    code = textwrap.dedent("""
+        import os, threading
+        from thork_core import _staging
+        pool = _staging._lanes(2)
+        go = threading.Event()
+        busy = pool.submit(go.wait)
+        pid = os.fork()
+        if pid == 0:
+            ok = pool.alive() == 0 and pool.submit(lambda: None).result(timeout=10) is None
+            os._exit(0 if ok else 3)
+        go.set()
+        busy.result(timeout=10)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """)
+    r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "0"

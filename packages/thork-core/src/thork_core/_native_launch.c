@@ -2455,7 +2455,7 @@ static PyTypeObject LaunchCallType = {
     .tp_members = launchcall_members,
 };
 
-/* ---- Subscript (session 11) ---------------------------------------------------------
+/* ---- Subscript (session 11; recent configurations: session 12) ----------------------
  * Subscript(attr, fallback): installed as a class's __getitem__ (thork's Kernel): obj[key]
  * returns obj.<attr>[key] when key is a plain configuration, a tuple of 2 or 3 entries each
  * an exact int or a tuple of exact ints, and the dict obj.<attr> holds it; every other
@@ -2464,12 +2464,39 @@ static PyTypeObject LaunchCallType = {
  * configurations only). The exact-type test comes first: a dict finds (1.0, 32) or
  * (True, 32) under (1, 32) (equal hashes and values), which must not reach the launch
  * checked for the ints. A method descriptor: the subscript slot calls it with (obj, key),
- * no bound method and no Python frame. */
+ * no bound method and no Python frame.
+ *
+ * Recent configurations (session 12): the attribute look-up and the dict look-up (hashing
+ * the key tuple) were ~420 of the subscript's ~780 instructions. Each value found in the
+ * dict is also kept in a small table of recent (object, key, value) entries, the object
+ * and the value held by weak references (the table keeps nothing alive), the key tuple
+ * by a strong one; a subscript first scans that table: the same key tuple (a constant
+ * `kernel[2, 128]`), else a key of the same shape whose entries are exact ints of equal
+ * value (`kernel[g, b]` builds a new tuple each call), for this very object, whose value
+ * is still alive. The dict is add-only for plain keys (thork's Kernel._launches): a value
+ * once found under a plain key is what the dict holds for that key while the value lives.
+ * Values that take no weak reference are never kept. Under the GIL an entry is replaced
+ * in one step with no Python code in between; where there is no GIL the table is off.
+ *
+ * install(cls) sets cls.__getitem__ to this Subscript and points the class's own mapping
+ * slot (mp_subscript) at it directly (CPython's generic slot looks __getitem__ up in the
+ * type and calls it, ~130 instructions); any later assignment of cls.__getitem__ makes
+ * CPython recompute the slot, as for any class. */
+
+#define SUBSCRIPT_RECENT 8
+
+typedef struct {
+    PyObject *obj_ref;   /* weak reference to the subscripted object */
+    PyObject *key;       /* the plain key tuple (strong) */
+    PyObject *value_ref; /* weak reference to what obj.<attr>[key] was */
+} RecentEntry;
 
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *attr, *fallback;
+    RecentEntry recent[SUBSCRIPT_RECENT];
+    unsigned next; /* the entry replaced next (round robin) */
 } SubscriptObject;
 
 static PyTypeObject SubscriptType;
@@ -2488,6 +2515,123 @@ static int plain_config(PyObject *key) {
     return 1;
 }
 
+/* The referent of a weak reference, borrowed, or NULL when it is gone. */
+static inline PyObject *weak_target(PyObject *ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *obj;
+    if (PyWeakref_GetRef(ref, &obj) <= 0) return NULL;
+    Py_DECREF(obj); /* alive before the call: still referenced elsewhere */
+    return obj;
+#else
+    PyObject *obj = PyWeakref_GET_OBJECT(ref);
+    return obj == Py_None ? NULL : obj;
+#endif
+}
+
+/* Whether y is an exact int equal to x (an exact int). */
+static int same_int(PyObject *x, PyObject *y) {
+    if (x == y) return 1;
+    if (!PyLong_CheckExact(y)) return 0;
+    int ox, oy;
+    long a = PyLong_AsLongAndOverflow(x, &ox), b = PyLong_AsLongAndOverflow(y, &oy);
+    if (!ox && !oy) return a == b;
+    int eq = PyObject_RichCompareBool(x, y, Py_EQ); /* exact ints: no Python code */
+    if (eq < 0) PyErr_Clear();
+    return eq == 1;
+}
+
+/* Whether key is a plain configuration of the same shape and values as plain (a plain
+ * configuration): exact ints where plain has ints, tuples of as many exact ints where it
+ * has tuples. Equal configurations of another shape ((2,) for 2) are not the same key. */
+static int same_config(PyObject *plain, PyObject *key) {
+    if (!PyTuple_CheckExact(key)) return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(plain);
+    if (PyTuple_GET_SIZE(key) != n) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(plain, i), *y = PyTuple_GET_ITEM(key, i);
+        if (x == y) continue;
+        if (PyLong_CheckExact(x)) {
+            if (!same_int(x, y)) return 0;
+            continue;
+        }
+        if (!PyTuple_CheckExact(y) || PyTuple_GET_SIZE(y) != PyTuple_GET_SIZE(x)) return 0;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(x); j++)
+            if (!same_int(PyTuple_GET_ITEM(x, j), PyTuple_GET_ITEM(y, j))) return 0;
+    }
+    return 1;
+}
+
+/* The value of a recent entry for (obj, key), a new reference, or NULL. */
+static PyObject *subscript_recent(SubscriptObject *self, PyObject *obj, PyObject *key) {
+#ifdef Py_GIL_DISABLED
+    (void)self; (void)obj; (void)key;
+    return NULL;
+#else
+    for (unsigned i = 0; i < SUBSCRIPT_RECENT; i++) {
+        RecentEntry *e = &self->recent[i];
+        if (!e->key || weak_target(e->obj_ref) != obj) continue;
+        if (e->key != key && !same_config(e->key, key)) continue;
+        PyObject *value = weak_target(e->value_ref);
+        if (value) return Py_NewRef(value);
+    }
+    return NULL;
+#endif
+}
+
+/* Keep (obj, key, value) as a recent entry (key: plain; value: a new reference the
+ * caller keeps); nothing when obj or value takes no weak reference. */
+static void subscript_remember(SubscriptObject *self, PyObject *obj, PyObject *key,
+                               PyObject *value) {
+#ifdef Py_GIL_DISABLED
+    (void)self; (void)obj; (void)key; (void)value;
+#else
+    PyObject *obj_ref = PyWeakref_NewRef(obj, NULL);
+    if (!obj_ref) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject *value_ref = PyWeakref_NewRef(value, NULL);
+    if (!value_ref) {
+        PyErr_Clear();
+        Py_DECREF(obj_ref);
+        return;
+    }
+    /* the references are made: from here to the swap no Python code runs */
+    RecentEntry *e = &self->recent[self->next];
+    self->next = (self->next + 1) % SUBSCRIPT_RECENT;
+    RecentEntry old = *e;
+    e->obj_ref = obj_ref;
+    e->key = Py_NewRef(key);
+    e->value_ref = value_ref;
+    Py_XDECREF(old.obj_ref);
+    Py_XDECREF(old.key);
+    Py_XDECREF(old.value_ref);
+#endif
+}
+
+static PyObject *subscript_get(SubscriptObject *self, PyObject *obj, PyObject *key) {
+    PyObject *hit = subscript_recent(self, obj, key);
+    if (hit) return hit;
+    if (plain_config(key)) {
+        PyObject *memo = PyObject_GetAttr(obj, self->attr);
+        if (!memo) {
+            PyErr_Clear(); /* the fallback says what is wrong */
+        } else {
+            hit = PyDict_CheckExact(memo) ? PyDict_GetItemWithError(memo, key)
+                                          : NULL; /* borrowed */
+            Py_XINCREF(hit);
+            Py_DECREF(memo);
+            if (hit) {
+                subscript_remember(self, obj, key, hit);
+                return hit;
+            }
+            if (PyErr_Occurred()) return NULL;
+        }
+    }
+    PyObject *args[2] = {obj, key};
+    return PyObject_Vectorcall(self->fallback, args, 2, NULL);
+}
+
 static PyObject *subscript_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf,
                                       PyObject *kwnames) {
     SubscriptObject *self = (SubscriptObject *)op;
@@ -2496,21 +2640,53 @@ static PyObject *subscript_vectorcall(PyObject *op, PyObject *const *args, size_
         PyErr_SetString(PyExc_RuntimeError, "Subscript was not initialized");
         return NULL;
     }
-    if (!kwnames && nargs == 2 && plain_config(args[1])) {
-        PyObject *memo = PyObject_GetAttr(args[0], self->attr);
-        if (!memo) {
-            PyErr_Clear(); /* the fallback says what is wrong */
-        } else {
-            PyObject *hit = PyDict_CheckExact(memo) ? PyDict_GetItemWithError(memo, args[1])
-                                                    : NULL; /* borrowed */
-            Py_XINCREF(hit);
-            Py_DECREF(memo);
-            if (hit) return hit;
-            if (PyErr_Occurred()) return NULL;
-        }
-    }
+    if (!kwnames && nargs == 2) return subscript_get(self, args[0], args[1]);
     return PyObject_Vectorcall(self->fallback, args, nargsf & ~PY_VECTORCALL_ARGUMENTS_OFFSET,
                                kwnames);
+}
+
+/* The class install() last pointed at its Subscript, and that Subscript (strong). */
+static PyTypeObject *subscript_installed_type;
+static SubscriptObject *subscript_installed;
+static PyObject *s_getitem;
+
+/* mp_subscript of a class install()ed: its Subscript without the type look-up. Any other
+ * type reaching it (a class installed before the last install) looks __getitem__ up. */
+static PyObject *subscript_slot(PyObject *obj, PyObject *key) {
+    if (Py_TYPE(obj) == subscript_installed_type && subscript_installed)
+        return subscript_get(subscript_installed, obj, key);
+    PyObject *method = PyObject_GetAttr((PyObject *)Py_TYPE(obj), s_getitem);
+    if (!method) return NULL;
+    PyObject *args[2] = {obj, key};
+    PyObject *got = PyObject_Vectorcall(method, args, 2, NULL);
+    Py_DECREF(method);
+    return got;
+}
+
+static PyObject *subscript_install(SubscriptObject *self, PyObject *cls) {
+    if (!self->fallback || !self->attr) {
+        PyErr_SetString(PyExc_RuntimeError, "Subscript was not initialized");
+        return NULL;
+    }
+    if (!PyType_Check(cls) || !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        PyErr_Format(PyExc_TypeError, "Subscript.install: cls must be a class defined in "
+                     "Python, got %R", cls);
+        return NULL;
+    }
+    if (PyObject_SetAttr(cls, s_getitem, (PyObject *)self) < 0) return NULL;
+    PyTypeObject *type = (PyTypeObject *)cls;
+    if (type->tp_as_mapping != &((PyHeapTypeObject *)type)->as_mapping)
+        Py_RETURN_NONE; /* not laid out as type() makes classes: the generic slot serves */
+    Py_INCREF(cls);
+    Py_INCREF(self);
+    PyTypeObject *old_type = subscript_installed_type;
+    SubscriptObject *old = subscript_installed;
+    subscript_installed_type = type;
+    subscript_installed = self;
+    type->tp_as_mapping->mp_subscript = subscript_slot;
+    Py_XDECREF(old_type);
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
 }
 
 static int subscript_init(SubscriptObject *self, PyObject *args, PyObject *kw) {
@@ -2547,15 +2723,44 @@ static PyObject *subscript_descr_get(PyObject *self, PyObject *obj, PyObject *ty
     return PyMethod_New(self, obj);
 }
 
+static PyObject *subscript_forget(SubscriptObject *self, PyObject *unused) {
+    for (unsigned i = 0; i < SUBSCRIPT_RECENT; i++) {
+        RecentEntry old = self->recent[i];
+        self->recent[i] = (RecentEntry){NULL, NULL, NULL};
+        Py_XDECREF(old.obj_ref);
+        Py_XDECREF(old.key);
+        Py_XDECREF(old.value_ref);
+    }
+    self->next = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *subscript_recent_count(SubscriptObject *self, PyObject *unused) {
+    long n = 0;
+    for (unsigned i = 0; i < SUBSCRIPT_RECENT; i++)
+        n += self->recent[i].key && weak_target(self->recent[i].value_ref) != NULL;
+    return PyLong_FromLong(n);
+}
+
 static int subscript_traverse(SubscriptObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->attr);
     Py_VISIT(self->fallback);
+    for (unsigned i = 0; i < SUBSCRIPT_RECENT; i++) {
+        Py_VISIT(self->recent[i].obj_ref);
+        Py_VISIT(self->recent[i].key);
+        Py_VISIT(self->recent[i].value_ref);
+    }
     return 0;
 }
 
 static int subscript_clear(SubscriptObject *self) {
     Py_CLEAR(self->attr);
     Py_CLEAR(self->fallback);
+    for (unsigned i = 0; i < SUBSCRIPT_RECENT; i++) {
+        Py_CLEAR(self->recent[i].obj_ref);
+        Py_CLEAR(self->recent[i].key);
+        Py_CLEAR(self->recent[i].value_ref);
+    }
     return 0;
 }
 
@@ -2564,6 +2769,16 @@ static void subscript_dealloc(SubscriptObject *self) {
     subscript_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
+
+static PyMethodDef subscript_methods[] = {
+    {"install", (PyCFunction)subscript_install, METH_O,
+     "install(cls): cls.__getitem__ = self, with cls's mapping slot pointed at it "
+     "directly (no type look-up per subscript)."},
+    {"forget", (PyCFunction)subscript_forget, METH_NOARGS,
+     "forget(): drop the recent configurations (the dicts are not touched)."},
+    {"recent", (PyCFunction)subscript_recent_count, METH_NOARGS,
+     "recent(): how many recent configurations are kept whose value is alive."},
+    {NULL, NULL, 0, NULL}};
 
 static PyMemberDef subscript_members[] = {
     {"fallback", T_OBJECT, offsetof(SubscriptObject, fallback), READONLY,
@@ -2586,6 +2801,7 @@ static PyTypeObject SubscriptType = {
     .tp_call = subscript_tp_call,
     .tp_descr_get = subscript_descr_get,
     .tp_vectorcall_offset = offsetof(SubscriptObject, vectorcall),
+    .tp_methods = subscript_methods,
     .tp_members = subscript_members,
 };
 
@@ -2994,6 +3210,8 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     s_stream = PyUnicode_InternFromString("stream");
     s_out = PyUnicode_InternFromString("out");
     s_miss = PyUnicode_InternFromString("_miss");
+    s_getitem = PyUnicode_InternFromString("__getitem__");
+    if (!s_getitem) return NULL;
     if (!s_shape || !s_dtype || !s_device || !s_ptr || !s_stream || !s_out || !s_miss)
         return NULL;
     s_str = PyUnicode_InternFromString("str");

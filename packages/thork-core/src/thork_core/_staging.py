@@ -182,8 +182,13 @@ class DriverCopies:
 
 
 _COPIES: list[DriverCopies] = []
-_POOL: list[concurrent.futures.ThreadPoolExecutor] = []
+_POOL: list[_LanePool] = []
 _POOL_LOCK = threading.Lock()
+#: Seconds an idle lane thread waits for more work before it ends (session 12): a live
+#: idle thread keeps a Python thread state, and while any other thread state exists every
+#: native launch releases and retakes the GIL (``_native_launch.c``'s ``alone()``; the
+#: cache writer ends the same way). Calls in a burst find their lanes still running.
+_LANE_LINGER_S = 0.5
 
 
 def driver_copies() -> DriverCopies:
@@ -195,24 +200,97 @@ def driver_copies() -> DriverCopies:
     return _COPIES[0]
 
 
-def _lanes(count: int) -> concurrent.futures.ThreadPoolExecutor:
+class _LanePool:
+    """Daemon threads running submitted functions, at most ``workers`` at once; a thread
+    idle for :data:`_LANE_LINGER_S` ends (the next submit starts another).
+
+    Every decision is taken under one condition's lock: a lane ends only while holding
+    it and seeing no work, and :meth:`submit` queues its work and counts the idle lanes
+    under it, starting a thread when there are fewer idle lanes than queued works, so no
+    submitted work is left without a lane. A forked child starts with no threads and an
+    empty queue (:meth:`after_fork_in_child`)."""
+
+    def __init__(self, workers: int) -> None:
+        import collections
+
+        self.workers = workers
+        self._cond = threading.Condition(threading.Lock())
+        self._work: collections.deque[tuple[Callable[[], None],
+                                            concurrent.futures.Future[None]]] = (
+            collections.deque())
+        self._threads = 0  # lane threads alive (started, not yet ended)
+        self._idle = 0  # of them, those waiting for work
+
+    def submit(self, fn: Callable[[], None]) -> concurrent.futures.Future[None]:
+        """Run ``fn()`` on a lane; its future holds the outcome."""
+        import concurrent.futures
+
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        with self._cond:
+            self._work.append((fn, future))
+            if len(self._work) > self._idle and self._threads < self.workers:
+                self._threads += 1
+                try:
+                    threading.Thread(target=self._lane, name="thork-staging",
+                                     daemon=True).start()
+                except BaseException:
+                    self._threads -= 1  # no thread: the work waits for a running lane
+                    if not self._threads:
+                        self._work.pop()
+                        raise
+            else:
+                self._cond.notify()
+        return future
+
+    def alive(self) -> int:
+        """Lane threads alive now."""
+        with self._cond:
+            return self._threads
+
+    def _lane(self) -> None:
+        while True:
+            with self._cond:
+                if not self._work:
+                    self._idle += 1
+                    self._cond.wait(_LANE_LINGER_S)
+                    self._idle -= 1
+                    if not self._work:  # idle (or woken for work another lane took)
+                        self._threads -= 1
+                        return
+                fn, future = self._work.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
+            del fn, future
+
+    def after_fork_in_child(self) -> None:
+        """The child has none of the parent's threads: forget them and their work."""
+        import collections
+
+        self._cond = threading.Condition(threading.Lock())
+        self._work = collections.deque()
+        self._threads = self._idle = 0
+
+
+def _lanes(count: int) -> _LanePool:
     """The shared pool of copy threads, with at least ``count`` workers. Shared by every
     call: lanes never wait on each other, so calls from many threads only queue."""
     pool = _POOL[0] if _POOL else None
-    if pool is None or pool._max_workers < count:
+    if pool is None or pool.workers < count:
         with _POOL_LOCK:
             pool = _POOL[0] if _POOL else None
-            if pool is None or pool._max_workers < count:
-                import concurrent.futures
-
-                new = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=max(count, 8), thread_name_prefix="thork-staging")
-                if pool is not None:
-                    pool.shutdown(wait=False)  # its queued lanes still run
-                    _POOL[0] = new
-                else:
-                    _POOL.append(new)
-                pool = new
+            if pool is None:
+                pool = _LanePool(max(count, 8))
+                _POOL.append(pool)
+                if hasattr(os, "register_at_fork"):
+                    os.register_at_fork(after_in_child=pool.after_fork_in_child)
+            elif pool.workers < count:
+                pool.workers = count  # read under the pool's lock by the next submit
     return pool
 
 

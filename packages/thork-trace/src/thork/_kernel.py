@@ -772,8 +772,8 @@ def _launch_type() -> type[Launch]:
             "_miss": Launch.__call__,  # what LaunchCall runs for every call it did not launch
         })
         memo = subscript_memo("_launches", Kernel._getitem)
-        if memo is not None:  # kernel[grid, block] answered from the memo in C
-            setattr(Kernel, "__getitem__", memo)  # noqa: B010 - a slot, replaced once
+        if memo is not None:  # kernel[grid, block] answered in C (the class's own slot)
+            memo.install(Kernel)
     return _LAUNCH_TYPE
 
 
