@@ -66,25 +66,10 @@ CHILD = textwrap.dedent('''
         def cuFuncGetAttribute(self, attr, fn): return (0, 0)
 
     fake = FakeDriver()
-    marks = {}
     _cuda.driver = lambda: fake
     _cuda.gpu_status = lambda: (True, "stubbed")
     _cuda.device_count = lambda: 1
     _cuda.function_address = lambda name: NOOP
-    try:  # the guessed load's thread (thork_core._prefetch) calls the driver through ctypes
-        from thork_core import _prefetch
-        def fake_load(load, ctx):
-            marks["thread start"] = W()
-            time.sleep(0)  # as many GIL hand-offs as the real thread's ctypes calls
-            if load_ms:
-                time.sleep(load_ms / 1e3)
-            for _ in range(5):
-                time.sleep(0)
-            load.module, load.function = 8192, 12288
-            marks["thread end"] = W()
-        _prefetch._load_module = fake_load
-    except ImportError:  # a checkout without it (--compare)
-        pass
     _cuda.context(0)  # the user's arrays would have made it
     n = 1024
     buf = np.zeros(3 * n, np.float32)  # never dereferenced: the launch is a no-op
@@ -131,21 +116,10 @@ CHILD = textwrap.dedent('''
         import cProfile, pstats
         pr = cProfile.Profile()
         pr.enable()
-    if mode == "phases":
-        take = _prefetch.take
-        def timed_take(*a):
-            marks["take"] = W()
-            try:
-                return take(*a)
-            finally:
-                marks["taken"] = W()
-        _prefetch.take = timed_take
     mods0 = set(sys.modules)
     t0 = W()
     matrix_add[n // 128, 128](*args)
     t1 = W()
-    for k, v in marks.items():
-        phases["@ " + k] = (v - t0) / 1e6
     if mode == "profile":
         pr.disable()
         st = pstats.Stats(pr).stats
@@ -161,7 +135,6 @@ CHILD = textwrap.dedent('''
 
 def tree_env(tree: Path | None, cache: str) -> dict[str, str]:
     env = dict(os.environ, THORK_CACHE_DIR=cache,
-               THORK_PREFETCH=os.environ.get("THORK_PREFETCH", "1"),
                OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' processes import from .pyc files
     env.pop("THORK_ARCH", None)  # the device's answer, as on the GPU (the stub: sm_90)

@@ -174,12 +174,6 @@ def _check_arch(kernel: KernelIR, arch: str) -> None:
 
 def _cached(key: str) -> tuple[Artifact, str] | None:
     """The artifact stored under ``key`` (bundle, then disk cache) and where from."""
-    from ._prefetch import artifact as guessed
-
-    got = guessed(key)  # read (and checked) by the disk cache for a first launch's guess
-    if got is not None:
-        _count("disk", key, got)
-        return got, "disk"
     if os.environ.get("THORK_CACHE_BUNDLE"):  # (else a disk-cache hit never imports _bundle)
         from ._bundle import bundle_get
 
