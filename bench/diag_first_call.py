@@ -91,10 +91,15 @@ CHILD = textwrap.dedent('''
                     phases[label] = phases.get(label, 0) + (W() - t0) / 1e6
             setattr(owner, attr, wrapper if not prop else property(wrapper))
         from thork import _kernel
-        from thork_core import _build, _native, _gpu
+        from thork_core import _build, _native, _gpu, _cache
         timed(_kernel.Kernel, "_trace", "trace")
         timed(_kernel, "_launch_type", "launch_type (native module)")
         timed(_build, "_recorded", "record look-up + load")
+        timed(_build, "traced_build", "traced record + load")
+        timed(_build, "_record_choice", "  selection record check")
+        from thork import _fingerprint
+        timed(_kernel, "fingerprint", "fingerprint")
+        timed(_cache.DiskCache, "get", "  disk cache get (each)")
         timed(_build, "_record_base", "  record base")
         timed(_build, "_record_target", "  record target")
         timed(_build, "_cached", "  disk read")
@@ -104,7 +109,7 @@ CHILD = textwrap.dedent('''
         timed(_native, "_source_key", "  native source key")
         timed(_native, "_checked_before", "  native checked before")
         timed(_native, "_load", "  native dlopen")
-        from thork_core import _memo, _cache, _renderer, _launch
+        from thork_core import _memo, _renderer, _launch
         timed(_memo, "_load", "memo.json read")
         timed(_memo, "installed_fingerprint", "  installed fingerprint")
         timed(_build, "resolve_arch", "resolve_arch")
@@ -117,9 +122,11 @@ CHILD = textwrap.dedent('''
         pr = cProfile.Profile()
         pr.enable()
     mods0 = set(sys.modules)
+    c0 = time.thread_time_ns()
     t0 = W()
     matrix_add[n // 128, 128](*args)
     t1 = W()
+    c1 = time.thread_time_ns()
     if mode == "profile":
         pr.disable()
         st = pstats.Stats(pr).stats
@@ -128,7 +135,8 @@ CHILD = textwrap.dedent('''
             print(f"{ct * 1e3:8.3f} {tt * 1e3:8.3f} {nc:5d}  {os.path.basename(f)}:{line}"
                   f"({name})", file=sys.stderr)
     new = sorted(set(sys.modules) - mods0)
-    print(json.dumps({"ms": (t1 - t0) / 1e6, "cache": matrix_add.compile_info.cache,
+    print(json.dumps({"ms": (t1 - t0) / 1e6, "cpu_ms": (c1 - c0) / 1e6,
+                      "cache": matrix_add.compile_info.cache,
                       "phases": phases, "imported": new}))
 ''')
 
@@ -192,8 +200,10 @@ def main() -> None:
     for k, rs in results.items():
         ms = [r["ms"] for r in rs]
         label = str(trees[k]) if trees[k] else k if k == opt.ab else "this environment"
+        cpu = [r["cpu_ms"] for r in rs]
         print(f"  {label}: {statistics.median(ms):.3f} (min {min(ms):.3f}, "
-              f"max {max(ms):.3f})")
+              f"max {max(ms):.3f}); the call's own CPU time (this thread; robust to a "
+              f"busy host) {statistics.median(cpu):.3f} (min {min(cpu):.3f})")
         print(f"    modules imported by the call: {', '.join(rs[-1].get('imported', []))}")
         names = sorted({n for r in rs for n in r["phases"]})
         for n in names:

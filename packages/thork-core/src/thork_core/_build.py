@@ -25,7 +25,8 @@ from ._plugins import plugins
 from ._target import Executable, Target
 
 __all__ = ["CompileInfo", "build", "build_kernel", "build_stats", "choose", "compile_artifact",
-           "key_parts", "precompile", "recording", "resolve_arch"]
+           "key_parts", "precompile", "recording", "remember_traced", "resolve_arch",
+           "traced_build"]
 
 #: What builds in this process did: ``compiles`` (a compiler ran), ``bundle`` (an
 #: ahead-of-time bundle served the artifact), ``disk`` (the disk cache did).
@@ -400,6 +401,29 @@ class _Rendered:
 def _recorded(kernel: KernelIR, target: str | None, compiler: str | None, device: int
               ) -> tuple[Executable, CompileInfo] | _Rendered | None:
     """:func:`_recorded_build`, or on a miss of a valid record what it rendered."""
+    choice = _record_choice(target, compiler)
+    if choice is None:
+        return None
+    tgt, keys = choice
+    try:
+        arch = resolve_arch(kernel, tgt.arch_on(device) if device else tgt.arch())
+        kind, ident, flags = keys[arch]
+        kind, ident, flags = str(kind), str(ident), [str(f) for f in flags]
+    except (TypeError, KeyError, ValueError):
+        return None
+    t0 = time.perf_counter()
+    source = tgt.renderer().render(kernel)
+    key = cache_key(source, ident, flags, kind, arch)
+    got = _cached(key)
+    if got is None:
+        return _Rendered(tgt, source)
+    return _load(kernel, tgt, device, got[0], key, got[1], arch, kind, flags, t0)
+
+
+def _record_choice(target: str | None, compiler: str | None
+                   ) -> tuple[Target, dict[str, Any]] | None:
+    """The target a valid selection record names for this request (available now) and its
+    compiler's key parts by architecture; None where there is no valid record."""
     if not env_flag("THORK_SELECTION_RECORD", True):
         return None
     from ._memo import path_fingerprint, recall
@@ -417,18 +441,124 @@ def _recorded(kernel: KernelIR, target: str | None, compiler: str | None, device
         tgt = _record_target(rec["target"])
         if tgt is None or not tgt.available()[0]:
             return None
-        arch = resolve_arch(kernel, tgt.arch_on(device) if device else tgt.arch())
-        kind, ident, flags = rec["keys"][arch]
-        kind, ident, flags = str(kind), str(ident), [str(f) for f in flags]
+        keys = rec["keys"]
+        if not isinstance(keys, dict):
+            return None
     except (TypeError, KeyError, ValueError):
         return None
+    return tgt, keys
+
+
+# -- the traced record -------------------------------------------------------------------
+# A front-end that can fingerprint what a kernel's trace depends on (thork._fingerprint)
+# keeps, per fingerprint, target and device architecture, a signed cache entry holding the
+# traced IR and the key of the artifact built from it. A fresh process's first launch then
+# takes the IR and the artifact from the cache without tracing, rendering or hashing the
+# source, when the selection record is valid (same target, same compiler key parts for
+# that architecture) and the files of Thork's own modules the trace and renderer ran are
+# unchanged (stamps). Anything else, or any doubt, takes the full path. docs/cache.md.
+
+_TRACED_KIND = "traced"
+_TRACED_FORMAT = 1
+#: The packages whose loaded modules' files a traced record is checked against.
+_TRACE_PACKAGES = ("thork", "thork_core")
+
+
+def _traced_key(fingerprint: bytes, target: str, arch: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256(b"thork traced record\0" + fingerprint)
+    h.update(f"\0{target}\0{arch}\0{_TRACED_FORMAT}".encode())
+    return h.hexdigest()
+
+
+def _code_files() -> list[str]:
+    """The files of the loaded modules of Thork's trace and core packages."""
+    out = set()
+    for name, mod in list(sys.modules.items()):
+        if name.partition(".")[0] in _TRACE_PACKAGES:
+            f = getattr(mod, "__file__", None)
+            if isinstance(f, str):
+                out.add(f)
+    return sorted(out)
+
+
+def traced_build(fingerprint: bytes, target: str | None, compiler: str | None
+                 ) -> tuple[Executable, CompileInfo, KernelIR, Any] | None:
+    """The build of a kernel whose trace has this ``fingerprint``, on device 0, from its
+    traced record and the disk cache: the loaded executable, how it was built, the IR and
+    the front-end's ``extra`` (what :func:`remember_traced` stored). None where there is
+    no valid record or artifact (the caller traces and builds)."""
+    choice = _record_choice(target, compiler)
+    if choice is None:
+        return None
+    tgt, keys = choice
+    try:
+        import pickle
+
+        dev_arch = tgt.arch()
+        entry = disk_cache().get(_traced_key(fingerprint, tgt.name, dev_arch))
+        if entry is None or entry.kind != _TRACED_KIND:
+            return None
+        # A signed entry of this user's private cache: written by remember_traced.
+        rec = pickle.loads(entry.data)
+        if rec["format"] != _TRACED_FORMAT or rec["fingerprint"] != fingerprint:
+            return None
+        arch, kind, ident, flags = rec["arch"], rec["kind"], rec["ident"], rec["flags"]
+        if keys.get(arch) != [kind, ident, flags]:
+            return None  # the compiler's key parts changed (or another choice)
+        from ._memo import path_fingerprint
+
+        files = rec["files"]
+        if path_fingerprint(f[0] for f in files) != files:
+            return None  # Thork's own code changed
+        ir = rec["ir"]
+        if not isinstance(ir, KernelIR):
+            return None
+    except Exception:  # noqa: BLE001 - a record is an optimization: the full path decides
+        return None
     t0 = time.perf_counter()
-    source = tgt.renderer().render(kernel)
-    key = cache_key(source, ident, flags, kind, arch)
-    got = _cached(key)
+    got = _cached(rec["key"])
     if got is None:
-        return _Rendered(tgt, source)
-    return _load(kernel, tgt, device, got[0], key, got[1], arch, kind, flags, t0)
+        return None
+    exe, info = _load(ir, tgt, 0, got[0], rec["key"], got[1], arch, kind, flags, t0)
+    return exe, info, ir, rec.get("extra")
+
+
+def remember_traced(fingerprint: bytes, ir: KernelIR, target: str | None,
+                    compiler: str | None, info: CompileInfo, extra: Any = None) -> None:
+    """Store the traced record of a build just made on device 0 (see above) where the
+    selection record names the target and compiler it used; never raises."""
+    try:
+        import pickle
+
+        if info.device or not env_flag("THORK_SELECTION_RECORD", True):
+            return
+        choice = _record_choice(target, compiler)
+        if choice is None:
+            return
+        tgt, keys = choice
+        parts = keys.get(info.arch)
+        if tgt.name != info.target or not isinstance(parts, list) or len(parts) != 3:
+            return
+        kind, ident, flags = parts
+        if kind != info.kind or flags != info.flags \
+                or cache_key(tgt.renderer().render(ir), ident, flags, kind, info.arch) \
+                != info.key:
+            return  # not the build the record's choice makes
+        from ._artifact import Artifact
+        from ._memo import path_fingerprint
+
+        data = pickle.dumps({
+            "format": _TRACED_FORMAT, "fingerprint": fingerprint, "ir": ir, "extra": extra,
+            "arch": info.arch, "kind": kind, "ident": ident, "flags": flags,
+            "key": info.key, "files": path_fingerprint(_code_files()),
+        }, protocol=pickle.HIGHEST_PROTOCOL)
+        key = _traced_key(fingerprint, tgt.name, tgt.arch())
+        disk_cache().put_later(key, Artifact(kind=_TRACED_KIND, data=data, entry=ir.name,
+                                             compiler=info.compiler, arch=info.arch))
+    except Exception:  # noqa: BLE001 - a record is an optimization: the build stands
+        return
 
 
 #: Records this process has written or found current, by what :func:`_write_record`

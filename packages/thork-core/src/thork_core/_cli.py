@@ -121,6 +121,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "THORK_SELECTION_RECORD": ("0: a cache hit in a fresh process builds the plugin "
                                "registry instead of reading the recorded selection",
                                _is_bool),
+    "THORK_TRACED_RECORD": ("0: a kernel's first launch in a fresh process traces and "
+                            "renders instead of taking the IR and artifact its "
+                            "fingerprint names in the cache", _is_bool),
 }
 
 

@@ -92,6 +92,8 @@ _ABS: dict[str, str] = {}
 def _abspath(p: str) -> str:
     got = _ABS.get(p)
     if got is None:
+        if p[:1] == "/" and "//" not in p and "/." not in p and p[-1:] != "/":
+            return p  # absolute and normal already (abspath would return it unchanged)
         got = os.path.abspath(p)
         if os.path.isabs(p):
             if len(_ABS) > 1024:

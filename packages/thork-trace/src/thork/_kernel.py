@@ -28,6 +28,7 @@ from thork_core import (
     dt,
     normalize_dims,
 )
+from thork_core._build import remember_traced, traced_build
 from thork_core.ir import Cast, Expr, Let, Special, Var, hopper_ops
 from thork_core.launch import shared_bytes, static_shared_bytes
 from thork_core.runtime import check_device, route
@@ -35,6 +36,7 @@ from thork_core.runtime import check_device, route
 from ._aggregate import struct_fields
 from ._cluster import check_clusters
 from ._cooperative import check_coresident
+from ._fingerprint import fingerprint
 from ._shaped import ShapedPointer, with_derived
 from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
 from ._types import (
@@ -484,8 +486,24 @@ class Kernel:
 
     def _build(self, key: tuple[Any, ...], target: str | None,
                compiler: str | None, device: int = 0) -> tuple[Executable, CompileInfo]:
+        target, compiler = target or self.target, compiler or self.compiler
+        fp = None
+        if self._ir is None and not device and self._resolved() is self and _traced_ok():
+            # A fresh process's first launch: the IR and artifact from the traced record
+            # when the fingerprint of what the trace depends on is in the cache.
+            fp = fingerprint(self)
+            got = traced_build(fp, target, compiler) if fp is not None else None
+            if got is not None:
+                exe, info, self._ir, _ = got
+                return self._keep(key, exe, info)
         ir = self.ir
-        exe, info = build_kernel(ir, target or self.target, compiler or self.compiler, device)
+        exe, info = build_kernel(ir, target, compiler, device)
+        if fp is not None:
+            remember_traced(fp, ir, target, compiler, info)
+        return self._keep(key, exe, info)
+
+    def _keep(self, key: tuple[Any, ...], exe: Executable, info: CompileInfo
+              ) -> tuple[Executable, CompileInfo]:
         self._exes[key] = (exe, info)
         if self._parent is not None:
             self._parent._last_info = info  # compile_info of the unspecialized kernel
@@ -537,6 +555,14 @@ class Kernel:
             return (_kernel_by_name, (module, qualname, self._bound, nones))
         return (_kernel_from_fn, (root.fn, root.target, root.compiler, root.name,
                                   self._bound, nones))
+
+
+def _traced_ok() -> bool:
+    """Whether a first build may take the traced record (``THORK_TRACED_RECORD``, on by
+    default; the selection record must be on too)."""
+    from thork_core._env import env_flag
+
+    return env_flag("THORK_TRACED_RECORD", True)
 
 
 def _typed(values: tuple[Any, ...]) -> tuple[Any, ...]:
