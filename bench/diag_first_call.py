@@ -8,7 +8,7 @@ fills the cache (NVRTC compiles once) and is dropped.
     python bench/diag_first_call.py [--runs 20] [--load-ms 0] [--phases] [--profile]
                                     [--compare /path/to/other/checkout]
 
-``--phases`` times the call's parts in each child (``time.perf_counter_ns`` around a few
+``--phases`` times the call's parts in each child (``time.thread_time_ns`` around a few
 functions: trace, the selection record's look-up, the native module, the module load,
 the binder); ``--profile`` prints one child's cProfile of the call. ``--compare``
 alternates this checkout's processes with another's (its ``packages/*/src``).
@@ -77,6 +77,7 @@ CHILD = textwrap.dedent('''
     args = [DeviceArray.wrap(ptr + 4 * n * i, (n,), "float32") for i in range(3)]
 
     W = time.perf_counter_ns
+    P = time.thread_time_ns  # phases: this thread's CPU time (robust to a busy host)
     phases = {}
     if mode == "phases":
         import functools
@@ -84,11 +85,11 @@ CHILD = textwrap.dedent('''
             fn = getattr(owner, attr) if not prop else owner.__dict__[attr].fget
             @functools.wraps(fn)
             def wrapper(*a, **k):
-                t0 = W()
+                t0 = P()
                 try:
                     return fn(*a, **k)
                 finally:
-                    phases[label] = phases.get(label, 0) + (W() - t0) / 1e6
+                    phases[label] = phases.get(label, 0) + (P() - t0) / 1e6
             setattr(owner, attr, wrapper if not prop else property(wrapper))
         from thork import _kernel
         from thork_core import _build, _native, _gpu, _cache

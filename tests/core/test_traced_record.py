@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from thork_core import _build, _cache, _memo, reset_plugins
+from thork_core import _build, _cache, _memo, _plugins, reset_plugins
 
 nvrtc = pytest.importorskip("thork_nvrtc._compiler")
 tk = pytest.importorskip("thork")
@@ -89,7 +89,9 @@ def reference(kernel: Any, **consts: Any) -> str:
 
 
 def hit(kernel: Any, **consts: Any) -> str:
-    """Build twice (record, then take it): the second must not trace; its key."""
+    """Build three times (compile or take, record at a disk hit, then take the record):
+    the last must not trace; its key."""
+    build(kernel, **consts)
     build(kernel, **consts)
     info, traced = build(kernel, **consts)
     assert not traced, "an unchanged kernel traced again"
@@ -147,6 +149,19 @@ def test_an_unchanged_kernel_takes_the_record_and_its_key(gpu, tmp_path):
     assert not TRACES
     assert k.source == mod.tr_same.source  # the recorded IR renders as a fresh trace
     assert [(p.name, p.writes) for p in k.params] == [("out", True), ("a", False)]
+
+
+def test_a_cold_compile_leaves_the_record_to_the_next_disk_hit(gpu, tmp_path):
+    mod = kernel_module(tmp_path, "tr_cold")
+    info, traced = build(mod.tr_cold)
+    assert info.cache == "compiled" and traced
+    _cache.flush_writes()
+    assert not _record_files(tmp_path / "cache")  # the compile paid nothing for it
+    info, traced = build(mod.tr_cold)
+    assert info.cache == "disk" and traced
+    _cache.flush_writes()
+    assert len(_record_files(tmp_path / "cache")) == 1
+    assert not build(mod.tr_cold)[1]
 
 
 def test_switched_off(gpu, tmp_path, monkeypatch):
@@ -278,6 +293,66 @@ def test_another_architecture_or_compiler_input_misses(gpu, tmp_path, monkeypatc
     monkeypatch.setenv("CUDA_HOME", "/nonexistent/cuda-elsewhere")  # declared by NVRTC
     miss(mod.tr_arch)
     assert sm80 != old
+
+
+def test_a_changed_selection_variable_or_new_distribution_misses(gpu, tmp_path,
+                                                                  monkeypatch):
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    mod = kernel_module(tmp_path, "tr_select")
+    old = hit(mod.tr_select)
+    monkeypatch.setenv("THORK_COMPILER", "nvrtc")  # a selection variable set
+    miss(mod.tr_select, None)
+    monkeypatch.delenv("THORK_COMPILER")
+    assert hit(mod.tr_select) == old
+    (folder / "outputs.txt").write_text("a script writing next to itself")
+    info, traced = build(mod.tr_select)  # same folders, same distributions: still a hit
+    assert not traced and info.key == old
+    (folder / "thork_other-1.0.dist-info").mkdir()  # a distribution installed there
+    assert build(mod.tr_select)[1]
+
+
+def test_an_edited_plugin_file_misses(gpu, tmp_path, monkeypatch):
+    """A file the plugin index lists when the record is made (the index itself changes
+    only with such files' stamps or the installed distributions: _plugins)."""
+    mod = kernel_module(tmp_path, "tr_plugin")
+    with monkeypatch.context() as m:
+        m.setenv("THORK_TRACED_RECORD", "0")
+        build(mod.tr_plugin)  # the index and the selection record, no traced record yet
+    extra = tmp_path / "plugin_file.py"
+    extra.write_text("x = 1\n")
+    index = _memo.recall(_plugins._INDEX, [_plugins._INDEX_FORMAT])
+    first = next(iter(index))
+    index[first]["files"].append([str(extra), *_memo.path_fingerprint([str(extra)])[0][1:]])
+    _memo.remember(_plugins._INDEX, [_plugins._INDEX_FORMAT], index)
+    hit(mod.tr_plugin)  # recorded under the index as it now is
+    extra.write_text("x = 22\n")
+    assert build(mod.tr_plugin)[1]
+
+
+def test_installed_files_are_covered_by_their_distribution(tmp_path):
+    site = tmp_path / "site"
+    (site / "thork_core").mkdir(parents=True)
+    (site / "thork_core" / "_ir.py").write_text("")
+    (site / "thork_core" / "_new.py").write_text("")
+    meta = site / "thork_core-0.1.0.dist-info"
+    meta.mkdir()
+    (meta / "RECORD").write_text("thork_core/_ir.py,sha256=x,0\nthork_core/__init__.py,,\n")
+    _build._RECORDS.clear()
+    assert _build._installed(str(site / "thork_core" / "_ir.py"), 1)
+    assert not _build._installed(str(site / "thork_core" / "_new.py"), 1)  # not listed
+    editable = tmp_path / "src"
+    (editable / "thork_core").mkdir(parents=True)
+    (editable / "thork_core" / "_ir.py").write_text("")
+    assert not _build._installed(str(editable / "thork_core" / "_ir.py"), 1)  # no RECORD
+    _build._RECORDS.clear()
+    # this checkout's sources (on PYTHONPATH or editable): every loaded file is stamped
+    import thork_core
+
+    if not _build._installed(thork_core.__file__, 1):
+        files = _build._code_files()
+        assert thork_core.__file__ in files and _kernel.__file__ in files
 
 
 def test_changed_thork_code_misses(gpu, tmp_path, monkeypatch):
@@ -423,7 +498,8 @@ def test_gpu_launches_from_the_record_match_numpy(tmp_path, monkeypatch, rng):
         return real(self)
 
     monkeypatch.setattr(_kernel.Kernel, "_trace", counted)
-    for scale, want_trace in ((2.5, True), (2.5, False), (-3.0, True), (-3.0, False)):
+    for scale, want_trace in ((2.5, True), (2.5, True), (2.5, False), (-3.0, True),
+                              (-3.0, True), (-3.0, False)):
         mod.SCALE = scale
         new_process()
         traced.clear()
@@ -432,7 +508,5 @@ def test_gpu_launches_from_the_record_match_numpy(tmp_path, monkeypatch, rng):
         k[(n + 127) // 128, 128](out, DeviceArray.from_host(a), n)
         got = out.to_host()
         assert bool(traced) == want_trace, (scale, want_trace)
-        assert k.compile_info is not None
-        assert k.compile_info.cache == ("compiled" if scale == 2.5 and want_trace else "disk") \
-            or scale != 2.5
+        assert k.compile_info is not None and k.compile_info.cache in ("compiled", "disk")
         np.testing.assert_allclose(got, a * np.float32(scale) + 1, rtol=1e-6)

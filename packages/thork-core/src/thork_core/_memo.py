@@ -24,7 +24,7 @@ from typing import Any
 from ._cache import cache_root, on_clear, read_private, writable_root
 
 __all__ = ["memo", "recall", "remember", "path_fingerprint", "installed_fingerprint", "reset",
-           "FILE"]
+           "sys_path_stamps", "FILE"]
 
 #: The memo's file name inside the cache folder.
 FILE = "memo.json"
@@ -100,6 +100,13 @@ def _abspath(p: str) -> str:
                 _ABS.clear()
             _ABS[p] = got
     return got
+
+
+def sys_path_stamps() -> list[Any]:
+    """``path_fingerprint`` of the ``sys.path`` folders (absolute, each once): what
+    :func:`installed_fingerprint` is memoized under (a folder gaining or losing a
+    distribution's metadata folder has another stamp)."""
+    return path_fingerprint(dict.fromkeys(_abspath(p) for p in sys.path))  # '' is the cwd
 
 
 def installed_fingerprint() -> str:

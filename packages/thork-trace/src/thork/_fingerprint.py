@@ -27,7 +27,12 @@ import sys
 import types
 from typing import Any
 
+from ._types import _EMPTY, BuiltinSpec, ConstexprSpec, PointerSpec, ScalarSpec
+
 __all__ = ["fingerprint"]
+
+#: Specs whose repr names every field (dtypes, ints, bools, an accepted type).
+_SPECS = frozenset({BuiltinSpec, ConstexprSpec, PointerSpec, ScalarSpec})
 
 #: Top-level packages whose objects are named, not read: their code is the installed
 #: files' (checked by stamps where the record is used).
@@ -123,10 +128,10 @@ class _Hasher:
                 return
             self.put("tk.func", v.inline, v.__name__)
             self.value(v.fn, names)
-        elif mod == "thork._types":  # specs and builtins: frozen records of their fields
-            self.put("spec", t.__qualname__)
-            for f in getattr(v, "_fields", None) or _no_fields(v):
-                self.value(getattr(v, f), names)
+        elif mod == "thork._types" and t.__name__ != "StructSpec":
+            # specs and builtins: frozen records whose repr lists their fields (dtypes,
+            # ints, bools, a Constexpr's accepted type); a struct's class is a user class
+            self.put(repr(v))
         elif mod == "numpy" and hasattr(v, "dtype") and hasattr(v, "tobytes"):
             self.put("numpy", t.__name__, str(v.dtype), getattr(v, "shape", ()), v.tobytes())
         elif mod == "numpy" and t.__name__.endswith("DType"):
@@ -154,7 +159,7 @@ class _Hasher:
         self.open.discard(id(m))
 
     # -- functions ---------------------------------------------------------------------
-    def function(self, fn: types.FunctionType) -> None:
+    def function(self, fn: types.FunctionType, annotations: bool = True) -> None:
         if _library(getattr(fn, "__module__", None)):
             self.put("library function", fn.__module__, fn.__qualname__)
             return
@@ -167,11 +172,12 @@ class _Hasher:
         self.put("defaults")
         self.value(fn.__defaults__, frozen)
         self.value(fn.__kwdefaults__, frozen)
-        self.put("annotations")
-        ann = getattr(fn, "__annotations__", None) or {}
-        for k in ann:  # (evaluated ones: their values; PEP 563 strings: the text)
-            self.put(k)
-            self.value(ann[k], frozen)
+        ann = getattr(fn, "__annotations__", None) if annotations else None
+        if ann:  # (evaluated ones: their values; PEP 563 strings: the text)
+            self.put("annotations")
+            for k in ann:
+                self.put(k)
+                self.value(ann[k], frozen)
         self.put("closure")
         for cell in fn.__closure__ or ():
             try:
@@ -209,22 +215,15 @@ class _Hasher:
                 self.value(c, frozenset())
 
 
-def _no_fields(v: Any) -> tuple[str, ...]:
-    raise _Unfit(f"a {type(v).__qualname__} value")
-
-
 def fingerprint(kernel: Any) -> bytes | None:
     """The digest of what ``kernel``'s trace depends on (see the module docstring), or
     None where something it reaches cannot be fingerprinted. ``kernel`` is the resolved
     kernel a launch builds (its compile-time constants bound)."""
     h = _Hasher()
     try:
-        from thork_core import __version__ as core_version
-
-        from . import __version__ as trace_version
-
-        h.put("thork", trace_version, core_version, sys.version, kernel.name, kernel.debug,
-              kernel.target, kernel.compiler)
+        mods = sys.modules
+        h.put("thork", mods["thork"].__version__, mods["thork_core"].__version__,
+              sys.version, kernel.name, kernel.debug, kernel.target, kernel.compiler)
         bound = kernel._bound
         h.put("bound")
         if bound:
@@ -233,20 +232,18 @@ def fingerprint(kernel: Any) -> bytes | None:
                 h.value(v, frozenset())
         nones = kernel._nones
         h.put("nones", sorted(nones) if nones is not None else None)
-        h.put("signature")
+        h.put("signature")  # the kernel's annotations, evaluated (PEP 563 strings too)
         for pname, spec, default in kernel._analyze():
-            h.put(pname)
-            h.value(spec, frozenset())
-            h.put("default", default is _empty())
-            if default is not _empty():
+            h.put(pname, repr(spec) if type(spec) in _SPECS else None)
+            if type(spec) not in _SPECS:
+                h.value(spec, frozenset())
+            h.put(default is _EMPTY)
+            if default is not _EMPTY:
                 h.value(default, frozenset())
-        h.value(kernel.fn, frozenset())
+        fn = kernel.fn
+        if type(fn) is not types.FunctionType:
+            raise _Unfit(f"a kernel of a {type(fn).__qualname__}")
+        h.function(fn, annotations=False)
     except Exception:  # noqa: BLE001 - unfit, or an error the full path will report
         return None
     return h.digest()
-
-
-def _empty() -> Any:
-    from ._types import _EMPTY
-
-    return _EMPTY

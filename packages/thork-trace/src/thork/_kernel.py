@@ -498,7 +498,8 @@ class Kernel:
                 return self._keep(key, exe, info)
         ir = self.ir
         exe, info = build_kernel(ir, target, compiler, device)
-        if fp is not None:
+        if fp is not None and info.cache != "compiled":
+            # (a cold compile does not pay for it: the next process's disk hit records)
             remember_traced(fp, ir, target, compiler, info)
         return self._keep(key, exe, info)
 
