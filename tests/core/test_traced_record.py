@@ -453,6 +453,21 @@ def test_fingerprints_tell_value_types_apart(tmp_path):
     assert _fingerprint.fingerprint(again.tr_types) == _fingerprint.fingerprint(mod.tr_types)
 
 
+def test_impure_calls_make_a_kernel_unfingerprintable(tmp_path):
+    """A trace that may differ between processes, or prints, always runs."""
+    for head, body in (("import time", "a[i] * time.time()"),
+                       ("import os", "a[i] * len(os.urandom(2))"),
+                       ("", "a[i] * (hash('x') % 2)"),
+                       ("import random", "a[i] * random.random()"),
+                       ("import os", "a[i] * float(os.environ.get('X', '1'))"),
+                       ("import os", "a[i] * float(os.getenv('X', '1'))")):
+        mod = kernel_module(tmp_path, "tr_impure", body=body, head=head)
+        assert _fingerprint.fingerprint(mod.tr_impure) is None, body
+    fine = kernel_module(tmp_path, "tr_pure", body="a[i] * math.sqrt(len([1, 2]))",
+                         head="import math")
+    assert _fingerprint.fingerprint(fine.tr_pure) is not None
+
+
 def test_fingerprints_of_cycles_terminate(tmp_path):
     mod = kernel_module(tmp_path, "tr_cycle", body="even(3) * a[i]", head="""
 import sys

@@ -40,6 +40,10 @@ _LIBRARY = frozenset({
     "thork", "thork_core", "fkl", "numpy", "math", "cmath", "builtins", "operator",
     "functools", "itertools", "typing", "enum", "dataclasses", "collections", "abc",
     "_operator", "_functools", "numbers", "decimal", "fractions", "struct", "types"})
+#: Builtins of library modules whose result or effect is not a function of their arguments.
+_IMPURE = frozenset({"id", "hash", "print", "input", "open", "exec", "eval", "compile",
+                     "globals", "locals", "vars", "dir", "__import__", "breakpoint",
+                     "getattr", "setattr", "delattr", "hasattr"})
 #: Values whose repr is exact and names their type.
 _PLAIN = frozenset({bool, int, float, complex, str, bytes})
 #: Bumped when what goes into a fingerprint changes.
@@ -107,9 +111,14 @@ class _Hasher:
             self.module(v, names)
         elif t is types.BuiltinFunctionType:
             owner = getattr(v, "__self__", None)
+            module = getattr(v, "__module__", None)
             if owner is not None and type(owner) is not types.ModuleType:
                 raise _Unfit(f"bound method {v!r}")
-            self.put("builtin", getattr(v, "__module__", None), v.__qualname__)
+            if not _library(module) or v.__qualname__ in _IMPURE:
+                # (time.time, os.urandom, id, hash, print...: a trace calling them may
+                # differ from process to process, or does something: it runs every time)
+                raise _Unfit(f"builtin {module}.{v.__qualname__}")
+            self.put("builtin", module, v.__qualname__)
         elif t is types.MethodType:
             raise _Unfit(f"bound method {v!r}")
         elif isinstance(v, type):
