@@ -8,7 +8,7 @@ fills the cache (NVRTC compiles once) and is dropped.
     python bench/diag_first_call.py [--runs 20] [--load-ms 0] [--phases] [--profile]
                                     [--compare /path/to/other/checkout]
 
-``--phases`` times the call's parts in each child (``time.perf_counter_ns`` around a few
+``--phases`` times the call's parts in each child (``time.thread_time_ns`` around a few
 functions: trace, the selection record's look-up, the native module, the module load,
 the binder); ``--profile`` prints one child's cProfile of the call. ``--compare``
 alternates this checkout's processes with another's (its ``packages/*/src``).
@@ -66,25 +66,10 @@ CHILD = textwrap.dedent('''
         def cuFuncGetAttribute(self, attr, fn): return (0, 0)
 
     fake = FakeDriver()
-    marks = {}
     _cuda.driver = lambda: fake
     _cuda.gpu_status = lambda: (True, "stubbed")
     _cuda.device_count = lambda: 1
     _cuda.function_address = lambda name: NOOP
-    try:  # the guessed load's thread (thork_core._prefetch) calls the driver through ctypes
-        from thork_core import _prefetch
-        def fake_load(load, ctx):
-            marks["thread start"] = W()
-            time.sleep(0)  # as many GIL hand-offs as the real thread's ctypes calls
-            if load_ms:
-                time.sleep(load_ms / 1e3)
-            for _ in range(5):
-                time.sleep(0)
-            load.module, load.function = 8192, 12288
-            marks["thread end"] = W()
-        _prefetch._load_module = fake_load
-    except ImportError:  # a checkout without it (--compare)
-        pass
     _cuda.context(0)  # the user's arrays would have made it
     n = 1024
     buf = np.zeros(3 * n, np.float32)  # never dereferenced: the launch is a no-op
@@ -92,6 +77,7 @@ CHILD = textwrap.dedent('''
     args = [DeviceArray.wrap(ptr + 4 * n * i, (n,), "float32") for i in range(3)]
 
     W = time.perf_counter_ns
+    P = time.thread_time_ns  # phases: this thread's CPU time (robust to a busy host)
     phases = {}
     if mode == "phases":
         import functools
@@ -99,17 +85,22 @@ CHILD = textwrap.dedent('''
             fn = getattr(owner, attr) if not prop else owner.__dict__[attr].fget
             @functools.wraps(fn)
             def wrapper(*a, **k):
-                t0 = W()
+                t0 = P()
                 try:
                     return fn(*a, **k)
                 finally:
-                    phases[label] = phases.get(label, 0) + (W() - t0) / 1e6
+                    phases[label] = phases.get(label, 0) + (P() - t0) / 1e6
             setattr(owner, attr, wrapper if not prop else property(wrapper))
         from thork import _kernel
-        from thork_core import _build, _native, _gpu
+        from thork_core import _build, _native, _gpu, _cache
         timed(_kernel.Kernel, "_trace", "trace")
         timed(_kernel, "_launch_type", "launch_type (native module)")
         timed(_build, "_recorded", "record look-up + load")
+        timed(_build, "traced_build", "traced record + load")
+        timed(_build, "_record_choice", "  selection record check")
+        from thork import _fingerprint
+        timed(_kernel, "fingerprint", "fingerprint")
+        timed(_cache.DiskCache, "get", "  disk cache get (each)")
         timed(_build, "_record_base", "  record base")
         timed(_build, "_record_target", "  record target")
         timed(_build, "_cached", "  disk read")
@@ -119,7 +110,7 @@ CHILD = textwrap.dedent('''
         timed(_native, "_source_key", "  native source key")
         timed(_native, "_checked_before", "  native checked before")
         timed(_native, "_load", "  native dlopen")
-        from thork_core import _memo, _cache, _renderer, _launch
+        from thork_core import _memo, _renderer, _launch
         timed(_memo, "_load", "memo.json read")
         timed(_memo, "installed_fingerprint", "  installed fingerprint")
         timed(_build, "resolve_arch", "resolve_arch")
@@ -131,21 +122,12 @@ CHILD = textwrap.dedent('''
         import cProfile, pstats
         pr = cProfile.Profile()
         pr.enable()
-    if mode == "phases":
-        take = _prefetch.take
-        def timed_take(*a):
-            marks["take"] = W()
-            try:
-                return take(*a)
-            finally:
-                marks["taken"] = W()
-        _prefetch.take = timed_take
     mods0 = set(sys.modules)
+    c0 = time.thread_time_ns()
     t0 = W()
     matrix_add[n // 128, 128](*args)
     t1 = W()
-    for k, v in marks.items():
-        phases["@ " + k] = (v - t0) / 1e6
+    c1 = time.thread_time_ns()
     if mode == "profile":
         pr.disable()
         st = pstats.Stats(pr).stats
@@ -154,14 +136,14 @@ CHILD = textwrap.dedent('''
             print(f"{ct * 1e3:8.3f} {tt * 1e3:8.3f} {nc:5d}  {os.path.basename(f)}:{line}"
                   f"({name})", file=sys.stderr)
     new = sorted(set(sys.modules) - mods0)
-    print(json.dumps({"ms": (t1 - t0) / 1e6, "cache": matrix_add.compile_info.cache,
+    print(json.dumps({"ms": (t1 - t0) / 1e6, "cpu_ms": (c1 - c0) / 1e6,
+                      "cache": matrix_add.compile_info.cache,
                       "phases": phases, "imported": new}))
 ''')
 
 
 def tree_env(tree: Path | None, cache: str) -> dict[str, str]:
     env = dict(os.environ, THORK_CACHE_DIR=cache,
-               THORK_PREFETCH=os.environ.get("THORK_PREFETCH", "1"),
                OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' processes import from .pyc files
     env.pop("THORK_ARCH", None)  # the device's answer, as on the GPU (the stub: sm_90)
@@ -219,8 +201,10 @@ def main() -> None:
     for k, rs in results.items():
         ms = [r["ms"] for r in rs]
         label = str(trees[k]) if trees[k] else k if k == opt.ab else "this environment"
+        cpu = [r["cpu_ms"] for r in rs]
         print(f"  {label}: {statistics.median(ms):.3f} (min {min(ms):.3f}, "
-              f"max {max(ms):.3f})")
+              f"max {max(ms):.3f}); the call's own CPU time (this thread; robust to a "
+              f"busy host) {statistics.median(cpu):.3f} (min {min(cpu):.3f})")
         print(f"    modules imported by the call: {', '.join(rs[-1].get('imported', []))}")
         names = sorted({n for r in rs for n in r["phases"]})
         for n in names:

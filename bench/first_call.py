@@ -6,8 +6,8 @@ and (GPU) context creation: the issue's cache-hit measure, median of N processes
 
 ``--variant`` (repeatable) measures several environments in one run, their processes
 alternating (a shared machine's drifts hit all alike), each with its own cache folder:
-e.g. ``--variant off:THORK_PREFETCH=0 --variant on:THORK_PREFETCH=1`` or a ``PYTHONPATH``
-naming another checkout's sources.
+e.g. ``--variant off:THORK_SELECTION_RECORD=0 --variant on:THORK_SELECTION_RECORD=1`` or
+a ``PYTHONPATH`` naming another checkout's sources.
 
 Each child imports Thork and NumPy (GPU: makes the context and the device arrays), then
 times the first call (registry, trace, disk-cache hit, load, native launch module,

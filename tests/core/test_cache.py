@@ -54,9 +54,14 @@ def test_second_process_hits_disk_cache(tmp_path, target):
     cache = tmp_path / "cache"
     first = run_script(tmp_path, cache, target)
     second = run_script(tmp_path, cache, target)
-    assert first["ok"] and second["ok"]
+    third = run_script(tmp_path, cache, target)
+    assert first["ok"] and second["ok"] and third["ok"]
     assert first["cache"] == "compiled" and first["writes"] == 1 and first["hits"] == 0
-    assert second["cache"] == "disk" and second["hits"] == 1 and second["writes"] == 0
+    # On the GPU the first disk hit also writes the kernel's traced record (docs/cache.md)
+    # and later processes read that one entry (the module image travels in it).
+    recorded = 1 if target == "gpu" else 0
+    assert second["cache"] == "disk" and second["hits"] == 1 and second["writes"] == recorded
+    assert third["cache"] == "disk" and third["hits"] == 1 and third["writes"] == 0
 
 
 def test_two_processes_compiling_at_once_both_succeed(tmp_path, target):
@@ -71,7 +76,9 @@ def test_two_processes_compiling_at_once_both_succeed(tmp_path, target):
         assert json.loads(out.strip().splitlines()[-1])["ok"]
     # Exactly one well-formed entry remains and no temporary files are left behind.
     # (the native launch module, where a GPU launch built it, is an entry of its own)
-    entries = [e for e in DiskCache(tmp_path / "cache").entries() if e.entry == "scale"]
+    # (a traced record, written by a process that found the entry, is an entry of its own)
+    entries = [e for e in DiskCache(tmp_path / "cache").entries()
+               if e.entry == "scale" and e.kind != "traced"]
     assert len(entries) == 1
     assert not list((tmp_path / "cache").glob("*/.tmp-*"))
 

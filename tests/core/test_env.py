@@ -47,19 +47,15 @@ def test_other_values_warn_once_and_keep_the_default(monkeypatch, raw):
 
 def test_the_library_reads_its_variables_this_way(monkeypatch):
     import thork_core
-    from thork_core.launch import prefetch
 
     monkeypatch.setenv("THORK_DEBUG", " Yes")
     assert thork_core.debug_default() is True
     monkeypatch.setenv("THORK_DEBUG", "maybe")  # before: silently off, no word
     with pytest.warns(EnvironmentWarning, match="THORK_DEBUG='maybe'"):
         assert thork_core.debug_default() is False
-    for raw, want in (("ON", True), ("ctypes", True), ("no", False)):
-        monkeypatch.setenv("THORK_PREFETCH", raw)
-        assert prefetch.enabled() is want, raw
-    monkeypatch.setenv("THORK_PREFETCH", "2")
-    with pytest.warns(EnvironmentWarning, match="THORK_PREFETCH='2'"):
-        assert prefetch.enabled() is False
+    for raw, want in (("ON", True), ("no", False)):
+        monkeypatch.setenv("THORK_DEBUG", raw)
+        assert thork_core.debug_default() is want, raw
 
 
 def test_thork_info_accepts_exactly_these_spellings():

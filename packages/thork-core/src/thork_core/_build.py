@@ -25,7 +25,8 @@ from ._plugins import plugins
 from ._target import Executable, Target
 
 __all__ = ["CompileInfo", "build", "build_kernel", "build_stats", "choose", "compile_artifact",
-           "key_parts", "precompile", "recording", "resolve_arch"]
+           "key_parts", "precompile", "recording", "remember_traced", "resolve_arch",
+           "traced_build"]
 
 #: What builds in this process did: ``compiles`` (a compiler ran), ``bundle`` (an
 #: ahead-of-time bundle served the artifact), ``disk`` (the disk cache did).
@@ -174,12 +175,6 @@ def _check_arch(kernel: KernelIR, arch: str) -> None:
 
 def _cached(key: str) -> tuple[Artifact, str] | None:
     """The artifact stored under ``key`` (bundle, then disk cache) and where from."""
-    from ._prefetch import artifact as guessed
-
-    got = guessed(key)  # read (and checked) by the disk cache for a first launch's guess
-    if got is not None:
-        _count("disk", key, got)
-        return got, "disk"
     if os.environ.get("THORK_CACHE_BUNDLE"):  # (else a disk-cache hit never imports _bundle)
         from ._bundle import bundle_get
 
@@ -406,6 +401,36 @@ class _Rendered:
 def _recorded(kernel: KernelIR, target: str | None, compiler: str | None, device: int
               ) -> tuple[Executable, CompileInfo] | _Rendered | None:
     """:func:`_recorded_build`, or on a miss of a valid record what it rendered."""
+    choice = _record_choice(target, compiler)
+    if choice is None:
+        return None
+    tgt, keys = choice
+    try:
+        arch = resolve_arch(kernel, tgt.arch_on(device) if device else tgt.arch())
+        kind, ident, flags = keys[arch]
+        kind, ident, flags = str(kind), str(ident), [str(f) for f in flags]
+    except (TypeError, KeyError, ValueError):
+        return None
+    t0 = time.perf_counter()
+    source = tgt.renderer().render(kernel)
+    key = cache_key(source, ident, flags, kind, arch)
+    got = _cached(key)
+    if got is None:
+        return _Rendered(tgt, source)
+    return _load(kernel, tgt, device, got[0], key, got[1], arch, kind, flags, t0)
+
+
+def _record_choice(target: str | None, compiler: str | None
+                   ) -> tuple[Target, dict[str, Any]] | None:
+    """The target a valid selection record names for this request (available now) and its
+    compiler's key parts by architecture; None where there is no valid record."""
+    got = _valid_record(target, compiler)
+    return (got[0], got[1]["keys"]) if got is not None else None
+
+
+def _valid_record(target: str | None, compiler: str | None
+                  ) -> tuple[Target, dict[str, Any], list[Any]] | None:
+    """:func:`_record_choice`'s target, the whole record and its base."""
     if not env_flag("THORK_SELECTION_RECORD", True):
         return None
     from ._memo import path_fingerprint, recall
@@ -423,18 +448,218 @@ def _recorded(kernel: KernelIR, target: str | None, compiler: str | None, device
         tgt = _record_target(rec["target"])
         if tgt is None or not tgt.available()[0]:
             return None
-        arch = resolve_arch(kernel, tgt.arch_on(device) if device else tgt.arch())
-        kind, ident, flags = rec["keys"][arch]
-        kind, ident, flags = str(kind), str(ident), [str(f) for f in flags]
+        if not isinstance(rec["keys"], dict):
+            return None
     except (TypeError, KeyError, ValueError):
         return None
+    return tgt, rec, base
+
+
+# -- the traced record -------------------------------------------------------------------
+# A front-end that can fingerprint what a kernel's trace depends on (thork._fingerprint)
+# keeps, per fingerprint and requested target and compiler, a signed cache entry holding
+# the traced IR and, per device architecture, the key of the artifact built from it,
+# with a copy of what the selection record that chose the target and compiler was
+# checked against (the selection and declared variables, the Python, the ``sys.path``
+# folders' stamps, the stamps of the plugin index's files, the compiler's declared files
+# and the files of Thork's own modules that traced and rendered it; those a regular
+# install listed in its RECORD are covered by the folders' stamps). A fresh process's
+# first launch then takes the IR and the artifact from the cache without tracing,
+# rendering, hashing the source or reading ``memo.json``, while all of that is unchanged.
+# Anything else, or any doubt, takes the full path. docs/cache.md "The traced record".
+
+_TRACED_KIND = "traced"
+_TRACED_FORMAT = 2
+#: The packages whose loaded modules' files a traced record is checked against.
+_TRACE_PACKAGES = ("thork", "thork_core")
+
+
+def _traced_key(fingerprint: bytes, target: str | None, compiler: str | None) -> str:
+    import hashlib
+
+    h = hashlib.sha256(b"thork traced record\0" + fingerprint)
+    h.update(f"\0{target}\0{compiler}\0{_TRACED_FORMAT}".encode())
+    return h.hexdigest()
+
+
+def _code_files() -> list[str]:
+    """The files of the loaded modules of Thork's trace and core packages that a traced
+    record is checked against: all but those a regular (not editable) install put in a
+    ``sys.path`` folder, which its ``RECORD`` lists (reinstalling replaces the
+    distribution's metadata folder, which the folders' stamps cover)."""
+    out = set()
+    for name, mod in list(sys.modules.items()):
+        top = name.partition(".")[0]
+        if top in _TRACE_PACKAGES:
+            f = getattr(mod, "__file__", None)
+            if isinstance(f, str) and not _installed(f, name.count(".")
+                                                      + (f.endswith("__init__.py"))):
+                out.add(f)
+    return sorted(out)
+
+
+#: Per folder: the paths (relative, ``/``-separated) the RECORDs of its ``thork*``
+#: distributions list.
+_RECORDS: dict[str, frozenset[str]] = {}
+
+
+def _installed(path: str, depth: int) -> bool:
+    """Whether ``path`` (a module file ``depth`` folders below its ``sys.path`` folder) is
+    listed by the RECORD of a ``thork*`` distribution installed in that folder."""
+    parts = os.path.abspath(path).split(os.sep)
+    if depth < 1 or len(parts) <= depth + 1:
+        return False
+    site = os.sep.join(parts[:-depth - 1])
+    listed = _RECORDS.get(site)
+    if listed is None:
+        found: set[str] = set()
+        try:
+            with os.scandir(site) as it:
+                metas = [e.path for e in it if e.name.startswith("thork")
+                         and e.name.endswith(".dist-info")]
+            for meta in metas:
+                with open(os.path.join(meta, "RECORD"), encoding="utf-8") as f:
+                    found.update(line.split(",", 1)[0] for line in f)
+        except OSError:
+            pass
+        listed = _RECORDS[site] = frozenset(found)
+    return "/".join(parts[-depth - 1:]) in listed
+
+
+def _snapshot(rec: dict[str, Any], base: list[Any], target: str | None,
+              compiler: str | None) -> dict[str, Any]:
+    """What a valid selection record ``rec`` (stored under ``base``) was checked against,
+    flattened for a traced record: its variables, the Python, the ``sys.path`` folders'
+    stamps, every file's stamp (the index's, core's selection files, the compiler's
+    declared files, Thork's code files) and the target it names."""
+    from ._memo import path_fingerprint, sys_path_stamps
+
+    env = {v: os.environ.get(v) for v in _SELECTION_VARIABLES}
+    env.update(rec["inputs"]["env"])
+    files = {f[0] for f in base[-1]} | {f[0] for f in rec["inputs"]["files"]}
+    files.update(_code_files())
+    return {"request": [target, compiler], "env": env, "python": sys.version,
+            "paths": sys_path_stamps(), "installed": base[4],
+            "files": path_fingerprint(sorted(files)), "target": rec["target"]}
+
+
+def _current(snap: dict[str, Any], target: str | None, compiler: str | None) -> bool:
+    """Whether nothing a traced record's snapshot lists has changed."""
+    from ._memo import path_fingerprint, sys_path_stamps
+
+    if snap["request"] != [target, compiler] or snap["python"] != sys.version:
+        return False
+    environ = os.environ
+    for k, v in snap["env"].items():
+        if environ.get(k) != v:
+            return False
+    stamps = sys_path_stamps()
+    if stamps != snap["paths"]:
+        # A folder changed (a script's folder gaining files...): the same folders and
+        # the same installed distributions still qualify.
+        from ._memo import installed_fingerprint
+
+        if [p[0] for p in stamps] != [p[0] for p in snap["paths"]] \
+                or installed_fingerprint() != snap["installed"]:
+            return False
+    files = snap["files"]
+    return path_fingerprint(f[0] for f in files) == files
+
+
+def traced_build(fingerprint: bytes, target: str | None, compiler: str | None
+                 ) -> tuple[Executable, CompileInfo, KernelIR, Any] | None:
+    """The build of a kernel whose trace has this ``fingerprint``, on device 0, from its
+    traced record and the disk cache: the loaded executable, how it was built, the IR and
+    the front-end's ``extra`` (what :func:`remember_traced` stored). None where there is
+    no current record or no artifact (the caller traces and builds)."""
+    if not env_flag("THORK_SELECTION_RECORD", True):
+        return None
+    try:
+        import pickle
+
+        entry = disk_cache().get(_traced_key(fingerprint, target, compiler))
+        if entry is None or entry.kind != _TRACED_KIND:
+            return None
+        # A signed entry of this user's private cache: written by remember_traced.
+        rec = pickle.loads(entry.data)
+        if rec["format"] != _TRACED_FORMAT or rec["fingerprint"] != fingerprint \
+                or not _current(rec["check"], target, compiler):
+            return None
+        tgt = _record_target(rec["check"]["target"])
+        if tgt is None or not tgt.available()[0]:
+            return None
+        arch, kind, ident, flags, key, artifact = rec["archs"][tgt.arch()]
+        ir = rec["ir"]
+        if not isinstance(ir, KernelIR) or not (artifact is None
+                                                or isinstance(artifact, Artifact)):
+            return None
+    except Exception:  # noqa: BLE001 - a record is an optimization: the full path decides
+        return None
     t0 = time.perf_counter()
-    source = tgt.renderer().render(kernel)
-    key = cache_key(source, ident, flags, kind, arch)
-    got = _cached(key)
-    if got is None:
-        return _Rendered(tgt, source)
-    return _load(kernel, tgt, device, got[0], key, got[1], arch, kind, flags, t0)
+    if artifact is not None:  # (signed with the record: one read for both)
+        got = (artifact, "disk")
+        _count("disk", key, artifact)
+    else:
+        cached = _cached(key)
+        if cached is None:
+            return None
+        got = cached
+    exe, info = _load(ir, tgt, 0, got[0], key, got[1], arch, kind, flags, t0)
+    return exe, info, ir, rec.get("extra")
+
+
+def remember_traced(fingerprint: bytes, ir: KernelIR, target: str | None,
+                    compiler: str | None, info: CompileInfo, extra: Any = None) -> None:
+    """Store (or extend by this architecture) the traced record of a build just made on
+    device 0 (see above) where a valid selection record names the target and compiler it
+    used; never raises."""
+    try:
+        import pickle
+
+        if info.device:
+            return
+        got = _valid_record(target, compiler)
+        if got is None:
+            return
+        tgt, rec, base = got
+        parts = rec["keys"].get(info.arch)
+        if tgt.name != info.target or not isinstance(parts, list) or len(parts) != 3:
+            return
+        kind, ident, flags = parts
+        if kind != info.kind or flags != info.flags \
+                or cache_key(tgt.renderer().render(ir), ident, flags, kind, info.arch) \
+                != info.key:
+            return  # not the build the record's choice makes
+        from ._artifact import Artifact
+
+        check = _snapshot(rec, base, target, compiler)
+        cache = disk_cache()
+        key = _traced_key(fingerprint, target, compiler)
+        archs: dict[str, Any] = {}
+        old = cache.get(key, count=False)
+        if old is not None and old.kind == _TRACED_KIND:
+            try:
+                prev = pickle.loads(old.data)
+                if prev["format"] == _TRACED_FORMAT and prev["check"] == check:
+                    archs = dict(prev["archs"])
+            except Exception:  # noqa: BLE001 - replaced below
+                archs = {}
+        # A module image travels with the record (a fresh process's hit reads one file);
+        # a host library is loaded from its own checked file (the artifact's entry).
+        image = None
+        if info.cache != "bundle":
+            art = cache.get(info.key, count=False)
+            if art is None:
+                return
+            image = art if art.kind != "hostlib" and not art.path else None
+        archs[tgt.arch()] = [info.arch, kind, ident, flags, info.key, image]
+        data = pickle.dumps({
+            "format": _TRACED_FORMAT, "fingerprint": fingerprint, "ir": ir, "extra": extra,
+            "archs": archs, "check": check}, protocol=pickle.HIGHEST_PROTOCOL)
+        cache.put_later(key, Artifact(kind=_TRACED_KIND, data=data, entry=ir.name,
+                                      compiler=info.compiler, arch=info.arch))
+    except Exception:  # noqa: BLE001 - a record is an optimization: the build stands
+        return
 
 
 #: Records this process has written or found current, by what :func:`_write_record`

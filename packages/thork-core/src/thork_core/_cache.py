@@ -497,13 +497,15 @@ class DiskCache:
     def _path(self, key: str) -> str:
         return os.path.join(self._root_str(), key[:2], f"{key}.art")
 
-    def get(self, key: str) -> Artifact | None:
+    def get(self, key: str, *, count: bool = True) -> Artifact | None:
         """The artifact stored under ``key`` if Thork's writer stored exactly it, else None
-        (a damaged, forged or swapped entry is removed)."""
+        (a damaged, forged or swapped entry is removed). ``count=False`` leaves the hit
+        and miss counters alone (Thork reading its own entry again, not a look-up)."""
         root = self._root_str()
         pending = _PENDING.get((root, key))
         if pending is not None:  # this process's own artifact, on its way to the disk
-            self._stats["hits"] += 1
+            if count:
+                self._stats["hits"] += 1
             return pending
         path = self._path(key)
         limit = max_bytes()
@@ -520,14 +522,17 @@ class DiskCache:
                 art = _with_data(art, data, _checked(lib_path))
             _touch(path)
         except FileNotFoundError:
-            self._stats["misses"] += 1
+            if count:
+                self._stats["misses"] += 1
             return None
         except (_Untrusted, OSError, ValueError, KeyError, TypeError):
             self._stats["corrupt"] += 1
-            self._stats["misses"] += 1
+            if count:
+                self._stats["misses"] += 1
             _remove(path)
             return None
-        self._stats["hits"] += 1
+        if count:
+            self._stats["hits"] += 1
         return art
 
     def put(self, key: str, artifact: Artifact) -> None:

@@ -30,10 +30,6 @@ def _is_bool(value: str) -> str | None:
     return None if value.strip().lower() in _BOOL else f"expected one of {', '.join(_BOOL)}"
 
 
-def _is_prefetch(value: str) -> str | None:
-    return None if value.strip().lower() == "ctypes" else _is_bool(value)
-
-
 def _is_launcher(value: str) -> str | None:
     from ._launch import LAUNCHERS as ok
 
@@ -125,9 +121,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "THORK_SELECTION_RECORD": ("0: a cache hit in a fresh process builds the plugin "
                                "registry instead of reading the recorded selection",
                                _is_bool),
-    "THORK_PREFETCH": ("1: at a kernel's first subscript, load the module its last build "
-                       "used on a thread while the first call checks it (off by default; "
-                       "ctypes: the same through ctypes, for comparison)", _is_prefetch),
+    "THORK_TRACED_RECORD": ("0: a kernel's first launch in a fresh process traces and "
+                            "renders instead of taking the IR and artifact its "
+                            "fingerprint names in the cache", _is_bool),
 }
 
 

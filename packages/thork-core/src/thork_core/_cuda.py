@@ -103,7 +103,25 @@ def context(ordinal: int = 0) -> Any:
             ctx = _CONTEXTS.get(ordinal)
             if ctx is None:
                 ctx = _CONTEXTS[ordinal] = _retain(ordinal)
+                if len(_CONTEXTS) == 1:
+                    _ready_launches()
     return ctx
+
+
+def _ready_launches() -> None:
+    """At the process's first context (the user's first device array, ~100 ms of driver
+    work): import the GPU target and load the native launch module, which a first launch
+    would otherwise do inside its own call (~0.5–1 ms: ``memo.json``, ``dlopen``, the
+    imports).
+    Never raises: a launch finds and reports whatever went wrong here."""
+    try:
+        from . import _builtin, _gpu  # noqa: F401 - core's targets, GpuExecutable
+        from ._native import native_module
+
+        native_module()
+        _fast_calls()  # the ctypes prototypes make_current uses
+    except Exception:  # noqa: BLE001 - the launch path reports it
+        pass
 
 
 _CONTEXTS: dict[int, Any] = {}

@@ -1,8 +1,8 @@
 """Thork's on/off ``THORK_*`` variables, read one way.
 
 Every boolean variable (``THORK_DEBUG``, ``THORK_NATIVE``, ``THORK_PLUGINS_AUTOLOAD``,
-``THORK_SELECTION_RECORD``, ``THORK_CLANG_FALLBACK``, ``THORK_PREFETCH``...) takes the same
-spellings, case and surrounding spaces ignored: ``1``/``true``/``yes``/``on`` and
+``THORK_SELECTION_RECORD``, ``THORK_TRACED_RECORD``, ``THORK_CLANG_FALLBACK``...) takes the
+same spellings, case and surrounding spaces ignored: ``1``/``true``/``yes``/``on`` and
 ``0``/``false``/``no``/``off``; unset or empty means the variable's default. Any other
 value is not guessed at: it warns (:class:`EnvironmentWarning`, once per variable and
 value in a process, naming both and the accepted spellings) and the default holds.

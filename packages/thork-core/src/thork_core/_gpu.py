@@ -314,26 +314,16 @@ class GpuExecutable(CudaExecutable):
     def __init__(self, artifact: Artifact, kernel: KernelIR, ordinal: int = 0) -> None:
         drv = _cuda.driver()
         ctx = _cuda.make_current(ordinal)
-        from ._prefetch import take
-
-        guessed = take(artifact, ordinal)  # loaded on a thread already (a first launch)
-        #: Whether a first launch's guess had loaded the module (thork_core._prefetch).
-        self.prefetched = guessed is not None
-        if guessed is not None:
-            self._module, self._function = drv.CUmodule(guessed[0]), \
-                drv.CUfunction(guessed[1])
-            attributes = dict(guessed[2])
-        else:
-            data = artifact.data + (b"\0" if artifact.kind == "ptx" else b"")
-            with capture_relaxed():  # a first call inside a capture loads here (h-interop)
-                self._module = _cuda.check(drv.cuModuleLoadData(data), "cuModuleLoadData")
-                self._function = _cuda.check(
-                    drv.cuModuleGetFunction(self._module, artifact.entry.encode()),
-                    "cuModuleGetFunction",
-                )
-                # reading attributes loads the function now (lazy loading would otherwise
-                # load it at its first launch, which may be inside a capture)
-                attributes = self._read_attributes()
+        data = artifact.data + (b"\0" if artifact.kind == "ptx" else b"")
+        with capture_relaxed():  # a first call inside a capture loads here (h-interop)
+            self._module = _cuda.check(drv.cuModuleLoadData(data), "cuModuleLoadData")
+            self._function = _cuda.check(
+                drv.cuModuleGetFunction(self._module, artifact.entry.encode()),
+                "cuModuleGetFunction",
+            )
+            # reading attributes loads the function now (lazy loading would otherwise
+            # load it at its first launch, which may be inside a capture)
+            attributes = self._read_attributes()
         make = _cooperative_launcher if kernel.cooperative else make_launcher  # (h-lang)
         launcher = make(
             CONV_CU, _cuda.function_address("cuLaunchKernel"), int(self._function),

@@ -24,7 +24,7 @@ from typing import Any
 from ._cache import cache_root, on_clear, read_private, writable_root
 
 __all__ = ["memo", "recall", "remember", "path_fingerprint", "installed_fingerprint", "reset",
-           "FILE"]
+           "sys_path_stamps", "FILE"]
 
 #: The memo's file name inside the cache folder.
 FILE = "memo.json"
@@ -92,12 +92,21 @@ _ABS: dict[str, str] = {}
 def _abspath(p: str) -> str:
     got = _ABS.get(p)
     if got is None:
+        if p[:1] == "/" and "//" not in p and "/." not in p and p[-1:] != "/":
+            return p  # absolute and normal already (abspath would return it unchanged)
         got = os.path.abspath(p)
         if os.path.isabs(p):
             if len(_ABS) > 1024:
                 _ABS.clear()
             _ABS[p] = got
     return got
+
+
+def sys_path_stamps() -> list[Any]:
+    """``path_fingerprint`` of the ``sys.path`` folders (absolute, each once): what
+    :func:`installed_fingerprint` is memoized under (a folder gaining or losing a
+    distribution's metadata folder has another stamp)."""
+    return path_fingerprint(dict.fromkeys(_abspath(p) for p in sys.path))  # '' is the cwd
 
 
 def installed_fingerprint() -> str:

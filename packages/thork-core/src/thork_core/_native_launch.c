@@ -3095,68 +3095,6 @@ static PyObject *noop(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     Py_RETURN_NONE;
 }
 
-/*
- * load_module(fns, ctx, image, entry) -> (error, module, function, attributes)
- *     A fresh process's guessed module load (thork_core/_prefetch.py), on its own thread:
- *     cuCtxSetCurrent(ctx), cuModuleLoadData(image), cuModuleGetFunction(entry) and the
- *     four attributes it reports (NUM_REGS, SHARED_SIZE_BYTES, LOCAL_SIZE_BYTES,
- *     MAX_THREADS_PER_BLOCK; reading one loads the function) in ONE call with the GIL
- *     released: the thread does not wait for the GIL between driver calls while the
- *     first launch runs Python. fns: the addresses of those four driver functions.
- *     error: the first failing call's CUresult (0: all done); an attribute that cannot be
- *     read is -1. Not on any launch path.
- */
-typedef int (*cu_ctx_set_fn)(void *);
-typedef int (*cu_load_fn)(void **, const void *);
-typedef int (*cu_get_fn)(void **, void *, const char *);
-typedef int (*cu_attr_fn)(int *, int, void *);
-
-static PyObject *load_module(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    (void)self;
-    unsigned long long a[4];
-    if (nargs != 4 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 4 ||
-        !PyBytes_Check(args[2]) || !PyBytes_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "load_module(fns: 4-tuple of addresses, ctx: int, image: bytes, "
-                        "entry: bytes)");
-        return NULL;
-    }
-    for (int i = 0; i < 4; i++) {
-        a[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(args[0], i));
-        if (PyErr_Occurred()) return NULL;
-        if (!a[i]) {
-            PyErr_SetString(PyExc_ValueError, "load_module: a driver function address is 0");
-            return NULL;
-        }
-    }
-    void *ctx = PyLong_AsVoidPtr(args[1]);
-    if (PyErr_Occurred()) return NULL;
-    cu_ctx_set_fn ctx_set = (cu_ctx_set_fn)(uintptr_t)a[0];
-    cu_load_fn load = (cu_load_fn)(uintptr_t)a[1];
-    cu_get_fn get = (cu_get_fn)(uintptr_t)a[2];
-    cu_attr_fn attr = (cu_attr_fn)(uintptr_t)a[3];
-    /* The bytes objects stay alive (the caller's references) while the GIL is out. */
-    const void *image = PyBytes_AS_STRING(args[2]);
-    const char *entry = PyBytes_AS_STRING(args[3]);
-    static const int which[4] = {4, 1, 3, 0}; /* CU_FUNC_ATTRIBUTE_* (cuda.h) */
-    int values[4] = {-1, -1, -1, -1};
-    void *module = NULL, *function = NULL;
-    int err;
-    Py_BEGIN_ALLOW_THREADS
-    err = ctx_set(ctx);
-    if (!err) err = load(&module, image);
-    if (!err) err = get(&function, module, entry);
-    if (!err)
-        for (int i = 0; i < 4; i++) {
-            int v = 0;
-            if (attr(&v, which[i], function) == 0) values[i] = v;
-        }
-    Py_END_ALLOW_THREADS
-    return Py_BuildValue("(iKK(iiii))", err, (unsigned long long)(uintptr_t)module,
-                         (unsigned long long)(uintptr_t)function, values[0], values[1],
-                         values[2], values[3]);
-}
-
 static PyMethodDef module_methods[] = {
     {"noop", (PyCFunction)(void (*)(void))noop, METH_FASTCALL | METH_KEYWORDS,
      "noop(*args, **kwargs) -> None: does nothing; the benches' CPython call floor (what "
@@ -3171,9 +3109,6 @@ static PyMethodDef module_methods[] = {
      "a DLPack capsule (see _native_launch.c)."},
     {"dlpack_exports", (PyCFunction)dlpack_exports, METH_NOARGS,
      "dlpack_exports(): exports whose deleter has not run yet."},
-    {"load_module", (PyCFunction)(void (*)(void))load_module, METH_FASTCALL,
-     "load_module(fns, ctx, image, entry): a guessed module load in one GIL-free call "
-     "(see _native_launch.c)."},
     {"foreign", (PyCFunction)(void (*)(void))foreign_register, METH_FASTCALL,
      "foreign(type, style, current, dtypes): read arrays of exactly `type` through their "
      "own attributes (see _native_launch.c); foreign(): forget every such type."},

@@ -16,7 +16,6 @@ from many threads.
 
 from __future__ import annotations
 
-from . import _prefetch as prefetch  # a fresh process's first launch
 from ._binding import check_arg_count
 from ._dtype import dlpack_code, typestr
 from ._launch import (
@@ -57,7 +56,7 @@ from ._probe import (
 )
 from ._target import Dim3, normalize_dims
 
-__all__ = ["prefetch", "CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
+__all__ = ["CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
            "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "byte_range", "cai_pointer",
            "check_arg_count", "dlpack_code", "dlpack_probe", "float_scalar", "follow", "followers",
            "foreign_reader", "implied_stream", "kind_of", "no_max_version",

@@ -28,13 +28,15 @@ from thork_core import (
     dt,
     normalize_dims,
 )
+from thork_core._build import remember_traced, traced_build
 from thork_core.ir import Cast, Expr, Let, Special, Var, hopper_ops
-from thork_core.launch import prefetch, shared_bytes, static_shared_bytes
+from thork_core.launch import shared_bytes, static_shared_bytes
 from thork_core.runtime import check_device, route
 
 from ._aggregate import struct_fields
 from ._cluster import check_clusters
 from ._cooperative import check_coresident
+from ._fingerprint import fingerprint
 from ._shaped import ShapedPointer, with_derived
 from ._trace import Dim3, Pointer, Trace, Value, set_current, user_frames
 from ._types import (
@@ -127,10 +129,6 @@ class Kernel:
         #: Held while tracing, building or specializing: threads whose first calls race
         #: trace and compile once and share the result (launches themselves take no lock).
         self._lock = threading.RLock()
-        #: The prefetch record's id (None: not looked at yet; "": this kernel takes none)
-        #: and the key it named (thork_core._prefetch: a fresh process's first launch).
-        self._pre_id: str | None = None
-        self._pre_key: str | None = None
         #: The kernel this one specializes (None for a kernel made by tk.jit).
         self._parent: Kernel | None = None
         self.__doc__ = fn.__doc__
@@ -488,15 +486,25 @@ class Kernel:
 
     def _build(self, key: tuple[Any, ...], target: str | None,
                compiler: str | None, device: int = 0) -> tuple[Executable, CompileInfo]:
+        target, compiler = target or self.target, compiler or self.compiler
+        fp = None
+        if self._ir is None and not device and self._resolved() is self and _traced_ok():
+            # A fresh process's first launch: the IR and artifact from the traced record
+            # when the fingerprint of what the trace depends on is in the cache.
+            fp = fingerprint(self)
+            got = traced_build(fp, target, compiler) if fp is not None else None
+            if got is not None:
+                exe, info, self._ir, _ = got
+                return self._keep(key, exe, info)
         ir = self.ir
-        try:
-            exe, info = build_kernel(ir, target or self.target, compiler or self.compiler,
-                                     device)
-        finally:
-            if self._pre_key is not None and key == (None, None):
-                prefetch.settle(self._pre_key)  # a guess the build did not take: unloaded
-        if self._pre_id and key == (None, None) and info.target == "gpu":
-            prefetch.note(self._pre_id, info.key, self._pre_key)
+        exe, info = build_kernel(ir, target, compiler, device)
+        if fp is not None and info.cache != "compiled":
+            # (a cold compile does not pay for it: the next process's disk hit records)
+            remember_traced(fp, ir, target, compiler, info)
+        return self._keep(key, exe, info)
+
+    def _keep(self, key: tuple[Any, ...], exe: Executable, info: CompileInfo
+              ) -> tuple[Executable, CompileInfo]:
         self._exes[key] = (exe, info)
         if self._parent is not None:
             self._parent._last_info = info  # compile_info of the unspecialized kernel
@@ -520,34 +528,10 @@ class Kernel:
         # so a hit counts only for plain ints; anything else is checked again below.
         if launch is not None and _plain_ints(config):
             return launch
-        if launch is None and self._pre_id is None:
-            self._prefetch()
         launch = (_LAUNCH_TYPE or _launch_type())(self, config)
         if _plain_ints(config):  # other accepted forms (NumPy ints) are rebuilt each call
             self._launches[config] = launch
         return launch
-
-    def _prefetch(self) -> None:
-        """At the first subscript of a plain kernel (no compile-time constants, no
-        optional arrays, not a specialization): start loading the artifact its last
-        build used, on a thread, while the first call takes the full path (which alone
-        decides whether the guess is used: :mod:`thork_core._prefetch`)."""
-        self._pre_id = ""
-        if self._parent is not None or self._exes or not prefetch.enabled():
-            return
-        try:
-            self._analyze()
-        except Exception:  # noqa: BLE001 - the call reports it
-            return
-        if self._const_pos or self._opt_pos:
-            return
-        fn = self.fn
-        code = getattr(fn, "__code__", None)
-        self._pre_id = prefetch.record_id([
-            getattr(fn, "__module__", None), getattr(fn, "__qualname__", None),
-            getattr(code, "co_filename", None), self.name, self.debug, self.target,
-            self.compiler])
-        self._pre_key = prefetch.start(self._pre_id)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -572,6 +556,14 @@ class Kernel:
             return (_kernel_by_name, (module, qualname, self._bound, nones))
         return (_kernel_from_fn, (root.fn, root.target, root.compiler, root.name,
                                   self._bound, nones))
+
+
+def _traced_ok() -> bool:
+    """Whether a first build may take the traced record (``THORK_TRACED_RECORD``, on by
+    default; the selection record must be on too)."""
+    from thork_core._env import env_flag
+
+    return env_flag("THORK_TRACED_RECORD", True)
 
 
 def _typed(values: tuple[Any, ...]) -> tuple[Any, ...]:
