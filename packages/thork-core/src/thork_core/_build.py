@@ -469,7 +469,7 @@ def _valid_record(target: str | None, compiler: str | None
 # Anything else, or any doubt, takes the full path. docs/cache.md "The traced record".
 
 _TRACED_KIND = "traced"
-_TRACED_FORMAT = 2
+_TRACED_FORMAT = 3
 #: The packages whose loaded modules' files a traced record is checked against.
 _TRACE_PACKAGES = ("thork", "thork_core")
 
@@ -527,43 +527,144 @@ def _installed(path: str, depth: int) -> bool:
 
 
 def _snapshot(rec: dict[str, Any], base: list[Any], target: str | None,
-              compiler: str | None) -> dict[str, Any]:
+              compiler: str | None) -> list[Any]:
     """What a valid selection record ``rec`` (stored under ``base``) was checked against,
-    flattened for a traced record: its variables, the Python, the ``sys.path`` folders'
-    stamps, every file's stamp (the index's, core's selection files, the compiler's
-    declared files, Thork's code files) and the target it names."""
+    flattened for a traced record: the request, the Python, its variables, the
+    ``sys.path`` folders (their names and stamps, the installed distributions' digest),
+    every file's stamp (the index's, core's selection files, the compiler's declared files,
+    Thork's code files) and the target it names. Names and stamps are each one string
+    (:func:`_stamp_text`): a hit reads them without building a list per file."""
     from ._memo import path_fingerprint, sys_path_stamps
 
     env = {v: os.environ.get(v) for v in _SELECTION_VARIABLES}
     env.update(rec["inputs"]["env"])
     files = {f[0] for f in base[-1]} | {f[0] for f in rec["inputs"]["files"]}
     files.update(_code_files())
-    return {"request": [target, compiler], "env": env, "python": sys.version,
-            "paths": sys_path_stamps(), "installed": base[4],
-            "files": path_fingerprint(sorted(files)), "target": rec["target"]}
+    stamps = path_fingerprint(sorted(files))
+    paths = sys_path_stamps()
+    return [target, compiler, sys.version, [[k, env[k]] for k in sorted(env)],
+            "\0".join(p[0] for p in paths), _stamp_text(paths), base[4],
+            "\0".join(f[0] for f in stamps), _stamp_text(stamps), list(rec["target"])]
 
 
-def _current(snap: dict[str, Any], target: str | None, compiler: str | None) -> bool:
-    """Whether nothing a traced record's snapshot lists has changed."""
-    from ._memo import path_fingerprint, sys_path_stamps
+def _stamp_text(stamps: list[Any]) -> str:
+    """``path_fingerprint``'s stamps (modification time, size) as one string."""
+    return " ".join(f"{m}:{n}" for _, m, n in stamps)
 
-    if snap["request"] != [target, compiler] or snap["python"] != sys.version:
+
+def _stamps_now(paths: list[str]) -> str:
+    """:func:`_stamp_text` of ``paths`` as they are now (a missing one: ``-``)."""
+    stat = os.stat
+    out = []
+    for p in paths:
+        try:
+            st = stat(p)
+        except OSError:
+            out.append("-")
+            continue
+        out.append(f"{st.st_mtime_ns}:{st.st_size}")
+    return " ".join(out)
+
+
+def _current(check: list[Any], target: str | None, compiler: str | None) -> bool:
+    """Whether nothing a traced record's snapshot (:func:`_snapshot`) lists has changed."""
+    from ._memo import sys_path_stamps
+
+    (c_target, c_compiler, python, env, path_names, path_stamps, installed, file_names,
+     file_stamps, _) = check
+    if c_target != target or c_compiler != compiler or python != sys.version:
         return False
     environ = os.environ
-    for k, v in snap["env"].items():
+    for k, v in env:
         if environ.get(k) != v:
             return False
     stamps = sys_path_stamps()
-    if stamps != snap["paths"]:
+    if _stamp_text(stamps) != path_stamps or "\0".join(p[0] for p in stamps) != path_names:
         # A folder changed (a script's folder gaining files...): the same folders and
         # the same installed distributions still qualify.
         from ._memo import installed_fingerprint
 
-        if [p[0] for p in stamps] != [p[0] for p in snap["paths"]] \
-                or installed_fingerprint() != snap["installed"]:
+        if "\0".join(p[0] for p in stamps) != path_names \
+                or installed_fingerprint() != installed:
             return False
-    files = snap["files"]
-    return path_fingerprint(f[0] for f in files) == files
+    return _stamps_now(file_names.split("\0") if file_names else []) == file_stamps
+
+
+#: Opens a traced record's data (then ``marshal``: plain values, bytes and strings).
+_TRACED_MAGIC = b"thork traced record 3\0"
+
+
+def _launch_view(ir: KernelIR) -> list[Any] | None:
+    """What a launch reads of ``ir`` (:meth:`KernelIR.partial`) as plain values: its name,
+    each parameter as ``(name, dtype name, address space or None for a scalar, reads,
+    writes, ndim, derived)``, launch bounds, cluster dims and whether it is cooperative;
+    None where that is not all of it (debug mode, vector or struct parameters) or it
+    does not read back equal (the record then holds the whole IR only)."""
+    import marshal
+
+    from ._dtype import DType, dt
+    from ._ir import PointerType
+
+    if ir.debug_sites is not None:
+        return None
+    rows = []
+    for p in ir.params:
+        t = p.type
+        if type(t) is PointerType:
+            elem, space = t.elem, t.space
+        elif type(t) is DType:
+            elem, space = t, None
+        else:
+            return None
+        if getattr(dt, elem.name, None) is not elem:
+            return None
+        rows.append((p.name, elem.name, space, p.reads, p.writes, p.ndim, p.derived))
+    view = [ir.name, rows, ir.launch_bounds, ir.cluster_dims, bool(ir.cooperative)]
+    try:
+        made = _partial_ir(marshal.loads(marshal.dumps(view)), b"")
+    except (ValueError, TypeError, AttributeError):
+        return None
+    d = made.__dict__
+    if (d["name"], d["params"], d["launch_bounds"], d["cluster_dims"]) \
+            != (ir.name, ir.params, ir.launch_bounds, ir.cluster_dims) \
+            or any(type(a) is not type(b) for a, b in (
+                (d["launch_bounds"], ir.launch_bounds), (d["cluster_dims"], ir.cluster_dims))):
+        return None
+    return view
+
+
+def _partial_ir(view: list[Any], blob: bytes) -> KernelIR:
+    """The :meth:`KernelIR.partial` that ``view`` (:func:`_launch_view`) describes; the
+    rest is unpickled from ``blob`` (the whole IR) when first needed."""
+    import functools
+    import pickle
+
+    from ._dtype import DType, dt
+    from ._ir import Param, PointerType
+
+    name, rows, bounds, clusters, cooperative = view
+    params = []
+    for pname, ename, space, reads, writes, ndim, derived in rows:
+        elem = getattr(dt, ename)
+        if type(elem) is not DType:
+            raise TypeError(f"{ename!r} is not a dtype")
+        params.append(Param(pname, elem if space is None else PointerType(elem, space),
+                            reads, writes, ndim, derived))
+    return KernelIR.partial(name, params, bounds, clusters, cooperative,
+                            functools.partial(pickle.loads, blob))
+
+
+def _read_traced(data: bytes) -> dict[str, Any] | None:
+    """A traced record's content (see :func:`remember_traced`), or None for another
+    format. ``data`` is the payload of a signed entry of this user's private cache."""
+    import marshal
+
+    if not data.startswith(_TRACED_MAGIC):
+        return None
+    rec = marshal.loads(memoryview(data)[len(_TRACED_MAGIC):])
+    if type(rec) is not dict or rec.get("format") != _TRACED_FORMAT:
+        return None
+    return rec
 
 
 def traced_build(fingerprint: bytes, target: str | None, compiler: str | None
@@ -571,7 +672,9 @@ def traced_build(fingerprint: bytes, target: str | None, compiler: str | None
     """The build of a kernel whose trace has this ``fingerprint``, on device 0, from its
     traced record and the disk cache: the loaded executable, how it was built, the IR and
     the front-end's ``extra`` (what :func:`remember_traced` stored). None where there is
-    no current record or no artifact (the caller traces and builds)."""
+    no current record or no artifact (the caller traces and builds). The IR is partial
+    where the record allows (:meth:`KernelIR.partial`): its body is unpickled only when
+    something reads it."""
     if not env_flag("THORK_SELECTION_RECORD", True):
         return None
     try:
@@ -581,17 +684,21 @@ def traced_build(fingerprint: bytes, target: str | None, compiler: str | None
         if entry is None or entry.kind != _TRACED_KIND:
             return None
         # A signed entry of this user's private cache: written by remember_traced.
-        rec = pickle.loads(entry.data)
-        if rec["format"] != _TRACED_FORMAT or rec["fingerprint"] != fingerprint \
+        rec = _read_traced(entry.data)
+        if rec is None or rec["fingerprint"] != fingerprint \
                 or not _current(rec["check"], target, compiler):
             return None
-        tgt = _record_target(rec["check"]["target"])
+        tgt = _record_target(rec["check"][-1])
         if tgt is None or not tgt.available()[0]:
             return None
-        arch, kind, ident, flags, key, artifact = rec["archs"][tgt.arch()]
-        ir = rec["ir"]
-        if not isinstance(ir, KernelIR) or not (artifact is None
-                                                or isinstance(artifact, Artifact)):
+        arch, kind, ident, flags, key, image = rec["archs"][tgt.arch()]
+        artifact = None if image is None else Artifact(
+            kind=image[0], data=image[1], entry=image[2], compiler=image[3], arch=image[4],
+            log=image[5], info=image[6])
+        view = rec["launch"]
+        ir = pickle.loads(rec["ir"]) if view is None else _partial_ir(view, rec["ir"])
+        extra = None if rec["extra"] is None else pickle.loads(rec["extra"])
+        if not isinstance(ir, KernelIR):
             return None
     except Exception:  # noqa: BLE001 - a record is an optimization: the full path decides
         return None
@@ -605,15 +712,18 @@ def traced_build(fingerprint: bytes, target: str | None, compiler: str | None
             return None
         got = cached
     exe, info = _load(ir, tgt, 0, got[0], key, got[1], arch, kind, flags, t0)
-    return exe, info, ir, rec.get("extra")
+    return exe, info, ir, extra
 
 
 def remember_traced(fingerprint: bytes, ir: KernelIR, target: str | None,
                     compiler: str | None, info: CompileInfo, extra: Any = None) -> None:
     """Store (or extend by this architecture) the traced record of a build just made on
     device 0 (see above) where a valid selection record names the target and compiler it
-    used; never raises."""
+    used; never raises. The record is ``marshal``'s plain values (the checks, the keys,
+    the module image, what a launch reads of the IR: :func:`_launch_view`) with the whole
+    IR and ``extra`` pickled inside, behind :data:`_TRACED_MAGIC`."""
     try:
+        import marshal
         import pickle
 
         if info.device:
@@ -630,8 +740,6 @@ def remember_traced(fingerprint: bytes, ir: KernelIR, target: str | None,
                 or cache_key(tgt.renderer().render(ir), ident, flags, kind, info.arch) \
                 != info.key:
             return  # not the build the record's choice makes
-        from ._artifact import Artifact
-
         check = _snapshot(rec, base, target, compiler)
         cache = disk_cache()
         key = _traced_key(fingerprint, target, compiler)
@@ -639,8 +747,8 @@ def remember_traced(fingerprint: bytes, ir: KernelIR, target: str | None,
         old = cache.get(key, count=False)
         if old is not None and old.kind == _TRACED_KIND:
             try:
-                prev = pickle.loads(old.data)
-                if prev["format"] == _TRACED_FORMAT and prev["check"] == check:
+                prev = _read_traced(old.data)
+                if prev is not None and prev["check"] == check:
                     archs = dict(prev["archs"])
             except Exception:  # noqa: BLE001 - replaced below
                 archs = {}
@@ -651,11 +759,16 @@ def remember_traced(fingerprint: bytes, ir: KernelIR, target: str | None,
             art = cache.get(info.key, count=False)
             if art is None:
                 return
-            image = art if art.kind != "hostlib" and not art.path else None
+            if art.kind != "hostlib" and not art.path:
+                image = [art.kind, art.data, art.entry, art.compiler, art.arch, art.log,
+                         art.info]
         archs[tgt.arch()] = [info.arch, kind, ident, flags, info.key, image]
-        data = pickle.dumps({
-            "format": _TRACED_FORMAT, "fingerprint": fingerprint, "ir": ir, "extra": extra,
-            "archs": archs, "check": check}, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _TRACED_MAGIC + marshal.dumps({
+            "format": _TRACED_FORMAT, "fingerprint": fingerprint, "check": check,
+            "archs": archs, "launch": _launch_view(ir),
+            "ir": pickle.dumps(ir, protocol=pickle.HIGHEST_PROTOCOL),
+            "extra": None if extra is None else pickle.dumps(
+                extra, protocol=pickle.HIGHEST_PROTOCOL)})
         cache.put_later(key, Artifact(kind=_TRACED_KIND, data=data, entry=ir.name,
                                       compiler=info.compiler, arch=info.arch))
     except Exception:  # noqa: BLE001 - a record is an optimization: the build stands

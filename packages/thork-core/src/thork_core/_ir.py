@@ -9,6 +9,8 @@ Python line that produced it.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import FrozenInstanceError
 from functools import cached_property
 from typing import Any, ClassVar, Union
@@ -36,6 +38,8 @@ __all__ = [
 # (tests/core/test_ir_nodes.py holds the equivalence).
 
 _set = object.__setattr__
+#: Completes partial kernels (:meth:`KernelIR.partial`), one at a time.
+_PARTIAL_LOCK = threading.Lock()
 #: The default of a field whose default is a new empty container (``set()``, ``list()``).
 _FACTORY: Any = object()
 
@@ -995,6 +999,54 @@ class KernelIR(_Record):
                             elif isinstance(e, (Load, VecLoad)) and split_hint(e.cache)[1]:
                                 sm80 = "an L2 eviction priority (evict=)"
         return frozenset(ops), sm80, grid
+
+    # -- a kernel loaded in two parts (the traced record: thork_core._build) -------------
+    @classmethod
+    def partial(cls, name: str, params: list[Param], launch_bounds: tuple[int, int] | None,
+                cluster_dims: tuple[int, int, int] | None, cooperative: bool,
+                rest: Callable[[], KernelIR]) -> KernelIR:
+        """A kernel IR of which only what a launch reads is present: ``name``, ``params``,
+        ``launch_bounds``, ``cluster_dims``, :attr:`cooperative` and ``debug_sites``
+        (None). Every other attribute (the body, the device functions, the location...)
+        is taken from ``rest()``, called once, at its first use (under a lock: threads
+        agree); those given here stay as given. Pickling, copying and comparing see the
+        whole kernel. A fresh process's first launch from the traced record thus does
+        not unpickle a body it does not read (``kernel.source`` does)."""
+        ir = cls.__new__(cls)
+        ir.__dict__.update(name=name, params=params, launch_bounds=launch_bounds,
+                           cluster_dims=cluster_dims, debug_sites=None,
+                           cooperative=cooperative, _rest=rest)
+        return ir
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for what the instance and its class lack: the rest of a partial
+        # kernel (:meth:`partial`), loaded now.
+        d = self.__dict__
+        if "_rest" not in d or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._complete()
+        return object.__getattribute__(self, name)
+
+    def _complete(self) -> None:
+        """Load the rest of a partial kernel (see :meth:`partial`); a no-op otherwise."""
+        d = self.__dict__
+        if "_rest" not in d:
+            return
+        with _PARTIAL_LOCK:
+            rest = d.get("_rest")
+            if rest is None:
+                return  # another thread completed it
+            full = rest()
+            if type(full) is not type(self):
+                raise TypeError(f"the rest of kernel {d['name']!r} is a "
+                                f"{type(full).__name__}, not a KernelIR")
+            # (one C-level update: a reader never sees half of the fields)
+            d.update({k: v for k, v in full.__dict__.items() if k not in d})
+            del d["_rest"]
+
+    def __getstate__(self) -> dict[str, Any]:
+        self._complete()
+        return dict(self.__dict__)
 
     def param(self, name: str) -> Param:
         for p in self.params:
