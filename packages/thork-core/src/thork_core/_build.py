@@ -532,8 +532,8 @@ def _snapshot(rec: dict[str, Any], base: list[Any], target: str | None,
     flattened for a traced record: the request, the Python, its variables, the
     ``sys.path`` folders (their names and stamps, the installed distributions' digest),
     every file's stamp (the index's, core's selection files, the compiler's declared files,
-    Thork's code files) and the target it names. Names and stamps are each one string
-    (:func:`_stamp_text`): a hit reads them without building a list per file."""
+    Thork's code files) and the target it names. The names are one string, the stamps one
+    tuple of integers (:func:`_stamp_ints`): a hit reads them without a list per file."""
     from ._memo import path_fingerprint, sys_path_stamps
 
     env = {v: os.environ.get(v) for v in _SELECTION_VARIABLES}
@@ -543,27 +543,31 @@ def _snapshot(rec: dict[str, Any], base: list[Any], target: str | None,
     stamps = path_fingerprint(sorted(files))
     paths = sys_path_stamps()
     return [target, compiler, sys.version, [[k, env[k]] for k in sorted(env)],
-            "\0".join(p[0] for p in paths), _stamp_text(paths), base[4],
-            "\0".join(f[0] for f in stamps), _stamp_text(stamps), list(rec["target"])]
+            "\0".join(p[0] for p in paths), _stamp_ints(paths), base[4],
+            "\0".join(f[0] for f in stamps), _stamp_ints(stamps), list(rec["target"])]
 
 
-def _stamp_text(stamps: list[Any]) -> str:
-    """``path_fingerprint``'s stamps (modification time, size) as one string."""
-    return " ".join(f"{m}:{n}" for _, m, n in stamps)
+def _stamp_ints(stamps: list[Any]) -> tuple[int, ...]:
+    """``path_fingerprint``'s stamps as one flat tuple: modification time, size, ..."""
+    return tuple(x for _, m, n in stamps for x in (m, n))
 
 
-def _stamps_now(paths: list[str]) -> str:
-    """:func:`_stamp_text` of ``paths`` as they are now (a missing one: ``-``)."""
+def _unchanged(paths: list[str], stamps: tuple[int, ...]) -> bool:
+    """Whether each of ``paths`` exists with the modification time and size
+    :func:`_stamp_ints` recorded (one ``stat`` each, stopping at the first change)."""
+    if len(stamps) != 2 * len(paths):
+        return False
     stat = os.stat
-    out = []
+    i = 0
     for p in paths:
         try:
             st = stat(p)
         except OSError:
-            out.append("-")
-            continue
-        out.append(f"{st.st_mtime_ns}:{st.st_size}")
-    return " ".join(out)
+            return False
+        if st.st_mtime_ns != stamps[i] or st.st_size != stamps[i + 1]:
+            return False
+        i += 2
+    return True
 
 
 def _current(check: list[Any], target: str | None, compiler: str | None) -> bool:
@@ -579,15 +583,17 @@ def _current(check: list[Any], target: str | None, compiler: str | None) -> bool
         if environ.get(k) != v:
             return False
     stamps = sys_path_stamps()
-    if _stamp_text(stamps) != path_stamps or "\0".join(p[0] for p in stamps) != path_names:
+    names = "\0".join(p[0] for p in stamps)
+    if names != path_names:
+        return False
+    if _stamp_ints(stamps) != path_stamps:
         # A folder changed (a script's folder gaining files...): the same folders and
         # the same installed distributions still qualify.
         from ._memo import installed_fingerprint
 
-        if "\0".join(p[0] for p in stamps) != path_names \
-                or installed_fingerprint() != installed:
+        if installed_fingerprint() != installed:
             return False
-    return _stamps_now(file_names.split("\0") if file_names else []) == file_stamps
+    return _unchanged(file_names.split("\0") if file_names else [], file_stamps)
 
 
 #: Opens a traced record's data (then ``marshal``: plain values, bytes and strings).
