@@ -436,6 +436,98 @@ def test_threads_taking_the_record_agree(gpu, tmp_path):
     assert not errors and got == [key] * 8 and not TRACES
 
 
+# -- the partial IR (what a launch reads; the body when asked) --------------------------
+def test_a_hit_gives_a_partial_ir_that_completes_to_the_traced_one(gpu, tmp_path):
+    import copy
+    import pickle
+
+    mod = kernel_module(tmp_path, "tr_partial")
+    hit(mod.tr_partial)
+    full = mod.tr_partial.ir  # traced in this process
+    new_process()
+    k = _kernel.Kernel(mod.tr_partial.fn)
+    k.compile()
+    ir = k._ir
+    assert not TRACES and "_rest" in ir.__dict__  # the body was not unpickled
+    assert (ir.name, ir.params, ir.launch_bounds, ir.cluster_dims, ir.cooperative) \
+        == (full.name, full.params, full.launch_bounds, full.cluster_dims, full.cooperative)
+    assert "_rest" in ir.__dict__  # reading what a launch reads keeps it partial
+    # (expression nodes compare by identity: the whole kernels are compared by repr)
+    assert repr(pickle.loads(pickle.dumps(ir))) == repr(full)  # pickling sees all of it
+    assert "_rest" not in ir.__dict__ and repr(ir) == repr(full)
+    assert k.source == mod.tr_partial.source
+    new_process()
+    k2 = _kernel.Kernel(mod.tr_partial.fn)
+    k2.compile()
+    assert "_rest" in k2._ir.__dict__
+    assert repr(copy.deepcopy(k2._ir)) == repr(full) and not hasattr(k2._ir, "no_such")
+
+
+def test_threads_completing_a_partial_ir_agree(gpu, tmp_path):
+    mod = kernel_module(tmp_path, "tr_partial_threads")
+    hit(mod.tr_partial_threads)
+    want = mod.tr_partial_threads.ir.body
+    for _ in range(3):
+        new_process()
+        k = _kernel.Kernel(mod.tr_partial_threads.fn)
+        k.compile()
+        ir = k._ir
+        assert "_rest" in ir.__dict__
+        got: list[Any] = []
+        start = threading.Barrier(8)
+
+        def read(ir: Any = ir) -> None:
+            start.wait()
+            got.append((ir.body, ir.loc, ir.functions))
+
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(got) == 8 and all(g[0] is got[0][0] for g in got)
+        assert repr(got[0][0]) == repr(want)
+
+
+def test_a_launch_view_is_kept_only_where_it_is_all_a_launch_reads(gpu, tmp_path):
+    from thork_core import KernelIR
+    from thork_core.ir import Param, VectorType
+
+    mod = kernel_module(tmp_path, "tr_view")
+    ir = mod.tr_view.ir
+    view = _build._launch_view(ir)
+    assert view is not None and view[0] == "tr_view"
+    assert _build._partial_ir(view, b"").params == ir.params
+    debug = KernelIR(ir.name, ir.params, ir.body, ir.loc, debug_sites=[])
+    assert _build._launch_view(debug) is None  # debug mode: the whole IR
+    odd = KernelIR("odd", [Param("v", VectorType(tk.dt.float32, 4))], [], None)
+    assert _build._launch_view(odd) is None  # a vector parameter: the whole IR
+
+
+def test_parameters_read_from_the_code_object_match_inspect():
+    import functools
+    import inspect
+
+    def a(x, y=2, *, z, w=4): ...
+    def b(p, /, q, r=3): ...
+    def c(): ...
+    def d(x=1, y=None): ...
+    def e(x, *, y=tk): ...
+
+    @functools.wraps(a)
+    def wrapped(*args: Any, **kw: Any) -> None: ...
+
+    def want(fn: Any) -> list[tuple[str, Any]]:
+        return [(n, p.default if p.default is not p.empty else _kernel._EMPTY)
+                for n, p in inspect.signature(fn).parameters.items()]
+
+    for fn in (a, b, c, d, e, wrapped):
+        assert _kernel._parameters(fn, "k") == want(fn), fn
+    for bad in (lambda *a: None, lambda **k: None, lambda x, *a, y=1: None):
+        with pytest.raises(tk.TraceError, match="args"):
+            _kernel._parameters(bad, "k")
+
+
 # -- the fingerprint itself ------------------------------------------------------------
 def test_fingerprints_tell_value_types_apart(tmp_path):
     mod = kernel_module(tmp_path, "tr_types")

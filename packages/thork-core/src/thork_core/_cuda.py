@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ._errors import LaunchError
@@ -71,7 +72,10 @@ def device_count() -> int:
 
 
 @functools.cache
+@functools.cache
 def compute_capability(ordinal: int = 0) -> tuple[int, int]:
+    """Device ``ordinal``'s compute capability ``(major, minor)``; cached for the process
+    (a first launch asks for its architecture: three driver calls)."""
     drv = driver()
     dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
     attr = drv.CUdevice_attribute
@@ -104,15 +108,28 @@ def context(ordinal: int = 0) -> Any:
             if ctx is None:
                 ctx = _CONTEXTS[ordinal] = _retain(ordinal)
                 if len(_CONTEXTS) == 1:
-                    _ready_launches()
+                    _ready_launches(ordinal)
     return ctx
 
 
-def _ready_launches() -> None:
+#: What front-ends ready at the process's first context (:func:`at_first_context`).
+_AT_FIRST_CONTEXT: list[Callable[[], Any]] = []
+
+
+def at_first_context(fn: Callable[[], Any]) -> None:
+    """Have ``fn()`` run at the process's first CUDA context (errors ignored): a front-end
+    readies there what its first launch needs in any case (thork: its ``Launch`` class
+    over the native module's). Not run when a context exists already: the first launch
+    then does it."""
+    _AT_FIRST_CONTEXT.append(fn)
+
+
+def _ready_launches(ordinal: int = 0) -> None:
     """At the process's first context (the user's first device array, ~100 ms of driver
-    work): import the GPU target and load the native launch module, which a first launch
-    would otherwise do inside its own call (~0.5–1 ms: ``memo.json``, ``dlopen``, the
-    imports).
+    work): import the GPU target, load the native launch module, learn the device's
+    compute capability and run what front-ends registered (:func:`at_first_context`),
+    which a first launch would otherwise do inside its own call (~0.5–1 ms: ``memo.json``,
+    ``dlopen``, the imports, the launch class).
     Never raises: a launch finds and reports whatever went wrong here."""
     try:
         from . import _builtin, _gpu  # noqa: F401 - core's targets, GpuExecutable
@@ -120,8 +137,14 @@ def _ready_launches() -> None:
 
         native_module()
         _fast_calls()  # the ctypes prototypes make_current uses
+        compute_capability(ordinal)  # (the architecture a first launch looks up)
     except Exception:  # noqa: BLE001 - the launch path reports it
         pass
+    for fn in list(_AT_FIRST_CONTEXT):
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - the launch path reports it
+            pass
 
 
 _CONTEXTS: dict[int, Any] = {}

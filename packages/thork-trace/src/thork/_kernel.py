@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from types import FunctionType as _FunctionType
 from typing import Any, overload
 
 from thork_core import (
@@ -29,6 +30,7 @@ from thork_core import (
     normalize_dims,
 )
 from thork_core._build import remember_traced, traced_build
+from thork_core._cuda import at_first_context as _cuda_at_first_context
 from thork_core.ir import Cast, Expr, Let, Special, Var, hopper_ops
 from thork_core.launch import shared_bytes, static_shared_bytes
 from thork_core.runtime import check_device, route
@@ -150,12 +152,9 @@ class Kernel:
             return self._analyze_locked()
 
     def _analyze_locked(self) -> list[tuple[str, Any, Any]]:
-        sig = inspect.signature(self.fn)
         hints = _annotations(self.fn, self)
         out = []
-        for pname, p in sig.parameters.items():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise TraceError(f"{self.name}(): *args/**kwargs parameters are not supported")
+        for pname, default in _parameters(self.fn, self.name):
             spec = spec_of(hints.get(pname, _EMPTY), pname, self.name)
             if isinstance(spec, ConstexprSpec) and pname in _LAUNCH_OPTIONS:
                 # Constants go by keyword too; these names are the launch's own options.
@@ -163,7 +162,6 @@ class Kernel:
                     f"{self.name}(): compile-time constant '{pname}' has the name of a "
                     f"launch option ({', '.join(f'{o}=' for o in _LAUNCH_OPTIONS)}); "
                     "rename the parameter")
-            default = p.default if p.default is not p.empty else _EMPTY
             out.append((pname, spec, default))
         launch = [(n, s) for n, s, _ in out if not isinstance(s, BuiltinSpec)]
         self._n_launch = len(launch)
@@ -558,6 +556,39 @@ class Kernel:
                                   self._bound, nones))
 
 
+#: ``co_flags`` of a code object taking ``*args`` / ``**kwargs``.
+_CO_VARARGS, _CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
+
+
+def _parameters(fn: Callable[..., Any], name: str) -> list[tuple[str, Any]]:
+    """``(name, default or _EMPTY)`` per parameter of ``fn``, in order, as
+    ``inspect.signature`` gives them. A plain Python function's are read from its code
+    object, defaults and keyword-only defaults (a fresh process's first launch: no
+    ``inspect`` machinery); anything else (a ``__wrapped__`` or ``__signature__`` function,
+    a callable object) goes through ``inspect.signature``. TraceError for ``*args`` or
+    ``**kwargs``."""
+    d = getattr(fn, "__dict__", None)
+    if type(fn) is not _FunctionType or d is None or "__wrapped__" in d \
+            or "__signature__" in d:
+        out = []
+        for pname, p in inspect.signature(fn).parameters.items():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TraceError(f"{name}(): *args/**kwargs parameters are not supported")
+            out.append((pname, p.default if p.default is not p.empty else _EMPTY))
+        return out
+    code = fn.__code__  # type: ignore[attr-defined]
+    if code.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS):
+        raise TraceError(f"{name}(): *args/**kwargs parameters are not supported")
+    n = code.co_argcount
+    names = code.co_varnames[:n + code.co_kwonlyargcount]
+    defaults = fn.__defaults__ or ()  # type: ignore[attr-defined]
+    kwdefaults = fn.__kwdefaults__ or {}  # type: ignore[attr-defined]
+    first = n - len(defaults)  # the first positional parameter with a default
+    return [(p, defaults[i - first] if first <= i < n else
+             kwdefaults.get(p, _EMPTY) if i >= n else _EMPTY)
+            for i, p in enumerate(names)]
+
+
 def _traced_ok() -> bool:
     """Whether a first build may take the traced record (``THORK_TRACED_RECORD``, on by
     default; the selection record must be on too)."""
@@ -767,6 +798,16 @@ def _launch_type() -> type[Launch]:
         if memo is not None:  # kernel[grid, block] answered in C (the class's own slot)
             memo.install(Kernel)
     return _LAUNCH_TYPE
+
+
+def _ready_launch_type() -> None:
+    """At the process's first CUDA context (``_cuda.at_first_context``): make the launch
+    class, which a first ``kernel[grid, block]`` would otherwise make in its own call."""
+    if _LAUNCH_TYPE is None:
+        _launch_type()
+
+
+_cuda_at_first_context(_ready_launch_type)
 
 
 def _annotations(fn: Callable[..., Any], kernel: Any = None) -> dict[str, Any]:
