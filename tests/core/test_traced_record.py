@@ -476,7 +476,7 @@ def test_threads_completing_a_partial_ir_agree(gpu, tmp_path):
         got: list[Any] = []
         start = threading.Barrier(8)
 
-        def read(ir: Any = ir) -> None:
+        def read(ir: Any = ir, start: Any = start, got: list[Any] = got) -> None:
             start.wait()
             got.append((ir.body, ir.loc, ir.functions))
 
