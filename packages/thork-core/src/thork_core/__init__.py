@@ -97,9 +97,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'thork_core' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
+    # __import__, not importlib.import_module: the same import, timed by -X importtime
+    value = getattr(__import__(module[1:], globals(), None, (name,), 1), name)
     if module != "._debug":  # debug mode's names are looked up again each time
         globals()[name] = value  # later lookups skip this function
     return value
