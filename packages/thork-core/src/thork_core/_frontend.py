@@ -23,7 +23,7 @@ class Frontend:
     cost ~1 ms there)."""
 
     __slots__ = _FIELDS
-    __match_args__ = _FIELDS
+    __match_args__ = ("name", "module", "description", "extensions")
     name: str
     module: str
     description: str

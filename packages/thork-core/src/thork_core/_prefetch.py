@@ -25,12 +25,12 @@ one here), outside a graph capture, without an ahead-of-time bundle
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import threading
 from typing import Any
 
 from ._artifact import Artifact
+from ._digest import sha256_hex
 
 __all__ = ["artifact", "enabled", "note", "record_id", "settle", "start", "take"]
 
@@ -78,7 +78,7 @@ def record_id(parts: list[Any]) -> str:
     tell kernels apart: module, qualified name, file, name, options) and the variables
     that steer a default build."""
     text = repr([*parts, [os.environ.get(v) for v in _VARIABLES]])
-    return hashlib.sha256(text.encode()).hexdigest()[:40]
+    return sha256_hex(text.encode())[:40]
 
 
 def _record_path(rid: str) -> str:
