@@ -173,31 +173,3 @@ def test_import_thork_leaves_the_build_path_debug_mode_and_staging_lanes_unloade
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "True", "True"]
 
-
-def test_frontend_is_the_frozen_record_it_was():
-    """``Frontend`` is a plain class (no dataclass created at the first call): equality,
-    hash, repr, immutability and pickling as the frozen dataclass had them."""
-    import dataclasses
-    import pickle
-    from typing import Any
-
-    from thork_core import Frontend
-
-    @dataclasses.dataclass(frozen=True)
-    class Frontend2:  # the reference: what Frontend was
-        name: str
-        module: str
-        description: str
-        extensions: Any = None
-
-    for args in (("trace", "thork", "a DSL"), ("compose", "fkl", "ops", list)):
-        a, ref = Frontend(*args), Frontend2(*args)
-        assert repr(a) == repr(ref).replace(type(ref).__qualname__, "Frontend")
-        assert hash(a) == hash(ref) and a == Frontend(*args) and a != ref
-        assert a != Frontend(*args[:2], "other") and pickle.loads(pickle.dumps(a)) == a
-        assert a.extensions is (args[3] if len(args) > 3 else None)
-        assert Frontend(name=args[0], module=args[1], description=args[2]).name == args[0]
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            a.name = "x"  # type: ignore[misc]
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            del a.module

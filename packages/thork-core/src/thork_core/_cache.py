@@ -37,11 +37,11 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._artifact import Artifact
 from ._digest import compare_digest, hmac_sha256, sha256, sha256_hex
+from ._record import FrozenRecord
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -441,11 +441,13 @@ def flush_writes() -> None:
     _WRITER.flush()
 
 
-@dataclass(frozen=True)
-class CacheEntry:
+class CacheEntry(FrozenRecord):
     """One entry of the cache as ``thork cache list`` shows it: ``size`` is bytes on disk
-    (entry file and its library), ``last_used`` a POSIX time (seconds)."""
+    (entry file and its library), ``last_used`` a POSIX time (seconds). Immutable (a
+    frozen dataclass written out: :mod:`thork_core._record`)."""
 
+    _fields = ("key", "path", "size", "entry", "compiler", "kind", "arch", "last_used")
+    __match_args__ = ("key", "path", "size", "entry", "compiler", "kind", "arch", "last_used")
     key: str
     path: Path
     size: int
@@ -453,7 +455,13 @@ class CacheEntry:
     compiler: str
     kind: str
     arch: str
-    last_used: float = 0.0
+    last_used: float
+
+    def __init__(self, key: str, path: Path, size: int, entry: str, compiler: str, kind: str,
+                 arch: str, last_used: float = 0.0) -> None:
+        d = self.__dict__
+        d["key"], d["path"], d["size"], d["entry"] = key, path, size, entry
+        d["compiler"], d["kind"], d["arch"], d["last_used"] = compiler, kind, arch, last_used
 
 
 class DiskCache:
