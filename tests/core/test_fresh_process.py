@@ -129,7 +129,7 @@ NOT_AT_IMPORT = (
     "thork_core._launch", "thork_core._probe", "thork_core._binding", "thork_core._limits",
     "thork_core._prefetch", "thork_core._native", "thork_core._device_array",
     "thork_core._device", "thork_core._cuda", "thork_core._graph", "thork_core._memory",
-    "thork_core._pitched_array", "thork_core._gpu", "thork_core._arch", "thork_core._env",
+    "thork_core._pitched_array", "thork_core._gpu", "thork_core._env",
     "thork_core.launch", "thork_core.runtime", "thork_core.plugin", "thork_core.build",
     "hashlib", "_hashlib", "hmac", "json", "dataclasses", "copy", "importlib.metadata",
 )

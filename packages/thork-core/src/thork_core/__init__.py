@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch  # tiny; a first launch needs it
 from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
 from ._errors import (
     ArchError,
@@ -32,7 +33,6 @@ from ._errors import (
 
 if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     from ._adapter import ArrayAdapter, ArrayView
-    from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch
     from ._artifact import ARTIFACT_KINDS, Artifact
     from ._build import CompileInfo, build_kernel, choose, compile_artifact
     from ._cache import DiskCache, cache_dir, cache_key, disk_cache
@@ -55,7 +55,6 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
 # (issue 11: ``import thork`` <= 30 ms); debug mode's module (~2 ms) loads where it is used.
 _LAZY = {name: module for module, names in (
     ("._adapter", "ArrayAdapter ArrayView"),
-    ("._arch", "DEFAULT_ARCH gpu_arch parse_arch"),
     ("._artifact", "ARTIFACT_KINDS Artifact"),
     ("._build", "CompileInfo build_kernel choose compile_artifact"),
     ("._cache", "DiskCache cache_dir cache_key disk_cache"),
