@@ -15,13 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._adapter import ArrayAdapter, ArrayView
-from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch
-from ._artifact import ARTIFACT_KINDS, Artifact
-from ._build import CompileInfo, build_kernel, choose, compile_artifact
-from ._cache import DiskCache, cache_dir, cache_key, disk_cache
-from ._compiler import Compiler
-from ._device_array import DeviceArray
+from ._arch import DEFAULT_ARCH, gpu_arch, parse_arch  # tiny; a first launch needs it
 from ._dtype import ALL_DTYPES, DType, dt, dtype_of, literal_dtype, promote
 from ._errors import (
     ArchError,
@@ -36,16 +30,49 @@ from ._errors import (
     ThorkError,
     TraceError,
 )
-from ._frontend import Frontend
-from ._graph import Graph, GraphNode
-from ._hookspecs import hookimpl, hookspec
-from ._ir import KernelIR, Loc, Param, PointerType
-from ._launch import PreparedLaunch, guarded_call_base
-from ._memory import pinned_empty
-from ._plugin_api import PLUGIN_API_VERSION
-from ._plugins import PluginInfo, Plugins, PluginWarning, plugins, reset_plugins
-from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
-from ._target import Dim3, Executable, Target, normalize_dims
+
+if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
+    from ._adapter import ArrayAdapter, ArrayView
+    from ._artifact import ARTIFACT_KINDS, Artifact
+    from ._build import CompileInfo, build_kernel, choose, compile_artifact
+    from ._cache import DiskCache, cache_dir, cache_key, disk_cache
+    from ._compiler import Compiler
+    from ._debug import debug_default, instrument
+    from ._device_array import DeviceArray
+    from ._frontend import Frontend
+    from ._graph import Graph, GraphNode
+    from ._hookspecs import hookimpl, hookspec
+    from ._ir import KernelIR, Loc, Param, PointerType
+    from ._launch import PreparedLaunch, guarded_call_base
+    from ._memory import pinned_empty
+    from ._plugin_api import PLUGIN_API_VERSION
+    from ._plugins import PluginInfo, Plugins, PluginWarning, plugins, reset_plugins
+    from ._renderer import CODEGEN_VERSION, CudaRenderer, Renderer
+    from ._target import Dim3, Executable, Target, normalize_dims
+
+# The other public names load their module on first use (PEP 562): ``import thork`` needs
+# the IR and the dtypes, not the build path, the cache, the registry or the runtime
+# (issue 11: ``import thork`` <= 30 ms); debug mode's module (~2 ms) loads where it is used.
+_LAZY = {name: module for module, names in (
+    ("._adapter", "ArrayAdapter ArrayView"),
+    ("._artifact", "ARTIFACT_KINDS Artifact"),
+    ("._build", "CompileInfo build_kernel choose compile_artifact"),
+    ("._cache", "DiskCache cache_dir cache_key disk_cache"),
+    ("._compiler", "Compiler"),
+    ("._debug", "debug_default instrument"),
+    ("._device_array", "DeviceArray"),
+    ("._frontend", "Frontend"),
+    ("._graph", "Graph GraphNode"),
+    ("._hookspecs", "hookimpl hookspec"),
+    ("._ir", "KernelIR Loc Param PointerType"),
+    ("._launch", "PreparedLaunch guarded_call_base"),
+    ("._memory", "pinned_empty"),
+    ("._plugin_api", "PLUGIN_API_VERSION"),
+    ("._plugins", "PluginInfo Plugins PluginWarning plugins reset_plugins"),
+    ("._renderer", "CODEGEN_VERSION CudaRenderer Renderer"),
+    ("._target", "Dim3 Executable Target normalize_dims"),
+) for name in names.split()}
+
 
 __all__ = [
     "ALL_DTYPES", "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "BoundsError",
@@ -64,13 +91,17 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
-    from ._debug import debug_default, instrument
-
 
 def __getattr__(name: str) -> Any:
-    # Debug mode's module (~2 ms) loads on first use: ``import thork`` never needs it.
-    if name in ("debug_default", "instrument"):
-        from . import _debug
-        return getattr(_debug, name)
-    raise AttributeError(f"module 'thork_core' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'thork_core' has no attribute {name!r}")
+    # __import__, not importlib.import_module: the same import, timed by -X importtime
+    value = getattr(__import__(module[1:], globals(), None, (name,), 1), name)
+    if module != "._debug":  # debug mode's names are looked up again each time
+        globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

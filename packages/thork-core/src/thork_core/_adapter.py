@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from ._dtype import DType, from_dlpack_code, from_numpy
+from ._record import Record
 
 __all__ = [
     "ArrayView", "ArrayAdapter", "NumpyAdapter", "CudaArrayInterfaceAdapter", "DLPackAdapter",
@@ -19,26 +19,44 @@ __all__ = [
 ]
 
 
-@dataclass
-class ArrayView:
+class ArrayView(Record):
     """What a target needs to know about one array argument.
 
     ``ptr`` is the address of element 0 (host or device); ``strides`` are in bytes, or
     None for C-contiguous; ``device`` is ``"cpu"`` or ``"cuda"`` with ``device_id``;
     ``stream`` is the producer's CUDA stream handle when it asked consumers to wait on it.
     ``keepalive`` holds whatever must stay referenced while the array is in use.
+    Compared by its fields (a dataclass written out: :mod:`thork_core._record`).
     """
 
+    _fields = ("ptr", "shape", "strides", "dtype", "device", "device_id", "readonly", "host",
+               "stream", "keepalive")
+    __match_args__ = ("ptr", "shape", "strides", "dtype", "device", "device_id", "readonly",
+                      "host", "stream", "keepalive")
     ptr: int
     shape: tuple[int, ...]
     strides: tuple[int, ...] | None
     dtype: DType
     device: str
-    device_id: int = 0
-    readonly: bool = False
-    host: Any = None
-    stream: int | None = None
-    keepalive: Any = None
+    device_id: int
+    readonly: bool
+    host: Any
+    stream: int | None
+    keepalive: Any
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
+                 dtype: DType, device: str, device_id: int = 0, readonly: bool = False,
+                 host: Any = None, stream: int | None = None, keepalive: Any = None) -> None:
+        self.ptr = ptr
+        self.shape = shape
+        self.strides = strides
+        self.dtype = dtype
+        self.device = device
+        self.device_id = device_id
+        self.readonly = readonly
+        self.host = host
+        self.stream = stream
+        self.keepalive = keepalive
 
     @property
     def size(self) -> int:

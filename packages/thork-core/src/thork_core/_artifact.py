@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from ._record import FrozenRecord
 
 __all__ = ["Artifact", "ARTIFACT_KINDS"]
 
@@ -12,22 +13,33 @@ __all__ = ["Artifact", "ARTIFACT_KINDS"]
 ARTIFACT_KINDS = ("cubin", "ptx", "hostlib")
 
 
-@dataclass(frozen=True)
-class Artifact:
+class Artifact(FrozenRecord):
     """Bytes a target can load, plus where they came from.
 
     ``entry`` is the kernel's symbol; ``compiler`` the identity of the compiler that made
     it (name and version); ``arch`` the architecture (``sm_90``, ``x86_64``...).
+    Immutable; compared by all fields but ``path`` (a frozen dataclass written out:
+    :mod:`thork_core._record`).
     """
 
+    _fields = ("kind", "data", "entry", "compiler", "arch", "log", "info", "path")
+    _compare = _repr = _fields[:-1]
+    __match_args__ = ("kind", "data", "entry", "compiler", "arch", "log", "info", "path")
     kind: str
     data: bytes
     entry: str
     compiler: str
     arch: str
-    log: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
+    log: str
+    info: dict[str, Any]
     #: A ``hostlib`` read from the disk cache: the library file whose content the cache
     #: compared with its entry (loaders use it through
     #: :func:`~thork_core._cache.library_file` instead of comparing the bytes again).
-    path: str = field(default="", compare=False, repr=False)
+    path: str
+
+    def __init__(self, kind: str, data: bytes, entry: str, compiler: str, arch: str,
+                 log: str = "", info: dict[str, Any] | None = None, path: str = "") -> None:
+        d = self.__dict__
+        d["kind"], d["data"], d["entry"], d["compiler"], d["arch"] = \
+            kind, data, entry, compiler, arch
+        d["log"], d["info"], d["path"] = log, {} if info is None else info, path

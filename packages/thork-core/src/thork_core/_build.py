@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from ._artifact import Artifact
@@ -22,6 +21,7 @@ from ._env import env_flag
 from ._errors import ArchError, CompileError
 from ._ir import KernelIR
 from ._plugins import plugins
+from ._record import Record
 from ._target import Executable, Target
 
 __all__ = ["CompileInfo", "build", "build_kernel", "build_stats", "choose", "compile_artifact",
@@ -64,13 +64,17 @@ def _count(what: str, key: str, artifact: Artifact) -> None:
             r.append((key, artifact))
 
 
-@dataclass
-class CompileInfo:
+class CompileInfo(Record):
     """How a kernel was built: ``cache`` is ``disk`` (hit), ``bundle`` (from the
     ahead-of-time bundle ``THORK_CACHE_BUNDLE`` names) or ``compiled`` (miss);
     times are milliseconds; ``attributes`` are the target's resource report
-    (registers, shared and local bytes on the GPU)."""
+    (registers, shared and local bytes on the GPU). Compared by its fields (a dataclass
+    written out: :mod:`thork_core._record`)."""
 
+    _fields = ("target", "compiler", "arch", "kind", "flags", "cache", "key", "compile_ms",
+               "load_ms", "log", "fallback", "attributes", "device")
+    __match_args__ = ("target", "compiler", "arch", "kind", "flags", "cache", "key",
+                      "compile_ms", "load_ms", "log", "fallback", "attributes", "device")
     target: str
     compiler: str
     arch: str
@@ -80,11 +84,29 @@ class CompileInfo:
     key: str
     compile_ms: float
     load_ms: float
-    log: str = ""
-    fallback: str = ""
-    attributes: dict[str, Any] = field(default_factory=dict)
+    log: str
+    fallback: str
+    attributes: dict[str, Any]
     #: The CUDA device it was loaded on (0 for targets without devices).
-    device: int = 0
+    device: int
+
+    def __init__(self, target: str, compiler: str, arch: str, kind: str, flags: list[str],
+                 cache: str, key: str, compile_ms: float, load_ms: float, log: str = "",
+                 fallback: str = "", attributes: dict[str, Any] | None = None,
+                 device: int = 0) -> None:
+        self.target = target
+        self.compiler = compiler
+        self.arch = arch
+        self.kind = kind
+        self.flags = flags
+        self.cache = cache
+        self.key = key
+        self.compile_ms = compile_ms
+        self.load_ms = load_ms
+        self.log = log
+        self.fallback = fallback
+        self.attributes = {} if attributes is None else attributes
+        self.device = device
 
 
 def choose(target: str | Target | None, compiler: str | Compiler | None
@@ -389,13 +411,15 @@ def _recorded_build(kernel: KernelIR, target: str | None, compiler: str | None,
     return got if isinstance(got, tuple) else None
 
 
-@dataclass
 class _Rendered:
     """What a valid record's look-up made before the disk cache missed: the recorded
     target and ``source`` rendered for it (the full path reuses it for that target)."""
 
-    target: Target
-    source: str
+    __slots__ = ("target", "source")
+
+    def __init__(self, target: Target, source: str) -> None:
+        self.target = target
+        self.source = source
 
 
 def _recorded(kernel: KernelIR, target: str | None, compiler: str | None, device: int

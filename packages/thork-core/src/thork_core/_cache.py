@@ -29,8 +29,6 @@ below 90% of the limit. Concurrent processes building one key wait on a lock fil
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import stat
@@ -39,10 +37,11 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._artifact import Artifact
+from ._digest import compare_digest, hmac_sha256, sha256, sha256_hex
+from ._record import FrozenRecord
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -329,7 +328,7 @@ def _remove(path: str) -> None:
 
 def cache_key(source: str, compiler: str, flags: Iterable[str], kind: str, arch: str) -> str:
     """The hex key of an artifact (see the module docstring for what it covers)."""
-    h = hashlib.sha256()
+    h = sha256(size_hint=len(source))
     for part in (compiler, kind, arch, "\x1f".join(flags), source):
         h.update(part.encode())
         h.update(b"\0")
@@ -455,11 +454,13 @@ def flush_writes() -> None:
     _WRITER.flush()
 
 
-@dataclass(frozen=True)
-class CacheEntry:
+class CacheEntry(FrozenRecord):
     """One entry of the cache as ``thork cache list`` shows it: ``size`` is bytes on disk
-    (entry file and its library), ``last_used`` a POSIX time (seconds)."""
+    (entry file and its library), ``last_used`` a POSIX time (seconds). Immutable (a
+    frozen dataclass written out: :mod:`thork_core._record`)."""
 
+    _fields = ("key", "path", "size", "entry", "compiler", "kind", "arch", "last_used")
+    __match_args__ = ("key", "path", "size", "entry", "compiler", "kind", "arch", "last_used")
     key: str
     path: Path
     size: int
@@ -467,7 +468,13 @@ class CacheEntry:
     compiler: str
     kind: str
     arch: str
-    last_used: float = 0.0
+    last_used: float
+
+    def __init__(self, key: str, path: Path, size: int, entry: str, compiler: str, kind: str,
+                 arch: str, last_used: float = 0.0) -> None:
+        d = self.__dict__
+        d["key"], d["path"], d["size"], d["entry"] = key, path, size, entry
+        d["compiler"], d["kind"], d["arch"], d["last_used"] = compiler, kind, arch, last_used
 
 
 class DiskCache:
@@ -515,7 +522,7 @@ class DiskCache:
             if lib is not None:
                 lib_path = _lib_path(root, lib)
                 data = read_private(lib_path, limit)
-                if hashlib.sha256(data).hexdigest() != lib:
+                if sha256_hex(data) != lib:
                     _remove(lib_path)
                     raise _Untrusted(f"{lib_path}: content does not match its entry")
                 _touch(lib_path)
@@ -774,7 +781,7 @@ def _lib_path(root: str, digest: str) -> str:
 
 def _store_library(root: str, data: bytes) -> str:
     """Write ``data`` as ``lib/<sha256>.so`` unless a verified copy is there; its digest."""
-    digest = hashlib.sha256(data).hexdigest()
+    digest = sha256_hex(data)
     path = _lib_path(root, digest)
     try:
         if read_private(path, max(len(data), 1)) == data:
@@ -788,12 +795,8 @@ def _store_library(root: str, data: bytes) -> str:
 
 
 def _mac(secret: bytes, key: str, meta: bytes, payload: bytes) -> bytes:
-    h = hmac.new(secret, digestmod=hashlib.sha256)
-    h.update(key.encode() + b"\0")
-    h.update(struct.pack("<Q", len(meta)))
-    h.update(meta)
-    h.update(payload)
-    return h.digest()
+    return hmac_sha256(secret, (key.encode() + b"\0", struct.pack("<Q", len(meta)), meta,
+                                 payload))
 
 
 def _encode(a: Artifact, key: str, secret: bytes, lib: str | None) -> bytes:
@@ -816,7 +819,7 @@ def _decode(blob: bytes, key: str, secret: bytes) -> tuple[Artifact, str | None]
     if magic != _MAGIC or len(body) != mlen + plen:
         raise _Untrusted("damaged entry")
     meta_b, payload = body[:mlen], body[mlen:]
-    if not hmac.compare_digest(mac, _mac(secret, key, meta_b, payload)):
+    if not compare_digest(mac, _mac(secret, key, meta_b, payload)):
         raise _Untrusted("entry not written by Thork for this key")
     meta = json.loads(meta_b)
     if meta["key"] != key:  # covered by the MAC; checked again for clarity

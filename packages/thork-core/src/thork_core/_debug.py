@@ -26,7 +26,6 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ._dtype import dt
@@ -66,6 +65,7 @@ from ._ir import (
     node_fields,
     replace,
 )
+from ._record import FrozenRecord
 from ._target import Executable
 
 __all__ = ["Site", "instrument", "debug_default", "DebugExecutable", "DebugRecord",
@@ -86,10 +86,14 @@ def debug_default() -> bool:
     return env_flag("THORK_DEBUG", False)
 
 
-@dataclass(frozen=True)
-class Site:
-    """One checked access: which array, how, and where in the Python source."""
+class Site(FrozenRecord):
+    """One checked access: which array, how, and where in the Python source (immutable,
+    compared by its fields: a frozen dataclass written out, :mod:`thork_core._record`)."""
 
+    _fields = ("kernel", "array", "space", "param_index", "access", "loc", "width",
+               "function")
+    __match_args__ = ("kernel", "array", "space", "param_index", "access", "loc", "width",
+                      "function")
     kernel: str
     array: str
     #: ``"parameter"``, ``"shared"``, ``"dynamic shared"``, ``"local"``, ``"module"``.
@@ -100,9 +104,17 @@ class Site:
     access: str
     loc: Loc | None
     #: Elements one access covers (vector loads and stores), for the message.
-    width: int = 1
+    width: int
     #: The device function whose parameter ``array`` is (None: the kernel's own).
-    function: str | None = None
+    function: str | None
+
+    def __init__(self, kernel: str, array: str, space: str, param_index: int | None,
+                 access: str, loc: Loc | None, width: int = 1,
+                 function: str | None = None) -> None:
+        d = self.__dict__
+        d["kernel"], d["array"], d["space"], d["param_index"] = kernel, array, space, \
+            param_index
+        d["access"], d["loc"], d["width"], d["function"] = access, loc, width, function
 
 
 class _Range:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import FrozenInstanceError
 from functools import cached_property
 from typing import Any, ClassVar, Union
 
@@ -65,9 +64,13 @@ class _Frozen(_Node):
     :class:`dataclasses.FrozenInstanceError`."""
 
     def __setattr__(self, name: str, value: Any) -> None:
+        from dataclasses import FrozenInstanceError  # only where raised (~1 ms to import)
+
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 

@@ -14,7 +14,6 @@ JSON text, not as the text itself: the file a fresh process reads and parses sta
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -22,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._cache import cache_root, on_clear, read_private, writable_root
+from ._digest import sha256_hex
 
 __all__ = ["memo", "recall", "remember", "path_fingerprint", "installed_fingerprint", "reset",
            "sys_path_stamps", "FILE"]
@@ -131,7 +131,7 @@ def installed_fingerprint() -> str:
 
 
 def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value).encode()).hexdigest()
+    return sha256_hex(json.dumps(value).encode())
 
 
 #: Counts reads of the memo file (and resets): what was learned from an earlier read may
@@ -170,7 +170,7 @@ def _canonical(value: Any) -> Any:
 
 def _fp(fingerprint: Any) -> str:
     """How a fingerprint is stored: the SHA-256 of its JSON text (tuples and lists alike)."""
-    return hashlib.sha256(json.dumps(fingerprint).encode()).hexdigest()
+    return sha256_hex(json.dumps(fingerprint).encode())
 
 
 def recall(name: str, fingerprint: Any, default: Any = None) -> Any:

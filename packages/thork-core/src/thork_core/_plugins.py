@@ -35,11 +35,11 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _hookspecs, _plugin_api
 from ._env import env_flag
+from ._record import Record
 from ._selection import pick_compiler, pick_target
 
 # The registry handles plugin objects without needing their classes at run time: the
@@ -75,14 +75,23 @@ class PluginWarning(UserWarning):
     """A plugin could not be loaded or its hook failed; it was skipped."""
 
 
-@dataclass
-class PluginInfo:
-    """One plugin as ``thork info`` lists it."""
+class PluginInfo(Record):
+    """One plugin as ``thork info`` lists it (a dataclass written out:
+    :mod:`thork_core._record`)."""
 
+    _fields = ("name", "distribution", "version", "registered")
+    __match_args__ = ("name", "distribution", "version", "registered")
     name: str
     distribution: str
     version: str
-    registered: dict[str, list[str]] = field(default_factory=dict)
+    registered: dict[str, list[str]]
+
+    def __init__(self, name: str, distribution: str, version: str,
+                 registered: dict[str, list[str]] | None = None) -> None:
+        self.name = name
+        self.distribution = distribution
+        self.version = version
+        self.registered = {} if registered is None else registered
 
 
 class _Item:

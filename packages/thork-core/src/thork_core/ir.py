@@ -99,16 +99,6 @@ from ._ir import (
     walk_exprs,
     walk_stmts,
 )
-from ._renderer import (
-    CODEGEN_VERSION,
-    HALF_CONVERSIONS,
-    INT_ARITHMETIC,
-    PRELUDE_MARK,
-    CudaRenderer,
-    Renderer,
-    c_string,
-    uses_mma,
-)
 
 __all__ = [
     "AsyncCopy", "AsyncGroup", "LDMATRIX_OPS", "MMA_OPS", "HOPPER_OPS", "Hopper", "WGMMA_N",
@@ -131,11 +121,33 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ._debug import RECORD_STRUCT
+    from ._renderer import (
+        CODEGEN_VERSION,
+        HALF_CONVERSIONS,
+        INT_ARITHMETIC,
+        PRELUDE_MARK,
+        CudaRenderer,
+        Renderer,
+        c_string,
+        uses_mma,
+    )
+
+#: Names whose modules load on first use: ``import thork`` imports this module for the IR
+#: nodes and never renders (the renderer loads with the build path), nor needs debug mode.
+_LAZY = {"RECORD_STRUCT": "._debug", **dict.fromkeys((
+    "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC", "PRELUDE_MARK", "CudaRenderer",
+    "Renderer", "c_string", "uses_mma"), "._renderer")}
 
 
 def __getattr__(name: str) -> Any:
-    # Debug mode's module loads on first use (``import thork`` imports this one).
-    if name == "RECORD_STRUCT":
-        from . import _debug
-        return _debug.RECORD_STRUCT
-    raise AttributeError(f"module 'thork_core.ir' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'thork_core.ir' has no attribute {name!r}")
+    # __import__, not importlib.import_module: the same import, timed by -X importtime
+    value = getattr(__import__(module[1:], globals(), None, (name,), 1), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -51,7 +51,6 @@ from ._errors import (
     ThorkError,
     TraceError,
 )
-from ._frontend import Frontend
 from ._graph import RecordingLauncher
 from ._graph import recorder as graph_recorder
 from ._hookspecs import hookimpl, hookspec
@@ -61,6 +60,7 @@ from ._plugins import ENTRY_POINT_GROUP, PluginInfo, Plugins, PluginWarning, plu
 from ._target import Dim3, Executable, Target, normalize_dims
 
 if TYPE_CHECKING:
+    from ._frontend import Frontend
     from ._gpu import CudaExecutable, GpuExecutable, GpuTarget
 
 __all__ = [
@@ -81,16 +81,18 @@ __all__ = [
 ]
 
 # The CUDA target's classes load on first use: a plugin module importing this facade
-# stays cheap (plugin modules are imported by every process that asks the registry).
-_LAZY = {"GpuTarget": "._gpu", "GpuExecutable": "._gpu", "CudaExecutable": "._gpu"}
+# stays cheap (plugin modules are imported by every process that asks the registry);
+# so does the front-end record, which a first launch's plugins (a target and a compiler)
+# do not need (``import thork`` no longer loads it).
+_LAZY = {"GpuTarget": "._gpu", "GpuExecutable": "._gpu", "CudaExecutable": "._gpu",
+         "Frontend": "._frontend"}
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'thork_core.plugin' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __package__), name)
+    # __import__, not importlib.import_module: the same import, timed by -X importtime
+    value = getattr(__import__(module[1:], globals(), None, (name,), 1), name)
     globals()[name] = value
     return value

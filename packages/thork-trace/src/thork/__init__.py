@@ -8,18 +8,18 @@ Without a GPU the same kernel runs on the CPU target. The language is documented
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from thork_core import (
     ArchError,
     ArgumentError,
     CompileError,
     DType,
-    Graph,
     LaunchError,
     PluginError,
     ThorkError,
     TraceError,
     dt,
-    pinned_empty,
 )
 
 from ._aggregate import (
@@ -63,7 +63,6 @@ from ._grid import (
     thread_idx,
     warp_id,
 )
-from ._kernel import Kernel, Launch, jit
 from ._local import Local, var
 from ._loop import break_, continue_, range, while_
 from ._math import (
@@ -237,7 +236,40 @@ __all__ = [
     "log10", "max", "min", "pow", "rint", "round", "rsqrt", "signbit", "sin", "sinh", "sqrt",
     "tan", "tanh", "trunc",
 ]
-#: ``with tk.graph() as g: ...`` records launches; ``g.replay()`` runs them as one
-#: (thork_core.Graph: CUDA graph capture on the GPU, record/replay on the CPU target).
-graph = Graph
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
+    from thork_core import Graph, pinned_empty
+
+    from ._kernel import Kernel, Launch, jit
+
+    #: ``with tk.graph() as g: ...`` records launches; ``g.replay()`` runs them as one
+    #: (thork_core.Graph: CUDA graph capture on the GPU, record/replay on the CPU target).
+    graph = Graph
+
+# Names whose modules load on first use (PEP 562), so that ``import thork`` stays light
+# (issue 11: <= 30 ms): ``tk.jit`` brings the build and launch path (the disk cache, the
+# plugin registry, the renderer, the launchers: what a kernel's first call needs, loaded
+# where the first kernel is defined), ``tk.graph``/``tk.pinned_empty`` the runtime's.
+_LAZY = {"Kernel": "_kernel", "Launch": "_kernel", "jit": "_kernel", "Graph": "Graph",
+         "graph": "Graph", "pinned_empty": "pinned_empty"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'thork' has no attribute {name!r}")
+    if where == "_kernel":
+        from . import _kernel
+
+        value = getattr(_kernel, name)
+    else:
+        import thork_core
+
+        value = getattr(thork_core, where)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

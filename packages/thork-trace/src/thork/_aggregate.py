@@ -17,7 +17,6 @@ arithmetic to as well). What makes them types:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -253,6 +252,8 @@ def struct(cls: type) -> type:
                              ) from None
     if not fields:
         raise TraceError(f"@tk.struct {cls.__name__}: no annotated fields")
+    import dataclasses  # on first use: import thork stays light
+
     dc: Any = dataclasses.dataclass(cls)
     setattr(dc, _STRUCT_FIELDS, tuple(fields))
     original_init = dc.__init__

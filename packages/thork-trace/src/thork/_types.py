@@ -8,7 +8,6 @@ and ``tk.Int3[...]`` are their signed int32 views); a dtype such as
 
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError
 from typing import Any, ClassVar
 
 from thork_core import DType, TraceError, dt, dtype_of
@@ -51,9 +50,13 @@ class _Value:
         return f"{type(self).__qualname__}({inner})"
 
     def __setattr__(self, name: str, value: Any) -> None:
+        from dataclasses import FrozenInstanceError  # ~1 ms to import: only where raised
+
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 
     def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
