@@ -697,6 +697,12 @@ def _read_traced(data: bytes) -> dict[str, Any] | None:
     return rec
 
 
+def traced_enabled() -> bool:
+    """Whether a first build may take the traced record (``THORK_TRACED_RECORD``, on by
+    default; the selection record must be on too: :func:`traced_build` checks that)."""
+    return env_flag("THORK_TRACED_RECORD", True)
+
+
 def traced_build(fingerprint: bytes, target: str | None, compiler: str | None
                  ) -> tuple[Executable, CompileInfo, KernelIR, Any] | None:
     """The build of a kernel whose trace has this ``fingerprint``, on device 0, from its

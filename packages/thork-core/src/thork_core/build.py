@@ -7,6 +7,9 @@ objects by the selection rules; :func:`compile_artifact` stops before loading (n
 needed); :func:`key_parts` is a compiler's part of the cache key. :func:`precompile` and
 :func:`recording` make ahead-of-time bundles (:func:`write_bundle`; read through
 ``THORK_CACHE_BUNDLE``, see ``docs/scale-out.md``); :func:`build_stats` counts compiles.
+:func:`traced_build` / :func:`remember_traced` read and write a kernel's traced record
+(keyed by its front-end's fingerprint; ``docs/cache.md``); :func:`traced_enabled` says
+whether ``THORK_TRACED_RECORD`` allows it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from ._build import (
     key_parts,
     precompile,
     recording,
+    remember_traced,
+    traced_build,
+    traced_enabled,
 )
 from ._bundle import bundle_get, bundle_path, make_bundle, write_bundle
 from ._cache import DiskCache, cache_dir, cache_key, disk_cache
@@ -27,5 +33,6 @@ from ._cache import DiskCache, cache_dir, cache_key, disk_cache
 __all__ = [
     "CompileInfo", "DiskCache", "build_kernel", "build_stats", "bundle_get", "bundle_path",
     "cache_dir", "cache_key", "choose", "compile_artifact", "disk_cache", "key_parts",
-    "make_bundle", "precompile", "recording", "write_bundle",
+    "make_bundle", "precompile", "recording", "remember_traced", "traced_build",
+    "traced_enabled", "write_bundle",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._cuda import (
+    at_first_context,
     check,
     compute_capability,
     context,
@@ -49,7 +50,8 @@ from ._probe import implied_stream
 __all__ = [
     "DeviceArray", "DevicePool", "PITCH_ALIGN", "PitchedArray", "Graph", "GraphNode",
     "PinnedBlock", "PinnedStaging",
-    "array_device", "check", "check_device", "compute_capability", "configure_staging",
+    "array_device", "at_first_context", "check", "check_device", "compute_capability",
+    "configure_staging",
     "context",
     "device_count", "device_name", "device_pool", "driver", "function_address",
     "gpu_status", "implied_stream", "make_current", "pinned_base", "pinned_empty",

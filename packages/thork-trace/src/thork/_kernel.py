@@ -29,10 +29,10 @@ from thork_core import (
     dt,
     normalize_dims,
 )
-from thork_core._build import remember_traced, traced_build
-from thork_core._cuda import at_first_context as _cuda_at_first_context
+from thork_core.build import remember_traced, traced_build, traced_enabled
 from thork_core.ir import Cast, Expr, Let, Special, Var, hopper_ops
 from thork_core.launch import shared_bytes, static_shared_bytes
+from thork_core.runtime import at_first_context as _cuda_at_first_context
 from thork_core.runtime import check_device, route
 
 from ._aggregate import struct_fields
@@ -486,7 +486,7 @@ class Kernel:
                compiler: str | None, device: int = 0) -> tuple[Executable, CompileInfo]:
         target, compiler = target or self.target, compiler or self.compiler
         fp = None
-        if self._ir is None and not device and self._resolved() is self and _traced_ok():
+        if self._ir is None and not device and self._resolved() is self and traced_enabled():
             # A fresh process's first launch: the IR and artifact from the traced record
             # when the fingerprint of what the trace depends on is in the cache.
             fp = fingerprint(self)
@@ -587,14 +587,6 @@ def _parameters(fn: Callable[..., Any], name: str) -> list[tuple[str, Any]]:
     return [(p, defaults[i - first] if first <= i < n else
              kwdefaults.get(p, _EMPTY) if i >= n else _EMPTY)
             for i, p in enumerate(names)]
-
-
-def _traced_ok() -> bool:
-    """Whether a first build may take the traced record (``THORK_TRACED_RECORD``, on by
-    default; the selection record must be on too)."""
-    from thork_core._env import env_flag
-
-    return env_flag("THORK_TRACED_RECORD", True)
 
 
 def _typed(values: tuple[Any, ...]) -> tuple[Any, ...]:
