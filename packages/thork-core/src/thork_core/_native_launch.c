@@ -89,15 +89,31 @@ typedef struct {
  * "dltensor_versioned" (DLPack 1.x: *major its ABI major, *readonly its read-only flag),
  * 1 for the legacy "dltensor" (writable; *major 0), 0 when the capsule has neither name. */
 static int dl_tensor(PyObject *capsule, const DLTens **t, uint32_t *major, int *readonly) {
-    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-        const DLManagedV *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    /* session 12: the name read once (PyCapsule_IsValid then PyCapsule_GetPointer compared
+     * it twice per name tried); GetPointer with that same name cannot fail but is checked */
+    if (!PyCapsule_CheckExact(capsule)) return 0;
+    const char *name = PyCapsule_GetName(capsule);
+    if (!name) { /* an invalid capsule (NULL pointer): not a tensor */
+        PyErr_Clear();
+        return 0;
+    }
+    if (strcmp(name, "dltensor_versioned") == 0) {
+        const DLManagedV *m = PyCapsule_GetPointer(capsule, name);
+        if (!m) {
+            PyErr_Clear();
+            return 0;
+        }
         *t = &m->t;
         *major = m->major;
         *readonly = (m->flags & 1) != 0; /* DLPACK_FLAG_BITMASK_READ_ONLY */
         return 2;
     }
-    if (PyCapsule_IsValid(capsule, "dltensor")) {
-        const DLManaged *m = PyCapsule_GetPointer(capsule, "dltensor");
+    if (strcmp(name, "dltensor") == 0) {
+        const DLManaged *m = PyCapsule_GetPointer(capsule, name);
+        if (!m) {
+            PyErr_Clear();
+            return 0;
+        }
         *t = &m->t;
         *major = 0;
         *readonly = 0;
@@ -107,11 +123,48 @@ static int dl_tensor(PyObject *capsule, const DLTens **t, uint32_t *major, int *
 }
 
 #define MAX_SLOTS 32     /* arrays of a Guard */
+#define DL_MAX_DIMS 8    /* a DLPack slot's shape kept as C ints up to this rank */
+/* (session 12) The state of a Guard's kinds table (thork_core._probe.KINDS): a Guard
+ * remembers per DLPack slot the type last found mapped to "dlpack" and this tag then, and
+ * looks the table up again when the tag moved. Any change of the table moves it: Python
+ * 3.12+ watches the table (a dict watcher bumps kinds_epoch on every mutation, however
+ * made: kind_of, forget_kinds, a test's monkeypatch); 3.10 and 3.11 read the dict's own
+ * version tag, which CPython changes on every mutation. 0: unknown (nothing remembered). */
+#if PY_VERSION_HEX >= 0x030C0000
+static uint64_t kinds_epoch = 1;
+static int kinds_watcher = -1; /* PyDict_AddWatcher's id; -1: none could be had */
+static int kinds_changed(PyDict_WatchEvent event, PyObject *dict, PyObject *key,
+                         PyObject *value) {
+    (void)event;
+    (void)dict;
+    (void)key;
+    (void)value;
+    kinds_epoch++;
+    return 0;
+}
+static inline uint64_t kinds_tag(PyObject *kinds) {
+    (void)kinds;
+    return kinds_watcher >= 0 ? kinds_epoch : 0;
+}
+/* Watch `kinds` (a Guard's table, at the Guard's making): 0, or -1 with an exception. */
+static int kinds_watch(PyObject *kinds) {
+    return kinds_watcher >= 0 ? PyDict_Watch(kinds_watcher, kinds) : 0;
+}
+#else
+static inline uint64_t kinds_tag(PyObject *kinds) {
+    return ((PyDictObject *)kinds)->ma_version_tag;
+}
+static int kinds_watch(PyObject *kinds) {
+    (void)kinds;
+    return 0;
+}
+#endif
 #define MAX_PARAMS 1024  /* kernel parameters (CUDA's own limit is 4 KiB of them) */
 
 static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream;
 static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask, *s_kind_cai;
 static PyObject *s_kind_dlpack, *s_dlpack, *s_dlpack_device, *s_dlpack_kw, *s_max_version;
+static PyObject *s_dl_cuda, *s_dl_managed; /* 2 and 13: kDLCUDA, kDLCUDAManaged */
 static PyObject *s_str;
 static PyObject *s_zero; /* 0: a DeviceArray's stream when made on the legacy stream */
 
@@ -195,6 +248,16 @@ typedef struct {
      * (code << 8 | bits) accepted, -1: none; device_id: the CUDA ordinal they must name. */
     int dlcodes[MAX_SLOTS];
     long device_id;
+    /* (session 12) DLPack slots: the spec's shape as C ints (dl_ndim[i] -1: not kept, the
+     * tuple is read); the type last found mapped to "dlpack" in kinds (a reference) and
+     * kinds_tag(kinds) then (the table is looked up again once it changed);
+     * device_obj: device_id as an int object (a producer's small ints are CPython's
+     * cached ones: compared by identity before converting). */
+    int dl_ndim[MAX_SLOTS];
+    int64_t dl_dims[MAX_SLOTS][DL_MAX_DIMS];
+    PyTypeObject *dl_type[MAX_SLOTS];
+    uint64_t dl_tag[MAX_SLOTS];
+    PyObject *device_obj;
     /* foreign readers: the producer dtype object each slot last matched (session 11) */
     PyObject *seen[MAX_SLOTS];
     /* DeviceArrays: the shape tuple each slot last matched (immutable: the same object is
@@ -630,7 +693,11 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         g->dlcodes[i] = -1;
         g->seen[i] = NULL;
         g->shape_seen[i] = NULL;
+        g->dl_ndim[i] = -1;
+        g->dl_type[i] = NULL;
+        g->dl_tag[i] = 0;
     }
+    g->device_obj = NULL;
     Py_INCREF(self);
     g->launch = self;
     PyObject *fs = PySequence_Fast(specs, "specs must be a sequence of (shape, dtype, device)");
@@ -662,6 +729,18 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
             long c = PyLong_AsLong(dlcode);
             if (PyErr_Occurred()) goto fail;
             g->dlcodes[i] = (int)c;
+            Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+            if (nd <= DL_MAX_DIMS) { /* else the tuple is read per call */
+                int all = 1;
+                for (Py_ssize_t d = 0; d < nd && all; d++) {
+                    PyObject *e = PyTuple_GET_ITEM(shape, d);
+                    long long v = PyLong_Check(e) ? PyLong_AsLongLong(e) : -1;
+                    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+                    if (v < 0) all = 0; /* not an extent: the tuple's compare says so */
+                    else g->dl_dims[i][d] = v;
+                }
+                if (all) g->dl_ndim[i] = (int)nd;
+            }
         }
         Py_INCREF(shape);
         Py_INCREF(dtype);
@@ -702,6 +781,8 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
             if (PyLong_Check(device)) {
                 g->device_id = PyLong_AsLong(device);
                 if (PyErr_Occurred()) goto fail;
+                g->device_obj = PyLong_FromLong(g->device_id);
+                if (!g->device_obj) goto fail;
             }
         }
     }
@@ -729,6 +810,7 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         int ip = PyObject_IsTrue(args[6]);
         if (ip < 0) goto fail;
         g->in_place = ip;
+        if (kinds_watch(kinds) < 0) goto fail;
         Py_INCREF(kinds);
         g->kinds = kinds;
     }
@@ -751,7 +833,9 @@ static void guard_dealloc(GuardObject *g) {
     for (int i = 0; i < MAX_SLOTS; i++) {
         Py_XDECREF(g->seen[i]);
         Py_XDECREF(g->shape_seen[i]);
+        Py_XDECREF((PyObject *)g->dl_type[i]);
     }
+    Py_XDECREF(g->device_obj);
     Py_XDECREF(g->kinds);
     Py_XDECREF(g->device);
     Py_XDECREF(g->to_handle);
@@ -1182,7 +1266,7 @@ done:
  * *cap the capsule (a new reference: the caller drops it once the launch is queued,
  * which releases the producer's memory through the capsule's destructor). 0: anything
  * else (the caller's path reads the array again and says why); -1: error. */
-static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t handle,
+static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, PyObject *stream,
                         uint64_t *ptr, PyObject **cap) {
     PyObject *dev = PyObject_CallMethodNoArgs(a, s_dlpack_device);
     if (!dev) {
@@ -1191,20 +1275,24 @@ static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t hand
     }
     long kind = -1, id = -1;
     if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2) {
-        kind = PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
-        id = PyLong_AsLong(PyTuple_GET_ITEM(dev, 1));
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            kind = -1;
+        PyObject *k = PyTuple_GET_ITEM(dev, 0), *d = PyTuple_GET_ITEM(dev, 1);
+        if ((k == s_dl_cuda || k == s_dl_managed) && d == g->device_obj) {
+            /* CPython's cached small ints (the common reply): no conversion */
+            kind = k == s_dl_cuda ? 2 : 13;
+            id = g->device_id;
+        } else {
+            kind = PyLong_AsLong(k);
+            id = PyLong_AsLong(d);
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                kind = -1;
+            }
         }
     }
     Py_DECREF(dev);
     if ((kind != 2 && kind != 13) || id != g->device_id) return 0; /* kDLCUDA, managed */
-    PyObject *stream = PyLong_FromUnsignedLongLong(handle ? handle : 1);
-    if (!stream) return -1;
     PyObject *argv[3] = {a, stream, s_max_version};
     PyObject *c = PyObject_VectorcallMethod(s_dlpack, argv, 1, s_dlpack_kw);
-    Py_DECREF(stream);
     if (!c) { /* e.g. a DLPack 0.x producer without max_version: the caller's path */
         PyErr_Clear();
         return 0;
@@ -1222,8 +1310,9 @@ static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t hand
         (readonly && g->writes[i]))
         goto miss;
     int64_t step = 1;
+    const int64_t *dims = g->dl_ndim[i] == ndim ? g->dl_dims[i] : NULL;
     for (Py_ssize_t d = ndim - 1; d >= 0; d--) {
-        long long want = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
+        long long want = dims ? dims[d] : PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
         if (want == -1 && PyErr_Occurred()) {
             Py_DECREF(c);
             return -1;
@@ -1265,6 +1354,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
     /* DLPack capsules read for this call: held until the launch is queued */
     PyObject *caps[MAX_SLOTS];
     Py_ssize_t ncaps = 0;
+    PyObject *dl_stream = NULL;
     PyObject *result = Py_False;
     Currents cur = {0, 0, 0, 0, -1};
     if (s == Py_None && g->kinds &&
@@ -1284,14 +1374,29 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
                 bits |= ptrs[i];
                 continue;
             }
-            PyObject *kind = PyDict_GetItemWithError(g->kinds, (PyObject *)Py_TYPE(a));
-            if (!kind) {
-                if (PyErr_Occurred()) goto error;
-                goto done;
+            uint64_t tag = kinds_tag(g->kinds);
+            int dl = g->dlcodes[i] >= 0 && Py_TYPE(a) == g->dl_type[i] && tag &&
+                     g->dl_tag[i] == tag;
+            if (!dl) {
+                PyObject *kind = PyDict_GetItemWithError(g->kinds, (PyObject *)Py_TYPE(a));
+                if (!kind) {
+                    if (PyErr_Occurred()) goto error;
+                    goto done;
+                }
+                dl = g->dlcodes[i] >= 0 && (kind == s_kind_dlpack ||
+                        (PyUnicode_Check(kind) && PyUnicode_Compare(kind, s_kind_dlpack) == 0));
+                if (dl) { /* remembered while the table is unchanged (session 12) */
+                    Py_INCREF(Py_TYPE(a));
+                    Py_XSETREF(g->dl_type[i], Py_TYPE(a));
+                    g->dl_tag[i] = tag;
+                }
             }
-            if (g->dlcodes[i] >= 0 && (kind == s_kind_dlpack ||
-                    (PyUnicode_Check(kind) && PyUnicode_Compare(kind, s_kind_dlpack) == 0))) {
-                ok = guard_dlpack(g, i, a, handle, &ptrs[i], &caps[ncaps]);
+            if (dl) {
+                if (!dl_stream) { /* the stream argument, made once per call */
+                    dl_stream = PyLong_FromUnsignedLongLong(handle ? handle : 1);
+                    if (!dl_stream) goto error;
+                }
+                ok = guard_dlpack(g, i, a, dl_stream, &ptrs[i], &caps[ncaps]);
                 if (ok > 0) ncaps++;
             } else if (g->typestrs[i]) {
                 ok = guard_cai(g, i, a, handle, &ptrs[i]);
@@ -1366,10 +1471,12 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
 done:
     /* the launch is queued (or nothing was): the capsules release the producers' memory */
     while (ncaps > 0) Py_DECREF(caps[--ncaps]);
+    Py_XDECREF(dl_stream);
     Py_INCREF(result);
     return result;
 error:
     while (ncaps > 0) Py_DECREF(caps[--ncaps]);
+    Py_XDECREF(dl_stream);
     return NULL;
 }
 
@@ -2117,8 +2224,14 @@ static int guarded_try(GuardedCallObject *self, PyObject *x, PyObject *out,
     return hit;
 }
 
+/* `name` is interned: an interned exact str `key` equal to it is the same object, so
+ * only another str is compared (session 12: `pipe(x, out=y)` compared "out" with
+ * "stream" by PyUnicode_Compare, ~80 instructions per call). */
 static int is_name(PyObject *key, PyObject *name) {
-    return key == name || (PyUnicode_Check(key) && PyUnicode_Compare(key, name) == 0);
+    if (key == name) return 1;
+    if (!PyUnicode_Check(key) || (PyUnicode_CheckExact(key) && PyUnicode_CHECK_INTERNED(key)))
+        return 0;
+    return PyUnicode_Compare(key, name) == 0;
 }
 
 /* The allocating hot try, obj(x) / obj(x, stream=s): the output from _hot_out, then the
@@ -3137,6 +3250,15 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     s_dlpack = PyUnicode_InternFromString("__dlpack__");
     s_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
     s_max_version = Py_BuildValue("(ii)", 1, 0);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (kinds_watcher < 0) {
+        kinds_watcher = PyDict_AddWatcher(kinds_changed);
+        if (kinds_watcher < 0) PyErr_Clear(); /* none free: Guards look kinds up per call */
+    }
+#endif
+    s_dl_cuda = PyLong_FromLong(2);
+    s_dl_managed = PyLong_FromLong(13);
+    if (!s_dl_cuda || !s_dl_managed) return NULL;
     if (!s_kind_dlpack || !s_dlpack || !s_dlpack_device || !s_max_version) return NULL;
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype = PyUnicode_InternFromString("dtype");
