@@ -961,6 +961,12 @@ typedef struct {
 } Foreign;
 static Foreign foreigns[MAX_FOREIGN];
 static int nforeign;
+static int ntorch; /* of them style FX_TORCH (session 12: implied_handle's early out) */
+
+static void count_torch(void) {
+    ntorch = 0;
+    for (int i = 0; i < nforeign; i++) ntorch += foreigns[i].style == FX_TORCH;
+}
 static PyObject *s_c_contig, *s_data_ptr, *s_is_contig, *s_is_cuda, *s_dim, *s_ndim;
 
 static inline Foreign *foreign_of(PyTypeObject *tp) {
@@ -979,6 +985,7 @@ static void foreign_release(Foreign *f) {
 static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs == 0) {
         while (nforeign > 0) foreign_release(&foreigns[--nforeign]);
+        count_torch();
         Py_RETURN_NONE;
     }
     if (nargs != 4 || !PyType_Check(args[0]) || !PyCallable_Check(args[2])) {
@@ -1012,6 +1019,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         nforeign++;
     }
     f->style = (int)style;
+    count_torch();
     Py_XSETREF(f->current, Py_NewRef(args[2]));
     Py_XSETREF(f->dtypes, args[3] == Py_None ? NULL : Py_NewRef(args[3]));
     Py_RETURN_NONE;
@@ -1038,7 +1046,7 @@ static int stream_value(PyObject *r, Attr *ptr_attr, uint64_t *v) {
     }
     *v = PyLong_AsUnsignedLongLong(p);
     Py_DECREF(p);
-    if (PyErr_Occurred()) {
+    if (*v == (uint64_t)-1 && PyErr_Occurred()) { /* -1 is also 2**64-1: ask */
         PyErr_Clear();
         return 0;
     }
@@ -1081,7 +1089,7 @@ static int on_cuda(Foreign *f, PyObject *a) {
  * set (1); 0: none such; -1: one such that cannot be read (the caller's path). */
 static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
                           PyTypeObject *own, uint64_t *handle, Currents *cur) {
-    if (!nforeign || device < 0) return 0;
+    if (!ntorch || device < 0) return 0; /* no type whose arrays imply a stream */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyTypeObject *tp = Py_TYPE(items[i]);
         if (tp == own || tp == &PyLong_Type || tp == &PyFloat_Type) continue;
@@ -1183,7 +1191,7 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
     }
     *ptr = PyLong_AsUnsignedLongLong(v);
     Py_DECREF(v);
-    if (PyErr_Occurred()) goto miss;
+    if (*ptr == (uint64_t)-1 && PyErr_Occurred()) goto miss;
     return 1;
 miss:
     PyErr_Clear();
