@@ -850,6 +850,27 @@ static int same(PyObject *a, PyObject *b) {
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
 
+/* same(v, want) for a shape `want` (an exact tuple, the spec's): where v's comparison is
+ * the tuple's own (a tuple, or a subclass that keeps it: torch.Size), its loop inlined:
+ * the sizes, then each pair by identity (interned small ints) before comparing them, as
+ * tuple's == does (session 12: ~170 instructions of generic dispatch per read shape, a
+ * CuPy array's being a new tuple each read). 1 equal, 0 not, -1 error. */
+static int same_shape(PyObject *v, PyObject *want) {
+    if (v == want) return 1;
+    if (!PyTuple_CheckExact(want) || !PyTuple_Check(v) ||
+        Py_TYPE(v)->tp_richcompare != PyTuple_Type.tp_richcompare)
+        return PyObject_RichCompareBool(v, want, Py_EQ);
+    Py_ssize_t n = PyTuple_GET_SIZE(want);
+    if (PyTuple_GET_SIZE(v) != n) return 0;
+    for (Py_ssize_t d = 0; d < n; d++) {
+        PyObject *a = PyTuple_GET_ITEM(v, d), *b = PyTuple_GET_ITEM(want, d);
+        if (a == b) continue;
+        int r = PyObject_RichCompareBool(a, b, Py_EQ);
+        if (r <= 0) return r;
+    }
+    return 1;
+}
+
 static int is_default_stream(PyObject *s);
 
 /* ---- Foreign readers (session 11) ---------------------------------------------------
@@ -1114,7 +1135,7 @@ static int dims_match(Foreign *f, PyObject *a, PyObject *want_shape, int ndim, i
             PyErr_Clear();
             return 0;
         }
-        ok = same(v, want_shape);
+        ok = same_shape(v, want_shape);
         Py_DECREF(v);
         return ok;
     }
@@ -1235,7 +1256,7 @@ static int guard_cai(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t handle,
     }
     v = PyDict_GetItemWithError(cai, s_shape);
     if (!v) goto done;
-    ok = same(v, g->shapes[i]);
+    ok = same_shape(v, g->shapes[i]);
     if (ok < 0) {
         r = -1;
         goto done;
@@ -1419,7 +1440,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
         if (!(v = field_get(a, &g->fields[F_SHAPE]))) goto error;
         if (v == g->shape_seen[i]) {
             ok = 1;
-        } else if ((ok = same(v, g->shapes[i])) > 0 && PyTuple_CheckExact(v)) {
+        } else if ((ok = same_shape(v, g->shapes[i])) > 0 && PyTuple_CheckExact(v)) {
             Py_XSETREF(g->shape_seen[i], Py_NewRef(v));
         }
         Py_DECREF(v);
