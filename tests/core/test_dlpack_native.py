@@ -464,6 +464,8 @@ HOSTILE = [  # (name, __dlpack__ reply maker, __dlpack_device__ reply, launched)
     ("an int", lambda: 12345, (2, 0), False),
     ("a foreign capsule", lambda: _GOOD.capsule(b"garbage"), (2, 0), False),
     ("a consumed capsule", lambda: _GOOD.capsule(b"used_dltensor_versioned"), (2, 0), False),
+    ("a capsule without a name",
+     lambda: _CAPSULE_NEW(ctypes.addressof(_GOOD.m), None, None), (2, 0), False),
     ("ABI 2", (lambda f: f.capsule)(_Fake(*_IN, major=2)), (2, 0), False),
     ("no shape array", (lambda f: f.capsule)(_Fake(*_IN, null_shape=True)), (2, 0), False),
     ("2 lanes", (lambda f: f.capsule)(_Fake(*_IN, lanes=2)), (2, 0), False),
@@ -490,9 +492,11 @@ HOSTILE = [  # (name, __dlpack__ reply maker, __dlpack_device__ reply, launched)
 ]
 
 
+@pytest.mark.parametrize("which", ["native", "python"])
 @pytest.mark.parametrize("case", HOSTILE, ids=[c[0] for c in HOSTILE])
 def test_dlpack_guard_hostile_producers(native: Any, kinds: Any,  # noqa: F811
-                                        monkeypatch: pytest.MonkeyPatch, case: Any) -> None:
+                                        monkeypatch: pytest.MonkeyPatch, case: Any,
+                                        which: str) -> None:
     """Whatever a DLPack-only producer answers, the native guard does not crash: a
     capsule it cannot take (another name, ABI, device, rank, lanes, layout; no shape
     array; not a capsule; an exception; a bad device reply) refuses the call (the
@@ -500,7 +504,7 @@ def test_dlpack_guard_hostile_producers(native: Any, kinds: Any,  # noqa: F811
     same capsule object again), twice in a row (the remembered type, the kept extents)."""
     monkeypatch.setitem(kinds, Hostile, _probe_dlpack())
     name, make, device, launched = case
-    guard, calls = _dl_guard(native, kinds, "native")
+    guard, calls = _dl_guard(native, kinds, which)
     x = Hostile(make, device)
     for _ in range(2):
         assert guard(x, _arr(*OUT_DL), None) is launched
@@ -523,3 +527,42 @@ def test_dlpack_guard_shapes_of_high_rank(native: Any, kinds: Any) -> None:  # n
     other = shape[:-1] + (2,)
     assert guard(_dl(0x10000, other), _dl(*OUT_DL), None) is False
     assert len(calls()) == 1
+
+
+def test_capsule_readers_refuse_another_abi_major(native: Any) -> None:  # noqa: F811
+    """A DLPack 2.x tensor (its layout may differ) is not read: the native reader gives
+    None, the ctypes one None too, the adapters' reader a TypeError naming the version;
+    a 1.x tensor reads the same through all three."""
+    from thork_core import _probe
+    from thork_core._adapter import capsule_tensor
+
+    future = _Fake(*_IN, major=2)
+    cap = future.capsule()
+    assert native.dlpack_read(cap) is None
+    assert _probe._read_capsule(cap) is None
+    with pytest.raises(TypeError, match=r"DLPack 2\.0 tensor; Thork reads DLPack 1\.x"):
+        capsule_tensor(cap)
+    good = _GOOD.capsule()
+    assert native.dlpack_read(good) == _probe._read_capsule(good)
+    assert native.dlpack_read(good)[:2] == (0x30000, SHAPE_IN)
+    t, readonly = capsule_tensor(good)
+    assert (t.data, t.ndim, readonly) == (0x30000, 3, False)
+
+
+def test_dlpack_device_replies_read_as_integers() -> None:
+    """``__dlpack_device__`` entries are integers (an int, an IntEnum, a NumPy int), as
+    the C guard reads them: a float, a string or a bool's CPU code is no CUDA device."""
+    from thork_core._probe import dlpack_cuda_device
+
+    class Dev:
+        def __init__(self, reply: Any) -> None:
+            self.reply = reply
+
+        def __dlpack_device__(self) -> Any:
+            return self.reply
+
+    assert dlpack_cuda_device(Dev((2, 0))) == 0
+    assert dlpack_cuda_device(Dev((np.int32(13), np.int64(1)))) == 1
+    assert dlpack_cuda_device(Dev((_Kind(2), _Kind(3)))) == 3
+    for bad in [(2.0, 0), (2, 0.0), ("2", "0"), (True, 0), (1, 0), None, (2,)]:
+        assert dlpack_cuda_device(Dev(bad)) == -1, bad

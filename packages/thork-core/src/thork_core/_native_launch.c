@@ -3067,7 +3067,9 @@ static PyObject *dlpack_read(PyObject *self, PyObject *capsule) {
     const DLTens *t;
     uint32_t major;
     int readonly;
-    if (!dl_tensor(capsule, &t, &major, &readonly)) Py_RETURN_NONE;
+    int got = dl_tensor(capsule, &t, &major, &readonly);
+    /* another ABI major's layout is not read (the protocol: a consumer must not) */
+    if (!got || (got == 2 && major != 1)) Py_RETURN_NONE;
     if (t->dtype.lanes != 1 || t->ndim < 0 || (t->ndim > 0 && !t->shape)) Py_RETURN_NONE;
     PyObject *shape = PyTuple_New(t->ndim), *strides = NULL, *r = NULL;
     if (!shape) return NULL;
