@@ -3127,13 +3127,19 @@ static void dl_release(PyObject *owner, void *block) {
 static void dl_deleter_v(void *m) { dl_release((PyObject *)((DLManagedV *)m)->ctx, m); }
 static void dl_deleter(void *m) { dl_release((PyObject *)((DLManaged *)m)->ctx, m); }
 
+static const char DL_NAME_V[] = "dltensor_versioned", DL_NAME[] = "dltensor";
+
 static void dl_capsule_destructor(PyObject *capsule) {
-    /* IsValid sets no exception; GetPointer on a valid name cannot fail */
-    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-        DLManagedV *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    /* The capsule is ours (legal): GetName sets no exception (an exception may be pending
+     * here: nothing is cleared); a consumer that took the tensor renamed it "used_...".
+     * Session 12: the name read once (IsValid then GetPointer compared it twice). */
+    const char *name = PyCapsule_GetName(capsule);
+    if (!name) return;
+    if (name == DL_NAME_V || strcmp(name, DL_NAME_V) == 0) {
+        DLManagedV *m = PyCapsule_GetPointer(capsule, name);
         if (m && m->deleter) m->deleter(m);
-    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
-        DLManaged *m = PyCapsule_GetPointer(capsule, "dltensor");
+    } else if (name == DL_NAME || strcmp(name, DL_NAME) == 0) {
+        DLManaged *m = PyCapsule_GetPointer(capsule, name);
         if (m && m->deleter) m->deleter(m);
     }
 }
@@ -3207,7 +3213,7 @@ static PyObject *dlpack_export(PyObject *self, PyObject *const *args, Py_ssize_t
     t->shape = dims;
     t->strides = has_strides ? steps : NULL;
     t->byte_offset = 0;
-    PyObject *capsule = PyCapsule_New(block, versioned ? "dltensor_versioned" : "dltensor",
+    PyObject *capsule = PyCapsule_New(block, versioned ? DL_NAME_V : DL_NAME,
                                       dl_capsule_destructor);
     if (!capsule) {
         free(block);
