@@ -3124,6 +3124,16 @@ static void dl_release(PyObject *owner, void *block) {
     free(block);
 }
 
+/* dl_release where the GIL is held (a capsule's destructor: CPython runs it with the
+ * GIL): no PyGILState round trip (session 12, ~100 instructions per export). */
+static void dl_release_held(PyObject *owner, void *block) {
+    if (Py_IsInitialized()) {
+        Py_XDECREF(owner);
+        dl_live--;
+    }
+    free(block);
+}
+
 static void dl_deleter_v(void *m) { dl_release((PyObject *)((DLManagedV *)m)->ctx, m); }
 static void dl_deleter(void *m) { dl_release((PyObject *)((DLManaged *)m)->ctx, m); }
 
@@ -3137,10 +3147,12 @@ static void dl_capsule_destructor(PyObject *capsule) {
     if (!name) return;
     if (name == DL_NAME_V || strcmp(name, DL_NAME_V) == 0) {
         DLManagedV *m = PyCapsule_GetPointer(capsule, name);
-        if (m && m->deleter) m->deleter(m);
+        if (m && m->deleter == dl_deleter_v) dl_release_held((PyObject *)m->ctx, m);
+        else if (m && m->deleter) m->deleter(m);
     } else if (name == DL_NAME || strcmp(name, DL_NAME) == 0) {
         DLManaged *m = PyCapsule_GetPointer(capsule, name);
-        if (m && m->deleter) m->deleter(m);
+        if (m && m->deleter == dl_deleter) dl_release_held((PyObject *)m->ctx, m);
+        else if (m && m->deleter) m->deleter(m);
     }
 }
 
