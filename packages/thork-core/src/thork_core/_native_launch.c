@@ -555,6 +555,7 @@ static PyMethodDef launcher_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyObject *launcher_nparams(LauncherObject *self, void *closure) {
+    (void)closure;
     return PyLong_FromSsize_t(self->nparams);
 }
 
@@ -1004,6 +1005,7 @@ static void foreign_release(Foreign *f) {
 }
 
 static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
     if (nargs == 0) {
         while (nforeign > 0) foreign_release(&foreigns[--nforeign]);
         count_torch();
@@ -1908,6 +1910,8 @@ static PyObject *binder_vectorcall(PyObject *self, PyObject *const *args, size_t
 }
 
 static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     BinderObject *self = (BinderObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall_slot = binder_vectorcall;
     return (PyObject *)self;
@@ -2148,6 +2152,8 @@ static PyObject *fin_vectorcall(PyObject *self, PyObject *const *args, size_t na
                                 PyObject *kwnames);
 
 static PyObject *fin_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     FinalizerObject *self = (FinalizerObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall = fin_vectorcall;
     return (PyObject *)self;
@@ -2202,6 +2208,7 @@ static PyObject *fin_vectorcall(PyObject *self, PyObject *const *args, size_t na
 }
 
 static PyObject *fin_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
     if (!obj) return Py_NewRef(self);
     return PyMethod_New(self, obj); /* arr.__del__(): bound to the array */
 }
@@ -2361,6 +2368,8 @@ static PyObject *guarded_tp_call(PyObject *self, PyObject *args, PyObject *kwarg
 }
 
 static PyObject *guarded_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     GuardedCallObject *self = (GuardedCallObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall = guarded_vectorcall;
     return (PyObject *)self;
@@ -2543,6 +2552,8 @@ static PyObject *launchcall_arm(LaunchCallObject *self, PyObject *const *args,
 }
 
 static PyObject *launchcall_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     LaunchCallObject *self = (LaunchCallObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall = launchcall_vectorcall;
     return (PyObject *)self;
@@ -2847,6 +2858,8 @@ static int subscript_init(SubscriptObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     SubscriptObject *self = (SubscriptObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall = subscript_vectorcall;
     return (PyObject *)self;
@@ -2861,11 +2874,13 @@ static PyObject *subscript_tp_call(PyObject *self, PyObject *args, PyObject *kwa
 }
 
 static PyObject *subscript_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
     if (!obj || obj == Py_None) return Py_NewRef(self);
     return PyMethod_New(self, obj);
 }
 
 static PyObject *subscript_forget(SubscriptObject *self, PyObject *unused) {
+    (void)unused;
     for (unsigned i = 0; i < SUBSCRIPT_RECENT; i++) {
         RecentEntry old = self->recent[i];
         self->recent[i] = (RecentEntry){NULL, NULL, NULL};
@@ -2878,6 +2893,7 @@ static PyObject *subscript_forget(SubscriptObject *self, PyObject *unused) {
 }
 
 static PyObject *subscript_recent_count(SubscriptObject *self, PyObject *unused) {
+    (void)unused;
     long n = 0;
     for (unsigned i = 0; i < SUBSCRIPT_RECENT; i++)
         n += self->recent[i].key && weak_target(self->recent[i].value_ref) != NULL;
@@ -3015,6 +3031,7 @@ static int graph_launch_init(GraphLaunchObject *self, PyObject *args, PyObject *
 }
 
 static PyObject *graph_launch_close(GraphLaunchObject *self, PyObject *unused) {
+    (void)unused;
     self->exec = NULL; /* later calls take the slow path, which refuses a closed graph */
     Py_RETURN_NONE;
 }
@@ -3032,6 +3049,8 @@ static void graph_launch_dealloc(GraphLaunchObject *self) {
 }
 
 static PyObject *graph_launch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     GraphLaunchObject *self = (GraphLaunchObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall_slot = graph_launch_vectorcall;
     return (PyObject *)self;
@@ -3278,7 +3297,8 @@ static PyMethodDef module_methods[] = {
 
 static PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_thork_native",
-    "Thork's launcher in C (see _native_launch.c).", -1, module_methods};
+    "Thork's launcher in C (see _native_launch.c).", -1, module_methods, NULL, NULL, NULL,
+    NULL};
 
 PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&PreparedType) < 0 ||
