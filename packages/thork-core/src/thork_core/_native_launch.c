@@ -142,21 +142,29 @@ static int kinds_changed(PyDict_WatchEvent event, PyObject *dict, PyObject *key,
     kinds_epoch++;
     return 0;
 }
-static inline uint64_t kinds_tag(PyObject *kinds) {
+static inline uint64_t kinds_tag(PyObject *kinds, int watched) {
     (void)kinds;
-    return kinds_watcher >= 0 ? kinds_epoch : 0;
+    return watched ? kinds_epoch : 0;
 }
-/* Watch `kinds` (a Guard's table, at the Guard's making): 0, or -1 with an exception. */
+/* Watch `kinds` (a Guard's table, at the Guard's making): 1 when watched, 0 when it
+ * cannot be (no watcher; another interpreter, whose watcher ids are its own): that Guard
+ * then looks the table up on every call. Nothing raised. */
 static int kinds_watch(PyObject *kinds) {
-    return kinds_watcher >= 0 ? PyDict_Watch(kinds_watcher, kinds) : 0;
+    if (kinds_watcher < 0) return 0;
+    if (PyDict_Watch(kinds_watcher, kinds) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
 }
 #else
-static inline uint64_t kinds_tag(PyObject *kinds) {
+static inline uint64_t kinds_tag(PyObject *kinds, int watched) {
+    (void)watched;
     return ((PyDictObject *)kinds)->ma_version_tag;
 }
 static int kinds_watch(PyObject *kinds) {
     (void)kinds;
-    return 0;
+    return 1; /* the version tag needs no watching */
 }
 #endif
 #define MAX_PARAMS 1024  /* kernel parameters (CUDA's own limit is 4 KiB of them) */
@@ -258,6 +266,7 @@ typedef struct {
     PyTypeObject *dl_type[MAX_SLOTS];
     uint64_t dl_tag[MAX_SLOTS];
     PyObject *device_obj;
+    int kinds_watched; /* kinds_watch's answer: 0, no remembered types */
     /* foreign readers: the producer dtype object each slot last matched (session 11) */
     PyObject *seen[MAX_SLOTS];
     /* DeviceArrays: the shape tuple each slot last matched (immutable: the same object is
@@ -699,6 +708,7 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         g->dl_tag[i] = 0;
     }
     g->device_obj = NULL;
+    g->kinds_watched = 0;
     Py_INCREF(self);
     g->launch = self;
     PyObject *fs = PySequence_Fast(specs, "specs must be a sequence of (shape, dtype, device)");
@@ -811,7 +821,7 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         int ip = PyObject_IsTrue(args[6]);
         if (ip < 0) goto fail;
         g->in_place = ip;
-        if (kinds_watch(kinds) < 0) goto fail;
+        g->kinds_watched = kinds_watch(kinds);
         Py_INCREF(kinds);
         g->kinds = kinds;
     }
@@ -1405,7 +1415,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
                 bits |= ptrs[i];
                 continue;
             }
-            uint64_t tag = kinds_tag(g->kinds);
+            uint64_t tag = kinds_tag(g->kinds, g->kinds_watched);
             int dl = g->dlcodes[i] >= 0 && Py_TYPE(a) == g->dl_type[i] && tag &&
                      g->dl_tag[i] == tag;
             if (!dl) {
