@@ -373,3 +373,196 @@ def test_dlpack_guard_runs_the_cpu_kernel_on_host_memory(native: Any,  # noqa: F
         assert x.streams == [1] and y.streams == [1]
     bad = DLPackOnly(DeviceArray.wrap(out.ctypes.data, (5, 9, 4), "float32", owner=out))
     assert guard(x, bad, None) is False
+
+
+# -- session 12: the guard's remembered kinds, hostile producers ----------------------------
+
+def test_dlpack_guard_follows_the_kinds_table(native: Any, kinds: Any,  # noqa: F811
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The native guard remembers per slot the type it found mapped to "dlpack" and
+    looks the table up again once the table changed in any way (a type re-mapped,
+    removed, put back): the same decisions as the Python guard, every call."""
+    from thork_core import _probe
+
+    for which in ("native", "python"):
+        guard, calls = _dl_guard(native, kinds, which)
+        x, y = _dl(0x10000), _dl(*OUT_DL)
+        assert guard(x, y, None) is True
+        assert guard(x, y, None) is True
+        monkeypatch.setitem(kinds, DLPackOnly, _probe.CAI)  # no interface: refused
+        assert guard(x, y, None) is False
+        monkeypatch.setitem(kinds, DLPackOnly, _probe.DLPACK)
+        assert guard(x, y, None) is True
+        monkeypatch.delitem(kinds, DLPackOnly)
+        assert guard(x, y, None) is False
+        monkeypatch.setitem(kinds, DLPackOnly, _probe.DLPACK)
+        assert guard(x, y, None) is True
+        assert len(calls()) == 4, which
+
+
+_CAPSULE_NEW = ctypes.pythonapi.PyCapsule_New
+_CAPSULE_NEW.restype, _CAPSULE_NEW.argtypes = ctypes.py_object, [
+    ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+#: capsule names must outlive their capsules: module-level bytes
+_NAMES = {n: ctypes.create_string_buffer(n) for n in (
+    b"dltensor_versioned", b"dltensor", b"used_dltensor_versioned", b"garbage")}
+
+
+class _Fake:
+    """A DLPack tensor built in Python memory (no deleter: nothing to release), held with
+    its shape and strides arrays for as long as its capsules live (the test's)."""
+
+    def __init__(self, data: int, shape: Any, code: int, *, major: int = 1,
+                 versioned: bool = True, strides: Any = None, lanes: int = 1,
+                 device: tuple[int, int] = (2, 0), null_shape: bool = False,
+                 readonly: bool = False) -> None:
+        from thork_core._adapter import _DLManagedTensor, _DLManagedTensorVersioned
+
+        self.shape = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        self.strides = None if strides is None else (ctypes.c_int64 * len(strides))(*strides)
+        if versioned:
+            self.m: Any = _DLManagedTensorVersioned(major=major, minor=0, flags=int(readonly))
+        else:
+            self.m = _DLManagedTensor()
+        t = self.m.dl_tensor
+        t.data, t.ndim = data, len(shape)
+        t.device.device_type, t.device.device_id = device
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = code >> 8, code & 0xFF, lanes
+        if not null_shape:
+            t.shape = ctypes.cast(self.shape, ctypes.POINTER(ctypes.c_int64))
+        if self.strides is not None:
+            t.strides = ctypes.cast(self.strides, ctypes.POINTER(ctypes.c_int64))
+        self.name = b"dltensor_versioned" if versioned else b"dltensor"
+
+    def capsule(self, name: bytes | None = None) -> Any:
+        return _CAPSULE_NEW(ctypes.addressof(self.m), _NAMES[name or self.name], None)
+
+
+class Hostile:
+    """A DLPack-only producer whose replies are given: ``dlpack()`` makes what
+    ``__dlpack__`` returns (or raises), ``device`` what ``__dlpack_device__`` returns."""
+
+    def __init__(self, dlpack: Any, device: Any = (2, 0)) -> None:
+        self.dlpack, self.device = dlpack, device
+
+    def __dlpack__(self, **kw: Any) -> Any:
+        return self.dlpack()
+
+    def __dlpack_device__(self) -> Any:
+        return self.device
+
+
+class _Kind(int):
+    """An int subclass (an IntEnum-like device type): read by value, not identity."""
+
+
+_IN = (0x30000, SHAPE_IN, DL_IN)
+_GOOD = _Fake(*_IN)
+_SAME_CAPSULE = _GOOD.capsule()
+HOSTILE = [  # (name, __dlpack__ reply maker, __dlpack_device__ reply, launched)
+    ("None", lambda: None, (2, 0), False),
+    ("an int", lambda: 12345, (2, 0), False),
+    ("a foreign capsule", lambda: _GOOD.capsule(b"garbage"), (2, 0), False),
+    ("a consumed capsule", lambda: _GOOD.capsule(b"used_dltensor_versioned"), (2, 0), False),
+    ("a capsule without a name",
+     lambda: _CAPSULE_NEW(ctypes.addressof(_GOOD.m), None, None), (2, 0), False),
+    ("ABI 2", (lambda f: f.capsule)(_Fake(*_IN, major=2)), (2, 0), False),
+    ("no shape array", (lambda f: f.capsule)(_Fake(*_IN, null_shape=True)), (2, 0), False),
+    ("2 lanes", (lambda f: f.capsule)(_Fake(*_IN, lanes=2)), (2, 0), False),
+    ("another rank", (lambda f: f.capsule)(_Fake(0x30000, (7, 99), DL_IN)), (2, 0), False),
+    ("capsule on another device", (lambda f: f.capsule)(_Fake(*_IN, device=(2, 1))), (2, 0),
+     False),
+    ("capsule in host memory", (lambda f: f.capsule)(_Fake(*_IN, device=(1, 0))), (2, 0),
+     False),
+    ("strided", (lambda f: f.capsule)(_Fake(*_IN, strides=(198, 3, 1))), (2, 0), False),
+    ("raises", lambda: (_ for _ in ()).throw(BufferError("no")), (2, 0), False),
+    ("device None", _GOOD.capsule, None, False),
+    ("device of one entry", _GOOD.capsule, (2,), False),
+    ("device of strings", _GOOD.capsule, ("2", "0"), False),
+    ("device id too large", _GOOD.capsule, (2, 1 << 70), False),
+    ("device True (CPU)", _GOOD.capsule, (True, 0), False),
+    ("no deleter, compact", _GOOD.capsule, (2, 0), True),
+    ("legacy capsule, no deleter", (lambda f: f.capsule)(_Fake(*_IN, versioned=False)),
+     (2, 0), True),
+    ("compact strides given", (lambda f: f.capsule)(_Fake(*_IN, strides=(99, 3, 1))),
+     (2, 0), True),
+    ("the same capsule each call", lambda: _SAME_CAPSULE, (2, 0), True),
+    ("device as an int subclass", _GOOD.capsule, (_Kind(2), _Kind(0)), True),
+    ("managed memory", (lambda f: f.capsule)(_Fake(*_IN, device=(13, 0))), (13, 0), True),
+]
+
+
+@pytest.mark.parametrize("which", ["native", "python"])
+@pytest.mark.parametrize("case", HOSTILE, ids=[c[0] for c in HOSTILE])
+def test_dlpack_guard_hostile_producers(native: Any, kinds: Any,  # noqa: F811
+                                        monkeypatch: pytest.MonkeyPatch, case: Any,
+                                        which: str) -> None:
+    """Whatever a DLPack-only producer answers, the native guard does not crash: a
+    capsule it cannot take (another name, ABI, device, rank, lanes, layout; no shape
+    array; not a capsule; an exception; a bad device reply) refuses the call (the
+    caller's path says why), a valid one is taken (a NULL deleter, a legacy capsule, the
+    same capsule object again), twice in a row (the remembered type, the kept extents)."""
+    monkeypatch.setitem(kinds, Hostile, _probe_dlpack())
+    name, make, device, launched = case
+    guard, calls = _dl_guard(native, kinds, which)
+    x = Hostile(make, device)
+    for _ in range(2):
+        assert guard(x, _arr(*OUT_DL), None) is launched
+    assert calls() == ([((0x20000, 0x30000), 0)] * 2 if launched else [])
+
+
+def _probe_dlpack() -> Any:
+    from thork_core import _probe
+
+    return _probe.DLPACK
+
+
+def test_dlpack_guard_shapes_of_high_rank(native: Any, kinds: Any) -> None:  # noqa: F811
+    """A spec shape of more dimensions than the guard keeps as C ints (8) is compared
+    through its tuple: taken when equal, refused when one extent differs."""
+    shape = (2, 1, 3, 1, 2, 1, 2, 1, 3)
+    specs = [(shape, U8, 0, "|u1", False, DL_IN), (SHAPE_OUT, F32, 0, "<f4", True, DL_OUT)]
+    guard, calls = _dl_guard(native, kinds, "native", specs)
+    assert guard(_dl(0x10000, shape), _dl(*OUT_DL), None) is True
+    other = shape[:-1] + (2,)
+    assert guard(_dl(0x10000, other), _dl(*OUT_DL), None) is False
+    assert len(calls()) == 1
+
+
+def test_capsule_readers_refuse_another_abi_major(native: Any) -> None:  # noqa: F811
+    """A DLPack 2.x tensor (its layout may differ) is not read: the native reader gives
+    None, the ctypes one None too, the adapters' reader a TypeError naming the version;
+    a 1.x tensor reads the same through all three."""
+    from thork_core import _probe
+    from thork_core._adapter import capsule_tensor
+
+    future = _Fake(*_IN, major=2)
+    cap = future.capsule()
+    assert native.dlpack_read(cap) is None
+    assert _probe._read_capsule(cap) is None
+    with pytest.raises(TypeError, match=r"DLPack 2\.0 tensor; Thork reads DLPack 1\.x"):
+        capsule_tensor(cap)
+    good = _GOOD.capsule()
+    assert native.dlpack_read(good) == _probe._read_capsule(good)
+    assert native.dlpack_read(good)[:2] == (0x30000, SHAPE_IN)
+    t, readonly = capsule_tensor(good)
+    assert (t.data, t.ndim, readonly) == (0x30000, 3, False)
+
+
+def test_dlpack_device_replies_read_as_integers() -> None:
+    """``__dlpack_device__`` entries are integers (an int, an IntEnum, a NumPy int), as
+    the C guard reads them: a float, a string or a bool's CPU code is no CUDA device."""
+    from thork_core._probe import dlpack_cuda_device
+
+    class Dev:
+        def __init__(self, reply: Any) -> None:
+            self.reply = reply
+
+        def __dlpack_device__(self) -> Any:
+            return self.reply
+
+    assert dlpack_cuda_device(Dev((2, 0))) == 0
+    assert dlpack_cuda_device(Dev((np.int32(13), np.int64(1)))) == 1
+    assert dlpack_cuda_device(Dev((_Kind(2), _Kind(3)))) == 3
+    for bad in [(2.0, 0), (2, 0.0), ("2", "0"), (True, 0), (1, 0), None, (2,)]:
+        assert dlpack_cuda_device(Dev(bad)) == -1, bad

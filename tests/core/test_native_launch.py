@@ -866,6 +866,10 @@ def _cai_guards(native, kinds, specs, in_place=False):
             (py_guard, lambda: py.calls)]
 
 
+class _Size(tuple):  # type: ignore[type-arg]
+    """A tuple subclass keeping tuple's comparison (as torch.Size does)."""
+
+
 CAI_SPECS = [(SHAPE_IN, U8, 0, "|u1", False), (SHAPE_OUT, F32, 0, "<f4", True)]
 OUT_CAI = CaiArray(0x20000, SHAPE_OUT, "<f4")
 CAI_CASES = [  # (name, x, out, stream, launched with (pointers, stream) or None)
@@ -883,6 +887,17 @@ CAI_CASES = [  # (name, x, out, stream, launched with (pointers, stream) or None
     ("another typestr", CaiArray(0x10000, SHAPE_IN, "|i1"), OUT_CAI, None, None),
     ("another shape", CaiArray(0x10000, (7, 33, 4)), OUT_CAI, None, None),
     ("a list shape", CaiArray(0x10000, [7, 33, 3]), OUT_CAI, None, None),
+    # session 12: shapes compared with the tuple's loop inlined where that is the compare
+    ("a tuple subclass shape (torch.Size's kind)", CaiArray(0x10000, _Size(SHAPE_IN)), OUT_CAI,
+     None, ((0x20000, 0x10000), 0)),
+    ("a tuple subclass of another shape", CaiArray(0x10000, _Size((7, 33, 4))), OUT_CAI, None,
+     None),
+    ("a shape of NumPy ints", CaiArray(0x10000, tuple(np.int64(e) for e in SHAPE_IN)), OUT_CAI,
+     None, ((0x20000, 0x10000), 0)),
+    ("a shape of large equal ints", CaiArray(0x10000, SHAPE_IN),
+     CaiArray(0x20000, tuple(int(str(e)) for e in SHAPE_OUT), "<f4"), None,
+     ((0x20000, 0x10000), 0)),
+    ("a shorter shape", CaiArray(0x10000, SHAPE_IN[:2]), OUT_CAI, None, None),
     ("strides", CaiArray(0x10000, SHAPE_IN, strides=(99, 3, 1)), OUT_CAI, None, None),
     ("a mask", CaiArray(0x10000, SHAPE_IN, mask=object()), OUT_CAI, None, None),
     ("read-only out", CaiArray(0x10000, SHAPE_IN), CaiArray(0x20000, SHAPE_OUT, "<f4", readonly=True),

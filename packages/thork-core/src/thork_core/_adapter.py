@@ -220,11 +220,15 @@ _get_name.argtypes = [ctypes.py_object]
 def capsule_tensor(capsule: Any) -> tuple[_DLTensor, bool]:
     """The ``DLTensor`` inside a DLPack capsule (``dltensor`` or ``dltensor_versioned``,
     left unconsumed: its destructor still releases the producer's reference) and whether
-    the producer marked it read-only. TypeError for another capsule or vector lanes."""
+    the producer marked it read-only. TypeError for another capsule, another DLPack ABI
+    major, or vector lanes."""
     name = _get_name(capsule)
     readonly = False
     if name == b"dltensor_versioned":
         managed: Any = _DLManagedTensorVersioned.from_address(_get_pointer(capsule, name))
+        if managed.major != 1:  # its layout may differ: not read (the protocol's rule)
+            raise TypeError(f"__dlpack__ returned a DLPack {managed.major}.{managed.minor} "
+                            "tensor; Thork reads DLPack 1.x (and legacy 0.x) tensors")
         readonly = bool(managed.flags & _FLAG_READ_ONLY)
     elif name == b"dltensor":
         managed = _DLManagedTensor.from_address(_get_pointer(capsule, name))

@@ -89,15 +89,31 @@ typedef struct {
  * "dltensor_versioned" (DLPack 1.x: *major its ABI major, *readonly its read-only flag),
  * 1 for the legacy "dltensor" (writable; *major 0), 0 when the capsule has neither name. */
 static int dl_tensor(PyObject *capsule, const DLTens **t, uint32_t *major, int *readonly) {
-    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-        const DLManagedV *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+    /* session 12: the name read once (PyCapsule_IsValid then PyCapsule_GetPointer compared
+     * it twice per name tried); GetPointer with that same name cannot fail but is checked */
+    if (!PyCapsule_CheckExact(capsule)) return 0;
+    const char *name = PyCapsule_GetName(capsule);
+    if (!name) { /* an invalid capsule (NULL pointer): not a tensor */
+        PyErr_Clear();
+        return 0;
+    }
+    if (strcmp(name, "dltensor_versioned") == 0) {
+        const DLManagedV *m = PyCapsule_GetPointer(capsule, name);
+        if (!m) {
+            PyErr_Clear();
+            return 0;
+        }
         *t = &m->t;
         *major = m->major;
         *readonly = (m->flags & 1) != 0; /* DLPACK_FLAG_BITMASK_READ_ONLY */
         return 2;
     }
-    if (PyCapsule_IsValid(capsule, "dltensor")) {
-        const DLManaged *m = PyCapsule_GetPointer(capsule, "dltensor");
+    if (strcmp(name, "dltensor") == 0) {
+        const DLManaged *m = PyCapsule_GetPointer(capsule, name);
+        if (!m) {
+            PyErr_Clear();
+            return 0;
+        }
         *t = &m->t;
         *major = 0;
         *readonly = 0;
@@ -107,11 +123,56 @@ static int dl_tensor(PyObject *capsule, const DLTens **t, uint32_t *major, int *
 }
 
 #define MAX_SLOTS 32     /* arrays of a Guard */
+#define DL_MAX_DIMS 8    /* a DLPack slot's shape kept as C ints up to this rank */
+/* (session 12) The state of a Guard's kinds table (thork_core._probe.KINDS): a Guard
+ * remembers per DLPack slot the type last found mapped to "dlpack" and this tag then, and
+ * looks the table up again when the tag moved. Any change of the table moves it: Python
+ * 3.12+ watches the table (a dict watcher bumps kinds_epoch on every mutation, however
+ * made: kind_of, forget_kinds, a test's monkeypatch); 3.10 and 3.11 read the dict's own
+ * version tag, which CPython changes on every mutation. 0: unknown (nothing remembered). */
+#if PY_VERSION_HEX >= 0x030C0000
+static uint64_t kinds_epoch = 1;
+static int kinds_watcher = -1; /* PyDict_AddWatcher's id; -1: none could be had */
+static int kinds_changed(PyDict_WatchEvent event, PyObject *dict, PyObject *key,
+                         PyObject *value) {
+    (void)event;
+    (void)dict;
+    (void)key;
+    (void)value;
+    kinds_epoch++;
+    return 0;
+}
+static inline uint64_t kinds_tag(PyObject *kinds, int watched) {
+    (void)kinds;
+    return watched ? kinds_epoch : 0;
+}
+/* Watch `kinds` (a Guard's table, at the Guard's making): 1 when watched, 0 when it
+ * cannot be (no watcher; another interpreter, whose watcher ids are its own): that Guard
+ * then looks the table up on every call. Nothing raised. */
+static int kinds_watch(PyObject *kinds) {
+    if (kinds_watcher < 0) return 0;
+    if (PyDict_Watch(kinds_watcher, kinds) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+#else
+static inline uint64_t kinds_tag(PyObject *kinds, int watched) {
+    (void)watched;
+    return ((PyDictObject *)kinds)->ma_version_tag;
+}
+static int kinds_watch(PyObject *kinds) {
+    (void)kinds;
+    return 1; /* the version tag needs no watching */
+}
+#endif
 #define MAX_PARAMS 1024  /* kernel parameters (CUDA's own limit is 4 KiB of them) */
 
 static PyObject *s_shape, *s_dtype, *s_device, *s_ptr, *s_stream;
 static PyObject *s_cai, *s_typestr, *s_strides, *s_data, *s_mask, *s_kind_cai;
 static PyObject *s_kind_dlpack, *s_dlpack, *s_dlpack_device, *s_dlpack_kw, *s_max_version;
+static PyObject *s_dl_cuda, *s_dl_managed; /* 2 and 13: kDLCUDA, kDLCUDAManaged */
 static PyObject *s_str;
 static PyObject *s_zero; /* 0: a DeviceArray's stream when made on the legacy stream */
 
@@ -195,6 +256,17 @@ typedef struct {
      * (code << 8 | bits) accepted, -1: none; device_id: the CUDA ordinal they must name. */
     int dlcodes[MAX_SLOTS];
     long device_id;
+    /* (session 12) DLPack slots: the spec's shape as C ints (dl_ndim[i] -1: not kept, the
+     * tuple is read); the type last found mapped to "dlpack" in kinds (a reference) and
+     * kinds_tag(kinds) then (the table is looked up again once it changed);
+     * device_obj: device_id as an int object (a producer's small ints are CPython's
+     * cached ones: compared by identity before converting). */
+    int dl_ndim[MAX_SLOTS];
+    int64_t dl_dims[MAX_SLOTS][DL_MAX_DIMS];
+    PyTypeObject *dl_type[MAX_SLOTS];
+    uint64_t dl_tag[MAX_SLOTS];
+    PyObject *device_obj;
+    int kinds_watched; /* kinds_watch's answer: 0, no remembered types */
     /* foreign readers: the producer dtype object each slot last matched (session 11) */
     PyObject *seen[MAX_SLOTS];
     /* DeviceArrays: the shape tuple each slot last matched (immutable: the same object is
@@ -492,6 +564,7 @@ static PyMethodDef launcher_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static PyObject *launcher_nparams(LauncherObject *self, void *closure) {
+    (void)closure;
     return PyLong_FromSsize_t(self->nparams);
 }
 
@@ -630,7 +703,12 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         g->dlcodes[i] = -1;
         g->seen[i] = NULL;
         g->shape_seen[i] = NULL;
+        g->dl_ndim[i] = -1;
+        g->dl_type[i] = NULL;
+        g->dl_tag[i] = 0;
     }
+    g->device_obj = NULL;
+    g->kinds_watched = 0;
     Py_INCREF(self);
     g->launch = self;
     PyObject *fs = PySequence_Fast(specs, "specs must be a sequence of (shape, dtype, device)");
@@ -662,6 +740,18 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
             long c = PyLong_AsLong(dlcode);
             if (PyErr_Occurred()) goto fail;
             g->dlcodes[i] = (int)c;
+            Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+            if (nd <= DL_MAX_DIMS) { /* else the tuple is read per call */
+                int all = 1;
+                for (Py_ssize_t d = 0; d < nd && all; d++) {
+                    PyObject *e = PyTuple_GET_ITEM(shape, d);
+                    long long v = PyLong_Check(e) ? PyLong_AsLongLong(e) : -1;
+                    if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+                    if (v < 0) all = 0; /* not an extent: the tuple's compare says so */
+                    else g->dl_dims[i][d] = v;
+                }
+                if (all) g->dl_ndim[i] = (int)nd;
+            }
         }
         Py_INCREF(shape);
         Py_INCREF(dtype);
@@ -702,6 +792,8 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
             if (PyLong_Check(device)) {
                 g->device_id = PyLong_AsLong(device);
                 if (PyErr_Occurred()) goto fail;
+                g->device_obj = PyLong_FromLong(g->device_id);
+                if (!g->device_obj) goto fail;
             }
         }
     }
@@ -729,6 +821,7 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         int ip = PyObject_IsTrue(args[6]);
         if (ip < 0) goto fail;
         g->in_place = ip;
+        g->kinds_watched = kinds_watch(kinds);
         Py_INCREF(kinds);
         g->kinds = kinds;
     }
@@ -751,7 +844,9 @@ static void guard_dealloc(GuardObject *g) {
     for (int i = 0; i < MAX_SLOTS; i++) {
         Py_XDECREF(g->seen[i]);
         Py_XDECREF(g->shape_seen[i]);
+        Py_XDECREF((PyObject *)g->dl_type[i]);
     }
+    Py_XDECREF(g->device_obj);
     Py_XDECREF(g->kinds);
     Py_XDECREF(g->device);
     Py_XDECREF(g->to_handle);
@@ -764,6 +859,27 @@ static void guard_dealloc(GuardObject *g) {
 static int same(PyObject *a, PyObject *b) {
     if (a == b) return 1;
     return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* same(v, want) for a shape `want` (an exact tuple, the spec's): where v's comparison is
+ * the tuple's own (a tuple, or a subclass that keeps it: torch.Size), its loop inlined:
+ * the sizes, then each pair by identity (interned small ints) before comparing them, as
+ * tuple's == does (session 12: ~170 instructions of generic dispatch per read shape, a
+ * CuPy array's being a new tuple each read). 1 equal, 0 not, -1 error. */
+static int same_shape(PyObject *v, PyObject *want) {
+    if (v == want) return 1;
+    if (!PyTuple_CheckExact(want) || !PyTuple_Check(v) ||
+        Py_TYPE(v)->tp_richcompare != PyTuple_Type.tp_richcompare)
+        return PyObject_RichCompareBool(v, want, Py_EQ);
+    Py_ssize_t n = PyTuple_GET_SIZE(want);
+    if (PyTuple_GET_SIZE(v) != n) return 0;
+    for (Py_ssize_t d = 0; d < n; d++) {
+        PyObject *a = PyTuple_GET_ITEM(v, d), *b = PyTuple_GET_ITEM(want, d);
+        if (a == b) continue;
+        int r = PyObject_RichCompareBool(a, b, Py_EQ);
+        if (r <= 0) return r;
+    }
+    return 1;
 }
 
 static int is_default_stream(PyObject *s);
@@ -877,6 +993,12 @@ typedef struct {
 } Foreign;
 static Foreign foreigns[MAX_FOREIGN];
 static int nforeign;
+static int ntorch; /* of them style FX_TORCH (session 12: implied_handle's early out) */
+
+static void count_torch(void) {
+    ntorch = 0;
+    for (int i = 0; i < nforeign; i++) ntorch += foreigns[i].style == FX_TORCH;
+}
 static PyObject *s_c_contig, *s_data_ptr, *s_is_contig, *s_is_cuda, *s_dim, *s_ndim;
 
 static inline Foreign *foreign_of(PyTypeObject *tp) {
@@ -893,8 +1015,10 @@ static void foreign_release(Foreign *f) {
 }
 
 static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
     if (nargs == 0) {
         while (nforeign > 0) foreign_release(&foreigns[--nforeign]);
+        count_torch();
         Py_RETURN_NONE;
     }
     if (nargs != 4 || !PyType_Check(args[0]) || !PyCallable_Check(args[2])) {
@@ -928,6 +1052,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         nforeign++;
     }
     f->style = (int)style;
+    count_torch();
     Py_XSETREF(f->current, Py_NewRef(args[2]));
     Py_XSETREF(f->dtypes, args[3] == Py_None ? NULL : Py_NewRef(args[3]));
     Py_RETURN_NONE;
@@ -954,7 +1079,7 @@ static int stream_value(PyObject *r, Attr *ptr_attr, uint64_t *v) {
     }
     *v = PyLong_AsUnsignedLongLong(p);
     Py_DECREF(p);
-    if (PyErr_Occurred()) {
+    if (*v == (uint64_t)-1 && PyErr_Occurred()) { /* -1 is also 2**64-1: ask */
         PyErr_Clear();
         return 0;
     }
@@ -997,7 +1122,7 @@ static int on_cuda(Foreign *f, PyObject *a) {
  * set (1); 0: none such; -1: one such that cannot be read (the caller's path). */
 static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
                           PyTypeObject *own, uint64_t *handle, Currents *cur) {
-    if (!nforeign || device < 0) return 0;
+    if (!ntorch || device < 0) return 0; /* no type whose arrays imply a stream */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyTypeObject *tp = Py_TYPE(items[i]);
         if (tp == own || tp == &PyLong_Type || tp == &PyFloat_Type) continue;
@@ -1022,7 +1147,7 @@ static int dims_match(Foreign *f, PyObject *a, PyObject *want_shape, int ndim, i
             PyErr_Clear();
             return 0;
         }
-        ok = same(v, want_shape);
+        ok = same_shape(v, want_shape);
         Py_DECREF(v);
         return ok;
     }
@@ -1099,7 +1224,7 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
     }
     *ptr = PyLong_AsUnsignedLongLong(v);
     Py_DECREF(v);
-    if (PyErr_Occurred()) goto miss;
+    if (*ptr == (uint64_t)-1 && PyErr_Occurred()) goto miss;
     return 1;
 miss:
     PyErr_Clear();
@@ -1143,7 +1268,7 @@ static int guard_cai(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t handle,
     }
     v = PyDict_GetItemWithError(cai, s_shape);
     if (!v) goto done;
-    ok = same(v, g->shapes[i]);
+    ok = same_shape(v, g->shapes[i]);
     if (ok < 0) {
         r = -1;
         goto done;
@@ -1182,7 +1307,7 @@ done:
  * *cap the capsule (a new reference: the caller drops it once the launch is queued,
  * which releases the producer's memory through the capsule's destructor). 0: anything
  * else (the caller's path reads the array again and says why); -1: error. */
-static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t handle,
+static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, PyObject *stream,
                         uint64_t *ptr, PyObject **cap) {
     PyObject *dev = PyObject_CallMethodNoArgs(a, s_dlpack_device);
     if (!dev) {
@@ -1191,20 +1316,24 @@ static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t hand
     }
     long kind = -1, id = -1;
     if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2) {
-        kind = PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
-        id = PyLong_AsLong(PyTuple_GET_ITEM(dev, 1));
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            kind = -1;
+        PyObject *k = PyTuple_GET_ITEM(dev, 0), *d = PyTuple_GET_ITEM(dev, 1);
+        if ((k == s_dl_cuda || k == s_dl_managed) && d == g->device_obj) {
+            /* CPython's cached small ints (the common reply): no conversion */
+            kind = k == s_dl_cuda ? 2 : 13;
+            id = g->device_id;
+        } else {
+            kind = PyLong_AsLong(k);
+            id = PyLong_AsLong(d);
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                kind = -1;
+            }
         }
     }
     Py_DECREF(dev);
     if ((kind != 2 && kind != 13) || id != g->device_id) return 0; /* kDLCUDA, managed */
-    PyObject *stream = PyLong_FromUnsignedLongLong(handle ? handle : 1);
-    if (!stream) return -1;
     PyObject *argv[3] = {a, stream, s_max_version};
     PyObject *c = PyObject_VectorcallMethod(s_dlpack, argv, 1, s_dlpack_kw);
-    Py_DECREF(stream);
     if (!c) { /* e.g. a DLPack 0.x producer without max_version: the caller's path */
         PyErr_Clear();
         return 0;
@@ -1222,8 +1351,9 @@ static int guard_dlpack(GuardObject *g, Py_ssize_t i, PyObject *a, uint64_t hand
         (readonly && g->writes[i]))
         goto miss;
     int64_t step = 1;
+    const int64_t *dims = g->dl_ndim[i] == ndim ? g->dl_dims[i] : NULL;
     for (Py_ssize_t d = ndim - 1; d >= 0; d--) {
-        long long want = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
+        long long want = dims ? dims[d] : PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
         if (want == -1 && PyErr_Occurred()) {
             Py_DECREF(c);
             return -1;
@@ -1265,6 +1395,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
     /* DLPack capsules read for this call: held until the launch is queued */
     PyObject *caps[MAX_SLOTS];
     Py_ssize_t ncaps = 0;
+    PyObject *dl_stream = NULL;
     PyObject *result = Py_False;
     Currents cur = {0, 0, 0, 0, -1};
     if (s == Py_None && g->kinds &&
@@ -1284,14 +1415,29 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
                 bits |= ptrs[i];
                 continue;
             }
-            PyObject *kind = PyDict_GetItemWithError(g->kinds, (PyObject *)Py_TYPE(a));
-            if (!kind) {
-                if (PyErr_Occurred()) goto error;
-                goto done;
+            uint64_t tag = kinds_tag(g->kinds, g->kinds_watched);
+            int dl = g->dlcodes[i] >= 0 && Py_TYPE(a) == g->dl_type[i] && tag &&
+                     g->dl_tag[i] == tag;
+            if (!dl) {
+                PyObject *kind = PyDict_GetItemWithError(g->kinds, (PyObject *)Py_TYPE(a));
+                if (!kind) {
+                    if (PyErr_Occurred()) goto error;
+                    goto done;
+                }
+                dl = g->dlcodes[i] >= 0 && (kind == s_kind_dlpack ||
+                        (PyUnicode_Check(kind) && PyUnicode_Compare(kind, s_kind_dlpack) == 0));
+                if (dl) { /* remembered while the table is unchanged (session 12) */
+                    Py_INCREF(Py_TYPE(a));
+                    Py_XSETREF(g->dl_type[i], Py_TYPE(a));
+                    g->dl_tag[i] = tag;
+                }
             }
-            if (g->dlcodes[i] >= 0 && (kind == s_kind_dlpack ||
-                    (PyUnicode_Check(kind) && PyUnicode_Compare(kind, s_kind_dlpack) == 0))) {
-                ok = guard_dlpack(g, i, a, handle, &ptrs[i], &caps[ncaps]);
+            if (dl) {
+                if (!dl_stream) { /* the stream argument, made once per call */
+                    dl_stream = PyLong_FromUnsignedLongLong(handle ? handle : 1);
+                    if (!dl_stream) goto error;
+                }
+                ok = guard_dlpack(g, i, a, dl_stream, &ptrs[i], &caps[ncaps]);
                 if (ok > 0) ncaps++;
             } else if (g->typestrs[i]) {
                 ok = guard_cai(g, i, a, handle, &ptrs[i]);
@@ -1306,7 +1452,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
         if (!(v = field_get(a, &g->fields[F_SHAPE]))) goto error;
         if (v == g->shape_seen[i]) {
             ok = 1;
-        } else if ((ok = same(v, g->shapes[i])) > 0 && PyTuple_CheckExact(v)) {
+        } else if ((ok = same_shape(v, g->shapes[i])) > 0 && PyTuple_CheckExact(v)) {
             Py_XSETREF(g->shape_seen[i], Py_NewRef(v));
         }
         Py_DECREF(v);
@@ -1366,10 +1512,12 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
 done:
     /* the launch is queued (or nothing was): the capsules release the producers' memory */
     while (ncaps > 0) Py_DECREF(caps[--ncaps]);
+    Py_XDECREF(dl_stream);
     Py_INCREF(result);
     return result;
 error:
     while (ncaps > 0) Py_DECREF(caps[--ncaps]);
+    Py_XDECREF(dl_stream);
     return NULL;
 }
 
@@ -1772,6 +1920,8 @@ static PyObject *binder_vectorcall(PyObject *self, PyObject *const *args, size_t
 }
 
 static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     BinderObject *self = (BinderObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall_slot = binder_vectorcall;
     return (PyObject *)self;
@@ -2012,6 +2162,8 @@ static PyObject *fin_vectorcall(PyObject *self, PyObject *const *args, size_t na
                                 PyObject *kwnames);
 
 static PyObject *fin_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     FinalizerObject *self = (FinalizerObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall = fin_vectorcall;
     return (PyObject *)self;
@@ -2066,6 +2218,7 @@ static PyObject *fin_vectorcall(PyObject *self, PyObject *const *args, size_t na
 }
 
 static PyObject *fin_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
     if (!obj) return Py_NewRef(self);
     return PyMethod_New(self, obj); /* arr.__del__(): bound to the array */
 }
@@ -2117,8 +2270,14 @@ static int guarded_try(GuardedCallObject *self, PyObject *x, PyObject *out,
     return hit;
 }
 
+/* `name` is interned: an interned exact str `key` equal to it is the same object, so
+ * only another str is compared (session 12: `pipe(x, out=y)` compared "out" with
+ * "stream" by PyUnicode_Compare, ~80 instructions per call). */
 static int is_name(PyObject *key, PyObject *name) {
-    return key == name || (PyUnicode_Check(key) && PyUnicode_Compare(key, name) == 0);
+    if (key == name) return 1;
+    if (!PyUnicode_Check(key) || (PyUnicode_CheckExact(key) && PyUnicode_CHECK_INTERNED(key)))
+        return 0;
+    return PyUnicode_Compare(key, name) == 0;
 }
 
 /* The allocating hot try, obj(x) / obj(x, stream=s): the output from _hot_out, then the
@@ -2219,6 +2378,8 @@ static PyObject *guarded_tp_call(PyObject *self, PyObject *args, PyObject *kwarg
 }
 
 static PyObject *guarded_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     GuardedCallObject *self = (GuardedCallObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall = guarded_vectorcall;
     return (PyObject *)self;
@@ -2401,6 +2562,8 @@ static PyObject *launchcall_arm(LaunchCallObject *self, PyObject *const *args,
 }
 
 static PyObject *launchcall_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     LaunchCallObject *self = (LaunchCallObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall = launchcall_vectorcall;
     return (PyObject *)self;
@@ -2705,6 +2868,8 @@ static int subscript_init(SubscriptObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *subscript_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     SubscriptObject *self = (SubscriptObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall = subscript_vectorcall;
     return (PyObject *)self;
@@ -2719,11 +2884,13 @@ static PyObject *subscript_tp_call(PyObject *self, PyObject *args, PyObject *kwa
 }
 
 static PyObject *subscript_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
     if (!obj || obj == Py_None) return Py_NewRef(self);
     return PyMethod_New(self, obj);
 }
 
 static PyObject *subscript_forget(SubscriptObject *self, PyObject *unused) {
+    (void)unused;
     for (unsigned i = 0; i < SUBSCRIPT_RECENT; i++) {
         RecentEntry old = self->recent[i];
         self->recent[i] = (RecentEntry){NULL, NULL, NULL};
@@ -2736,6 +2903,7 @@ static PyObject *subscript_forget(SubscriptObject *self, PyObject *unused) {
 }
 
 static PyObject *subscript_recent_count(SubscriptObject *self, PyObject *unused) {
+    (void)unused;
     long n = 0;
     for (unsigned i = 0; i < SUBSCRIPT_RECENT; i++)
         n += self->recent[i].key && weak_target(self->recent[i].value_ref) != NULL;
@@ -2873,6 +3041,7 @@ static int graph_launch_init(GraphLaunchObject *self, PyObject *args, PyObject *
 }
 
 static PyObject *graph_launch_close(GraphLaunchObject *self, PyObject *unused) {
+    (void)unused;
     self->exec = NULL; /* later calls take the slow path, which refuses a closed graph */
     Py_RETURN_NONE;
 }
@@ -2890,6 +3059,8 @@ static void graph_launch_dealloc(GraphLaunchObject *self) {
 }
 
 static PyObject *graph_launch_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)args;
+    (void)kw;
     GraphLaunchObject *self = (GraphLaunchObject *)type->tp_alloc(type, 0);
     if (self) self->vectorcall_slot = graph_launch_vectorcall;
     return (PyObject *)self;
@@ -2925,7 +3096,9 @@ static PyObject *dlpack_read(PyObject *self, PyObject *capsule) {
     const DLTens *t;
     uint32_t major;
     int readonly;
-    if (!dl_tensor(capsule, &t, &major, &readonly)) Py_RETURN_NONE;
+    int got = dl_tensor(capsule, &t, &major, &readonly);
+    /* another ABI major's layout is not read (the protocol: a consumer must not) */
+    if (!got || (got == 2 && major != 1)) Py_RETURN_NONE;
     if (t->dtype.lanes != 1 || t->ndim < 0 || (t->ndim > 0 && !t->shape)) Py_RETURN_NONE;
     PyObject *shape = PyTuple_New(t->ndim), *strides = NULL, *r = NULL;
     if (!shape) return NULL;
@@ -2980,17 +3153,35 @@ static void dl_release(PyObject *owner, void *block) {
     free(block);
 }
 
+/* dl_release where the GIL is held (a capsule's destructor: CPython runs it with the
+ * GIL): no PyGILState round trip (session 12, ~100 instructions per export). */
+static void dl_release_held(PyObject *owner, void *block) {
+    if (Py_IsInitialized()) {
+        Py_XDECREF(owner);
+        dl_live--;
+    }
+    free(block);
+}
+
 static void dl_deleter_v(void *m) { dl_release((PyObject *)((DLManagedV *)m)->ctx, m); }
 static void dl_deleter(void *m) { dl_release((PyObject *)((DLManaged *)m)->ctx, m); }
 
+static const char DL_NAME_V[] = "dltensor_versioned", DL_NAME[] = "dltensor";
+
 static void dl_capsule_destructor(PyObject *capsule) {
-    /* IsValid sets no exception; GetPointer on a valid name cannot fail */
-    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-        DLManagedV *m = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-        if (m && m->deleter) m->deleter(m);
-    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
-        DLManaged *m = PyCapsule_GetPointer(capsule, "dltensor");
-        if (m && m->deleter) m->deleter(m);
+    /* The capsule is ours (legal): GetName sets no exception (an exception may be pending
+     * here: nothing is cleared); a consumer that took the tensor renamed it "used_...".
+     * Session 12: the name read once (IsValid then GetPointer compared it twice). */
+    const char *name = PyCapsule_GetName(capsule);
+    if (!name) return;
+    if (name == DL_NAME_V || strcmp(name, DL_NAME_V) == 0) {
+        DLManagedV *m = PyCapsule_GetPointer(capsule, name);
+        if (m && m->deleter == dl_deleter_v) dl_release_held((PyObject *)m->ctx, m);
+        else if (m && m->deleter) m->deleter(m);
+    } else if (name == DL_NAME || strcmp(name, DL_NAME) == 0) {
+        DLManaged *m = PyCapsule_GetPointer(capsule, name);
+        if (m && m->deleter == dl_deleter) dl_release_held((PyObject *)m->ctx, m);
+        else if (m && m->deleter) m->deleter(m);
     }
 }
 
@@ -3063,7 +3254,7 @@ static PyObject *dlpack_export(PyObject *self, PyObject *const *args, Py_ssize_t
     t->shape = dims;
     t->strides = has_strides ? steps : NULL;
     t->byte_offset = 0;
-    PyObject *capsule = PyCapsule_New(block, versioned ? "dltensor_versioned" : "dltensor",
+    PyObject *capsule = PyCapsule_New(block, versioned ? DL_NAME_V : DL_NAME,
                                       dl_capsule_destructor);
     if (!capsule) {
         free(block);
@@ -3116,7 +3307,8 @@ static PyMethodDef module_methods[] = {
 
 static PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_thork_native",
-    "Thork's launcher in C (see _native_launch.c).", -1, module_methods};
+    "Thork's launcher in C (see _native_launch.c).", -1, module_methods, NULL, NULL, NULL,
+    NULL};
 
 PyMODINIT_FUNC PyInit__thork_native(void) {
     if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&PreparedType) < 0 ||
@@ -3137,6 +3329,15 @@ PyMODINIT_FUNC PyInit__thork_native(void) {
     s_dlpack = PyUnicode_InternFromString("__dlpack__");
     s_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
     s_max_version = Py_BuildValue("(ii)", 1, 0);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (kinds_watcher < 0) {
+        kinds_watcher = PyDict_AddWatcher(kinds_changed);
+        if (kinds_watcher < 0) PyErr_Clear(); /* none free: Guards look kinds up per call */
+    }
+#endif
+    s_dl_cuda = PyLong_FromLong(2);
+    s_dl_managed = PyLong_FromLong(13);
+    if (!s_dl_cuda || !s_dl_managed) return NULL;
     if (!s_kind_dlpack || !s_dlpack || !s_dlpack_device || !s_max_version) return NULL;
     s_shape = PyUnicode_InternFromString("shape");
     s_dtype = PyUnicode_InternFromString("dtype");

@@ -22,6 +22,7 @@ types listed there as plain producers).
 
 from __future__ import annotations
 
+import operator
 import sys
 import threading
 from typing import Any
@@ -311,7 +312,9 @@ def dlpack_probe(x: Any, handle: int,
         got = read(capsule)
         if got is None:
             return None
-        ptr, shape, code, bits, _, _, elems, readonly = got
+        ptr, shape, code, bits, dev_type, dev_id, elems, readonly = got
+        if dev_type not in (_DL_CUDA, _DL_CUDA_MANAGED) or dev_id != device:
+            return None  # the capsule contradicts __dlpack_device__ (as the C guard refuses)
         dtype = _DL_DTYPES.get((code, bits)) or _dl_dtype((code, bits))
         strides = None
         if elems is not None:
@@ -373,9 +376,11 @@ def dlpack_cuda_device(x: Any, tx: type | None = None) -> int:
         return -1
     try:
         kind, ordinal = x.__dlpack_device__()
+        # integers only (as the C guard reads them): an int, an IntEnum, a NumPy int
+        kind, ordinal = operator.index(kind), operator.index(ordinal)
     except Exception:  # noqa: BLE001 - a producer that cannot say
         return -1
-    return int(ordinal) if int(kind) in (_DL_CUDA, _DL_CUDA_MANAGED) else -1
+    return ordinal if kind in (_DL_CUDA, _DL_CUDA_MANAGED) else -1
 
 
 def cai_pointer(x: Any, typestr: str | None, *, ndim: int = -1,
