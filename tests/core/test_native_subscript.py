@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import run_threads
+from helpers import TARGETS, run_threads
 from thork_core._native import native_module, native_status
 
 
@@ -251,6 +251,7 @@ def test_threads_with_their_own_configurations_get_their_own_values(cls):
     assert wrong == [] and sorted(map(repr, m.fell)) == sorted(map(repr, keys))
 
 
+@pytest.mark.skipif("cpu" not in TARGETS, reason="no CPU target")
 def test_kernels_answer_from_the_table_and_keep_their_checks(native):
     import thork as tk
     from thork._kernel import Kernel

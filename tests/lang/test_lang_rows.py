@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import thork as tk
-from helpers import poisoned
+from helpers import TARGETS, poisoned
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 if not (BENCH / "bench_lang.py").exists():
@@ -130,6 +130,7 @@ def test_sweep_variants_are_valid():
                                                   132 * cfg.persist or 4096)
 
 
+@pytest.mark.skipif("cpu" not in TARGETS, reason="no CPU target")
 def test_twin_is_the_same_kernel_under_another_name(rng):
     """bench_lang's self-comparison anchor: the twin differs from the pick only by name,
     and computes the same rows."""
