@@ -31,8 +31,6 @@ class ArrayView(Record):
 
     _fields = ("ptr", "shape", "strides", "dtype", "device", "device_id", "readonly", "host",
                "stream", "keepalive")
-    __match_args__ = ("ptr", "shape", "strides", "dtype", "device", "device_id", "readonly",
-                      "host", "stream", "keepalive")
     ptr: int
     shape: tuple[int, ...]
     strides: tuple[int, ...] | None

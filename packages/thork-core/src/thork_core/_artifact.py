@@ -24,7 +24,6 @@ class Artifact(FrozenRecord):
 
     _fields = ("kind", "data", "entry", "compiler", "arch", "log", "info", "path")
     _compare = _repr = _fields[:-1]
-    __match_args__ = ("kind", "data", "entry", "compiler", "arch", "log", "info", "path")
     kind: str
     data: bytes
     entry: str

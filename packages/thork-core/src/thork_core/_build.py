@@ -73,8 +73,6 @@ class CompileInfo(Record):
 
     _fields = ("target", "compiler", "arch", "kind", "flags", "cache", "key", "compile_ms",
                "load_ms", "log", "fallback", "attributes", "device")
-    __match_args__ = ("target", "compiler", "arch", "kind", "flags", "cache", "key",
-                      "compile_ms", "load_ms", "log", "fallback", "attributes", "device")
     target: str
     compiler: str
     arch: str
@@ -499,9 +497,9 @@ _TRACE_PACKAGES = ("thork", "thork_core")
 
 
 def _traced_key(fingerprint: bytes, target: str | None, compiler: str | None) -> str:
-    import hashlib
+    from ._digest import sha256
 
-    h = hashlib.sha256(b"thork traced record\0" + fingerprint)
+    h = sha256(b"thork traced record\0" + fingerprint)
     h.update(f"\0{target}\0{compiler}\0{_TRACED_FORMAT}".encode())
     return h.hexdigest()
 

@@ -460,7 +460,6 @@ class CacheEntry(FrozenRecord):
     frozen dataclass written out: :mod:`thork_core._record`)."""
 
     _fields = ("key", "path", "size", "entry", "compiler", "kind", "arch", "last_used")
-    __match_args__ = ("key", "path", "size", "entry", "compiler", "kind", "arch", "last_used")
     key: str
     path: Path
     size: int

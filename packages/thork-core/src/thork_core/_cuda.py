@@ -72,7 +72,6 @@ def device_count() -> int:
 
 
 @functools.cache
-@functools.cache
 def compute_capability(ordinal: int = 0) -> tuple[int, int]:
     """Device ``ordinal``'s compute capability ``(major, minor)``; cached for the process
     (a first launch asks for its architecture: three driver calls)."""

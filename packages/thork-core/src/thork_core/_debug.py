@@ -92,8 +92,6 @@ class Site(FrozenRecord):
 
     _fields = ("kernel", "array", "space", "param_index", "access", "loc", "width",
                "function")
-    __match_args__ = ("kernel", "array", "space", "param_index", "access", "loc", "width",
-                      "function")
     kernel: str
     array: str
     #: ``"parameter"``, ``"shared"``, ``"dynamic shared"``, ``"local"``, ``"module"``.

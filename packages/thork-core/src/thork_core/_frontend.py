@@ -21,7 +21,6 @@ class Frontend(FrozenRecord):
     :mod:`thork_core._record`)."""
 
     _fields = ("name", "module", "description", "extensions")
-    __match_args__ = ("name", "module", "description", "extensions")
     name: str
     module: str
     description: str

@@ -221,15 +221,14 @@ class Graph:
             err, graph = drv.cuStreamEndCapture(self.stream)
         finally:
             self._uncount()
+        release_retired()  # what finalizers queued during the capture
         if exc_type is not None or int(err) != 0:
             self._state = "failed"
             if int(err) == 0 and graph is not None:
                 retire(("cuGraphDestroy", graph))
-            release_retired()
             if exc_type is not None:
                 return
             _cuda.check((err, graph), "cuStreamEndCapture")
-        release_retired()  # what finalizers queued during the capture
         self._graph = graph
         self._exec = _cuda.check(drv.cuGraphInstantiate(self._graph, 0), "cuGraphInstantiate")
         self._launch, self._by_ctypes = _graph_launcher()

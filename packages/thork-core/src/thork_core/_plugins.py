@@ -80,7 +80,6 @@ class PluginInfo(Record):
     :mod:`thork_core._record`)."""
 
     _fields = ("name", "distribution", "version", "registered")
-    __match_args__ = ("name", "distribution", "version", "registered")
     name: str
     distribution: str
     version: str

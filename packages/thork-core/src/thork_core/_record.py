@@ -5,8 +5,9 @@ repr, immutability), without creating them when a module loads.
 from generated source when its module is imported: ~0.2–0.5 ms a class, and importing
 ``dataclasses`` itself ~1 ms, on the path of a fresh process's first kernel (session 12).
 A record class writes its ``__init__`` out and names its fields in ``_fields`` (those
-compared and hashed in ``_compare``, default: all); these bases give the rest, as the
-dataclass it replaces had it (tests/core/test_records.py compares them).
+compared and hashed in ``_compare``, default: all; ``__match_args__`` is made from them);
+these bases give the rest, as the dataclass it replaces had it
+(tests/core/test_records.py compares them).
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ class Record:
     _fields: ClassVar[tuple[str, ...]] = ()
     _compare: ClassVar[tuple[str, ...] | None] = None  # None: _fields
     _repr: ClassVar[tuple[str, ...] | None] = None  # None: _fields
+    __match_args__: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # positional patterns, as the dataclass had them (mypy refuses a plain assignment)
+        setattr(cls, "__match_args__", cls._fields)  # noqa: B010
 
     def _key(self) -> tuple[Any, ...]:
         return tuple(getattr(self, n) for n in (self._compare or self._fields))
