@@ -251,8 +251,11 @@ def _row_case(op: str, dtype: Any, x: Any, w: Any, b: Any, eps: float, tri: Any,
             **{f"{k}_TBps": nbytes / v / 1e9 for k, v in ms.items()}}
 
 
-def _build(job: tuple[str, str, int, Any]) -> str:
-    op, dtname, n, cfg = job
+def build_job(job: tuple[Any, ...]) -> str:
+    """Precompile one row kernel: ``(op, dtype name, n, config[, twin])``; config None is
+    Triton's kernel (compiled by a launch on 4 rows). An error message, or ""."""
+    op, dtname, n, cfg = job[:4]
+    twin = len(job) > 4 and bool(job[4])
     if cfg is None:  # Triton's kernel: compiled by a first launch on a few rows
         try:
             import torch
@@ -270,7 +273,7 @@ def _build(job: tuple[str, str, int, Any]) -> str:
         return ""
     dtype = getattr(tk.dt, dtname)
     make = bl.make_softmax if op == "softmax" else bl.make_layer_norm
-    return make(dtype, n, cfg).precompile("gpu")  # type: ignore[no-any-return]
+    return make(dtype, n, cfg, twin=twin).precompile("gpu")  # type: ignore[no-any-return]
 
 
 def _wanted(only: set[str] | None, op: str, dtype: Any, n: int) -> bool:
@@ -291,7 +294,7 @@ def precompile_rows(fp16_only: bool, jobs: int, only: set[str] | None = None) ->
             for c in [None, *candidates(op, dtype, n)]]
     t0 = time.perf_counter()
     with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as ex:
-        for msg in ex.map(_build, work, chunksize=1):
+        for msg in ex.map(build_job, work, chunksize=1):
             if msg.startswith("triton"):
                 print(f"precompile: {msg}", flush=True)
     print(f"precompiled {len(work)} row kernels in {time.perf_counter() - t0:.1f} s "
@@ -415,7 +418,7 @@ def precompile_bench(jobs: int) -> None:
                      ("layer_norm", dtype.name, n, bl.layer_norm_config(dtype, n))]
     t0 = time.perf_counter()
     with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as ex:
-        for msg in ex.map(_build, work, chunksize=1):
+        for msg in ex.map(build_job, work, chunksize=1):
             if msg.startswith("triton"):
                 print(f"precompile: {msg}", flush=True)
     print(f"precompiled bench_lang's {len(work)} row kernels in "

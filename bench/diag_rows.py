@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_lang as bl  # noqa: E402
 import thork as tk  # noqa: E402
+from diag_lang import build_job  # noqa: E402
 
 RC = bl.RowConfig
 _CS = "cs"
@@ -85,28 +86,6 @@ def variants(op: str, dtype: Any, n: int) -> dict[str, Any]:
     return {c.tag(): c for c in VARIANTS.get((op, dtype.name, n), [])}
 
 
-def _build(job: tuple[str, str, int, Any, bool]) -> str:
-    op, dtname, n, cfg, twin = job
-    if cfg is None:  # Triton's kernel: compiled (to its disk cache) by a launch on 4 rows
-        try:
-            import torch
-
-            tri = bl._triton_kernels()
-            tdt = getattr(torch, dtname)
-            x = torch.randn(4, n, device="cuda", dtype=tdt)
-            if op == "softmax":
-                tri[0](torch.empty_like(x), x)
-            else:
-                tri[1](torch.empty_like(x), x, x[0], x[0], 1e-5)
-            torch.cuda.synchronize()
-        except Exception as exc:  # the timed process compiles it then
-            return f"triton {op} {n}: {exc}"
-        return ""
-    dtype = getattr(tk.dt, dtname)
-    make = bl.make_softmax if op == "softmax" else bl.make_layer_norm
-    return make(dtype, n, cfg, twin=twin).precompile("gpu")  # type: ignore[no-any-return]
-
-
 def _cases(only: set[str]) -> list[tuple[str, Any, int]]:
     return [(op, dtype, n) for dtype in (tk.dt.float32, tk.dt.float16) for n in bl.NORM_SIZES
             for op in ("softmax", "layer_norm")
@@ -128,7 +107,7 @@ def precompile(jobs: int, only: set[str]) -> None:
         work += [(op, dtype.name, n, c, False) for c in variants(op, dtype, n).values()]
     t0 = time.perf_counter()
     with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")) as ex:
-        for msg in ex.map(_build, work, chunksize=1):
+        for msg in ex.map(build_job, work, chunksize=1):
             if msg.startswith("triton"):
                 print(f"precompile: {msg}", flush=True)
     print(f"precompiled {len(work)} kernels in {time.perf_counter() - t0:.1f} s", flush=True)
