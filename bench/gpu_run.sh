@@ -13,9 +13,11 @@ export PYTHONUNBUFFERED=1
 steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(tests bench_core bench_lang bench_fkl bench_video bench_compilers bench_interop bench_mma)
 dest="${OUT:-/tmp/thork-gpu-run}"
-out=/tmp/thork-gpu-logs          # everything lands here; $OUT gets one archive + summaries
+out=/tmp/thork-gpu-logs          # everything lands here; $OUT gets one archive + summary
 rm -rf "$out"; mkdir -p "$out" "$dest"
-trap 'tar czf "$dest/logs.tgz" -C "$out" . ; cp "$out"/pytest.log "$out"/*.txt "$dest"/ 2>/dev/null' EXIT
+# The device tool returns at most 8 files from $OUT (session 12 lost logs to that limit):
+# two files leave here, the archive of every log and the summary lines.
+trap 'tar czf "$dest/logs.tgz" -C "$out" . ; cp "$out"/summary.txt "$dest"/ 2>/dev/null' EXIT
 rm -rf /tmp/site
 python3 -m pip install -q --no-deps --no-index --target /tmp/site .wheels/*.whl || exit 1
 export PYTHONPATH=/tmp/site
