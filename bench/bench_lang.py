@@ -307,6 +307,12 @@ def _layout_file(op: str, dtype: Any, n: int) -> RowConfig | None:
 # 1024 take a persistent grid fed by a cp.async ring (stages=2 / 3), the only new layouts
 # ahead of their picks in every round; softmax fp16 8192 goes back to h-lang2's 512
 # threads (4 runs each: 1.018 1.001 1.003 0.999 against 1.009 1.015 0.983 0.979).
+# Session 13 (h13-rows, no GPU, bench/sass_rows.py; docs/benchmarks.md "Session 13, row
+# kernels against Triton's SASS"): layer norm fp16 1024 and fp32 2048 take two rows a
+# group (batch=2: the weight and bias loaded once for both, 2.00x the row read a row
+# against Triton's 3.00x; twice Triton's rows resident an SM; fewer warp instructions a
+# row), picked by instruction and byte counts, not yet timed (bench/GPU_PENDING.md; the
+# session-12 picks t128_2p and t256_e are timed beside them by bench/diag_rows.py).
 _PLAIN, _CS = None, "cs"
 LAYOUTS: dict[tuple[str, str, int], RowConfig] = {
     ("softmax", "float16", 1024): RowConfig(32, cache=_CS),
@@ -320,13 +326,14 @@ LAYOUTS: dict[tuple[str, str, int], RowConfig] = {
     ("softmax", "float32", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
     ("softmax", "float32", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
     ("softmax", "float32", 16384): RowConfig(1024, onepass=False, cache=_PLAIN),
-    ("layer_norm", "float16", 1024): RowConfig(128, onepass=False, cache=_PLAIN),
+    ("layer_norm", "float16", 1024): RowConfig(128, onepass=False, cache=_PLAIN, batch=2),
     ("layer_norm", "float16", 2048): RowConfig(128, cache=_PLAIN, persist=8),
     ("layer_norm", "float16", 4096): RowConfig(256, onepass=False, cache=_PLAIN),
     ("layer_norm", "float16", 8192): RowConfig(512, onepass=False, cache=_PLAIN),
     ("layer_norm", "float16", 16384): RowConfig(512, cache=_PLAIN),
     ("layer_norm", "float32", 1024): RowConfig(128, cache=_CS, persist=8, stages=3),
-    ("layer_norm", "float32", 2048): RowConfig(256, cache=_PLAIN, early=True),
+    ("layer_norm", "float32", 2048): RowConfig(128, onepass=False, cache=_PLAIN, batch=2,
+                                               min_blocks=8),
     ("layer_norm", "float32", 4096): RowConfig(512, cache=_PLAIN, early=True),
     ("layer_norm", "float32", 8192): RowConfig(1024, onepass=False, cache=_PLAIN, early=True),
     ("layer_norm", "float32", 16384): RowConfig(512, cache=_PLAIN, early=True),
@@ -457,6 +464,19 @@ def _sum(vals: list[Any]) -> Any:
         vals = [vals[i] + vals[i + 1] if i + 1 < len(vals) else vals[i]
                 for i in range(0, len(vals), 2)]
     return vals[0]
+
+
+def _sum_sq(ds: list[Any]) -> Any:
+    """The sum of ``d * d`` over ``ds`` as ``len(ds) // 4`` multiply-add chains (at least
+    one), then a pairwise sum of the chains: one FFMA an element past each chain's first
+    FMUL, where a pairwise sum of the products costs an FMUL and an FADD for every two
+    elements more (session 13, bench/sass_rows.py: 4 FMUL and 4 FADD a thread fewer at
+    16 elements; Triton's kernel sums them in one FFMA chain)."""
+    k = max(1, len(ds) // 8)
+    accs = [d * d for d in ds[:k]]
+    for i, d in enumerate(ds[k:]):
+        accs[i % k] = d * d + accs[i % k]
+    return _sum(accs)
 
 
 def _max(vals: list[Any]) -> Any:
@@ -677,7 +697,7 @@ def make_layer_norm(dtype: Any, n: int, cfg: RowConfig | None = None, twin: bool
                 parts: tuple[Any, ...] = ()
                 for vals in rows:
                     mu = _sum(vals) * (1.0 / per)
-                    parts += (mu, _sum([(v - mu) * (v - mu) for v in vals]))
+                    parts += (mu, _sum_sq([v - mu for v in vals]))
                 red = _block_reduce(parts, _batched(merge, 2, True), cfg, step_arg=True,
                                     parity=par)
                 means = [red[2 * b] for b in range(len(rows))]
@@ -687,7 +707,7 @@ def make_layer_norm(dtype: Any, n: int, cfg: RowConfig | None = None, twin: bool
                                    _batched(add1, 1, False), cfg, parity=par)
                 means = [s * (1.0 / n) for s in ss]
                 m2s = list(_block_reduce(
-                    tuple(_sum([(v - mean) * (v - mean) for v in vals])
+                    tuple(_sum_sq([v - mean for v in vals])
                           for vals, mean in zip(rows, means)),
                     _batched(add1, 1, False), cfg, parity=par))
             wv, bv = hoisted or wb()
@@ -1099,9 +1119,11 @@ def main() -> int:
 NORM_SIZES = (1024, 2048, 4096, 8192, 16384)
 
 
-def _triton_kernels() -> Any:
-    """Triton row kernels in the style of its tutorials (one program per row, the row in
-    registers, BLOCK = next power of two of N); None without Triton."""
+def _triton_jit() -> Any:
+    """Triton's row kernels as ``triton.jit`` functions, fresh ones every call (a second
+    call's are an identical copy with its own module: bench_lang's ``self tri`` column):
+    ``(softmax_rows, layer_norm_rows, num_warps(n))``; None without Triton.
+    bench/sass_rows.py compiles the same functions offline for their SASS."""
     try:
         import triton
         import triton.language as tl
@@ -1137,6 +1159,20 @@ def _triton_kernels() -> Any:
 
     def warps(n: int) -> int:
         return 4 if n <= 2048 else 8 if n <= 4096 else 16
+
+    return softmax_rows, layer_norm_rows, warps
+
+
+def _triton_kernels() -> Any:
+    """Triton row kernels in the style of its tutorials (one program per row, the row in
+    registers, BLOCK = next power of two of N): launchers ``(softmax, layer_norm)``; None
+    without Triton."""
+    jitted = _triton_jit()
+    if jitted is None:
+        return None
+    import triton
+
+    softmax_rows, layer_norm_rows, warps = jitted
 
     def softmax(out: Any, x: Any) -> None:
         n = x.shape[1]

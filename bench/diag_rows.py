@@ -74,10 +74,16 @@ VARIANTS: dict[tuple[str, str, int], list[Any]] = {
         RC(128, cache=_CS, persist=10, stages=2),
         RC(128, cache=_CS, persist=8, stages=3),
         RC(32, rows=4, cache=_CS)],
+    # session 13 (bench/sass_rows.py): the picks became two rows a group (batch=2), chosen
+    # by counts; timed beside them: the session-12 picks, Triton's shape with a register
+    # cap (t128_2p_lb12, one spilled word), and batch=2 at twice the threads
     ("layer_norm", "float32", 2048): [
-        RC(256, cache=None, early=True, persist=5, stages=1),
-        RC(256, cache=None, early=True, persist=5, stages=2),
-        RC(256, cache=None, early=True, persist=4, stages=3)],
+        RC(256, cache=None, early=True),
+        RC(128, onepass=False, cache=None, min_blocks=12),
+        RC(256, onepass=False, cache=None, batch=2, min_blocks=8)],
+    ("layer_norm", "float16", 1024): [
+        RC(128, onepass=False, cache=None),
+        RC(128, onepass=False, cache=_CS, batch=2)],
 }
 
 

@@ -79,7 +79,13 @@ CASES = [("float32", 1024, RC(64), 8), ("float32", 1024, RC(32, rows=4), 8),
          ("float16", 1024, RC(32, rows=2, batch=2, persist=1, stages=2, cache=None), 12),
          # ... and the two LAYOUTS picks among them (softmax fp32 2048, layer norm fp32 1024)
          ("float32", 2048, bl.LAYOUTS[("softmax", "float32", 2048)], 14),
-         ("float32", 1024, bl.LAYOUTS[("layer_norm", "float32", 1024)], 9)]
+         ("float32", 1024, bl.LAYOUTS[("layer_norm", "float32", 1024)], 9),
+         # session 13 (sass_rows): the two batch=2 picks, and the squared deviations summed
+         # in multiply-add chains at 4 (one chain), 16 (two) and 32 (four) elements a row
+         ("float16", 1024, bl.LAYOUTS[("layer_norm", "float16", 1024)], 10),
+         ("float32", 2048, bl.LAYOUTS[("layer_norm", "float32", 2048)], 6),
+         ("float32", 1024, RC(32, onepass=False, cache=None), 5),
+         ("float16", 1024, RC(256, cache=None), 5)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{d}-{n}-{c.tag()}" for d, n, c, _ in CASES])
@@ -158,3 +164,29 @@ def test_row_table_prints_the_self_comparison(capsys):
     assert "self tri" in out and "   0.970    1.020 yes" in out
     assert "self-comparison (a kernel against its identical copy, same protocol): " \
            "0.970..1.020x over 4 pairs" in out
+
+
+def test_sass_counts_classify_and_occupancy():
+    """bench/sass_rows.py's counting (session 13): classes, widths, bytes, the slow-path
+    subroutine left out, loops flagged, and blocks an SM by registers / threads / shared
+    memory (sm_90)."""
+    import sass_rows as sr
+
+    sass = [(0x00, "", "LDG.E.128", "R4, desc[UR4][R2.64]"), (0x10, "@!P0", "LDG.E.64", "R8"),
+            (0x20, "", "SHFL.BFLY", "PT, R1, R2, 0x1, 0x1f"),
+            (0x30, "", "BAR.SYNC.DEFER_BLOCKING", "0x0"), (0x40, "", "MUFU.RSQ", "R1, R2"),
+            (0x50, "", "HADD2.F32", "R1, -RZ, R4.H0_H0"), (0x60, "", "FFMA", "R1, R2, R3, R4"),
+            (0x70, "", "CALL.REL.NOINC", "0xa0"), (0x80, "", "STG.E.128", "desc, R4"),
+            (0x90, "", "EXIT", ""), (0xa0, "", "MUFU.RCP", "R5, R3"),
+            (0xb0, "", "RET.REL.NODEC", "R4 0x0")]
+    body, sub = sr.main_path(sass)
+    assert sub == 2 and body[-1][2] == "EXIT"
+    got = sr.classify(body)
+    assert got["counts"]["LDG"] == 2 and got["counts"]["MUFU"] == 1
+    assert got["counts"]["cvt"] == 1 and got["counts"]["total"] == 10
+    assert got["ld_bytes"] == 24 and got["st_bytes"] == 16 and not got["loops"]
+    assert sr.classify([(0x0, "", "FADD", "R1"), (0x10, "@P0", "BRA", "0x0")])["loops"]
+    assert sr.occupancy(32, 128, 1536) == (16, "regs")
+    assert sr.occupancy(40, 128, 1024) == (12, "regs")
+    assert sr.occupancy(22, 256, 1280) == (8, "threads")
+    assert sr.occupancy(32, 128, 40000) == (5, "smem")
