@@ -467,7 +467,7 @@ def _sum(vals: list[Any]) -> Any:
 
 
 def _sum_sq(ds: list[Any]) -> Any:
-    """The sum of ``d * d`` over ``ds`` as ``len(ds) // 4`` multiply-add chains (at least
+    """The sum of ``d * d`` over ``ds`` as ``len(ds) // 8`` multiply-add chains (at least
     one), then a pairwise sum of the chains: one FFMA an element past each chain's first
     FMUL, where a pairwise sum of the products costs an FMUL and an FADD for every two
     elements more (session 13, bench/sass_rows.py: 4 FMUL and 4 FADD a thread fewer at
