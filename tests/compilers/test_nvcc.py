@@ -149,3 +149,17 @@ def test_every_suite_kernel_builds_a_hostlib_for_sm_90(tmp_path, monkeypatch):
 def test_describe_for_thork_info():
     text = _nvcc().describe()
     assert text.startswith("nvcc: CUDA ") and "sm_75" in text and "hostlib" in text
+
+
+def test_hostlib_target_refuses_a_device_that_does_not_exist():
+    """The gpu-hostlib target checks the device as the gpu target does (one check, core's
+    ``visible_device``), before opening any library."""
+    pytest.importorskip("thork_nvcc")
+    from thork_core import Artifact, DeviceError, KernelIR
+    from thork_core.runtime import device_count
+    from thork_nvcc import HostlibTarget
+
+    art = Artifact(kind="hostlib", data=b"", entry="k", compiler="nvcc", arch="sm_90")
+    bad = max(device_count(), 1) + 3
+    with pytest.raises(DeviceError, match=rf"^k: cuda:{bad} does not exist \("):
+        HostlibTarget().load_on(art, KernelIR(name="k", params=[], body=[]), bad)

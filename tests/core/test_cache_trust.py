@@ -217,9 +217,13 @@ def test_cache_clear_removes_damaged_and_foreign_files(tmp_path):
     (tmp_path / "lib").mkdir(mode=0o700, exist_ok=True)
     (tmp_path / "lib" / "planted.so").write_bytes(b"\x7fELF junk")
     os.mkfifo(tmp_path / "ab" / "pipe")
-    c.clear()
-    left = [p for p in tmp_path.rglob("*") if not p.is_dir() and p.name != "secret"]
+    (tmp_path / "memo.json").write_text("{}")  # a file at the top goes too
+    secret = (tmp_path / _cache._SECRET).read_bytes()
+    assert c.clear() == 2  # the stored artifact and the damaged one
+    left = [p for p in tmp_path.rglob("*") if not p.is_dir() and p.name != _cache._SECRET]
     assert left == []
+    assert (tmp_path / _cache._SECRET).read_bytes() == secret  # the key stays
+    assert [p.name for p in tmp_path.iterdir()] == [_cache._SECRET]
 
 
 def _warned_fallback(cache_dir):

@@ -21,7 +21,7 @@ from thork_core import (
     LaunchError,
 )
 from thork_core.launch import CONV_HOST_STREAM, make_launcher
-from thork_core.plugin import CudaExecutable, GpuTarget
+from thork_core.plugin import CudaExecutable, GpuTarget, visible_device
 from thork_core.plugin import library_file as _library_file
 
 from ._compiler import HOST_ENTRY
@@ -103,14 +103,7 @@ class HostlibTarget(GpuTarget):
         if artifact.kind != "hostlib":
             raise LaunchError(
                 f"the gpu-hostlib target loads 'hostlib' artifacts, got {artifact.kind!r}")
-        from thork_core.runtime import device_count
-
-        if not 0 <= device < max(device_count(), 1):
-            from thork_core import DeviceError
-
-            raise DeviceError(f"{kernel.name}: cuda:{device} does not exist "
-                              f"({device_count()} CUDA device(s) visible)")
-        return HostlibExecutable(artifact, kernel, device)
+        return HostlibExecutable(artifact, kernel, visible_device(kernel.name, device))
 
     def describe(self) -> str:
         ok, why = self.available()

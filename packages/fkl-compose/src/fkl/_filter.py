@@ -899,14 +899,12 @@ class _Morphology(Filter):
         if self.border != BorderMode.CONSTANT:
             return []
         if self.value is None:
-            import numpy as np
-
             lim: Any
             if t.dtype.is_float:
                 lim = -math.inf if self.use_max else math.inf
             else:
-                info = np.iinfo(t.dtype.name)
-                lim = int(info.min if self.use_max else info.max)
+                lo, hi = int_range(t.dtype)
+                lim = lo if self.use_max else hi
             return [lim] * t.channels
         return per_channel(self.value, t.channels, f"{self.name} value")
 

@@ -722,35 +722,23 @@ class DiskCache:
         locks, temporary files, the memo of slow facts ``memo.json``; relearned on next
         use), keeping the folder and its secret; return how many entries were removed."""
         flush_writes()
-        root = self._root_str()
-        n = 0
-        try:
-            top = list(os.scandir(root))
-        except OSError:
-            return 0
-        for e in top:
-            if e.name == _SECRET:
-                continue
-            if e.is_dir(follow_symlinks=False):
-                n += _clear_tree(e.path)
-                try:
-                    os.rmdir(e.path)
-                except OSError:
-                    pass
-            else:
-                _remove(e.path)
+        n = _clear_tree(self._root_str(), keep=_SECRET)
         for forget in list(_ON_CLEAR):
             forget()
         return n
 
 
-def _clear_tree(folder: str) -> int:
+def _clear_tree(folder: str, keep: str | None = None) -> int:
+    """Remove what ``folder`` holds (but an entry named ``keep``), folders included;
+    return how many artifacts (``.art`` files) went."""
     n = 0
     try:
         items = list(os.scandir(folder))
     except OSError:
         return 0
     for e in items:
+        if e.name == keep:
+            continue
         if e.is_dir(follow_symlinks=False):
             n += _clear_tree(e.path)
             try:

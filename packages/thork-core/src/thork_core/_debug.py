@@ -66,6 +66,7 @@ from ._ir import (
     replace,
 )
 from ._record import FrozenRecord
+from ._renderer import CUDA_DEBUG_PRELUDE, RECORD_STRUCT
 from ._target import Executable
 
 __all__ = ["Site", "instrument", "debug_default", "DebugExecutable", "DebugRecord",
@@ -411,46 +412,7 @@ def instrument(ir: KernelIR) -> KernelIR:
     return _Instrumenter(ir).kernel()
 
 
-# -- the device side ----------------------------------------------------------------------
-#: The record both targets write: the first violation of a launch (flag set atomically);
-#: :class:`DebugRecord` mirrors it.
-RECORD_STRUCT = r"""struct thork_dbg_rec {
-  unsigned int flag; int site; long long index, lo, hi;
-  unsigned int block[3], thread[3];
-};
-"""
-
-#: CUDA debug prelude: the record (found by name with cuModuleGetGlobal), the scratch cell
-#: failed accesses use, ``thork_at`` and the dynamic shared memory bound.
-CUDA_DEBUG_PRELUDE = RECORD_STRUCT + r"""// At global scope: the symbol is not mangled.
-__device__ thork_dbg_rec thork_dbg_record;
-__device__ __attribute__((aligned(16))) unsigned long long thork_dbg_scratch[8];
-THORK_FN long long thork_dyn_count(long long offset, long long size) {
-  unsigned int n; asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
-  return ((long long)n - offset) / size;
-}
-THORK_FN void thork_dbg_fail(int site, long long i, long long lo, long long hi) {
-  if (atomicCAS(&thork_dbg_record.flag, 0u, 1u) == 0u) {
-    thork_dbg_record.site = site; thork_dbg_record.index = i;
-    thork_dbg_record.lo = lo; thork_dbg_record.hi = hi;
-    thork_dbg_record.block[0] = blockIdx.x; thork_dbg_record.block[1] = blockIdx.y;
-    thork_dbg_record.block[2] = blockIdx.z; thork_dbg_record.thread[0] = threadIdx.x;
-    thork_dbg_record.thread[1] = threadIdx.y; thork_dbg_record.thread[2] = threadIdx.z;
-    __threadfence();
-  }
-}
-THORK_FN bool thork_ok(long long i, long long lo, long long hi, int site) {
-  if (i >= lo && i < hi) return true;
-  thork_dbg_fail(site, i, lo, hi);
-  return false;
-}
-template <class T>
-THORK_FN T* thork_at(T* p, long long i, long long lo, long long hi, int site) {
-  if (i >= lo && i < hi) return p + i;
-  thork_dbg_fail(site, i, lo, hi);
-  return (T*)(void*)thork_dbg_scratch;
-}
-"""
+# -- the device side: RECORD_STRUCT and CUDA_DEBUG_PRELUDE (in _renderer, which prints them)
 
 
 class DebugRecord(ctypes.Structure):

@@ -21,7 +21,7 @@ from typing import Any
 from . import _cuda
 from ._adapter import _DLDataType, _DLDevice, _DLManagedTensor, _DLManagedTensorVersioned
 from ._cuda import stream_wait
-from ._dtype import _DL_CODES, DType, dlpack_code, dtype_of, typestr
+from ._dtype import _DL_CODES, array_dtype, array_shape, dlpack_code, typestr
 from ._errors import ArgumentError
 from ._memory import device_pool
 
@@ -145,8 +145,8 @@ class DeviceArray:
     def __init__(self, shape: Any, dtype: Any = "float32", *, device: int = 0,
                  stream: Any = None, pitch: Any = None, pitch_axis: int | None = None) -> None:
         self._owns = False
-        self.shape = _shape(shape)
-        self.dtype = _dtype(dtype)
+        self.shape = array_shape(shape, "DeviceArray")
+        self.dtype = array_dtype(dtype, "DeviceArray")
         if pitch is not None or pitch_axis is not None:
             nbytes = self._set_pitch(pitch, pitch_axis)
         else:
@@ -176,7 +176,9 @@ class DeviceArray:
         pitched view, e.g. of a decoder's frame (``pitch`` must then be given in bytes)."""
         self = cls.__new__(cls, pitch=pitch)
         self._owns = False
-        self.ptr, self.shape, self.dtype = int(ptr), _shape(shape), _dtype(dtype)
+        self.ptr = int(ptr)
+        self.shape = array_shape(shape, "DeviceArray")
+        self.dtype = array_dtype(dtype, "DeviceArray")
         if pitch is not None or pitch_axis is not None:
             if pitch is True:
                 raise ArgumentError("DeviceArray.wrap pitch: the memory exists; give its "
@@ -270,7 +272,7 @@ class DeviceArray:
 
     def reshape(self, *shape: Any) -> DeviceArray:
         """A view with a new shape (same number of elements)."""
-        new = _shape(shape[0] if len(shape) == 1 else shape)
+        new = array_shape(shape[0] if len(shape) == 1 else shape, "DeviceArray.reshape")
         n = 1
         for s in new:
             n *= s
@@ -415,24 +417,3 @@ def use_native_finalizer(mod: Any) -> bool:
             return False
         DeviceArray.__del__ = fin  # type: ignore[method-assign]
         return True
-
-
-def _shape(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, int):
-        shape = (shape,)
-    try:
-        out = tuple(int(s) for s in shape)
-    except (TypeError, ValueError):
-        raise ArgumentError(f"DeviceArray shape: expected a tuple of ints, got {shape!r}") \
-            from None
-    if any(s < 0 for s in out):
-        raise ArgumentError(f"DeviceArray shape: sizes must be >= 0, got {out}")
-    return out
-
-
-def _dtype(d: Any) -> DType:
-    try:
-        return dtype_of(d)
-    except (TypeError, KeyError, ValueError):
-        raise ArgumentError(f"DeviceArray dtype: unsupported dtype {d!r}") from None
-

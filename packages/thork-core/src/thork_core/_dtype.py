@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._errors import ArgumentError
+
 __all__ = [
+    "array_dtype", "array_shape",
     "DType", "dt", "promote", "ALL_DTYPES", "dtype_of", "from_numpy", "from_dlpack_code",
     "dlpack_code",
     "typestr", "input_typestr", "int_range",
@@ -172,6 +175,29 @@ def dtype_of(name_or_dtype: Any) -> DType:
 
 
 _FROM_NUMPY: dict[Any, DType] = {}
+
+
+def array_shape(shape: Any, who: str) -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints, each >= 0) as a tuple of ints: the shape
+    argument of an allocation; ArgumentError naming ``who`` (``"DeviceArray"``) otherwise."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        out = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"{who} shape: expected a tuple of ints, got {shape!r}") from None
+    if any(s < 0 for s in out):
+        raise ArgumentError(f"{who} shape: sizes must be >= 0, got {out}")
+    return out
+
+
+def array_dtype(d: Any, who: str) -> DType:
+    """:func:`dtype_of` for the dtype argument of an allocation; ArgumentError naming
+    ``who`` for a dtype Thork does not have."""
+    try:
+        return dtype_of(d)
+    except (TypeError, KeyError, ValueError):
+        raise ArgumentError(f"{who} dtype: unsupported dtype {d!r}") from None
 
 
 def from_numpy(np_dtype: Any) -> DType:

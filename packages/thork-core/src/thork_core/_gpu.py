@@ -28,7 +28,7 @@ from ._probe import KINDS, cai_pointer, follow, implied_stream, sync_native
 from ._renderer import CudaRenderer, Renderer
 from ._target import Dim3, Executable, Target
 
-__all__ = ["GpuTarget", "GpuExecutable", "CudaExecutable"]
+__all__ = ["GpuTarget", "GpuExecutable", "CudaExecutable", "visible_device"]
 
 
 class CudaExecutable(Executable):
@@ -426,9 +426,6 @@ def visible_device(who: str, device: int) -> int:
         raise DeviceError(f"{who}: cuda:{device} does not exist ({n} CUDA device(s) "
                           "visible)")
     return device
-
-
-# CAI v3 'stream' values needing no synchronization (absent, legacy, per-thread default).
 
 
 class GpuTarget(Target):

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._cuda import check, driver, function_address
+from ._dtype import array_dtype, array_shape
 from ._errors import LaunchError
 
 __all__ = [
@@ -208,10 +209,9 @@ def pinned_empty(shape: Any, dtype: Any = "float32") -> Any:
     import numpy as np
 
     from ._cuda import gpu_status, make_current
-    from ._device_array import _dtype, _shape
 
-    d = _dtype(dtype).numpy
-    dims = _shape(shape)
+    d = array_dtype(dtype, "pinned_empty").numpy
+    dims = array_shape(shape, "pinned_empty")
     if not gpu_status()[0]:
         return np.empty(dims, dtype=d)
     make_current(0)  # pinned memory is portable across contexts; one must be current

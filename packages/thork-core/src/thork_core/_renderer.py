@@ -69,7 +69,7 @@ from ._ir import (
 )
 
 __all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC",
-           "PRELUDE_MARK", "c_string", "uses_mma"]
+           "PRELUDE_MARK", "c_string", "uses_mma", "RECORD_STRUCT", "CUDA_DEBUG_PRELUDE"]
 
 # Bumped whenever generated code changes meaning; part of every disk-cache key.
 CODEGEN_VERSION = "5"
@@ -385,6 +385,48 @@ def uses_mma(kernel: KernelIR) -> bool:
 
 _CUDA_HW_HALF = r"""THORK_FN float thork_h2f(thork_half h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits)); return f; }
 THORK_FN thork_half thork_f2h(float f) { thork_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f)); return h; }
+"""
+
+
+# -- debug mode (h-debug): the device side of the error record ----------------------------
+#: The record both targets write: the first violation of a launch (flag set atomically);
+#: :class:`~thork_core._debug.DebugRecord` mirrors it.
+RECORD_STRUCT = r"""struct thork_dbg_rec {
+  unsigned int flag; int site; long long index, lo, hi;
+  unsigned int block[3], thread[3];
+};
+"""
+
+#: CUDA debug prelude: the record (found by name with cuModuleGetGlobal), the scratch cell
+#: failed accesses use, ``thork_at`` and the dynamic shared memory bound.
+CUDA_DEBUG_PRELUDE = RECORD_STRUCT + r"""// At global scope: the symbol is not mangled.
+__device__ thork_dbg_rec thork_dbg_record;
+__device__ __attribute__((aligned(16))) unsigned long long thork_dbg_scratch[8];
+THORK_FN long long thork_dyn_count(long long offset, long long size) {
+  unsigned int n; asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+  return ((long long)n - offset) / size;
+}
+THORK_FN void thork_dbg_fail(int site, long long i, long long lo, long long hi) {
+  if (atomicCAS(&thork_dbg_record.flag, 0u, 1u) == 0u) {
+    thork_dbg_record.site = site; thork_dbg_record.index = i;
+    thork_dbg_record.lo = lo; thork_dbg_record.hi = hi;
+    thork_dbg_record.block[0] = blockIdx.x; thork_dbg_record.block[1] = blockIdx.y;
+    thork_dbg_record.block[2] = blockIdx.z; thork_dbg_record.thread[0] = threadIdx.x;
+    thork_dbg_record.thread[1] = threadIdx.y; thork_dbg_record.thread[2] = threadIdx.z;
+    __threadfence();
+  }
+}
+THORK_FN bool thork_ok(long long i, long long lo, long long hi, int site) {
+  if (i >= lo && i < hi) return true;
+  thork_dbg_fail(site, i, lo, hi);
+  return false;
+}
+template <class T>
+THORK_FN T* thork_at(T* p, long long i, long long lo, long long hi, int site) {
+  if (i >= lo && i < hi) return p + i;
+  thork_dbg_fail(site, i, lo, hi);
+  return (T*)(void*)thork_dbg_scratch;
+}
 """
 
 
@@ -1006,8 +1048,6 @@ class CudaRenderer(Renderer):
                "thork_dynamic_smem[];\n")
         # -- debug mode (h-debug): the error record and thork_at, for instrumented IR only
         if getattr(self, "_kernel", None) is not None and self._kernel.debug_sites is not None:
-            from ._debug import CUDA_DEBUG_PRELUDE  # here: _debug imports the targets
-
             dyn += CUDA_DEBUG_PRELUDE
         # -- end debug mode
         mma = (_cuda_mma_helpers() if uses_mma(self._kernel) else "") \

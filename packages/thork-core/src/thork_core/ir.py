@@ -120,12 +120,12 @@ __all__ = [
 
 
 if TYPE_CHECKING:
-    from ._debug import RECORD_STRUCT
     from ._renderer import (
         CODEGEN_VERSION,
         HALF_CONVERSIONS,
         INT_ARITHMETIC,
         PRELUDE_MARK,
+        RECORD_STRUCT,
         CudaRenderer,
         Renderer,
         c_string,
@@ -134,9 +134,9 @@ if TYPE_CHECKING:
 
 #: Names whose modules load on first use: ``import thork`` imports this module for the IR
 #: nodes and never renders (the renderer loads with the build path), nor needs debug mode.
-_LAZY = {"RECORD_STRUCT": "._debug", **dict.fromkeys((
-    "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC", "PRELUDE_MARK", "CudaRenderer",
-    "Renderer", "c_string", "uses_mma"), "._renderer")}
+_LAZY = dict.fromkeys((
+    "RECORD_STRUCT", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC", "PRELUDE_MARK",
+    "CudaRenderer", "Renderer", "c_string", "uses_mma"), "._renderer")
 
 
 def __getattr__(name: str) -> Any:

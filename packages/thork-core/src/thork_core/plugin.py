@@ -61,7 +61,7 @@ from ._target import Dim3, Executable, Target, normalize_dims
 
 if TYPE_CHECKING:
     from ._frontend import Frontend
-    from ._gpu import CudaExecutable, GpuExecutable, GpuTarget
+    from ._gpu import CudaExecutable, GpuExecutable, GpuTarget, visible_device
 
 __all__ = [
     "ARTIFACT_KINDS", "ArgumentError", "ArrayAdapter", "ArrayView",
@@ -77,7 +77,7 @@ __all__ = [
     "hookimpl", "hookspec", "hookspecs", "installed_fingerprint", "library_file",
     "library_path",
     "load_library", "memo", "normalize_dims", "parse_arch", "path_fingerprint", "plugins",
-    "scalar_value",
+    "scalar_value", "visible_device",
 ]
 
 # The CUDA target's classes load on first use: a plugin module importing this facade
@@ -85,7 +85,7 @@ __all__ = [
 # so does the front-end record, which a first launch's plugins (a target and a compiler)
 # do not need (``import thork`` no longer loads it).
 _LAZY = {"GpuTarget": "._gpu", "GpuExecutable": "._gpu", "CudaExecutable": "._gpu",
-         "Frontend": "._frontend"}
+         "visible_device": "._gpu", "Frontend": "._frontend"}
 
 
 def __getattr__(name: str) -> Any:
