@@ -9,9 +9,10 @@
  *     memmove at once (so values can be checked), a launch calls the hook set with
  *     drvtrace_on_launch (or nothing), synchronizations return at once.
  *
- * Build: cc -O2 -shared -fPIC -o drvtrace.so drvtrace.c -ldl
+ * Build: cc -O2 -shared -fPIC -o drvtrace.so drvtrace.c -ldl -lpthread
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,7 @@ static int nfreed;
 #define NLIVE 1024
 static struct { void *p; size_t n; } live[NLIVE];
 static int nlive;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;  /* fake pool: calls race */
 long drvtrace_live(void) { return nlive; }
 
 static int64_t now(void) {
@@ -142,6 +144,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t n, CUstream stream) {
     if (real) { FORWARD(CUresult (*)(CUdeviceptr *, size_t, CUstream), ptr, n, stream); }
     else {
         void *p = NULL;
+        pthread_mutex_lock(&pool_lock);
         for (int i = 0; i < nfreed; i++) {
             if (freed[i].n == n) {
                 p = freed[i].p;
@@ -159,6 +162,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *ptr, size_t n, CUstream stream) {
             live[nlive].p = p;
             live[nlive++].n = n;
         }
+        pthread_mutex_unlock(&pool_lock);
         *ptr = (CUdeviceptr)(uintptr_t)p;
         err = p ? 0 : 2;  /* CUDA_ERROR_OUT_OF_MEMORY */
     }
@@ -173,6 +177,7 @@ CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
     if (real) { FORWARD(CUresult (*)(CUdeviceptr, CUstream), ptr, stream); }
     else {
         size_t n = 0;  /* the block's size, from the table of live blocks */
+        pthread_mutex_lock(&pool_lock);
         for (int i = 0; i < nlive; i++) {
             if (live[i].p == (void *)(uintptr_t)ptr) {
                 n = live[i].n;
@@ -186,6 +191,7 @@ CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) {
         } else {
             free((void *)(uintptr_t)ptr);
         }
+        pthread_mutex_unlock(&pool_lock);
     }
     end(r);
     return err;

@@ -65,7 +65,8 @@ def build(folder: Path | None = None) -> Path:
     folder = Path(tempfile.mkdtemp(prefix="drvtrace-")) if folder is None else folder
     so = folder / "drvtrace.so"
     subprocess.run([cc, "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(so),
-                    str(HERE / "drvtrace.c"), "-ldl"], check=True, capture_output=True)
+                    str(HERE / "drvtrace.c"), "-ldl", "-lpthread"],
+                   check=True, capture_output=True)
     return so
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from . import _cuda, _memory
 from ._adapter import ArrayView
@@ -174,12 +174,11 @@ class CudaExecutable(Executable):
             if queued:
                 self._abandon(queued, handle)
             raise
-        if host or queued:
-            if queued:
-                self._launch_staged(grid, block, values, host or [], handle, shared_mem,
-                                    queued)
-            else:
-                self._launch_staged(grid, block, values, host, handle, shared_mem)
+        if queued:
+            self._launch_staged(grid, block, values, host or [], handle, shared_mem, queued)
+            return
+        if host:
+            self._launch_staged(grid, block, values, host, handle, shared_mem)
             return
         self.launcher.run(grid, block, shared_mem, handle, values)
 
@@ -208,10 +207,10 @@ class CudaExecutable(Executable):
             ptr = arg.ctypes.data
         # Page-locked (a pinned_empty array or a view of one)? NumPy links every view to
         # the array over the PinnedBlock (whose base is the block): two type checks.
-        base = arg.base
+        base: Any = arg.base
         pinned = False
         if base is not None:
-            block = base.base if type(base) is _NDARRAY[0] else base
+            block = cast(Any, base).base if type(base) is _NDARRAY[0] else base
             if type(block) is _PinnedBlock:
                 pinned = block.address != 0
             elif block is not None:  # any other chain: walked
