@@ -83,3 +83,53 @@ def test_pinned_arrays_skip_staging_on_the_gpu(rng, monkeypatch):
     scale_add[(n + 127) // 128, 128](pageable, x, 2.0, n)
     np.testing.assert_allclose(pageable, 1.0 + x * np.float32(2.0), rtol=1e-6)
     assert asked == [pageable.nbytes]  # only the pageable array went through staging
+
+
+@pytest.mark.gpu
+def test_pinned_written_only_output_is_poisoned_then_exact(rng):
+    """Issue 11's call: ``matrix_add[(n // 128,), (128,)](C, A, B)`` on pinned arrays, C
+    poisoned (NaN) before each call, A and B fresh; exact A + B, several sizes."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from _floor import floor_kernel
+
+    matrix_add = floor_kernel()
+    for blocks in (1, 37, 8191):
+        n = 128 * blocks
+        A, B, C = (tk.pinned_empty(n, "float32") for _ in range(3))
+        for _ in range(3):
+            A[:] = rng.standard_normal(n)
+            B[:] = rng.standard_normal(n)
+            C[:] = poisoned(n, np.float32)
+            matrix_add[(blocks, 1, 1), (128, 1, 1)](C, A, B)
+            np.testing.assert_array_equal(C, A + B)
+
+
+@pytest.mark.gpu
+def test_pinned_round_trip_after_a_failed_binding(rng):
+    """Pinned arrays' copies in are queued as each is bound (session 13): an argument that
+    fails to bind after two of them raises the binding's error, gives their device memory
+    back (the pool's used bytes return to where they were) and leaves the next call
+    exact against NumPy."""
+    from thork_core._memory import device_pool
+
+    n = 3001
+    x = tk.pinned_empty(n, "float32")
+    out = tk.pinned_empty(n, "float32")
+    x[:] = rng.standard_normal(n)
+    out[:] = 0
+    scale_add[(n + 127) // 128, 128](out, x, 1.0, n)  # warm: the fast binding is armed
+    pool = device_pool(0)
+    used = pool.used_bytes()
+    bad = tk.pinned_empty(n, "float64")
+    with pytest.raises(tk.ArgumentError, match="'x'.*float64"):
+        scale_add[(n + 127) // 128, 128](out, bad, 1.0, n)
+    with pytest.raises(tk.ArgumentError, match="'n'"):
+        scale_add[(n + 127) // 128, 128](out, x, 1.0, "not an int")
+    assert pool.used_bytes() == used
+    out[:] = rng.standard_normal(n).astype(np.float32)
+    start = out.copy()
+    scale_add[(n + 127) // 128, 128](out, x, -0.5, n)
+    np.testing.assert_allclose(out, start + x * np.float32(-0.5), rtol=1e-6, atol=1e-6)

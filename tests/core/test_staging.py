@@ -170,6 +170,40 @@ def test_round_trip_mixes_direct_and_staged_arrays(rng):
         np.testing.assert_array_equal(o, want)
 
 
+@pytest.mark.parametrize("staged_b", [False, True])
+def test_round_trip_skips_queued_copies_and_releases_before_the_one_sync(rng, staged_b):
+    """Direct transfers marked ``queued`` (the caller copied them in: here, by hand) are
+    not copied in again; ``before_sync`` runs once, after every copy out is queued and
+    before the stream's one synchronization (the caller frees its device memory there, in
+    stream order). Values against NumPy, the written output poisoned on the device."""
+    n = 30_011
+    out = rng.standard_normal(n).astype(np.float32)
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    want = out + a + b
+    drv, dev = FakeDriver(), Device()
+    direct = (True, True, not staged_b)
+    ts, bufs = _transfers((out, a, b), (True, False, False), direct, dev)
+    for t in ts[:2]:  # "queued by the caller": copied now, marked so
+        ctypes.memmove(t.device, t.host, t.nbytes)
+    ts[:2] = [Transfer(t.host, t.device, t.nbytes, True, t.back, True) for t in ts[:2]]
+    seen: list[tuple[int, int, int]] = []
+
+    def before_sync() -> None:  # (syncs so far, copies out pending, copies in so far)
+        seen.append((drv.syncs, sum(1 for k, _ in drv.pending if k == "op"), drv.htods))
+
+    size = _staging.staged_bytes(ts)
+    stage = FakeStage(size) if size else None
+    round_trip(drv, stage, 0, ts, lambda: drv.launch(_add_kernel(bufs, n)), lanes=2,
+               chunk_bytes=8192, inline_bytes=0, before_sync=before_sync)
+    np.testing.assert_array_equal(out, want)
+    chunks_b = -(-b.nbytes // 8192) if staged_b else 1
+    assert drv.htods == chunks_b  # only B went in here: C and A were queued already
+    assert drv.syncs == 1
+    # before the sync: nothing synchronized yet, the kernel and C's copy out still queued
+    assert seen == [(0, 2, chunks_b)]
+
+
 def test_a_failed_copy_in_drains_the_lanes_and_the_stream(rng, monkeypatch):
     """The error is raised only after every lane has stopped touching the staging buffer
     and the stream was synchronized; the kernel never ran."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from . import _cuda
+from . import _cuda, _memory
 from ._adapter import ArrayView
 from ._arch import gpu_arch
 from ._artifact import Artifact
@@ -24,6 +24,7 @@ from ._errors import ArgumentError, LaunchError
 from ._graph import capture_relaxed
 from ._ir import KernelIR, PointerType
 from ._launch import CONV_CU, PreparedLaunch, PyLauncher, make_launcher, param_kinds
+from ._memory import PinnedBlock as _PinnedBlock
 from ._probe import KINDS, cai_pointer, follow, implied_stream, sync_native
 from ._renderer import CudaRenderer, Renderer
 from ._target import Dim3, Executable, Target
@@ -58,6 +59,10 @@ class CudaExecutable(Executable):
         #: NumPy dtype per pointer parameter for :meth:`_numpy_arg` (made on first use;
         #: an empty list: that path is off).
         self._np_dtypes: list[Any] | None = None
+        #: The driver's copy calls and this device's pool, for NumPy round trips (made on
+        #: first use: :meth:`_driver_parts`).
+        self._copies: Any = None
+        self._pool: Any = None
         #: The native checked launch of the common argument kinds (None: Python only).
         self._binder = _binder(launcher, kernel, ordinal, self._fast is not None)
 
@@ -93,68 +98,85 @@ class CudaExecutable(Executable):
         followed: list[tuple[Any, Any, int]] | None = None
         values = list(args)  # this call's own values: threads never share them
         fast = self._fast
-        for i, arg in enumerate(args):
-            param = kernel.params[i]
-            if not self._pointer[i]:
-                values[i] = scalar_value(arg, param, kernel)
-                continue
-            # Fast paths: Thork's own DeviceArray, or a device array whose interface needs
-            # no check beyond a few lookups (the common hot-loop cases). Anything unusual
-            # takes the full path below, which also produces the error messages.
-            if type(arg) is DeviceArray and arg.dtype is self._elem[i] \
-                    and arg.device == self.ordinal and arg.stream in (0, handle) \
-                    and (param.ndim is None or len(arg.shape) == param.ndim):
-                values[i] = arg.ptr
-                continue
-            if type(arg) is _NDARRAY[0]:  # a plain NumPy array: its facts read directly
-                got_host = self._numpy_arg(arg, i, param)
-                if got_host is not None:
-                    host = [] if host is None else host
-                    host.append((i, got_host))
+        # Page-locked NumPy arrays bound by the fast path have their copy in queued as soon
+        # as each is bound (issue 11, session 13): the DMA runs while the other arguments
+        # are bound and the launch is prepared. Should anything after fail, those copies are
+        # waited for and their device memory freed before the error propagates.
+        queued: list[Any] | None = None
+        try:
+            for i, arg in enumerate(args):
+                param = kernel.params[i]
+                if not self._pointer[i]:
+                    values[i] = scalar_value(arg, param, kernel)
                     continue
-            kind = KINDS.get(type(arg))
-            if kind is not None and kind.__class__ is not str:  # a torch tensor (h-interop)
-                got = kind.fast(arg)  # (address, (type, shape, DType, device), current, device)
-                if got is not None and got[1][2] is self._elem[i] \
-                        and got[3] == self.ordinal \
-                        and (param.ndim is None or len(got[1][1]) == param.ndim):
-                    if got[2] != handle:  # another stream: wait for torch's, record
-                        followed = [] if followed is None else followed
-                        followed.append((arg, kind, got[2]))
-                    values[i] = got[0]
+                # Fast paths: Thork's own DeviceArray, or a device array whose interface needs
+                # no check beyond a few lookups (the common hot-loop cases). Anything unusual
+                # takes the full path below, which also produces the error messages.
+                if type(arg) is DeviceArray and arg.dtype is self._elem[i] \
+                        and arg.device == self.ordinal and arg.stream in (0, handle) \
+                        and (param.ndim is None or len(arg.shape) == param.ndim):
+                    values[i] = arg.ptr
                     continue
-            if fast is not None:
-                ptr = cai_pointer(arg, fast[i], ndim=-1 if param.ndim is None else param.ndim,
-                                  writable=param.writes, device=self.ordinal)
-                if ptr is not None:
-                    values[i] = ptr
+                if type(arg) is _NDARRAY[0]:  # a plain NumPy array: its facts read directly
+                    got_host = self._numpy_arg(arg, i, param)
+                    if got_host is not None:
+                        if got_host.pinned:  # page-locked: its copy in is queued now
+                            queued = [] if queued is None else queued
+                            values[i] = self._queue_in(got_host, param.writes, handle, queued)
+                            continue
+                        host = [] if host is None else host
+                        host.append((i, got_host))
+                        continue
+                kind = KINDS.get(type(arg))
+                if kind is not None and kind.__class__ is not str:  # a torch tensor (h-interop)
+                    got = kind.fast(arg)  # (address, (type, shape, DType, device), current, device)
+                    if got is not None and got[1][2] is self._elem[i] \
+                            and got[3] == self.ordinal \
+                            and (param.ndim is None or len(got[1][1]) == param.ndim):
+                        if got[2] != handle:  # another stream: wait for torch's, record
+                            followed = [] if followed is None else followed
+                            followed.append((arg, kind, got[2]))
+                        values[i] = got[0]
+                        continue
+                if fast is not None:
+                    ptr = cai_pointer(arg, fast[i], ndim=-1 if param.ndim is None else param.ndim,
+                                      writable=param.writes, device=self.ordinal)
+                    if ptr is not None:
+                        values[i] = ptr
+                        continue
+                view = array_view(arg, param, kernel, handle)
+                check_array(view, param, kernel)
+                if view.device == "cpu":
+                    if self._np_dtypes is None and view.host is not None:
+                        self._np_dtypes = _numpy_dtypes(self._elem)  # the next call's fast path
+                    if view.host is None:
+                        raise ArgumentError(
+                            f"{kernel.name}(): parameter '{param.name}' is host memory that "
+                            "Thork cannot copy (not a NumPy array)"
+                        )
+                    if host is None:
+                        host = []
+                    host.append((i, view))
                     continue
-            view = array_view(arg, param, kernel, handle)
-            check_array(view, param, kernel)
-            if view.device == "cpu":
-                if self._np_dtypes is None and view.host is not None:
-                    self._np_dtypes = _numpy_dtypes(self._elem)  # the next call's fast path
-                if view.host is None:
+                if view.device_id != self.ordinal:
                     raise ArgumentError(
-                        f"{kernel.name}(): parameter '{param.name}' is host memory that "
-                        "Thork cannot copy (not a NumPy array)"
+                        f"{kernel.name}(): parameter '{param.name}' lives on cuda:{view.device_id} "
+                        f"but the kernel is loaded on cuda:{self.ordinal}"
                     )
-                if host is None:
-                    host = []
-                host.append((i, view))
-                continue
-            if view.device_id != self.ordinal:
-                raise ArgumentError(
-                    f"{kernel.name}(): parameter '{param.name}' lives on cuda:{view.device_id} "
-                    f"but the kernel is loaded on cuda:{self.ordinal}"
-                )
-            if view.stream is not None and view.stream != handle:
-                _cuda.stream_wait(self.ordinal, view.stream, handle)
-            values[i] = view.ptr
-        if followed is not None:
-            follow(followed, handle, self.ordinal)
-        if shared_mem > self._dynamic_limit:
-            self._allow_dynamic_shared(shared_mem)
+                if view.stream is not None and view.stream != handle:
+                    _cuda.stream_wait(self.ordinal, view.stream, handle)
+                values[i] = view.ptr
+            if followed is not None:
+                follow(followed, handle, self.ordinal)
+            if shared_mem > self._dynamic_limit:
+                self._allow_dynamic_shared(shared_mem)
+        except BaseException:
+            if queued:
+                self._abandon(queued, handle)
+            raise
+        if queued:
+            self._launch_staged(grid, block, values, host or [], handle, shared_mem, queued)
+            return
         if host:
             self._launch_staged(grid, block, values, host, handle, shared_mem)
             return
@@ -183,7 +205,54 @@ class CudaExecutable(Executable):
             return None
         else:
             ptr = arg.ctypes.data
-        return _HostArray(ptr, arg.nbytes, arg)
+        # Page-locked (a pinned_empty array or a view of one)? NumPy links every view to
+        # the array over the PinnedBlock (whose base is the block): two type checks.
+        base: Any = arg.base
+        pinned = False
+        if base is not None:
+            block = cast(Any, base).base if type(base) is _NDARRAY[0] else base
+            if type(block) is _PinnedBlock:
+                pinned = block.address != 0
+            elif block is not None:  # any other chain: walked
+                pinned = _memory.pinned_base(block) is not None
+        return _HostArray(ptr, arg.nbytes, arg, pinned)
+
+    def _queue_in(self, h: _HostArray, back: bool, handle: int, queued: list[Any]) -> int:
+        """Allocate device memory for page-locked array ``h`` and queue its copy in on
+        stream ``handle`` now; record it in ``queued`` (a :class:`~thork_core._staging.
+        Transfer` marked as queued); return the device address."""
+        copies, pool = self._copies, self._pool
+        if copies is None or pool is None:
+            copies, pool = self._driver_parts()
+        if not queued:
+            _cuda.make_current(self.ordinal)  # once per call, before its first allocation
+        nbytes = h.nbytes
+        dev = pool.alloc(nbytes, handle)
+        err = copies.htod(dev, h.ptr, nbytes, handle)  # first: the DMA starts, then the rest
+        if err:
+            pool.free(dev, handle)
+            raise copies.fail(err, "cuMemcpyHtoDAsync")
+        queued.append(_transfer()(h.ptr, dev, nbytes, True, back, True))
+        return dev
+
+    def _driver_parts(self) -> tuple[Any, Any]:
+        """The process's driver copy calls and this device's pool (made on first use)."""
+        from . import _staging
+
+        _cuda.make_current(self.ordinal)
+        self._copies = _staging.driver_copies()
+        self._pool = _memory.device_pool(self.ordinal)
+        return self._copies, self._pool
+
+    def _abandon(self, queued: list[Any], handle: int) -> None:
+        """A launch failed after queuing copies in: give their device memory back and wait
+        for the copies (they read the caller's arrays), keeping the launch's own error."""
+        copies, pool = self._driver_parts()
+        try:
+            for t in queued:
+                pool.free(t.device, handle)
+        finally:
+            copies.stream_sync(handle)
 
     def prepare(
         self, grid: Dim3, block: Dim3, values: Sequence[Any], *, shared_mem: int = 0,
@@ -195,55 +264,80 @@ class CudaExecutable(Executable):
     def _launch_staged(
         self, grid: Dim3, block: Dim3, values: list[Any],
         host: list[tuple[int, ArrayView | _HostArray]], handle: int, shared_mem: int,
+        queued: Sequence[Any] = (),
     ) -> None:
         """Copy NumPy arrays in, launch, copy written arrays back, synchronize once
         (:func:`~thork_core._staging.round_trip`).
 
-        Arrays from :func:`~thork_core.pinned_empty` are copied to and from directly;
-        pageable ones go through a staging buffer lent to this call alone
-        (:func:`~thork_core._memory.staging`), so concurrent launches never share one."""
-        from . import _memory, _staging
+        Arrays from :func:`~thork_core.pinned_empty` are copied to and from directly
+        (``queued``: those whose copy in :meth:`launch` queued already, their device
+        addresses in ``values``); pageable ones go through a staging buffer lent to this
+        call alone (:func:`~thork_core._memory.staging`), so concurrent launches never
+        share one. The device memory goes back to the pool in stream order right after the
+        last copy is queued, before the synchronization."""
+        from . import _staging
 
-        _cuda.make_current(self.ordinal)
-        pool = _memory.device_pool(self.ordinal)
+        copies, pool = self._copies, self._pool
+        if copies is None or pool is None:
+            copies, pool = self._driver_parts()  # (makes the device's context current)
+        elif not queued:  # (queuing made it current)
+            _cuda.make_current(self.ordinal)
         params = self.kernel.params
         pinned_base = _memory.pinned_base
-        transfers: list[_staging.Transfer] = []
+        transfers: list[_staging.Transfer] = list(queued)
+        owned = list(queued)  # device memory not yet given back
         try:
             for i, view in host:
                 nbytes = view.nbytes
                 direct = pinned_base(view.host) is not None
                 ptr = pool.alloc(nbytes, handle)
-                transfers.append(_staging.Transfer(view.ptr, ptr, nbytes, direct,
-                                                   params[i].writes))
+                t = _staging.Transfer(view.ptr, ptr, nbytes, direct, params[i].writes)
+                owned.append(t)
+                transfers.append(t)
                 values[i] = ptr
 
             def run() -> None:
                 self.launcher.run(grid, block, shared_mem, handle, values)
 
-            copies = _staging.driver_copies()
+            def release() -> None:  # after the last queued copy, in stream order
+                while owned:
+                    pool.free(owned.pop().device, handle)
+
             name = self.kernel.name
             staged = _staging.staged_bytes(transfers)
             if not staged:  # page-locked arrays only: no staging buffer, no lanes
                 _staging.round_trip(copies, None, handle, transfers, run,
-                                    key=self.ordinal, what=name)
+                                    key=self.ordinal, what=name, before_sync=release)
                 return
             with _memory.staging(staged) as stage:
                 _staging.round_trip(copies, stage, handle, transfers, run,
-                                    key=self.ordinal, what=name)
+                                    key=self.ordinal, what=name, before_sync=release)
         finally:
-            for t in transfers:
+            for t in owned:
                 pool.free(t.device, handle)
 
 
 class _HostArray:
     """A NumPy argument bound by :meth:`CudaExecutable._numpy_arg`: what the round trip
-    reads of an :class:`ArrayView` (``ptr``, ``nbytes``, ``host``)."""
+    reads of an :class:`ArrayView` (``ptr``, ``nbytes``, ``host``), and whether its memory
+    is page-locked (``pinned``: copied in place, no staging)."""
 
-    __slots__ = ("ptr", "nbytes", "host")
+    __slots__ = ("ptr", "nbytes", "host", "pinned")
 
-    def __init__(self, ptr: int, nbytes: int, host: Any) -> None:
-        self.ptr, self.nbytes, self.host = ptr, nbytes, host
+    def __init__(self, ptr: int, nbytes: int, host: Any, pinned: bool = False) -> None:
+        self.ptr, self.nbytes, self.host, self.pinned = ptr, nbytes, host, pinned
+
+
+def _transfer() -> Any:
+    """:class:`~thork_core._staging.Transfer` (its module loads on the first round trip)."""
+    if not _TRANSFER:
+        from ._staging import Transfer
+
+        _TRANSFER.append(Transfer)
+    return _TRANSFER[0]
+
+
+_TRANSFER: list[Any] = []
 
 
 class _NoType:

@@ -90,13 +90,15 @@ def configure_staging(*, lanes: int | None = None, chunk_bytes: int | None = Non
 class Transfer:
     """One host array of a launch: ``host`` and ``device`` addresses, ``nbytes``;
     ``direct``: page-locked (copied in place); ``back``: written by the kernel (copied
-    out)."""
+    out); ``queued``: a direct array whose copy in the caller has queued on the stream
+    already (:func:`round_trip` does not copy it in again)."""
 
     host: int
     device: int
     nbytes: int
     direct: bool
     back: bool
+    queued: bool = False
 
 
 class Copies(Protocol):
@@ -319,13 +321,18 @@ def staged_bytes(transfers: Sequence[Transfer]) -> int:
 def round_trip(copies: Copies, stage: Stage | None, stream: int,
                transfers: Sequence[Transfer], launch: Callable[[], None], *,
                key: int = 0, what: str = "the kernel", lanes: int | None = None,
-               chunk_bytes: int | None = None, inline_bytes: int | None = None) -> None:
+               chunk_bytes: int | None = None, inline_bytes: int | None = None,
+               before_sync: Callable[[], None] | None = None) -> None:
     """Copy ``transfers`` in on ``stream``, call ``launch()`` (it queues the kernel on
     ``stream``), copy the written ones out, and return once everything has finished.
 
     ``stage``: the staging buffer (None when every transfer is direct), at least
     :func:`staged_bytes` long; ``key``: which of its event lists to use (the device
-    ordinal: events belong to a context); ``what`` names the kernel in errors. On any
+    ordinal: events belong to a context); ``what`` names the kernel in errors;
+    ``before_sync()``, if given, runs once every copy is queued, right before the one
+    stream synchronization (the caller frees its device memory there, in stream order).
+    Direct transfers marked ``queued`` were copied in by the caller. Every copy and the
+    launch are queued back to back on ``stream``; nothing waits between them. On any
     error the lanes are drained and the stream is synchronized before the error is
     raised, so the staging buffer is idle when the caller gives it back.
     """
@@ -337,7 +344,7 @@ def round_trip(copies: Copies, stage: Stage | None, stream: int,
     settled = False
     try:
         for t in transfers:  # page-locked arrays first: their DMA starts at once
-            if t.direct and t.nbytes:
+            if t.direct and t.nbytes and not t.queued:
                 err = copies.htod(t.device, t.host, t.nbytes, stream)
                 if err:
                     raise copies.fail(err, "cuMemcpyHtoDAsync")
@@ -361,6 +368,8 @@ def round_trip(copies: Copies, stage: Stage | None, stream: int,
             out_bytes = sum(c[3] for c in out)
             _copy_out(copies, stream, out, events,
                       lanes if lanes > 1 and out_bytes > inline else 0, busy, stop)
+        if before_sync is not None:
+            before_sync()
         err = copies.stream_sync(stream)
         settled = True
         if err:
