@@ -61,15 +61,18 @@ def _operand(fn: str, param: str, x: Any) -> Value:
                              f"{x.dtype.name} (the fast functions are float32 only: "
                              f"convert with .to(tk.dt.float32))")
         return x
-    if isinstance(x, (int, float)) and not isinstance(x, bool):
-        return Value(Const(dt.float32, float(x)))
+    typed = False
     try:
         import numpy as np
 
-        if isinstance(x, np.floating) and x.dtype == np.float32:
-            return Value(Const(dt.float32, float(x)))
+        typed = isinstance(x, np.generic)  # NumPy scalars keep their type, as elsewhere
     except ImportError:  # pragma: no cover
         pass
+    if typed:
+        if x.dtype == np.float32:
+            return Value(Const(dt.float32, float(x)))
+    elif isinstance(x, (int, float)) and not isinstance(x, bool):
+        return Value(Const(dt.float32, float(x)))
     got = getattr(getattr(x, "dtype", None), "name", None) or type(x).__name__
     raise TraceError(f"tk.fast.{fn}(): parameter '{param}' must be float32 (a traced "
                      f"float32 value or a Python number), got {got}")
