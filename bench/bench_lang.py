@@ -208,6 +208,9 @@ class RowConfig(NamedTuple):
       row slots in shared memory filled by ``cp.async``, ``k - 1`` units ahead of the one
       being reduced (the loads in flight cost no registers: each thread copies, waits for
       and reads back only its own 16-byte pieces, so the ring needs no barrier).
+    * ``fast`` (session 13): ``tk.fast`` math: softmax's exponentials as
+      ``ex2.approx.ftz`` (no subnormal fix-up) and its ``1 / sum`` as ``rcp.approx.ftz``
+      (no IEEE-division slow path), layer norm's ``rsqrt`` as ``rsqrt.approx.ftz``.
     """
 
     threads: int
@@ -222,6 +225,7 @@ class RowConfig(NamedTuple):
     store_evict: str | None = None
     plain_stores: bool = False
     stages: int = 0
+    fast: bool = False
 
     @property
     def store_cache(self) -> str | None:
@@ -247,7 +251,8 @@ class RowConfig(NamedTuple):
                 + ("_ps" if self.plain_stores else "")
                 + (f"_l{self.load_evict[0]}" if self.load_evict else "")
                 + (f"_s{self.store_evict[0]}" if self.store_evict else "")
-                + (f"_lb{self.min_blocks}" if self.min_blocks else ""))
+                + (f"_lb{self.min_blocks}" if self.min_blocks else "")
+                + ("_fast" if self.fast else ""))
 
     def bound(self) -> None:
         """Declare the launch bounds (inside the kernel)."""
@@ -606,13 +611,17 @@ def make_softmax(dtype: Any, n: int, cfg: RowConfig | None = None, twin: bool = 
     anchor of bench_lang's rows)."""
     cfg = cfg or softmax_config(dtype, n)
     _check_cfg(cfg, n, dtype.itemsize)
+    exp2 = tk.fast.exp2 if cfg.fast else tk.exp2
+
+    def rcp(s: Any) -> Any:
+        return tk.fast.rcp(s) if cfg.fast else 1.0 / s
 
     def merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, Any]:
         # (max, sum of exp2((x - max) * log2e)) of two parts; the smaller max's sum is
         # scaled by exp2((small - big) * log2e) <= 1 (one exp a step)
         m = tk.fmax(a[0], b[0])
         lo = tk.fmin(a[0], b[0])
-        scale = tk.exp2((lo - m) * LOG2E)
+        scale = exp2((lo - m) * LOG2E)
         big_s = tk.where(a[0] >= b[0], a[1], b[1])
         small_s = tk.where(a[0] >= b[0], b[1], a[1])
         return m, big_s + small_s * scale
@@ -633,21 +642,22 @@ def make_softmax(dtype: Any, n: int, cfg: RowConfig | None = None, twin: bool = 
             m_own = [_max(vals) for vals in rows]
             if cfg.onepass:
                 ml = [m * LOG2E for m in m_own]
-                es = [[tk.exp2(v * LOG2E - mlb) for v in vals] for vals, mlb in zip(rows, ml)]
+                es = [[exp2(v * LOG2E - mlb) for v in vals] for vals, mlb in zip(rows, ml)]
                 parts: tuple[Any, ...] = ()
                 for mb, eb in zip(m_own, es):
                     parts += (mb, _sum(eb))
                 red = _block_reduce(parts, _batched(merge, 2, False), cfg, parity=par)
-                fs = [tk.exp2(ml[b] - red[2 * b] * LOG2E) / red[2 * b + 1]
+                fs = [exp2(ml[b] - red[2 * b] * LOG2E) * rcp(red[2 * b + 1]) if cfg.fast
+                      else exp2(ml[b] - red[2 * b] * LOG2E) / red[2 * b + 1]
                       for b in range(len(rows))]
             else:
                 ms = _block_reduce(tuple(m_own), _batched(fmax1, 1, False), cfg,
                                    parity=par)
-                es = [[tk.exp2(v * LOG2E - m * LOG2E) for v in vals]
+                es = [[exp2(v * LOG2E - m * LOG2E) for v in vals]
                       for vals, m in zip(rows, ms)]
                 ss = _block_reduce(tuple(_sum(eb) for eb in es), _batched(add1, 1, False),
                                    cfg, parity=par)
-                fs = [1.0 / s for s in ss]
+                fs = [rcp(s) for s in ss]
             for base, eb, f in zip(bases, es, fs):
                 _store_row(out, base, offs, [e * f for e in eb], cfg)
 
@@ -712,7 +722,7 @@ def make_layer_norm(dtype: Any, n: int, cfg: RowConfig | None = None, twin: bool
                     _batched(add1, 1, False), cfg, parity=par))
             wv, bv = hoisted or wb()
             for base, vals, mean, m2 in zip(bases, rows, means, m2s):
-                rstd = tk.rsqrt(m2 * (1.0 / n) + eps)
+                rstd = (tk.fast.rsqrt if cfg.fast else tk.rsqrt)(m2 * (1.0 / n) + eps)
                 _store_row(out, base, offs, [(v - mean) * rstd * w + b
                                              for v, w, b in zip(vals, wv, bv)], cfg)
 

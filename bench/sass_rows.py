@@ -23,7 +23,8 @@ row (every ``LDG``/``STG`` width x threads a row: one pass over the row's input 
 ``N x itemsize``).
 
     PYTHONPATH=/tmp/triton-site:... python bench/sass_rows.py \\
-        [--only layer_norm/float16/1024,...] [--cfg '{"threads": 128, ...}'] [--dump DIR]
+        [--only layer_norm/float16/1024,...] [--cfg '{"threads": 128, ...}'] [--fast]
+        [--dump DIR]
 
 Triton is never imported by the package or the tests; installing it for this script is
 ``pip install --target DIR triton==3.6.0`` and ``PYTHONPATH=DIR``. No Triton-generated
@@ -304,12 +305,17 @@ def main() -> int:
     ap.add_argument("--dump", type=Path, default=None, help="write each kernel's SASS here")
     ap.add_argument("--json", type=Path, default=None, help="write the counts here")
     ap.add_argument("--no-triton", action="store_true")
+    ap.add_argument("--fast", action="store_true",
+                    help="also each pick with tk.fast math (RowConfig.fast=True, session 13)")
     opts = ap.parse_args()
     everything = []
     for case in [c for c in opts.only.split(",") if c]:
         op, dtname, n_s = case.split("/")
         dtype, n = getattr(tk.dt, dtname), int(n_s)
         kernels = [thork_kernel(op, dtype, n)]
+        if opts.fast:
+            pick = (bl.softmax_config if op == "softmax" else bl.layer_norm_config)(dtype, n)
+            kernels.append(thork_kernel(op, dtype, n, pick._replace(fast=True)))
         kernels += [thork_kernel(op, dtype, n, bl.RowConfig(**json.loads(c)))
                     for c in opts.cfg]
         tri = None if opts.no_triton else triton_kernel(op, dtype, n)

@@ -85,7 +85,17 @@ CASES = [("float32", 1024, RC(64), 8), ("float32", 1024, RC(32, rows=4), 8),
          ("float16", 1024, bl.LAYOUTS[("layer_norm", "float16", 1024)], 10),
          ("float32", 2048, bl.LAYOUTS[("layer_norm", "float32", 2048)], 6),
          ("float32", 1024, RC(32, onepass=False, cache=None), 5),
-         ("float16", 1024, RC(256, cache=None), 5)]
+         ("float16", 1024, RC(256, cache=None), 5),
+         # session 13 (h13-fast): tk.fast math (ex2/rcp/rsqrt .approx.ftz), one- and
+         # two-pass, batched, persistent, and three LAYOUTS picks with it
+         ("float32", 1024, RC(64, fast=True), 8),
+         ("float16", 2048, RC(128, onepass=False, cache=None, fast=True), 8),
+         ("float32", 2048, RC(64, rows=2, batch=2, persist=1, early=True, fast=True), 12),
+         ("float32", 8192, bl.LAYOUTS[("softmax", "float32", 8192)]._replace(fast=True), 4),
+         ("float16", 1024, bl.LAYOUTS[("layer_norm", "float16", 1024)]._replace(fast=True),
+          6),
+         ("float32", 2048, bl.LAYOUTS[("layer_norm", "float32", 2048)]._replace(fast=True),
+          6)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{d}-{n}-{c.tag()}" for d, n, c, _ in CASES])
@@ -117,6 +127,7 @@ def test_layouts_are_valid():
         bl.make_softmax(tk.dt.float32, 1024, RC(64, store_evict="evict_last"))
     assert RC(64, cache="cs", plain_stores=True, load_evict="first").tag() == "t64_cs_ps_lf"
     assert RC(128, persist=16, stages=3, onepass=False).tag() == "t128p16s3_2p_cs"
+    assert RC(512, onepass=False, cache=None, fast=True).tag() == "t512_2p_fast"
     with pytest.raises(ValueError, match="stages expected 0, or 1 to 8 with persist > 0, "
                                          "got stages=2, persist=0"):
         bl.make_softmax(tk.dt.float32, 1024, RC(64, stages=2))

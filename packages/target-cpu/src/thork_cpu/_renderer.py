@@ -37,6 +37,7 @@ from thork_core.ir import (
     SharedDecl,
     Sync,
     Warp,
+    fast_math_helpers,
     stmt_exprs,
     uses_hopper,
     uses_mma,
@@ -691,6 +692,32 @@ def needs_fibers(kernel: KernelIR) -> bool:
     return uses_hopper(kernel) is not None  # mbarrier waits yield the fiber
 
 
+# tk.fast on the CPU: the accurate float32 function, with subnormal inputs and results
+# flushed to a zero of the same sign where the GPU's .ftz instruction flushes them
+# (tanh.approx keeps subnormals, so tanh does too); div is a * (1 / b) and pow
+# 2^(y * log2 x) as on the GPU, so their special cases agree (|b| > 2^126 gives 0, x < 0
+# gives NaN). Emitted only where a kernel uses them.
+_CPU_FTZ = ("THORK_FN float thork_ftz(float x) { return __builtin_fabsf(x) < 1.17549435e-38f "
+            "? __builtin_copysignf(0.0f, x) : x; }\n")
+
+
+def _ftz1(fn: str) -> str:
+    return f"(float x) {{ return thork_ftz(__builtin_{fn}f(thork_ftz(x))); }}"
+
+
+CPU_FAST_MATH: dict[str, str] = {
+    **{f"fast_{fn}": _ftz1(fn) for fn in ("exp2", "exp", "exp10", "log2", "log", "log10",
+                                          "sin", "cos", "tan", "sqrt")},
+    "fast_tanh": "(float x) { return __builtin_tanhf(x); }",
+    "fast_pow": ("(float x, float y) { return thork_ftz(__builtin_exp2f(y * "
+                 "__builtin_log2f(thork_ftz(x)))); }"),
+    "fast_div": ("(float a, float b) { return thork_ftz(thork_ftz(a) * "
+                 "thork_ftz(1.0f / thork_ftz(b))); }"),
+    "fast_rcp": "(float x) { return thork_ftz(1.0f / thork_ftz(x)); }",
+    "fast_rsqrt": "(float x) { return thork_ftz(1.0f / __builtin_sqrtf(thork_ftz(x))); }",
+}
+
+
 class CppRenderer(Renderer):
     """Host C++17 for g++ or clang++."""
 
@@ -838,6 +865,7 @@ class CppRenderer(Renderer):
         finish = "  thork_cp_async_wait(b, 0u, 1);\n" if queue else ""
         return (
             _PRELUDE % {"version": CODEGEN_VERSION} + HALF_CONVERSIONS + INT_ARITHMETIC + "\n"
+            + ((_CPU_FTZ + fast_math_helpers(CPU_FAST_MATH, self._fast)) if self._fast else "")
             + (_MMA if uses_mma(kernel) or hopper else "")
             + "#define THORK_CLUSTER_X {}\n#define THORK_CLUSTER_Y {}\n"
               "#define THORK_CLUSTER_Z {}\n".format(*(kernel.cluster_dims or (1, 1, 1)))

@@ -68,8 +68,9 @@ from ._ir import (
     walk_stmts,
 )
 
-__all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC",
-           "PRELUDE_MARK", "c_string", "uses_mma", "RECORD_STRUCT", "CUDA_DEBUG_PRELUDE"]
+__all__ = ["Renderer", "CudaRenderer", "CODEGEN_VERSION", "CUDA_DEBUG_PRELUDE", "CUDA_FAST_MATH",
+           "HALF_CONVERSIONS", "INT_ARITHMETIC", "PRELUDE_MARK", "RECORD_STRUCT", "c_string",
+           "fast_math_helpers", "uses_mma"]
 
 # Bumped whenever generated code changes meaning; part of every disk-cache key.
 CODEGEN_VERSION = "5"
@@ -93,6 +94,51 @@ _MATH_NAMES = {
     "erfc": "erfc", "exp10": "exp10", "fmin": "fmin", "fmax": "fmax",
 }
 _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne"})
+
+
+# tk.fast (thork/fast.py): float32 approximations as the PTX instructions under CUDA's fast
+# intrinsics, the same text for NVRTC, nvcc and clang (inline PTX: no -use_fast_math or
+# -ftz needed, nor a libdevice that may differ). .ftz: subnormal inputs and results are
+# sign-preserving zeros. Not volatile: the compiler may merge or hoist them as any math.
+# Emitted only where a kernel uses them (Renderer._fast), after the prelude.
+def _ptx1(op: str, arg: str = "x") -> str:
+    return f'float r; asm("{op} %0, %1;" : "=f"(r) : "f"({arg})); return r;'
+
+
+_LOG2E, _LOG2_10, _LN2, _LOG10_2 = ("1.44269504088896341f", "3.32192809488736235f",
+                                    "0.693147180559945309f", "0.301029995663981195f")
+CUDA_FAST_MATH: dict[str, str] = {
+    "fast_exp2": f"(float x) {{ {_ptx1('ex2.approx.ftz.f32')} }}",
+    "fast_exp": f"(float x) {{ {_ptx1('ex2.approx.ftz.f32', 'x * ' + _LOG2E)} }}",
+    "fast_exp10": f"(float x) {{ {_ptx1('ex2.approx.ftz.f32', 'x * ' + _LOG2_10)} }}",
+    "fast_log2": f"(float x) {{ {_ptx1('lg2.approx.ftz.f32')} }}",
+    "fast_log": (f'(float x) {{ float r; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : '
+                 f'"f"(x)); return r * {_LN2}; }}'),
+    "fast_log10": (f'(float x) {{ float r; asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : '
+                   f'"f"(x)); return r * {_LOG10_2}; }}'),
+    "fast_sin": f"(float x) {{ {_ptx1('sin.approx.ftz.f32')} }}",
+    "fast_cos": f"(float x) {{ {_ptx1('cos.approx.ftz.f32')} }}",
+    "fast_tan": ('(float x) { float s, c, r; asm("sin.approx.ftz.f32 %0, %1;" : "=f"(s) : '
+                 '"f"(x)); asm("cos.approx.ftz.f32 %0, %1;" : "=f"(c) : "f"(x)); '
+                 'asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(s), "f"(c)); '
+                 'return r; }'),
+    "fast_tanh": f"(float x) {{ {_ptx1('tanh.approx.f32')} }}",
+    "fast_pow": ('(float x, float y) { float l, r; asm("lg2.approx.ftz.f32 %0, %1;" : '
+                 '"=f"(l) : "f"(x)); asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : '
+                 '"f"(y * l)); return r; }'),
+    "fast_div": ('(float a, float b) { float r; asm("div.approx.ftz.f32 %0, %1, %2;" : '
+                 '"=f"(r) : "f"(a), "f"(b)); return r; }'),
+    "fast_rcp": f"(float x) {{ {_ptx1('rcp.approx.ftz.f32')} }}",
+    "fast_sqrt": f"(float x) {{ {_ptx1('sqrt.approx.ftz.f32')} }}",
+    "fast_rsqrt": f"(float x) {{ {_ptx1('rsqrt.approx.ftz.f32')} }}",
+}
+
+
+def fast_math_helpers(defs: dict[str, str], used: set[str]) -> str:
+    """The definitions (``THORK_FN float thork_fast_<name>(...)``) of the ``tk.fast``
+    functions in ``used``, in a fixed order, from ``defs`` (the target's spellings)."""
+    return "".join(f"THORK_FN float thork_{f}{defs[f]}\n" for f in sorted(used))
+
 
 # Integer division and remainder with a defined result for every input, the same on every
 # target and compiler (docs/guarantees.md): x / 0 = 0, x % 0 = x, MIN / -1 = MIN (wraps),
@@ -442,12 +488,14 @@ class Renderer:
         self._last_loc: Loc | None = None
         self._indent = 1
         self._cache_ops: set[tuple[str, str]] = set()  # ("ld" | "st", PTX cache operator)
+        self._fast: set[str] = set()  # tk.fast functions used ("fast_exp2"...)
 
     # -- entry points -------------------------------------------------------------------
     def render(self, kernel: KernelIR) -> str:
         """Return the complete translation unit for ``kernel``."""
         self._kernel = kernel
         self._cache_ops = set()
+        self._fast = set()
         self.functions_text = self._definitions(kernel)
         body = self._body(kernel.body, kernel.mutable)
         return self.translation_unit(kernel, body)
@@ -957,6 +1005,9 @@ class Renderer:
         if func == "signbit":
             bits = f"(thork_f2u({a}) >> 31)" if t == dt.float32 else f"(thork_d2u({a}) >> 63)"
             return f"({bits} != 0)"
+        if func.startswith("fast_"):  # tk.fast: a helper of the target's (float32 only)
+            self._fast.add(func)
+            return f"thork_{func}({', '.join(args)})"
         if func == "rsqrt" and not self.has_rsqrt:
             one = "1.0f" if t == dt.float32 else "1.0"
             return f"({one} / {self._math('sqrt', t, [a])})"
@@ -1058,6 +1109,7 @@ class CudaRenderer(Renderer):
         policies = sorted({split_hint(op)[1] for _, op in self._cache_ops} - {""})
         mma += "".join(_policy_helper(p) for p in policies)
         mma += "".join(_cache_helper(kind, op) for kind, op in sorted(self._cache_ops))
+        mma += fast_math_helpers(CUDA_FAST_MATH, self._fast)
         return f"{self.prelude()}{mma}{dyn}\n"
 
     def _code(self, kernel: KernelIR, body: str) -> str:
@@ -1084,6 +1136,7 @@ class CudaRenderer(Renderer):
         it. :meth:`render` is the text compilers receive."""
         self._kernel = kernel
         self._cache_ops = set()
+        self._fast = set()
         self.functions_text = self._definitions(kernel)
         body = self._body(kernel.body, kernel.mutable)
         return f"{self._code(kernel, body)}\n{PRELUDE_MARK}\n{self._head()}"

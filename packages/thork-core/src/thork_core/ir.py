@@ -116,6 +116,7 @@ __all__ = [
     "While", "dt", "dtype_of", "input_typestr", "int_range", "literal_dtype", "promote",
     "stmt_exprs", "typestr", "walk_exprs", "walk_stmts", "node_fields", "replace",
     "LOAD_CACHE_OPS", "STORE_CACHE_OPS", "EVICT_PRIORITIES", "join_hint", "split_hint",
+    "fast_math_helpers",
 ]
 
 
@@ -129,6 +130,7 @@ if TYPE_CHECKING:
         CudaRenderer,
         Renderer,
         c_string,
+        fast_math_helpers,
         uses_mma,
     )
 
@@ -136,7 +138,7 @@ if TYPE_CHECKING:
 #: nodes and never renders (the renderer loads with the build path), nor needs debug mode.
 _LAZY = dict.fromkeys((
     "RECORD_STRUCT", "CODEGEN_VERSION", "HALF_CONVERSIONS", "INT_ARITHMETIC", "PRELUDE_MARK",
-    "CudaRenderer", "Renderer", "c_string", "uses_mma"), "._renderer")
+    "CudaRenderer", "Renderer", "c_string", "fast_math_helpers", "uses_mma"), "._renderer")
 
 
 def __getattr__(name: str) -> Any:

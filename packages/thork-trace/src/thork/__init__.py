@@ -22,6 +22,7 @@ from thork_core import (
     dt,
 )
 
+from . import fast
 from ._aggregate import (
     Vec,
     VecType,
@@ -229,8 +230,8 @@ __all__ = [
     "fence_proxy_async", "smem_address", "swizzle", "tma_load", "tensor_map",
     "mbarrier_init", "mbarrier_arrive", "mbarrier_expect_tx", "mbarrier_wait",
     "mbarrier_try_wait",
-    # math
-    "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
+    # math (tk.fast: the approximate float32 forms, thork/fast.py)
+    "fast", "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil",
     "copysign", "cos", "cosh", "erf", "erfc", "exp", "exp2", "exp10", "expm1", "floor", "fma",
     "fmax", "fmin", "fmod", "hypot", "isfinite", "isinf", "isnan", "log", "log1p", "log2",
     "log10", "max", "min", "pow", "rint", "round", "rsqrt", "signbit", "sin", "sinh", "sqrt",
