@@ -112,6 +112,12 @@ class CallPath:
     _n_inputs: int
     _in_place: bool
 
+    def _copy_pipe(self) -> Any:
+        """The pipe that copies one image into a batch (a list of device images stacked
+        by :func:`fkl._arrays.stack`): :class:`fkl.Pipe` gives it (it sits above this
+        module)."""
+        raise NotImplementedError
+
     def _init_calls(self) -> None:
         cls = type(self)
         if cls not in _C_OUT:
@@ -322,7 +328,8 @@ class CallPath:
         read = self.chain.read
         if any(isinstance(x, (list, tuple)) for x in inputs):  # a batch given as a list
             handle = stream_handle(stream) if stream is not None else 0
-            inputs = tuple(stack(x, f"input {i}", handle) if isinstance(x, (list, tuple))
+            inputs = tuple(stack(x, f"input {i}", handle, self._copy_pipe)
+                           if isinstance(x, (list, tuple))
                            else x for i, x in enumerate(inputs))
         handle = stream_handle(stream) if stream is not None else 0
         # The launch stream goes to the adapters: a DLPack producer orders it after its
