@@ -270,13 +270,13 @@ class CallPath:
                         optr = dl[0]
                         keep.append(dl[4])
                 else:
-                    got = out_info(out)
-                    if got is not None and got[1] in hot.out_keys:
-                        optr = got[0]
-                        if got[4] is not None:  # the probe read its current stream
-                            out_followed = [(out, got[4], got[2])]
-                        elif got[2] and got[2] != handle:
-                            wait(got[2], handle, got[3])  # a CAI producer's own stream
+                    info = out_info(out)
+                    if info is not None and info[1] in hot.out_keys:
+                        optr = info[0]
+                        if info[4] is not None:  # the probe read its current stream
+                            out_followed = [(out, info[4], info[2])]
+                        elif info[2] and info[2] != handle:
+                            wait(info[2], handle, info[3])  # a CAI producer's own stream
             if optr is not None:
                 outs = [out]
                 ptrs.append(optr)

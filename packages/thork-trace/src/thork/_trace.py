@@ -43,10 +43,16 @@ __all__ = [
     "current_or_none", "where", "cast", "as_value", "View", "view",
 ]
 
-_PACKAGE_DIRS = tuple(
-    os.path.dirname(os.path.abspath(m.__file__))  # type: ignore[arg-type]
-    for m in (sys.modules[__name__.rsplit(".", 1)[0]], sys.modules["thork_core"])
-)
+
+def _package_dir(name: str) -> str:
+    """The folder of the imported package ``name`` (its modules' frames are Thork's)."""
+    file = sys.modules[name].__file__
+    if file is None:  # a namespace package: Thork's packages are regular ones
+        raise ImportError(f"{name} has no __init__ file")
+    return os.path.dirname(os.path.abspath(file))
+
+
+_PACKAGE_DIRS = tuple(_package_dir(n) for n in (__name__.rsplit(".", 1)[0], "thork_core"))
 
 
 # contextlib's frames sit between a ``with tk.if_(...)`` line and the tracer.
@@ -840,6 +846,9 @@ class Dim3:
     ``.y``, ``.z``."""
 
     __slots__ = ("x", "y", "z")
+    x: Value
+    y: Value
+    z: Value
 
     def __init__(self, cuda_name: str, signed: bool = False) -> None:
         for axis in "xyz":
@@ -847,7 +856,7 @@ class Dim3:
             object.__setattr__(self, axis, Value(Cast(dt.int32, reg) if signed else reg))
 
     def __repr__(self) -> str:
-        e = self.x.expr  # type: ignore[union-attr]
+        e = self.x.expr
         reg = e.operand if isinstance(e, Cast) else e
-        return f"<traced {'int3' if isinstance(e, Cast) else 'uint3'} " \
-               f"{reg.name.split('.')[0]}>"
+        name = reg.name.split(".")[0] if isinstance(reg, Special) else "?"
+        return f"<traced {'int3' if isinstance(e, Cast) else 'uint3'} {name}>"
