@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # the suite lives with the tests
+sys.path.insert(0, str(HERE.parent / "tests"))  # the suite lives in the tests' helpers
 
 
 def _suite() -> dict[str, Any]:
-    from test_compilers_suite import SUITE
+    from helpers.compiler_suite import SUITE
 
     return SUITE
 

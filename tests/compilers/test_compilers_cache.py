@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 import thork as tk
-from test_compilers_suite import SUITE, require_compiler
+from helpers.compiler_suite import SUITE, require_compiler
+from helpers.fake_clang import fake_clang
 from thork_core import CudaRenderer, cache_key, compile_artifact, disk_cache, plugins
 
 
@@ -100,8 +101,6 @@ def test_a_fallback_is_cached_with_its_note(private_cache, monkeypatch, tmp_path
     """A fallback artifact keeps its note on a cache hit (thork info / compile_info)."""
     comp = _compiler("clang")
     _compiler("nvcc")
-    from test_clang_fallback import fake_clang
-
     monkeypatch.setenv("THORK_CLANG", fake_clang(tmp_path, "unsupported"))
     ir, src = _ir_and_source()
     a1, _, hit1 = compile_artifact(ir, src, comp, "cubin", "sm_80")

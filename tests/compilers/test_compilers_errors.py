@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_compilers_suite import CUDA_COMPILERS, kernel_for, require_compiler
+from helpers.compiler_suite import CUDA_COMPILERS, kernel_for, require_compiler
 from thork_core import CompileError, CudaRenderer, plugins, reset_plugins
 
 

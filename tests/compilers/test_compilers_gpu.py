@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_compilers_suite import SUITE, kernel_for, require_compiler
+from helpers.compiler_suite import SUITE, kernel_for, require_compiler
 from thork_core import plugins
 
 pytestmark = pytest.mark.gpu

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from test_compilers_suite import kernel_for, require_compiler
+from helpers.compiler_suite import kernel_for, require_compiler
 from thork_core import PluginError, Plugins, plugins, reset_plugins
 from thork_core._gpu import GpuTarget
 

@@ -9,7 +9,7 @@ import stat
 import sys
 
 import pytest
-from test_compilers_suite import SUITE, kernel_for, require_compiler
+from helpers.compiler_suite import SUITE, kernel_for, require_compiler
 from thork_core import CompileError, CudaRenderer
 
 # Skipped (with the reason) where thork-backend-nvcc is not installed.

@@ -6,8 +6,8 @@ the H200, against ~3.5 us with DeviceArrays). A hot entry now remembers the prob
 the outputs its full check accepted, and a later ``out=`` with such a key is read like an
 input: its address, its stream.
 
-Runs without a GPU: the GPU target's call path with recorded launches (``fake_gpu`` from
-test_fkl_pitched_hot), a made-up follower adapter standing for torch's.
+Runs without a GPU: the GPU target's call path with recorded launches (``fake_gpu`` of
+tests/compose/conftest.py), a made-up follower adapter standing for torch's.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import fkl
 import pytest
-from test_fkl_pitched_hot import _wrap, fake_gpu, slow_calls  # noqa: F401 - fixtures
+from helpers.fake_gpu import wrap_device
 from thork_core import ArgumentError, ArrayAdapter, ArrayView, dt
 
 pytestmark = pytest.mark.plugin("compose")
@@ -101,8 +101,8 @@ def _pipe() -> Any:
                        target="gpu")
 
 
-def test_follower_out_is_hot_after_its_first_call(fake_gpu: list[Any],  # noqa: F811
-                                                  slow_calls: list[int],  # noqa: F811
+def test_follower_out_is_hot_after_its_first_call(fake_gpu: list[Any],
+                                                  slow_calls: list[int],
                                                   follower: Follower) -> None:
     pipe = _pipe()
     x = Tensor(1 << 32, (3, 17))
@@ -120,7 +120,7 @@ def test_follower_out_is_hot_after_its_first_call(fake_gpu: list[Any],  # noqa: 
 
 
 def test_hot_follower_out_still_checks_shape_dtype_and_overlap(
-        fake_gpu: list[Any], slow_calls: list[int], follower: Follower) -> None:  # noqa: F811
+        fake_gpu: list[Any], slow_calls: list[int], follower: Follower) -> None:
     pipe = _pipe()
     x = Tensor(1 << 32, (3, 17))
     for k in range(3):
@@ -139,7 +139,7 @@ def test_hot_follower_out_still_checks_shape_dtype_and_overlap(
 
 
 def test_hot_cai_out_on_its_own_stream_is_waited_for(
-        fake_gpu: list[Any], slow_calls: list[int], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        fake_gpu: list[Any], slow_calls: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     """A CAI out= naming a stream of its own (no follower): the launch stream waits for
     that stream on every call, on the full path (the first calls; every call with two
     GPUs, where the probe cannot key a CAI array without a device) and hot."""
@@ -148,7 +148,7 @@ def test_hot_cai_out_on_its_own_stream_is_waited_for(
     waits: list[tuple[int, int, int]] = []
     monkeypatch.setattr(runtime, "stream_wait", lambda d, p, c: waits.append((p, c, d)))
     pipe = _pipe()
-    x = _wrap(1 << 32, (3, 17), "float32")
+    x = wrap_device(1 << 32, (3, 17), "float32")
     for k in range(4):
         fake_gpu.clear()
         waits.clear()
@@ -161,7 +161,7 @@ def test_hot_cai_out_on_its_own_stream_is_waited_for(
 
 
 def test_hot_follower_out_on_another_stream_is_followed_once(
-        fake_gpu: list[Any], slow_calls: list[int], follower: Follower,  # noqa: F811
+        fake_gpu: list[Any], slow_calls: list[int], follower: Follower,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A hot call given ``stream=`` other than the follower's current stream orders that
     stream after the current one (one wait) and tells the library of both arrays' use

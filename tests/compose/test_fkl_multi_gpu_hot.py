@@ -7,7 +7,7 @@ device's plan. A hot call's ``out=`` on another device is refused by name, as th
 call's is.
 
 Runs without a GPU: the GPU target's call path with kernels traced for CUDA and launches
-recorded (``fake_gpu`` of test_fkl_pitched_hot), arrays wrapping made-up addresses.
+recorded (``fake_gpu`` of tests/compose/conftest.py), arrays wrapping made-up addresses.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 
 import fkl
 import pytest
-from test_fkl_pitched_hot import fake_gpu, slow_calls  # noqa: F401 - fixtures
 from thork_core import ArgumentError, DeviceError
 from thork_core import _probe as probe_mod
 from thork_core.launch import probe
@@ -25,7 +24,7 @@ pytestmark = pytest.mark.plugin("compose")
 
 
 @pytest.fixture
-def devices(fake_gpu: list[Any], monkeypatch: pytest.MonkeyPatch) -> int:  # noqa: F811
+def devices(fake_gpu: list[Any], monkeypatch: pytest.MonkeyPatch) -> int:
     """How many GPUs ``fake_gpu`` pretends (core's adapters ask the driver's count too)."""
     from thork_core import _cuda
 
@@ -71,8 +70,8 @@ def test_probe_keys_a_dlpack_speaking_producer_with_its_device(monkeypatch, gpus
         assert probe(CupyLike(0x7000, (5, 7), "<f4", 0, dl_type=1)) is None  # host memory
 
 
-def test_cupy_like_inputs_stay_hot_on_two_gpus(fake_gpu: list[Any],  # noqa: F811
-                                                slow_calls: list[int],  # noqa: F811
+def test_cupy_like_inputs_stay_hot_on_two_gpus(fake_gpu: list[Any],
+                                                slow_calls: list[int],
                                                 devices: int) -> None:
     """Inputs on device 1 then device 0, each with an out= on its own device: one general
     call per device, then hot; each launch gets that call's addresses."""
@@ -90,8 +89,8 @@ def test_cupy_like_inputs_stay_hot_on_two_gpus(fake_gpu: list[Any],  # noqa: F81
     assert slow_calls[0] == devices  # one general call per device, then hot
 
 
-def test_a_hot_call_refuses_an_out_on_another_device(fake_gpu: list[Any],  # noqa: F811
-                                                     slow_calls: list[int],  # noqa: F811
+def test_a_hot_call_refuses_an_out_on_another_device(fake_gpu: list[Any],
+                                                     slow_calls: list[int],
                                                      devices: int) -> None:
     if devices == 1:
         pytest.skip("one GPU: every device array is on it")
@@ -111,8 +110,8 @@ def test_a_hot_call_refuses_an_out_on_another_device(fake_gpu: list[Any],  # noq
     assert fake_gpu == []  # nothing launched
 
 
-def test_cupy_arrays_in_and_out_are_launched_by_the_guard(fake_gpu: list[Any],  # noqa: F811
-                                                          slow_calls: list[int],  # noqa: F811
+def test_cupy_arrays_in_and_out_are_launched_by_the_guard(fake_gpu: list[Any],
+                                                          slow_calls: list[int],
                                                           devices: int,
                                                           monkeypatch: pytest.MonkeyPatch,
                                                           ) -> None:

@@ -53,7 +53,7 @@ def test_same_pipe_different_sizes_reuses_kernel(target, rng):
 
 # -- DNN preprocessing --------------------------------------------------------------------
 def test_dnn_preprocessing(target, rng):
-    from test_fkl_geometry import ref_resize
+    from helpers.fkl_refs import ref_resize
 
     img = rng.integers(0, 256, (241, 319, 3)).astype(np.uint8)
     rect = (13, 7, 201, 187)

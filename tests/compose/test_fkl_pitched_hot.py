@@ -19,26 +19,11 @@ import fkl
 import numpy as np
 import pytest
 from helpers import poisoned
-from test_fkl_video import FORMATS, pack, random_frame, unpack
+from helpers.fake_gpu import wrap_device
+from helpers.yuv import FORMATS, pack, random_frame, unpack
 from thork_core import ArgumentError
 
 pytestmark = pytest.mark.plugin("compose")
-
-
-@pytest.fixture
-def slow_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the calls that take the general path (``CallPath._call_slow``)."""
-    from fkl import _call
-
-    count = [0]
-    orig = _call.CallPath._call_slow
-
-    def spy(self: Any, *a: Any, **k: Any) -> Any:
-        count[0] += 1
-        return orig(self, *a, **k)
-
-    monkeypatch.setattr(_call.CallPath, "_call_slow", spy)
-    return count
 
 
 def _outside_kept(big: np.ndarray, before: np.ndarray, inside: Any) -> None:
@@ -143,62 +128,6 @@ def test_hot_pitched_out_still_checks_overlap_and_read_only(slow_calls: list[int
 
 # -- the GPU target's call path, without a GPU ----------------------------------------------
 
-class _Prepared:
-    def __init__(self, log: list[Any], grid: Any, block: Any, values: list[Any]) -> None:
-        self.log, self.grid, self.block, self.values = log, grid, block, values
-
-    def call(self, ptrs: list[int], stream: int) -> None:
-        self.log.append((self, list(ptrs)))
-
-    def guard(self, *args: Any, cai: bool = False, in_place: bool = False) -> Any:
-        """None (the Python path records every launch), except for a guard over CAI
-        arrays (fkl's guard for CuPy inputs): core's Python guard, launching through
-        ``call``, so those calls are recorded the same way."""
-        if not cai:
-            return None
-        from thork_core import _probe
-        from thork_core._launch import ArrayGuard
-
-        return ArrayGuard(self, *args, _probe.KINDS, in_place)
-
-
-class _Exe:
-    launcher = True
-
-    def __init__(self, log: list[Any]) -> None:
-        self.log = log
-
-    def prepare(self, grid: Any, block: Any, values: list[Any]) -> _Prepared:
-        return _Prepared(self.log, grid, block, values)
-
-
-class _GpuTarget:
-    name = "gpu"
-    language = "cuda"
-
-
-@pytest.fixture(params=[1, 2], ids=["one-gpu", "two-gpus"])
-def fake_gpu(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Pipes with target="gpu" plan and launch without a GPU: kernels traced for CUDA,
-    launches appended to the returned list as (prepared launch, addresses). With two
-    GPUs core's probe reads no ``__cuda_array_interface__`` (it names no device)."""
-    from fkl._kernels import Built, Kernels
-    from thork_core import _probe
-
-    log: list[Any] = []
-    monkeypatch.setattr(Kernels, "resolve", lambda self: _GpuTarget())
-    monkeypatch.setattr(Kernels, "get", lambda self, t, variant, device=0: Built(
-        self.lowered(t, variant, "gpu"), _Exe(log), None))  # type: ignore[arg-type]
-    monkeypatch.setattr(_probe, "_ONE_GPU", [request.param == 1])
-    return log
-
-
-def _wrap(addr: int, shape: tuple[int, ...], dtype: str, pitch: int | None = None) -> Any:
-    from thork_core.runtime import DeviceArray
-
-    return DeviceArray.wrap(addr, shape, dtype, pitch=pitch)
-
-
 def test_gpu_path_pitched_device_buffer_read_is_hot(fake_gpu: list[Any],
                                                     slow_calls: list[int]) -> None:
     """NV12 1080p from a pitched DeviceBuffer into CHW float (the bench's row): one
@@ -207,12 +136,12 @@ def test_gpu_path_pitched_device_buffer_read_is_hot(fake_gpu: list[Any],
     h, w = 1080, 1920
     pipe = fkl.compose(fkl.ReadYUV("NV12", to_rgb="bt709"), fkl.NormalizePixel(8),
                        fkl.TensorSplit(), target="gpu")
-    chw = _wrap(1 << 32, (3, h, w), "float32")
-    flat = _wrap(1 << 30, (h * 3 // 2, w), "uint8")
+    chw = wrap_device(1 << 32, (3, h, w), "float32")
+    flat = wrap_device(1 << 30, (h * 3 // 2, w), "uint8")
     pipe(flat, out=chw)
     (ref, _), = fake_gpu
     for pitch, addr in ((2048, 1 << 31), (2048, (1 << 31) + 4096), (1984, 1 << 33)):
-        frame = _wrap(addr, (h * 3 // 2, w), "uint8", pitch=pitch)
+        frame = wrap_device(addr, (h * 3 // 2, w), "uint8", pitch=pitch)
         for _ in range(3):
             fake_gpu.clear()
             assert pipe(frame, out=chw) is chw
@@ -231,9 +160,9 @@ def test_gpu_path_pitched_out_is_hot(fake_gpu: list[Any], slow_calls: list[int])
     h, w = 1080, 1920
     enc = fkl.compose(fkl.TensorRead(), fkl.RGB2YUV("bt709"), fkl.WriteYUV("NV12"),
                       target="gpu")
-    rgb = _wrap(1 << 33, (h, w, 3), "uint8")
-    flat = _wrap(1 << 34, (h * 3 // 2, w), "uint8")
-    pitched = _wrap(1 << 35, (h * 3 // 2, w), "uint8", pitch=2048)
+    rgb = wrap_device(1 << 33, (h, w, 3), "uint8")
+    flat = wrap_device(1 << 34, (h * 3 // 2, w), "uint8")
+    pitched = wrap_device(1 << 35, (h * 3 // 2, w), "uint8", pitch=2048)
     for _ in range(4):
         for out, pitch in ((flat, None), (pitched, 2048)):
             fake_gpu.clear()
@@ -252,17 +181,17 @@ def test_gpu_path_hot_pitched_out_still_rejects_overlap(fake_gpu: list[Any],
     too (the cheap range test finds the overlap, the full check reports it)."""
     h, w = 8, 12
     enc = fkl.compose(fkl.TensorRead(), fkl.WriteYUV("NV12"), target="gpu")
-    rgb = _wrap(1 << 33, (h, w, 3), "uint8")
-    enc(rgb, out=_wrap(1 << 34, (h * 3 // 2, w), "uint8", pitch=64))
-    enc(rgb, out=_wrap(1 << 35, (h * 3 // 2, w), "uint8", pitch=64))
+    rgb = wrap_device(1 << 33, (h, w, 3), "uint8")
+    enc(rgb, out=wrap_device(1 << 34, (h * 3 // 2, w), "uint8", pitch=64))
+    enc(rgb, out=wrap_device(1 << 35, (h * 3 // 2, w), "uint8", pitch=64))
     assert slow_calls[0] == 1
     fake_gpu.clear()
     with pytest.raises(ArgumentError, match="separate from input 0"):
-        enc(rgb, out=_wrap((1 << 33) + 100, (h * 3 // 2, w), "uint8", pitch=64))
+        enc(rgb, out=wrap_device((1 << 33) + 100, (h * 3 // 2, w), "uint8", pitch=64))
     with pytest.raises(ArgumentError, match="separate from input 0"):  # ends in the input
-        enc(rgb, out=_wrap((1 << 33) - 64 * 11, (h * 3 // 2, w), "uint8", pitch=64))
+        enc(rgb, out=wrap_device((1 << 33) - 64 * 11, (h * 3 // 2, w), "uint8", pitch=64))
     assert not fake_gpu
-    enc(rgb, out=_wrap((1 << 33) + h * w * 3, (h * 3 // 2, w), "uint8", pitch=64))
+    enc(rgb, out=wrap_device((1 << 33) + h * w * 3, (h * 3 // 2, w), "uint8", pitch=64))
     assert len(fake_gpu) == 1  # right after the input's last byte: fine
 
 
@@ -272,21 +201,21 @@ def test_gpu_path_pitched_read_still_rejects_overlap(fake_gpu: list[Any]) -> Non
     h, w = 8, 12
     pipe = fkl.compose(fkl.ReadYUV("NV12", to_rgb="bt601"), fkl.TensorSplit(),
                        target="gpu")
-    frame = _wrap(1 << 33, (h * 3 // 2, w), "uint8", pitch=64)
-    pipe(frame, out=_wrap(1 << 34, (3, h, w), "float32"))
-    pipe(frame, out=_wrap(1 << 34, (3, h, w), "float32"))
+    frame = wrap_device(1 << 33, (h * 3 // 2, w), "uint8", pitch=64)
+    pipe(frame, out=wrap_device(1 << 34, (3, h, w), "float32"))
+    pipe(frame, out=wrap_device(1 << 34, (3, h, w), "float32"))
     out_bytes = 3 * h * w * 4
     for _ in range(2):
         with pytest.raises(ArgumentError, match="separate from input 0"):
-            pipe(frame, out=_wrap((1 << 33) + 256, (3, h, w), "float32"))
+            pipe(frame, out=wrap_device((1 << 33) + 256, (3, h, w), "float32"))
         with pytest.raises(ArgumentError, match="separate from input 0"):  # ends inside
-            pipe(frame, out=_wrap((1 << 33) - out_bytes + 1, (3, h, w), "float32"))
+            pipe(frame, out=wrap_device((1 << 33) - out_bytes + 1, (3, h, w), "float32"))
         last = (1 << 33) + (h * 3 // 2 - 1) * 64 + w - 1  # the frame's last byte
         with pytest.raises(ArgumentError, match="separate from input 0"):
-            pipe(frame, out=_wrap(last, (3, h, w), "float32"))
+            pipe(frame, out=wrap_device(last, (3, h, w), "float32"))
     fake_gpu.clear()
-    pipe(frame, out=_wrap((1 << 33) - out_bytes, (3, h, w), "float32"))  # ends at its start
-    pipe(frame, out=_wrap(last + 1, (3, h, w), "float32"))  # starts after its last byte
+    pipe(frame, out=wrap_device((1 << 33) - out_bytes, (3, h, w), "float32"))  # ends at its start
+    pipe(frame, out=wrap_device(last + 1, (3, h, w), "float32"))  # starts after its last byte
     assert len(fake_gpu) == 2
 
 
@@ -299,16 +228,16 @@ def test_gpu_path_contiguous_hot_aliasing_on_byte_spans(fake_gpu: list[Any],
     shape = (9, 13, 3)
     nbytes = 9 * 13 * 3 * 4
     pipe = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.TensorWrite(), target="gpu")
-    x = _wrap(1 << 33, shape, "float32")
-    pipe(x, out=_wrap(1 << 34, shape, "float32"))
+    x = wrap_device(1 << 33, shape, "float32")
+    pipe(x, out=wrap_device(1 << 34, shape, "float32"))
     fake_gpu.clear()
-    pipe(x, out=_wrap(1 << 34, shape, "float32"))
+    pipe(x, out=wrap_device(1 << 34, shape, "float32"))
     pipe(x, out=x)
-    pipe(x, out=_wrap((1 << 33) + nbytes, shape, "float32"))  # right after it
-    pipe(x, out=_wrap((1 << 33) - nbytes, shape, "float32"))  # right before it
+    pipe(x, out=wrap_device((1 << 33) + nbytes, shape, "float32"))  # right after it
+    pipe(x, out=wrap_device((1 << 33) - nbytes, shape, "float32"))  # right before it
     assert [p[1][-1] for p in fake_gpu] == [1 << 34, 1 << 33, (1 << 33) + nbytes,
                                             (1 << 33) - nbytes]
     for shift in (16, -16, nbytes - 16, 16 - nbytes):
         with pytest.raises(ArgumentError, match="overlap partially"):
-            pipe(x, out=_wrap((1 << 33) + shift, shape, "float32"))
+            pipe(x, out=wrap_device((1 << 33) + shift, shape, "float32"))
     assert len(fake_gpu) == 4 and slow_calls[0] == 1

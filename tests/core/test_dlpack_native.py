@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import run_threads
-from test_native_launch import (
+from helpers.launch_recorder import (
     F32,
     SHAPE_IN,
     SHAPE_OUT,
@@ -28,9 +28,8 @@ from test_native_launch import (
     CaiArray,
     PyLaunch,
     Recorder,
-    _arr,
-    _to_handle,
-    native,  # noqa: F401 - fixture
+    guard_array,
+    to_handle,
 )
 from thork_core import DeviceArray, dt
 from thork_core._dtype import dlpack_code
@@ -74,7 +73,7 @@ class DLPackOnly:
         return self.device or self.a.__dlpack_device__()
 
 
-def _exporters(native: Any) -> list[Any]:  # noqa: F811
+def _exporters(native: Any) -> list[Any]:
     from thork_core import _device_array
 
     return [native.dlpack_export, _device_array._export_ctypes]
@@ -89,17 +88,17 @@ def _live() -> int:
 # -- the exporter ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("which", ["native", "ctypes"])
-def test_exporters_build_the_same_tensor(native: Any, which: str) -> None:  # noqa: F811
+def test_exporters_build_the_same_tensor(native: Any, which: str) -> None:
     """dlpack_export and its ctypes twin: the same fields for compact, pitched and 0-d
     arrays, both capsule versions, every dtype; the deleter runs once, when the capsule
     goes."""
     from thork_core import _probe
 
     export = _exporters(native)[which == "ctypes"]
-    arrays = [_arr(0x10000, (3, 4, 5), U8), _arr(1 << 40, (), dt.float64),
+    arrays = [guard_array(0x10000, (3, 4, 5), U8), guard_array(1 << 40, (), dt.float64),
               DeviceArray.wrap((1 << 33) + 64, (7, 9), "float16", pitch=32),
               DeviceArray.wrap(1 << 34, (2, 3), "bfloat16", device=3)]
-    arrays += [_arr(1 << 35, (5,), d) for d in (dt.bool, dt.int8, dt.uint64, dt.float32)]
+    arrays += [guard_array(1 << 35, (5,), d) for d in (dt.bool, dt.int8, dt.uint64, dt.float32)]
     n0 = _live()
     for a in arrays:
         code = dlpack_code(a.dtype)
@@ -117,7 +116,7 @@ def test_exporters_build_the_same_tensor(native: Any, which: str) -> None:  # no
 
 @pytest.mark.parametrize("which", ["native", "ctypes"])
 def test_export_keeps_the_array_alive_until_the_deleter_runs(
-        native: Any, which: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        native: Any, which: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The capsule (then a consumer) holds the array: dropped unconsumed, the capsule's
     destructor runs the deleter; consumed (renamed ``used_dltensor*``, the deleter called
     by the consumer, here from another thread without the GIL), the destructor leaves it
@@ -127,7 +126,7 @@ def test_export_keeps_the_array_alive_until_the_deleter_runs(
     monkeypatch.setattr(_device_array, "_EXPORT", [_exporters(native)[which == "ctypes"]])
     deleter_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # called without the GIL
     for versioned in (False, True):
-        a = _arr(0x10000, (4, 4), F32)
+        a = guard_array(0x10000, (4, 4), F32)
         ref = weakref.ref(a)
         n0 = _live()
         cap = a.__dlpack__(max_version=(1, 0) if versioned else None)
@@ -176,8 +175,8 @@ def test_dlpack_handshake_and_refusals(monkeypatch: pytest.MonkeyPatch) -> None:
     assert a.__dlpack__(dl_device=(2, 2), copy=False) is not None
 
 
-def test_export_checks_its_arguments(native: Any) -> None:  # noqa: F811
-    a = _arr(0x10000, (2, 3), F32)
+def test_export_checks_its_arguments(native: Any) -> None:
+    a = guard_array(0x10000, (2, 3), F32)
     with pytest.raises(TypeError, match="8 arguments"):
         native.dlpack_export(a, 0, (2, 3))
     with pytest.raises(TypeError, match="shape must be a tuple"):
@@ -200,16 +199,16 @@ class Legacy(DLPackOnly):
 
 
 def _dl(ptr: int, shape: Any = SHAPE_IN, dtype: Any = U8, **kw: Any) -> DLPackOnly:
-    return DLPackOnly(_arr(ptr, shape, dtype), **kw)
+    return DLPackOnly(guard_array(ptr, shape, dtype), **kw)
 
 
 OUT_DL = (0x20000, SHAPE_OUT, F32)
 DL_CASES = [  # (name, x, out, stream, launched with (pointers, stream) or None)
     ("DLPack in and out", _dl(0x10000), _dl(*OUT_DL), None, ((0x20000, 0x10000), 0)),
     ("on a stream", _dl(0x10000), _dl(*OUT_DL), 77, ((0x20000, 0x10000), 77)),
-    ("DLPack in, DeviceArray out", _dl(0x10000), _arr(*OUT_DL), None,
+    ("DLPack in, DeviceArray out", _dl(0x10000), guard_array(*OUT_DL), None,
      ((0x20000, 0x10000), 0)),
-    ("DeviceArray in, DLPack out", _arr(0x10000), _dl(*OUT_DL), None,
+    ("DeviceArray in, DLPack out", guard_array(0x10000), _dl(*OUT_DL), None,
      ((0x20000, 0x10000), 0)),
     ("DLPack in, CAI out", _dl(0x10000), CaiArray(0x20000, SHAPE_OUT, "<f4"), None,
      ((0x20000, 0x10000), 0)),
@@ -224,7 +223,7 @@ DL_CASES = [  # (name, x, out, stream, launched with (pointers, stream) or None)
     ("read-only out", _dl(0x10000), _dl(*OUT_DL, readonly=True), None, None),
     ("read-only input", _dl(0x10000, readonly=True), _dl(*OUT_DL), None,
      ((0x20000, 0x10000), 0)),
-    ("no max_version", Legacy(_arr(0x10000), legacy=True), _dl(*OUT_DL), None, None),
+    ("no max_version", Legacy(guard_array(0x10000), legacy=True), _dl(*OUT_DL), None, None),
     ("__dlpack__ raises", _dl(0x10000, fail=RuntimeError("gone")), _dl(*OUT_DL), None, None),
     ("misaligned", _dl(0x10004), _dl(*OUT_DL), None, None),
     ("out over the input", _dl(0x10000), _dl(0x10000 + 16 * 40, SHAPE_OUT, F32), None, None),
@@ -246,21 +245,21 @@ def kinds(monkeypatch: pytest.MonkeyPatch) -> dict[type, Any]:
     return _probe.KINDS
 
 
-def _dl_guard(native: Any, kinds: Any, which: str, specs: Any = DL_SPECS,  # noqa: F811
+def _dl_guard(native: Any, kinds: Any, which: str, specs: Any = DL_SPECS,
               in_place: bool = False) -> tuple[Any, Any]:
     if which == "native":
         rec = Recorder()
-        guard = rec.launch(native).guard(DeviceArray, specs, [1, 0], 15, _to_handle, kinds,
+        guard = rec.launch(native).guard(DeviceArray, specs, [1, 0], 15, to_handle, kinds,
                                          in_place)
         return guard, lambda: [(c["pointers"], c["stream"]) for c in rec.calls]
     py = PyLaunch()
-    return ArrayGuard(py, DeviceArray, specs, [1, 0], 15, _to_handle,  # type: ignore
+    return ArrayGuard(py, DeviceArray, specs, [1, 0], 15, to_handle,  # type: ignore
                       kinds, in_place), lambda: py.calls
 
 
 @pytest.mark.parametrize("which", ["native", "python"])
 @pytest.mark.parametrize("case", DL_CASES, ids=[c[0] for c in DL_CASES])
-def test_guard_decisions_with_dlpack_arrays(native: Any, kinds: Any, which: str,  # noqa: F811
+def test_guard_decisions_with_dlpack_arrays(native: Any, kinds: Any, which: str,
                                             case: Any) -> None:
     """Each case launched (with its addresses and stream) or refused (nothing launched);
     the producers were asked for the launch stream (1: the legacy one) at most once per
@@ -286,7 +285,7 @@ def test_guard_decisions_with_dlpack_arrays(native: Any, kinds: Any, which: str,
 
 @pytest.mark.parametrize("which", ["native", "python"])
 @pytest.mark.parametrize("in_place", [False, True])
-def test_dlpack_guard_in_place_rule(native: Any, kinds: Any, which: str,  # noqa: F811
+def test_dlpack_guard_in_place_rule(native: Any, kinds: Any, which: str,
                                     in_place: bool) -> None:
     specs = [(SHAPE_OUT, F32, 0, None, False, DL_OUT), (SHAPE_OUT, F32, 0, None, True, DL_OUT)]
     guard, calls = _dl_guard(native, kinds, which, specs, in_place)
@@ -295,11 +294,11 @@ def test_dlpack_guard_in_place_rule(native: Any, kinds: Any, which: str,  # noqa
     assert guard(x, _dl(0x10000 + 16, SHAPE_OUT, F32), None) is False
     # no typestr in the specs (several GPUs): a CAI array is not taken, a DeviceArray is
     assert guard(x, CaiArray(0x20000, SHAPE_OUT, "<f4"), None) is False
-    assert guard(x, _arr(0x20000, SHAPE_OUT, F32), None) is True
+    assert guard(x, guard_array(0x20000, SHAPE_OUT, F32), None) is True
     assert len(calls()) == 1 + in_place
 
 
-def test_dlpack_guard_other_device(native: Any, kinds: Any) -> None:  # noqa: F811
+def test_dlpack_guard_other_device(native: Any, kinds: Any) -> None:
     """A guard for device 1 takes arrays its producers place there, not on device 0."""
     specs = [(SHAPE_IN, U8, 1, None, False, DL_IN), (SHAPE_OUT, F32, 1, None, True, DL_OUT)]
     for which in ("native", "python"):
@@ -311,7 +310,7 @@ def test_dlpack_guard_other_device(native: Any, kinds: Any) -> None:  # noqa: F8
         assert len(calls()) == 1
 
 
-def test_dlpack_guard_from_many_threads(native: Any, kinds: Any) -> None:  # noqa: F811
+def test_dlpack_guard_from_many_threads(native: Any, kinds: Any) -> None:
     """One native guard called from 8 threads, each with producers of its own: every
     launch gets its own call's addresses; no capsule outlives its call."""
     guard, calls = _dl_guard(native, kinds, "native")
@@ -334,16 +333,16 @@ def test_dlpack_guard_from_many_threads(native: Any, kinds: Any) -> None:  # noq
     assert _live() == n0
 
 
-def test_dlpack_guard_checks_its_configuration(native: Any, kinds: Any) -> None:  # noqa: F811
+def test_dlpack_guard_checks_its_configuration(native: Any, kinds: Any) -> None:
     launch = Recorder().launch(native)
     with pytest.raises(TypeError):
         launch.guard(DeviceArray, [(SHAPE_IN, U8, 0, None, False, "u8"), (SHAPE_OUT, F32, 0)],
-                     [1, 0], 15, _to_handle, kinds, False)
+                     [1, 0], 15, to_handle, kinds, False)
 
 
 @pytest.mark.plugin("compose")
 @pytest.mark.plugin("cpu")
-def test_dlpack_guard_runs_the_cpu_kernel_on_host_memory(native: Any,  # noqa: F811
+def test_dlpack_guard_runs_the_cpu_kernel_on_host_memory(native: Any,
                                                          kinds: Any) -> None:
     """End to end: a pipe's prepared launch on the CPU target, guarded in C over
     DLPack-only producers whose capsules (built by the native exporter) point at NumPy
@@ -377,7 +376,7 @@ def test_dlpack_guard_runs_the_cpu_kernel_on_host_memory(native: Any,  # noqa: F
 
 # -- session 12: the guard's remembered kinds, hostile producers ----------------------------
 
-def test_dlpack_guard_follows_the_kinds_table(native: Any, kinds: Any,  # noqa: F811
+def test_dlpack_guard_follows_the_kinds_table(native: Any, kinds: Any,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The native guard remembers per slot the type it found mapped to "dlpack" and
     looks the table up again once the table changed in any way (a type re-mapped,
@@ -494,7 +493,7 @@ HOSTILE = [  # (name, __dlpack__ reply maker, __dlpack_device__ reply, launched)
 
 @pytest.mark.parametrize("which", ["native", "python"])
 @pytest.mark.parametrize("case", HOSTILE, ids=[c[0] for c in HOSTILE])
-def test_dlpack_guard_hostile_producers(native: Any, kinds: Any,  # noqa: F811
+def test_dlpack_guard_hostile_producers(native: Any, kinds: Any,
                                         monkeypatch: pytest.MonkeyPatch, case: Any,
                                         which: str) -> None:
     """Whatever a DLPack-only producer answers, the native guard does not crash: a
@@ -507,7 +506,7 @@ def test_dlpack_guard_hostile_producers(native: Any, kinds: Any,  # noqa: F811
     guard, calls = _dl_guard(native, kinds, which)
     x = Hostile(make, device)
     for _ in range(2):
-        assert guard(x, _arr(*OUT_DL), None) is launched
+        assert guard(x, guard_array(*OUT_DL), None) is launched
     assert calls() == ([((0x20000, 0x30000), 0)] * 2 if launched else [])
 
 
@@ -517,7 +516,7 @@ def _probe_dlpack() -> Any:
     return _probe.DLPACK
 
 
-def test_dlpack_guard_shapes_of_high_rank(native: Any, kinds: Any) -> None:  # noqa: F811
+def test_dlpack_guard_shapes_of_high_rank(native: Any, kinds: Any) -> None:
     """A spec shape of more dimensions than the guard keeps as C ints (8) is compared
     through its tuple: taken when equal, refused when one extent differs."""
     shape = (2, 1, 3, 1, 2, 1, 2, 1, 3)
@@ -529,7 +528,7 @@ def test_dlpack_guard_shapes_of_high_rank(native: Any, kinds: Any) -> None:  # n
     assert len(calls()) == 1
 
 
-def test_capsule_readers_refuse_another_abi_major(native: Any) -> None:  # noqa: F811
+def test_capsule_readers_refuse_another_abi_major(native: Any) -> None:
     """A DLPack 2.x tensor (its layout may differ) is not read: the native reader gives
     None, the ctypes one None too, the adapters' reader a TypeError naming the version;
     a 1.x tensor reads the same through all three."""

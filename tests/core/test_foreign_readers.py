@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import run_threads
-from test_native_launch import F32, Recorder, _da
+from helpers.launch_recorder import F32, Recorder, device_array
 from thork_core import DeviceArray
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX C compiler")
@@ -113,7 +113,7 @@ def current(native):
     sync_native(native)
 
 
-def _binder(native):
+def make_binder(native):
     """The Recorder's kernel (out float32 1-D written, a float, x float32 any ndim, an
     int) with core's kinds table: the foreign readers apply."""
     from thork_core._probe import KINDS
@@ -128,7 +128,7 @@ def _run(binder, args, stream=None) -> bool:
 
 
 def test_cupy_arrays_launch_with_what_they_say_now(native, current):
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     out, x = CupyLike(0x100), CupyLike(0x200, (2, 4))
     assert _run(b, (out, 1.0, x, 3))
     x.data = Mem(0x300)  # a pointer is never taken from an earlier call
@@ -139,7 +139,7 @@ def test_cupy_arrays_launch_with_what_they_say_now(native, current):
 
 @pytest.mark.parametrize("change", ["shape", "contiguity", "dtype", "ndim of x is free"])
 def test_cupy_changes_between_calls_are_seen(native, current, change):
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     out, x = CupyLike(0x100), CupyLike(0x200)
     assert _run(b, (out, 1.0, x, 3))
     if change == "shape":
@@ -160,7 +160,7 @@ def test_cupy_changes_between_calls_are_seen(native, current, change):
 
 
 def test_cupy_current_stream_is_read_each_call(native, current):
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     out, x = CupyLike(0x100), CupyLike(0x200)
     assert _run(b, (out, 1.0, x, 3))
     current.local.cupy = 0x55  # `with cupy.cuda.Stream():` around the next calls
@@ -172,7 +172,7 @@ def test_cupy_current_stream_is_read_each_call(native, current):
 
 
 def test_torch_tensors_launch_on_torchs_current_stream(native, current):
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     out, x = TorchLike(0x100), TorchLike(0x200, (4, 2))
     current.local.torch = 0x77
     assert _run(b, (out, 1.0, x, 3))  # no stream given: torch's current one
@@ -187,7 +187,7 @@ def test_torch_tensors_launch_on_torchs_current_stream(native, current):
 @pytest.mark.parametrize("change", ["set_", "resize_", ".data = float64", "not contiguous",
                                     "cpu"])
 def test_torch_changes_between_calls_are_seen(native, current, change):
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     out, x = TorchLike(0x100), TorchLike(0x200)
     assert _run(b, (out, 1.0, x, 3))
     if change == "set_":  # another storage: the new address is launched
@@ -210,18 +210,18 @@ def test_torch_changes_between_calls_are_seen(native, current, change):
 def test_mixed_kinds_follow_torchs_stream(native, current):
     """A DeviceArray produced on torch's stream and a CuPy array on a default stream
     launch on torch's current stream; a DeviceArray from another stream goes to Python."""
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     current.local.torch = 0x77
-    assert _run(b, (_da(0x100, stream=0x77), 1.0, TorchLike(0x200), 3))
+    assert _run(b, (device_array(0x100, stream=0x77), 1.0, TorchLike(0x200), 3))
     assert _run(b, (CupyLike(0x100), 1.0, TorchLike(0x200), 3))
-    assert not _run(b, (_da(0x100, stream=0x33), 1.0, TorchLike(0x200), 3))
+    assert not _run(b, (device_array(0x100, stream=0x33), 1.0, TorchLike(0x200), 3))
     assert [c["stream"] for c in rec.calls] == [0x77, 0x77]
 
 
 def test_unregistered_types_are_not_read(native, current):
     from thork_core._probe import KINDS
 
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     native.foreign()
     assert KINDS.get(CupyLike) is None
     assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))
@@ -237,7 +237,7 @@ def test_a_stream_reader_that_fails_is_a_miss(native, current):
 
     native.foreign(CupyLike, 1, broken, None)
     native.foreign(TorchLike, 2, broken, {T_F32: dt.float32})
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))
     assert not _run(b, (TorchLike(0x100), 1.0, TorchLike(0x200), 3))
     assert rec.calls == []
@@ -255,7 +255,7 @@ def test_registration_checks_its_arguments(native, current):
 def test_eight_threads_share_one_binder(native, current):
     """The same binder from 8 threads, each with its own arrays and current streams: every
     launch carries its own thread's pointers and stream."""
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
 
     def work(i: int) -> None:
         current.local.torch = 0x1000 + i
@@ -368,7 +368,7 @@ def test_registrations_beyond_the_table_drop_the_oldest(native, current):
     made = [type(f"Made{i}", (CupyLike,), {}) for i in range(6)]
     for tx in made:
         native.foreign(tx, 1, current.cupy, None)
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     assert _run(b, (made[-1](0x100), 1.0, made[-1](0x200), 3))
     assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))  # dropped
 
@@ -405,7 +405,7 @@ def slots_current(native, current):
 @pytest.mark.parametrize("change", ["pointer", "pointer object", "contiguity", "dtype",
                                     "ndim", "stream"])
 def test_direct_attribute_reads_see_every_change(native, slots_current, change):
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     out, x = CupySlots(0x100), CupySlots(0x200, (2, 4))
     for _ in range(3):
         assert _run(b, (out, 1.0, x, 3))
@@ -435,7 +435,7 @@ def test_a_type_changed_after_its_reads_were_resolved_is_read_anew(native, slots
     """Replacing a type's attribute (here the slot ``data`` by a property) changes the
     type's version tag: the next read resolves it again instead of calling the old
     getter."""
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
     out, x = CupySlots(0x100), CupySlots(0x200)
     assert _run(b, (out, 1.0, x, 3))
     slot = CupySlots.__dict__["data"]
@@ -450,7 +450,7 @@ def test_a_type_changed_after_its_reads_were_resolved_is_read_anew(native, slots
 
 
 def test_direct_reads_from_eight_threads(native, slots_current):
-    rec, b = _binder(native)
+    rec, b = make_binder(native)
 
     def work(i: int) -> None:
         slots_current.local.cupy = 0

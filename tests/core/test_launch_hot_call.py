@@ -8,24 +8,10 @@ import numpy as np
 import pytest
 import thork as tk
 from helpers import poisoned, random_array
+from helpers.kernels import scale_add
 from thork_core.runtime import device_count
 
 pytestmark = pytest.mark.gpu
-
-
-@tk.jit(target="gpu")
-def scale_add(
-    out: tk.DevicePointer[tk.dt.float32],
-    x: tk.DevicePointer[tk.dt.float32],
-    s: tk.dt.float32,
-    n: tk.dt.int32,
-    bid: tk.Uint[tk.BlockIdx],
-    tid: tk.Uint[tk.ThreadIdx],
-    bdm: tk.Uint[tk.BlockDim],
-):
-    i = bid * bdm + tid
-    with tk.if_(i < n):
-        out[i] = x[i] * s + 1.0
 
 
 def _ref(x, s):

@@ -10,70 +10,30 @@ import ctypes
 import hashlib
 import os
 import re
-import shutil
-import sysconfig
 import threading
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers.launch_recorder import (
+    BIND_CASES,
+    F32,
+    SHAPE_IN,
+    SHAPE_OUT,
+    U8,
+    Cai,
+    CaiArray,
+    PyLaunch,
+    Recorder,
+    Stream,
+    device_array,
+    guard_array,
+    make_binder,
+    to_handle,
+)
 from thork_core import DeviceArray, LaunchError, dt
 from thork_core._launch import CONV_CU, ArrayGuard, PyLauncher
 from thork_core._native import _reset, native_module, native_status
-
-LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
-                          ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
-
-
-def _can_build() -> bool:
-    include = sysconfig.get_paths().get("include", "")
-    return bool(shutil.which("cc")) and os.path.exists(os.path.join(include, "Python.h"))
-
-
-@pytest.fixture(scope="module")
-def native():
-    mod = native_module()
-    if _can_build():  # CI and the GPU machine have a compiler and headers: it must build
-        assert mod is not None, native_status()
-    else:
-        assert mod is None and native_status().startswith("unavailable: ")
-        pytest.skip(native_status())
-    return mod
-
-
-class Recorder:
-    """A fake cuLaunchKernel for a kernel of 2 pointers, a float and an int (parameter
-    order: ptr, float, ptr, int): records what each launch passed."""
-
-    def __init__(self, result: int = 0) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.result = result
-        self.fn = LAUNCH(self._launch)
-
-    def _launch(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        def read(i: int, ctype: Any) -> Any:
-            return ctypes.cast(params[i], ctypes.POINTER(ctype))[0]
-
-        self.calls.append({
-            "function": function, "grid": (gx, gy, gz), "block": (bx, by, bz),
-            "shared": shared, "stream": stream or 0, "extra": extra,
-            "pointers": (read(0, ctypes.c_uint64), read(2, ctypes.c_uint64)),
-            "scalars": (read(1, ctypes.c_float), read(3, ctypes.c_int32)),
-            "thread": threading.get_ident(),
-        })
-        return self.result
-
-    def launcher(self, which: Any, on_error: Any = None) -> Any:
-        """A Launcher (the native module's, or PyLauncher when ``which`` is "python")."""
-        errors: list[Any] = []
-        cls = PyLauncher if which == "python" else which.Launcher
-        return cls(CONV_CU, ctypes.cast(self.fn, ctypes.c_void_p).value, 0xF00D, "PfPi",
-                   on_error or (lambda *a: errors.append(a)))
-
-    def launch(self, which: Any, on_error: Any = None) -> Any:
-        """A prepared launch: grid (5, 3, 1), block (128, 2, 1), 96 bytes, scalars 2.5, -7."""
-        return self.launcher(which, on_error).prepare((5, 3, 1), (128, 2, 1), 96,
-                                                      [0, 2.5, 0, -7])
 
 
 @pytest.fixture(params=["native", "python"])
@@ -198,75 +158,43 @@ def test_a_driver_error_goes_to_on_error(which):
 
 # -- the guard: native and Python, one behaviour -------------------------------------------
 
-SHAPE_IN, SHAPE_OUT = (7, 33, 3), (3, 7, 33)
-F32, U8 = dt.float32, dt.uint8  # DeviceArray.dtype holds core's interned DType
-
-
-class PyLaunch:
-    """What ArrayGuard needs of a PreparedLaunch: ``call(pointers, stream)``."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[tuple[int, ...], int]] = []
-
-    def call(self, pointers: Any, stream: int) -> None:
-        self.calls.append((tuple(pointers), stream))
-
-
-class Stream:
-    """A stream object of the kind CuPy has (``.ptr``)."""
-
-    def __init__(self, ptr: int) -> None:
-        self.ptr = ptr
-
-
-def _to_handle(stream: Any) -> int:
-    from thork_core._cuda import stream_handle
-
-    return stream_handle(stream)
-
-
 def _guards(native):
     """(guard, calls) for the native and the Python implementation, same configuration:
     a uint8 input and a float32 output, kernel slots (out, in), 16-byte alignment."""
     specs = [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)]
     rec = Recorder()
-    native_guard = rec.launch(native).guard(DeviceArray, specs, [1, 0], 15, _to_handle)
+    native_guard = rec.launch(native).guard(DeviceArray, specs, [1, 0], 15, to_handle)
     py = PyLaunch()
-    py_guard = ArrayGuard(py, DeviceArray, specs, [1, 0], 15, _to_handle)  # type: ignore
+    py_guard = ArrayGuard(py, DeviceArray, specs, [1, 0], 15, to_handle)  # type: ignore
     return [
         (native_guard, lambda: [(c["pointers"], c["stream"]) for c in rec.calls]),
         (py_guard, lambda: py.calls),
     ]
 
 
-def _arr(ptr: int, shape: Any = SHAPE_IN, dtype: Any = U8, device: int = 0,
-         stream: int = 0) -> DeviceArray:
-    return DeviceArray.wrap(ptr, shape, dtype, device=device, stream=stream)
-
-
 CASES = [  # (name, x, out, stream, launched with (pointers, stream) or None)
-    ("the prepared kind", _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32), None,
+    ("the prepared kind", guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, F32), None,
      ((0x2000, 0x1000), 0)),
-    ("an int stream", _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32), 77, ((0x2000, 0x1000), 77)),
-    ("a stream object", _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32), Stream(99),
+    ("an int stream", guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, F32), 77, ((0x2000, 0x1000), 77)),
+    ("a stream object", guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, F32), Stream(99),
      ((0x2000, 0x1000), 99)),
-    ("input produced on the launch stream", _arr(0x1000, stream=77),
-     _arr(0x2000, SHAPE_OUT, F32), 77, ((0x2000, 0x1000), 77)),
-    ("input produced on another stream", _arr(0x1000, stream=5),
-     _arr(0x2000, SHAPE_OUT, F32), 77, None),
-    ("output produced on another stream", _arr(0x1000),
-     _arr(0x2000, SHAPE_OUT, F32, stream=5), None, None),
-    ("out is None", _arr(0x1000), None, None, None),
-    ("out is a NumPy array", _arr(0x1000), np.zeros(SHAPE_OUT, np.float32), None, None),
-    ("wrong output shape", _arr(0x1000), _arr(0x2000, (3, 7, 32), F32), None, None),
-    ("wrong output dtype", _arr(0x1000), _arr(0x2000, SHAPE_OUT, dt.float64), None, None),
-    ("wrong input shape", _arr(0x1000, (7, 33, 4)), _arr(0x2000, SHAPE_OUT, F32), None, None),
-    ("input on another device", _arr(0x1000, device=1), _arr(0x2000, SHAPE_OUT, F32), None,
+    ("input produced on the launch stream", guard_array(0x1000, stream=77),
+     guard_array(0x2000, SHAPE_OUT, F32), 77, ((0x2000, 0x1000), 77)),
+    ("input produced on another stream", guard_array(0x1000, stream=5),
+     guard_array(0x2000, SHAPE_OUT, F32), 77, None),
+    ("output produced on another stream", guard_array(0x1000),
+     guard_array(0x2000, SHAPE_OUT, F32, stream=5), None, None),
+    ("out is None", guard_array(0x1000), None, None, None),
+    ("out is a NumPy array", guard_array(0x1000), np.zeros(SHAPE_OUT, np.float32), None, None),
+    ("wrong output shape", guard_array(0x1000), guard_array(0x2000, (3, 7, 32), F32), None, None),
+    ("wrong output dtype", guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, dt.float64), None, None),
+    ("wrong input shape", guard_array(0x1000, (7, 33, 4)), guard_array(0x2000, SHAPE_OUT, F32), None, None),
+    ("input on another device", guard_array(0x1000, device=1), guard_array(0x2000, SHAPE_OUT, F32), None,
      None),
-    ("output on another device", _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32, device=1), None,
+    ("output on another device", guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, F32, device=1), None,
      None),
-    ("misaligned input", _arr(0x1004), _arr(0x2000, SHAPE_OUT, F32), None, None),
-    ("misaligned output", _arr(0x1000), _arr(0x2008, SHAPE_OUT, F32), None, None),
+    ("misaligned input", guard_array(0x1004), guard_array(0x2000, SHAPE_OUT, F32), None, None),
+    ("misaligned output", guard_array(0x1000), guard_array(0x2008, SHAPE_OUT, F32), None, None),
 ]
 
 
@@ -283,7 +211,7 @@ def test_guard_decisions(native, which, case):
 @pytest.mark.parametrize("which", ["native", "python"])
 def test_guard_errors(native, which):
     guard, calls = _guards(native)[0 if which == "native" else 1]
-    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+    x, out = guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, F32)
     with pytest.raises(TypeError, match="2 arrays and a stream expected"):
         guard(x, out)
     with pytest.raises(TypeError, match="stream must be None, an int handle"):
@@ -294,12 +222,12 @@ def test_guard_errors(native, which):
 def test_guard_checks_its_configuration(native):
     launch = Recorder().launch(native)
     with pytest.raises(ValueError, match="order: 2 entries expected"):
-        launch.guard(DeviceArray, [(SHAPE_IN, U8, 0)], [0], 0, _to_handle)
+        launch.guard(DeviceArray, [(SHAPE_IN, U8, 0)], [0], 0, to_handle)
     with pytest.raises(ValueError, match="order: index 2 outside 0..1"):
         launch.guard(DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [0, 2], 0,
-                     _to_handle)
+                     to_handle)
     with pytest.raises(TypeError, match="array_type must be a type"):
-        launch.guard("DeviceArray", [(SHAPE_IN, U8, 0)], [0, 0], 0, _to_handle)
+        launch.guard("DeviceArray", [(SHAPE_IN, U8, 0)], [0, 0], 0, to_handle)
 
 
 def test_disabled_by_environment(monkeypatch):
@@ -381,8 +309,8 @@ def test_guarded_call_launches_through_its_guard_in_c(native):
     rec = Recorder()
     hot = _guarded_class(native)()
     hot._hot_guard = rec.launch(native).guard(
-        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
-    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, to_handle)
+    x, out = guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, F32)
     assert hot(x, out=out) is out
     assert hot(x, out=out, stream=77) is out
     assert hot(x, stream=Stream(99), out=out) is out  # keyword order does not matter
@@ -394,7 +322,7 @@ def test_guarded_call_launches_through_its_guard_in_c(native):
 
 
 @pytest.mark.parametrize("call", [
-    lambda h, x, o: h(x, out=_arr(0x2000, (3, 7, 32), F32)),  # guard says no
+    lambda h, x, o: h(x, out=guard_array(0x2000, (3, 7, 32), F32)),  # guard says no
     lambda h, x, o: h(x, o),  # out positional: not the hot shape of a call
     lambda h, x, o: h(x),
     lambda h, x, o: h(x, out=o, stream=None, extra=1),
@@ -407,15 +335,15 @@ def test_guarded_call_sends_everything_else_to_miss(native, call):
     rec = Recorder()
     hot = _guarded_class(native)()
     hot._hot_guard = rec.launch(native).guard(
-        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
-    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, to_handle)
+    x, out = guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, F32)
     assert call(hot, x, out) == "general path"
     assert rec.calls == [] and len(hot.missed) == 1
 
 
 def test_guarded_call_passes_arguments_to_miss_unchanged(native):
     hot = _guarded_class(native)()
-    x = _arr(0x1000)
+    x = guard_array(0x1000)
     assert hot(x, 1, out=2, stream=3) == "general path"
     assert hot(x, out=5) == "general path"  # no guard yet
     hot._hot_guard = lambda *a: True  # not a native guard: C never calls it
@@ -428,15 +356,15 @@ def test_guarded_call_errors(native):
     rec = Recorder()
     hot = _guarded_class(native)()
     guard = rec.launch(native).guard(
-        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
+        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, to_handle)
     hot._hot_guard = guard
-    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+    x, out = guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, F32)
     with pytest.raises(TypeError, match="stream must be None, an int handle"):
         hot(x, out=out, stream=object())  # the guard's error comes out, no fallback
     assert rec.calls == [] and hot.missed == []
     # A guard over another number of arrays is never called from the hot entry.
     hot._hot_guard = rec.launch(native).guard(
-        DeviceArray, [(SHAPE_IN, U8, 0)], [0, 0], 15, _to_handle)
+        DeviceArray, [(SHAPE_IN, U8, 0)], [0, 0], 15, to_handle)
     assert hot(x, out=out) == "general path" and rec.calls == []
 
     class NoMiss(native.GuardedCall):
@@ -455,8 +383,8 @@ def test_guarded_call_releases_what_it_holds(native):
     rec = Recorder()
     Hot = _guarded_class(native)
     guard = rec.launch(native).guard(
-        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
-    x, out = _arr(0x1000), _arr(0x2000, SHAPE_OUT, F32)
+        DeviceArray, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, to_handle)
+    x, out = guard_array(0x1000), guard_array(0x2000, SHAPE_OUT, F32)
     before = sys.getrefcount(guard), sys.getrefcount(out)
     hot = Hot()
     hot._hot_guard = guard
@@ -474,66 +402,12 @@ def test_guarded_call_releases_what_it_holds(native):
 
 # -- Binder: kernel[grid, block](*args) checked and launched in C -----------------------
 
-class Cai:
-    """A device array as CuPy or torch presents it: only ``__cuda_array_interface__``."""
-
-    def __init__(self, ptr: int, typestr: str = "<f4", shape: Any = (8,), **extra: Any) -> None:
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
-                                         "data": (ptr, extra.pop("readonly", False)),
-                                         "version": 3, **extra}
-
-
-def _binder(native, cai: bool = True):
-    """A Binder for the Recorder's kernel: out (float32, 1-D, written), a float scale, x
-    (float32, any ndim, read) and an int."""
-    rec = Recorder()
-    specs = [(F32, "<f4", 1, True), (True,), (F32, "<f4", -1, False), (False,)]
-    return rec, native.Binder(rec.launcher(native), DeviceArray, 0, specs, cai)
-
-
-def _da(ptr: int, shape: Any = (8,), dtype: Any = F32, device: int = 0, stream: int = 0):
-    return DeviceArray.wrap(ptr, shape, dtype, device=device, stream=stream)
-
-
-BIND_CASES = [  # (name, args, stream, launched: (pointers, scalars) or None)
-    ("device arrays", (_da(0x100), 2.5, _da(0x200, (3, 4)), 7), 0,
-     ((0x100, 0x200), (2.5, 7))),
-    ("CAI arrays", (Cai(0x100), 2.5, Cai(0x200, shape=(2, 2)), -7), 0,
-     ((0x100, 0x200), (2.5, -7))),
-    ("an int for the float", (_da(0x100), 3, _da(0x200), 7), 0, ((0x100, 0x200), (3.0, 7))),
-    ("produced on the launch stream", (_da(0x100, stream=77), 1.0, _da(0x200), 0), 77,
-     ((0x100, 0x200), (1.0, 0))),
-    ("CAI legacy stream", (Cai(0x100, stream=1), 1.0, Cai(0x200, stream=None), 0), 0,
-     ((0x100, 0x200), (1.0, 0))),
-    ("read-only input", (_da(0x100), 1.0, Cai(0x200, readonly=True), 0), 0,
-     ((0x100, 0x200), (1.0, 0))),
-    ("produced on another stream", (_da(0x100, stream=5), 1.0, _da(0x200), 0), 77, None),
-    ("another dtype", (_da(0x100, dtype=dt.float64), 1.0, _da(0x200), 0), 0, None),
-    ("another device", (_da(0x100, device=1), 1.0, _da(0x200), 0), 0, None),
-    ("another ndim", (_da(0x100, (2, 4)), 1.0, _da(0x200), 0), 0, None),
-    ("CAI typestr", (Cai(0x100, "<f8"), 1.0, _da(0x200), 0), 0, None),
-    ("CAI strides", (Cai(0x100, strides=(4,)), 1.0, _da(0x200), 0), 0, None),
-    ("CAI mask", (Cai(0x100, mask=object()), 1.0, _da(0x200), 0), 0, None),
-    ("CAI producer stream", (Cai(0x100, stream=5), 1.0, _da(0x200), 0), 0, None),
-    ("CAI read-only output", (Cai(0x100, readonly=True), 1.0, _da(0x200), 0), 0, None),
-    ("CAI ndim", (Cai(0x100, shape=(2, 4)), 1.0, _da(0x200), 0), 0, None),
-    ("a NumPy array", (np.zeros(8, np.float32), 1.0, _da(0x200), 0), 0, None),
-    ("a NumPy scalar", (_da(0x100), np.float32(1.0), _da(0x200), 0), 0, None),
-    ("a bool for the int", (_da(0x100), 1.0, _da(0x200), True), 0, None),
-    ("an int out of range", (_da(0x100), 1.0, _da(0x200), 2**31), 0, None),
-    ("a float for the int", (_da(0x100), 1.0, _da(0x200), 1.5), 0, None),
-    ("a float beyond float32", (_da(0x100), 1e39, _da(0x200), 0), 0, None),
-    ("an array for a scalar", (_da(0x100), _da(0x300), _da(0x200), 0), 0, None),
-    ("too few arguments", (_da(0x100), 1.0, _da(0x200)), 0, None),
-]
-
-
 @pytest.mark.parametrize("case", BIND_CASES, ids=[c[0] for c in BIND_CASES])
 def test_binder_decisions(native, case):
     """The binder launches exactly the argument kinds CudaExecutable.launch's fast paths
     take and leaves everything else (with nothing launched) to the Python path."""
     _, args, stream, launched = case
-    rec, binder = _binder(native)
+    rec, binder = make_binder(native)
     assert binder((3, 1, 1), (64, 1, 1), 16, stream, args) is (launched is not None)
     if launched is None:
         assert rec.calls == []
@@ -545,9 +419,9 @@ def test_binder_decisions(native, case):
 
 
 def test_binder_without_cai_takes_only_device_arrays(native):
-    rec, binder = _binder(native, cai=False)
-    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (Cai(0x100), 1.0, _da(0x200), 0)) is False
-    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (_da(0x100), 1.0, _da(0x200), 0)) is True
+    rec, binder = make_binder(native, cai=False)
+    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (Cai(0x100), 1.0, device_array(0x200), 0)) is False
+    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (device_array(0x100), 1.0, device_array(0x200), 0)) is True
     assert len(rec.calls) == 1
 
 
@@ -573,10 +447,10 @@ def test_binder_with_the_kinds_table_reads_only_plain_producers(native, monkeypa
     specs = [(F32, "<f4", 1, True), (True,), (F32, "<f4", -1, False), (False,)]
     binder = native.Binder(rec.launcher(native), DeviceArray, 0, specs, _probe.KINDS)
     for kind in (Followed, Unseen):
-        assert binder((1, 1, 1), (1, 1, 1), 0, 0, (kind(0x100), 1.0, _da(0x200), 0)) is False
-        assert binder((1, 1, 1), (1, 1, 1), 0, 0, (_da(0x100), 1.0, kind(0x200), 0)) is False
+        assert binder((1, 1, 1), (1, 1, 1), 0, 0, (kind(0x100), 1.0, device_array(0x200), 0)) is False
+        assert binder((1, 1, 1), (1, 1, 1), 0, 0, (device_array(0x100), 1.0, kind(0x200), 0)) is False
     assert rec.calls == [] and Unseen not in _probe.KINDS
-    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (Plain(0x100), 1.0, _da(0x200), 0)) is True
+    assert binder((1, 1, 1), (1, 1, 1), 0, 0, (Plain(0x100), 1.0, device_array(0x200), 0)) is True
     assert [c["pointers"] for c in rec.calls] == [(0x100, 0x200)]
 
 
@@ -647,7 +521,7 @@ def _allocating(native, pool: Pool):
     rec = Recorder()
     hot = _guarded_class(native)()
     hot._hot_guard = rec.launch(native).guard(
-        Arr, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, _to_handle)
+        Arr, [(SHAPE_IN, U8, 0), (SHAPE_OUT, F32, 0)], [1, 0], 15, to_handle)
     hot._hot_out = pool.maker(native)
     return rec, hot
 
@@ -824,24 +698,6 @@ def test_device_array_gets_the_native_finalizer_only_with_a_driver(native, monke
 
 # -- the guard with CAI arrays (session 8): native and Python, one behaviour ---------------
 
-class CaiArray:
-    """A plain ``__cuda_array_interface__`` producer (CuPy's kind), its dict built per read
-    as CuPy builds it."""
-
-    def __init__(self, ptr: int, shape: Any, typestr: str = "|u1", stream: Any = 1,
-                 strides: Any = None, readonly: bool = False, mask: Any = None) -> None:
-        self.ptr, self.shape, self.typestr, self.stream = ptr, shape, typestr, stream
-        self.strides, self.readonly, self.mask = strides, readonly, mask
-
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]:
-        d = {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, self.readonly),
-             "version": 3, "strides": self.strides, "stream": self.stream}
-        if self.mask is not None:
-            d["mask"] = self.mask
-        return d
-
-
 class Unlisted(CaiArray):
     """The same interface, of a type the probe's table does not list as a plain producer."""
 
@@ -857,10 +713,10 @@ def kinds(monkeypatch):
 
 def _cai_guards(native, kinds, specs, in_place=False):
     rec = Recorder()
-    native_guard = rec.launch(native).guard(DeviceArray, specs, [1, 0], 15, _to_handle,
+    native_guard = rec.launch(native).guard(DeviceArray, specs, [1, 0], 15, to_handle,
                                             kinds, in_place)
     py = PyLaunch()
-    py_guard = ArrayGuard(py, DeviceArray, specs, [1, 0], 15, _to_handle,  # type: ignore
+    py_guard = ArrayGuard(py, DeviceArray, specs, [1, 0], 15, to_handle,  # type: ignore
                           kinds, in_place)
     return [(native_guard, lambda: [(c["pointers"], c["stream"]) for c in rec.calls]),
             (py_guard, lambda: py.calls)]
@@ -874,9 +730,9 @@ CAI_SPECS = [(SHAPE_IN, U8, 0, "|u1", False), (SHAPE_OUT, F32, 0, "<f4", True)]
 OUT_CAI = CaiArray(0x20000, SHAPE_OUT, "<f4")
 CAI_CASES = [  # (name, x, out, stream, launched with (pointers, stream) or None)
     ("CAI in and out", CaiArray(0x10000, SHAPE_IN), OUT_CAI, None, ((0x20000, 0x10000), 0)),
-    ("CAI in, DeviceArray out", CaiArray(0x10000, SHAPE_IN), _arr(0x20000, SHAPE_OUT, F32), 77,
+    ("CAI in, DeviceArray out", CaiArray(0x10000, SHAPE_IN), guard_array(0x20000, SHAPE_OUT, F32), 77,
      ((0x20000, 0x10000), 77)),
-    ("DeviceArray in, CAI out", _arr(0x10000), OUT_CAI, None, ((0x20000, 0x10000), 0)),
+    ("DeviceArray in, CAI out", guard_array(0x10000), OUT_CAI, None, ((0x20000, 0x10000), 0)),
     ("per-thread default stream", CaiArray(0x10000, SHAPE_IN, stream=2), OUT_CAI, None,
      ((0x20000, 0x10000), 0)),
     ("no stream key", CaiArray(0x10000, SHAPE_IN, stream=None), OUT_CAI, None,
@@ -927,9 +783,9 @@ def test_cai_guard_checks_its_configuration(native, kinds):
     launch = Recorder().launch(native)
     with pytest.raises(TypeError, match="typestr must be a str or None"):
         launch.guard(DeviceArray, [(SHAPE_IN, U8, 0, 7, False), (SHAPE_OUT, F32, 0)],
-                     [1, 0], 15, _to_handle, kinds, False)
+                     [1, 0], 15, to_handle, kinds, False)
     with pytest.raises(TypeError, match="kinds must be a dict"):
-        launch.guard(DeviceArray, CAI_SPECS, [1, 0], 15, _to_handle, [], False)
+        launch.guard(DeviceArray, CAI_SPECS, [1, 0], 15, to_handle, [], False)
 
 
 @pytest.mark.parametrize("which", ["native", "python"])
@@ -941,7 +797,7 @@ def test_cai_guard_in_place_rule(native, kinds, which, in_place):
     x = CaiArray(0x10000, SHAPE_OUT, "<f4")
     assert guard(x, CaiArray(0x10000, SHAPE_OUT, "<f4"), None) is in_place
     assert guard(x, CaiArray(0x10000 + 16, SHAPE_OUT, "<f4"), None) is False
-    assert guard(x, _arr(0x10000, SHAPE_OUT, F32), None) is in_place  # a DeviceArray too
+    assert guard(x, guard_array(0x10000, SHAPE_OUT, F32), None) is in_place  # a DeviceArray too
     assert len(calls()) == 2 * in_place
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import thork as tk
 from helpers import run_threads
-from test_launch_hot_call import scale_add
-from test_native_launch import BIND_CASES, Cai, Stream, _binder, _da
+from helpers.kernels import scale_add
+from helpers.launch_recorder import BIND_CASES, Cai, Stream, device_array, make_binder
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX C compiler")
 
@@ -33,7 +33,7 @@ def native():
     return mod
 
 
-def _to_handle(stream: Any) -> int:
+def to_handle(stream: Any) -> int:
     from thork_core._cuda import stream_handle
 
     return stream_handle(stream)
@@ -54,16 +54,16 @@ def _launch_class(native):
 
 
 def _armed(native, cai: bool = True):
-    rec, binder = _binder(native, cai)
+    rec, binder = make_binder(native, cai)
     hot = _launch_class(native)()
-    hot._arm(binder, GRID, BLOCK, SHARED, _to_handle)
+    hot._arm(binder, GRID, BLOCK, SHARED, to_handle)
     return rec, hot
 
 
 def test_an_unarmed_launch_runs_the_python_path(native):
     hot = _launch_class(native)()
     assert hot._hot_binder is None
-    args = (_da(0x100), 2.5, _da(0x200), 7)
+    args = (device_array(0x100), 2.5, device_array(0x200), 7)
     assert hot(*args) == "python path"
     assert hot(*args, stream=5) == "python path"
     assert hot.missed == [(args, {}), (args, {"stream": 5})]
@@ -100,7 +100,7 @@ STREAM_CASES = [  # (name, stream, launched on)
 def test_armed_call_streams(native, case):
     _, stream, on = case
     rec, hot = _armed(native)
-    args = (_da(0x100), 1.0, _da(0x200), 3)
+    args = (device_array(0x100), 1.0, device_array(0x200), 3)
     assert hot(*args, stream=stream) is None and hot.missed == []
     assert rec.calls[0]["stream"] == on
 
@@ -119,7 +119,7 @@ MISS_CALLS = [  # (name, kwargs): each must go to the Python path untouched
 def test_keywords_the_c_call_does_not_take_reach_python(native, case):
     _, kwargs = case
     rec, hot = _armed(native)
-    args = (_da(0x100), 1.0, _da(0x200), 3)
+    args = (device_array(0x100), 1.0, device_array(0x200), 3)
     assert hot(*args, **kwargs) == "python path"
     assert rec.calls == [] and hot.missed == [(args, kwargs)]
 
@@ -130,24 +130,24 @@ def test_a_stream_object_that_fails_raises_the_python_paths_error(native):
     from thork_core import ArgumentError
 
     with pytest.raises((ArgumentError, TypeError)):
-        hot(_da(0x100), 1.0, _da(0x200), 3, stream=object())
+        hot(device_array(0x100), 1.0, device_array(0x200), 3, stream=object())
     assert rec.calls == [] and hot.missed == []
 
 
 def test_without_cai_only_device_arrays_are_taken(native):
     rec, hot = _armed(native, cai=False)
-    args = (Cai(0x100), 1.0, _da(0x200), 0)
+    args = (Cai(0x100), 1.0, device_array(0x200), 0)
     assert hot(*args) == "python path" and rec.calls == []
-    assert hot(_da(0x100), 1.0, _da(0x200), 0) is None and len(rec.calls) == 1
+    assert hot(device_array(0x100), 1.0, device_array(0x200), 0) is None and len(rec.calls) == 1
 
 
 def test_disarming_and_rearming(native):
     rec, hot = _armed(native)
-    args = (_da(0x100), 1.0, _da(0x200), 3)
+    args = (device_array(0x100), 1.0, device_array(0x200), 3)
     hot._arm(None, GRID, BLOCK, 0, None)
     assert hot._hot_binder is None
     assert hot(*args) == "python path" and rec.calls == []
-    _, binder = _binder(native)
+    _, binder = make_binder(native)
     rec2 = binder  # keep the binder's recorder alive through the binder
     hot._arm(rec2, (1, 1, 1), (32, 1, 1), 0, None)
     assert hot._hot_binder is rec2
@@ -157,7 +157,7 @@ def test_disarming_and_rearming(native):
 
 
 def test_arm_checks_its_arguments(native):
-    _, binder = _binder(native)
+    _, binder = make_binder(native)
     hot = _launch_class(native)()
     with pytest.raises(TypeError, match="binder must be a Binder"):
         hot._arm("binder", GRID, BLOCK, 0, None)
@@ -182,7 +182,7 @@ def test_many_threads_share_one_armed_launch(native):
     def work(t: int) -> None:
         for i in range(200):
             a, b = 0x1000 * (t + 1) + 16 * i, 0x100000 * (t + 1) + 16 * i
-            assert hot(_da(a), float(i), _da(b), t) is None
+            assert hot(device_array(a), float(i), device_array(b), t) is None
 
     run_threads(work, 8)
     assert hot.missed == []

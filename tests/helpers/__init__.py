@@ -2,7 +2,9 @@
 outputs, and the record of every kernel the suite launched.
 
 Tests import these as ``from helpers import poisoned, random_array`` (``tests/`` is on
-``sys.path`` through the root conftest); fixtures stay in ``tests/conftest.py``.
+``sys.path`` through the root conftest), and the topic modules beside this file as
+``from helpers.<noun> import ...``; fixtures stay in the conftest.py of their folder. Test
+modules never import each other (``plugins/test_suite_layout.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Core layering: no import cycles among core's private modules (imports at module level,
-the ones that run when a module loads), the cache knows nothing of renderers, and one
+"""Layering: no import cycles among the private modules of core, thork and fkl (imports
+at module level, the ones that run when a module loads), and none dodged by an import
+inside a function without a listed reason; the cache knows nothing of renderers, and one
 build path serves both front-ends."""
 
 from __future__ import annotations
@@ -160,19 +161,35 @@ def test_clearing_the_cache_forgets_the_memo(tmp_path, monkeypatch):
     assert not (tmp_path / _memo.FILE).exists()
 
 
+#: Packages whose private modules are held to the layering rules below.
+PACKAGES = {
+    "thork_core": CORE,
+    "thork": ROOT / "packages" / "thork-trace" / "src" / "thork",
+    "fkl": ROOT / "packages" / "fkl-compose" / "src" / "fkl",
+}
+
 #: Imports inside functions that would close a load-time cycle, each for a reason of its
-#: own (the rest of core has none: a shared helper moves down a layer instead).
+#: own (the rest has none: a shared helper moves down a layer, or the module above hands
+#: what it owns to the one below, as ``fkl._pipe.copy_pipe`` to ``fkl._arrays.stack``).
 #: ``_cuda`` -> ``_gpu``: the first context warms the GPU target up (the launch path's
 #: imports, done early); ``_device_array`` -> ``_pitched_array``: ``DeviceArray(...,
 #: pitch=)`` makes its subclass.
-KNOWN_DEFERRED = {("_cuda", "_gpu"), ("_device_array", "_pitched_array")}
+KNOWN_DEFERRED = {
+    "thork_core": {("_cuda", "_gpu"), ("_device_array", "_pitched_array")},
+    "thork": set(),
+    "fkl": set(),
+}
 
 
-def _deferred_cycle_imports() -> set[tuple[str, str]]:
-    """(a, b) where a function of core module ``a`` imports ``b`` and ``b`` imports ``a``
-    at load time (directly or through other modules): an import moved into a function to
-    dodge a cycle."""
-    mods = {p.stem: p for p in CORE.glob("_*.py") if p.stem != "__init__"}
+def _private_modules(folder: pathlib.Path) -> dict[str, pathlib.Path]:
+    return {p.stem: p for p in folder.glob("_*.py") if p.stem not in ("__init__", "__main__")}
+
+
+def _deferred_cycle_imports(folder: pathlib.Path = CORE) -> set[tuple[str, str]]:
+    """(a, b) where a function of private module ``a`` of the package in ``folder``
+    imports ``b`` and ``b`` imports ``a`` at load time (directly or through other
+    modules): an import moved into a function to dodge a cycle."""
+    mods = _private_modules(folder)
     top = {m: _runtime_imports(p) & set(mods) for m, p in mods.items()}
     found = set()
     for a, path in mods.items():
@@ -187,5 +204,20 @@ def _deferred_cycle_imports() -> set[tuple[str, str]]:
     return found
 
 
-def test_no_function_level_imports_dodge_cycles() -> None:
-    assert _deferred_cycle_imports() == KNOWN_DEFERRED
+def test_the_dodge_finder_finds_dodged_cycles(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "_low.py").write_text("def f():\n    from ._high import g\n")
+    (tmp_path / "_high.py").write_text("from ._low import f\n")
+    (tmp_path / "_other.py").write_text("def h():\n    from ._low import f\n")
+    assert _deferred_cycle_imports(tmp_path) == {("_low", "_high")}
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_no_function_level_imports_dodge_cycles(package: str) -> None:
+    assert _deferred_cycle_imports(PACKAGES[package]) == KNOWN_DEFERRED[package]
+
+
+@pytest.mark.parametrize("package", ["thork", "fkl"])
+def test_private_modules_import_without_cycles(package: str) -> None:
+    mods = _private_modules(PACKAGES[package])
+    graph = {m: _runtime_imports(p) & set(mods) for m, p in mods.items()}
+    assert not _cycles(graph), _cycles(graph)

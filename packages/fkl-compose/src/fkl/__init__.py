@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     )
     from ._geometry import (
         AspectRatio,
-        BorderMode,
         BorderReader,
         Crop,
         Deinterlace,
@@ -89,6 +88,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     )
     from ._pipe import Pipe, compose, reset_stats, stats
     from ._pitched import PitchedBuffer
+    from ._resampling import BorderMode
     from ._tensor import (
         DualRead,
         MidWrite,
@@ -124,7 +124,7 @@ _EXPORTS = {
     "AddLast": "._ops",
     "And": "._ops",
     "AspectRatio": "._geometry",
-    "BorderMode": "._geometry",
+    "BorderMode": "._resampling",
     "BorderReader": "._geometry",
     "COLOR_CODES": "._color",
     "CircularTensor": "._circular",

@@ -13,6 +13,7 @@ re-read per call.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from thork_core import ArgumentError, ArrayView, DType
@@ -62,10 +63,12 @@ def view(x: Any, what: str, stream: int | None = None, pitched: bool = False) ->
     return v
 
 
-def stack(items: Any, what: str, handle: int) -> Any:
+def stack(items: Any, what: str, handle: int, copy_pipe: Callable[[], Any]) -> Any:
     """A list of same-size images as one ``(N, ...)`` batch: ``numpy.stack`` for host
     arrays; for device arrays a new DeviceArray on their device, filled by one copy
-    kernel per image queued on stream ``handle`` (a batched array avoids that copy)."""
+    kernel per image queued on stream ``handle`` (a batched array avoids that copy).
+    ``copy_pipe()`` makes the pipe that copies one image (:func:`fkl._pipe.copy_pipe`:
+    the caller passes it, this module sits below the pipes)."""
     items = list(items)
     if not items:
         raise ArgumentError(f"fkl pipe {what}: an empty list of images")
@@ -85,12 +88,9 @@ def stack(items: Any, what: str, handle: int) -> Any:
         return np.stack([v.host if v.host is not None else a for v, a in zip(views, items)])
     from thork_core.runtime import DeviceArray
 
-    from ._pipe import compose
-    from ._tensor import TensorRead, TensorWrite
-
     batch = DeviceArray((len(items), *first.shape), first.dtype, device=first.device_id,
                         stream=handle)
-    copy = compose(TensorRead(), TensorWrite(), target="gpu")
+    copy = copy_pipe()
     for k, a in enumerate(items):
         dst = DeviceArray.wrap(batch.ptr + k * first.nbytes, first.shape, first.dtype,
                                device=first.device_id, stream=handle, owner=batch)

@@ -112,6 +112,12 @@ class CallPath:
     _n_inputs: int
     _in_place: bool
 
+    def _copy_pipe(self) -> Any:
+        """The pipe that copies one image into a batch (a list of device images stacked
+        by :func:`fkl._arrays.stack`): :class:`fkl.Pipe` gives it (it sits above this
+        module)."""
+        raise NotImplementedError
+
     def _init_calls(self) -> None:
         cls = type(self)
         if cls not in _C_OUT:
@@ -264,13 +270,13 @@ class CallPath:
                         optr = dl[0]
                         keep.append(dl[4])
                 else:
-                    got = out_info(out)
-                    if got is not None and got[1] in hot.out_keys:
-                        optr = got[0]
-                        if got[4] is not None:  # the probe read its current stream
-                            out_followed = [(out, got[4], got[2])]
-                        elif got[2] and got[2] != handle:
-                            wait(got[2], handle, got[3])  # a CAI producer's own stream
+                    info = out_info(out)
+                    if info is not None and info[1] in hot.out_keys:
+                        optr = info[0]
+                        if info[4] is not None:  # the probe read its current stream
+                            out_followed = [(out, info[4], info[2])]
+                        elif info[2] and info[2] != handle:
+                            wait(info[2], handle, info[3])  # a CAI producer's own stream
             if optr is not None:
                 outs = [out]
                 ptrs.append(optr)
@@ -322,7 +328,8 @@ class CallPath:
         read = self.chain.read
         if any(isinstance(x, (list, tuple)) for x in inputs):  # a batch given as a list
             handle = stream_handle(stream) if stream is not None else 0
-            inputs = tuple(stack(x, f"input {i}", handle) if isinstance(x, (list, tuple))
+            inputs = tuple(stack(x, f"input {i}", handle, self._copy_pipe)
+                           if isinstance(x, (list, tuple))
                            else x for i, x in enumerate(inputs))
         handle = stream_handle(stream) if stream is not None else 0
         # The launch stream goes to the adapters: a DLPack producer orders it after its

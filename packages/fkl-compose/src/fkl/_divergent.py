@@ -38,7 +38,7 @@ from ._lowering import (
     kernel_name,
     write_dtypes,
 )
-from ._pipe import Pipe, _check_chain
+from ._pipe import Pipe, _check_chain, copy_pipe
 from ._pixel import Geom, PixType, Stage
 from ._plan import Plan, _tables, add_spans, check_out, extent_bytes, fill_args
 from ._tensor import Layout, WriteOp
@@ -143,7 +143,7 @@ class Divergent:
             if done is not None:
                 return done
         if isinstance(x, (list, tuple)):
-            x = stack(x, "input", handle)
+            x = stack(x, "input", handle, copy_pipe)
         v = view(x, "input")
         # The input's device runs the call (its kernel and tables live there); an out= on
         # another device is a DeviceError naming it.

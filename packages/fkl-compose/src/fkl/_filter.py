@@ -19,9 +19,10 @@ from thork.tracing import math as tkm
 from thork_core import ArgumentError, DType, dt
 from thork_core.ir import int_range
 
-from ._geometry import BorderMode, ReadBack, border_index
+from ._geometry import ReadBack
 from ._ops import saturate_value
 from ._pixel import Geom, Pixel, PixType, Stage, per_channel
+from ._resampling import BorderMode, border_index
 
 __all__ = ["LinearFilter", "BoxFilter", "GaussianBlur", "Sobel", "Erode", "Dilate",
            "MedianBlur", "MAX_KSIZE", "gaussian_kernel", "gaussian_kernel_q8"]

@@ -19,11 +19,13 @@ from ._batch import PerItem, plane
 from ._ops import Op, saturate_value
 from ._pixel import Geom, Pixel, PixType, Stage, per_channel
 from ._resampling import (
+    BorderMode,
     Interpolation,
     _clamp,
     _f32,
     _i32,
     area_tables,
+    border_index,
     cv_area,
     cv_cubic,
     cv_linear,
@@ -34,7 +36,7 @@ from ._resampling import (
 )
 
 __all__ = ["Crop", "Resize", "Warping", "Interpolation", "BorderReader", "Deinterlace",
-           "AspectRatio", "BorderMode", "DeinterlaceMode", "letterbox"]
+           "AspectRatio", "DeinterlaceMode", "letterbox"]
 
 
 class ReadBack(Op):
@@ -477,38 +479,6 @@ class Resize(ReadBack):
             return vals
 
         return Stage(read, dw, dh, t)
-
-
-# -- Border modes ----------------------------------------------------------------------
-class BorderMode:
-    """Border modes: the ``np.pad`` mode each one equals is in the comment."""
-
-    CONSTANT = "CONSTANT"        # "constant"
-    REPLICATE = "REPLICATE"      # "edge"
-    REFLECT = "REFLECT"          # "symmetric"
-    REFLECT_101 = "REFLECT_101"  # "reflect"
-    WRAP = "WRAP"                # "wrap"
-    ALL = (CONSTANT, REPLICATE, REFLECT, REFLECT_101, WRAP)
-
-
-def _pos_mod(a: Value, n: Value) -> Value:
-    r = a % n
-    return where(r < 0, r + n, r)
-
-
-def border_index(i: Value, n: Value, mode: str) -> Value:
-    """Map any integer coordinate ``i`` into ``[0, n)`` for ``mode`` (any overshoot)."""
-    if mode == BorderMode.REPLICATE or mode == BorderMode.CONSTANT:
-        return _clamp(i, 0, n - 1)
-    if mode == BorderMode.WRAP:
-        return _pos_mod(i, n)
-    if mode == BorderMode.REFLECT:
-        m = _pos_mod(i, n * 2)
-        return where(m >= n, n * 2 - 1 - m, m)
-    # REFLECT_101: period 2n - 2; a single row/column reflects onto itself.
-    period = tkm.max(n * 2 - 2, 1)
-    m = _pos_mod(i, period)
-    return tkm.min(where(m >= n, period - m, m), n - 1)
 
 
 # -- Warping ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from ._kernels import Kernels, reset_stats, stats
 from ._lowering import Chain, Lowered
 from ._ops import Op
 from ._pixel import PixType
-from ._tensor import ReadOp, ReadSet, WriteOp
+from ._tensor import ReadOp, ReadSet, TensorRead, TensorWrite, WriteOp
 from ._variant import Variants
 
 __all__ = ["compose", "Pipe", "stats", "reset_stats"]
@@ -178,6 +178,9 @@ class Pipe(CallPath):
                 todo.append("scalar")
         return keys
 
+    def _copy_pipe(self) -> Pipe:
+        return copy_pipe()
+
     def compile_info(self, t: PixType | None = None) -> CompileInfo | None:
         """How the kernel for ``t`` (default: the most recent) was built."""
         return self.kernels.compile_info(t)
@@ -211,6 +214,12 @@ class Pipe(CallPath):
 
         return PixType(as_dtype(dtype or "float32", "dtype"), channels,
                        sources=self.chain.read.inputs)
+
+
+def copy_pipe() -> Pipe:
+    """A GPU pipe copying one image (TensorRead, TensorWrite): what a list of device images
+    given as one input is stacked into a batch with (:func:`fkl._arrays.stack`)."""
+    return compose(TensorRead(), TensorWrite(), target="gpu")
 
 
 def _check_chain(ops: tuple[Any, ...], target: str | None, thread_fusion: bool) -> None:

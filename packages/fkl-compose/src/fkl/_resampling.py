@@ -22,8 +22,9 @@ from thork_core import DType, dt
 from ._ops import saturate_value
 from ._pixel import Pixel, Stage
 
-__all__ = ["Interpolation", "cv_resize_scale", "cv_nearest", "cv_nearest_exact", "cv_linear",
-           "cv_cubic", "cv_area", "area_tables", "cv_warp_sample"]
+__all__ = ["Interpolation", "BorderMode", "border_index", "cv_resize_scale", "cv_nearest",
+           "cv_nearest_exact", "cv_linear", "cv_cubic", "cv_area", "area_tables",
+           "cv_warp_sample"]
 
 
 class Interpolation:
@@ -59,6 +60,38 @@ def _i32(v: Any) -> Value:
 
 def _clamp(v: Value, lo: Any, hi: Any) -> Value:
     return tkm.min(tkm.max(v, lo), hi)
+
+
+# -- Border modes (Warping's, BorderReader's and the filters' reads outside the image)
+class BorderMode:
+    """Border modes: the ``np.pad`` mode each one equals is in the comment."""
+
+    CONSTANT = "CONSTANT"        # "constant"
+    REPLICATE = "REPLICATE"      # "edge"
+    REFLECT = "REFLECT"          # "symmetric"
+    REFLECT_101 = "REFLECT_101"  # "reflect"
+    WRAP = "WRAP"                # "wrap"
+    ALL = (CONSTANT, REPLICATE, REFLECT, REFLECT_101, WRAP)
+
+
+def _pos_mod(a: Value, n: Value) -> Value:
+    r = a % n
+    return where(r < 0, r + n, r)
+
+
+def border_index(i: Value, n: Value, mode: str) -> Value:
+    """Map any integer coordinate ``i`` into ``[0, n)`` for ``mode`` (any overshoot)."""
+    if mode == BorderMode.REPLICATE or mode == BorderMode.CONSTANT:
+        return _clamp(i, 0, n - 1)
+    if mode == BorderMode.WRAP:
+        return _pos_mod(i, n)
+    if mode == BorderMode.REFLECT:
+        m = _pos_mod(i, n * 2)
+        return where(m >= n, n * 2 - 1 - m, m)
+    # REFLECT_101: period 2n - 2; a single row/column reflects onto itself.
+    period = tkm.max(n * 2 - 2, 1)
+    m = _pos_mod(i, period)
+    return tkm.min(where(m >= n, period - m, m), n - 1)
 
 
 def cv_resize_scale(sw: Any, dw: Any) -> Value:
@@ -272,8 +305,6 @@ def cv_warp_sample(src: Stage, sx: Value, sy: Value, z: Value, nearest: bool,
     ``floor`` with weights ``1 - a, a`` (``a`` the float32 fraction), rows first, in
     float32, rounded half to even and saturated for integer pixels. A tap outside the
     image reads through ``border`` (``CONSTANT``: the value ``cval``)."""
-    from ._geometry import BorderMode, border_index
-
     to = src.type.dtype
     ch = src.type.channels
     w, h = src.w, src.h

@@ -22,6 +22,7 @@ from ._errors import ArchError, CompileError
 from ._ir import KernelIR
 from ._plugins import plugins
 from ._record import Record
+from ._selection import compiler_candidates, target_candidates
 from ._target import Executable, Target
 
 __all__ = ["CompileInfo", "build", "build_kernel", "build_stats", "choose", "compile_artifact",
@@ -871,9 +872,9 @@ def _first_choice(target: str | None, compiler: str | None, tgt: Target, comp: C
                   ) -> list[Any] | None:
     """The record's reference to ``tgt`` (entry point, position, name) when the selection
     rules took the first candidate for both the target and the compiler (no fallback
-    past an unavailable one); None otherwise."""
-    from ._selection import rank
-
+    past an unavailable one); None otherwise. The candidates and their order are
+    ``_selection``'s, the ones :func:`~thork_core._selection.pick_target` and
+    :func:`~thork_core._selection.pick_compiler` walked."""
     reg = plugins()
     with reg._lock:
         targets = reg._items("targets")
@@ -882,15 +883,11 @@ def _first_choice(target: str | None, compiler: str | None, tgt: Target, comp: C
     if len(mine) != 1 or not mine[0].plugin.direct:
         return None
     item = mine[0]
-    if not (target or os.environ.get("THORK_TARGET")) and rank(targets)[0] is not item:
+    named, order = target_candidates(targets, target)
+    if named is None and order[0] is not item:
         return None
-    env = os.environ.get("THORK_COMPILER")
-    if not compiler and not (env and any(c.name == env for c in compilers)):
-        fitting = [c for c in compilers if c.language == tgt.language
-                   and set(c.kinds) & set(tgt.consumes)]
-        preferred = getattr(tgt, "preferred_compiler", None)
-        first = [c for c in fitting if preferred and c.name == preferred] or rank(fitting)
-        if not first or first[0].obj is not comp:
-            return None
+    named, _, candidates = compiler_candidates(compilers, compiler, tgt)
+    if named is None and (not candidates or candidates[0].obj is not comp):
+        return None
     pos = [i for i in item.plugin.items.get("targets", ())].index(item)
     return [item.plugin.value, pos, item.name]

@@ -545,7 +545,7 @@ class CallFunc(Expr):
     name: str
     args: tuple[Expr, ...]
 
-    def __init__(self, type: Type, name: str, args: tuple[Expr, ...]) -> None:
+    def __init__(self, type: Type | None, name: str, args: tuple[Expr, ...]) -> None:
         _set(self, "type", type)
         _set(self, "name", name)
         _set(self, "args", args)

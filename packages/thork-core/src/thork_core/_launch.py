@@ -373,10 +373,14 @@ class PreparedLaunch:
                              f"{len(specs)} arrays for each of the {self.pointer_count} "
                              f"pointer parameters, got {list(order)}")
         if to_handle is None:
-            from ._cuda import stream_handle as to_handle
-        kinds = None
+            from ._cuda import stream_handle
+
+            to_handle = stream_handle
+        kinds: dict[type, Any] | None = None
         if cai:
-            from ._probe import KINDS as kinds
+            from ._probe import KINDS
+
+            kinds = KINDS
         if self.native and self.pointer_count <= 32:  # (the C guard's limit)
             extra = (kinds, in_place) if kinds is not None else ()
             if kinds is not None:  # CuPy and torch arrays read in C (session 11)
@@ -400,7 +404,7 @@ class ArrayGuard:
     __slots__ = ("launch", "array_type", "specs", "order", "mask", "to_handle", "device",
                  "kinds", "in_place", "nbytes")
 
-    def __init__(self, launch: Any, array_type: type, specs: list[Any],
+    def __init__(self, launch: Any, array_type: type[Any], specs: list[Any],
                  order: list[int], mask: int, to_handle: Callable[[Any], int],
                  kinds: dict[type, Any] | None = None, in_place: bool = False) -> None:
         self.launch = launch

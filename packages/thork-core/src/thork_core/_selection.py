@@ -21,6 +21,11 @@ Compilers, for the chosen target, first match wins:
 ``THORK_PLUGIN_DEFAULTS=name,...`` (entry-point names). A third-party target or compiler
 therefore never silently displaces the built-in default, whatever priority it declares: it
 runs when named, when opted in, or when nothing trusted is available.
+
+The order lives in :func:`target_candidates` and :func:`compiler_candidates` (which name
+applies, else the entries in the order they are tried); :func:`pick_target` and
+:func:`pick_compiler` walk it asking each entry's availability, and the build's selection
+record (``_build``) reads it to see whether a choice was the first candidate.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ if TYPE_CHECKING:
     from ._compiler import Compiler
     from ._target import Target
 
-__all__ = ["FIRST_PARTY", "OPT_IN_VARIABLE", "opted_in", "pick_compiler", "pick_target", "rank"]
+__all__ = ["FIRST_PARTY", "OPT_IN_VARIABLE", "compiler_candidates", "opted_in", "pick_compiler",
+           "pick_target", "rank", "target_candidates"]
 
 #: Distributions whose plugins rank by priority without an opt-in.
 FIRST_PARTY = frozenset({
@@ -76,9 +82,42 @@ def rank(items: Sequence[Any]) -> list[Any]:
     return sorted(items, key=lambda i: (untrusted(i), -i.priority))
 
 
+def target_candidates(items: Sequence[Any], name: str | None
+                      ) -> tuple[str | None, list[Any]]:
+    """The target rules' candidates, availability aside: ``(name, [])`` where rule 1 or 2
+    names one (the caller's ``name``, else ``THORK_TARGET``), else ``(None, entries)``:
+    every entry in the order rule 3 tries them."""
+    name = name or os.environ.get("THORK_TARGET") or None
+    return (name, []) if name is not None else (None, rank(items))
+
+
+def compiler_candidates(items: Sequence[Any], name: str | None, target: Target
+                        ) -> tuple[str | None, list[Any], list[Any]]:
+    """The compiler rules' candidates for ``target``, availability aside:
+    ``(name, fitting, order)``. ``fitting``: the entries that make what ``target`` consumes
+    from its language. ``name``: the compiler rule 1 or 2 names (the caller's ``name``;
+    else ``THORK_COMPILER`` where it names a fitting compiler, or one not installed at all,
+    which is an error to report), with ``order`` empty; else None, and ``order`` the
+    fitting entries in the order rules 3 and 4 try them (the target's preferred compiler,
+    then the rest by :func:`rank`)."""
+    fitting = [c for c in items
+               if c.language == target.language and set(c.kinds) & set(target.consumes)]
+    if name is None:
+        env = os.environ.get("THORK_COMPILER") or None
+        if env is not None and (any(c.name == env for c in fitting)
+                                or not any(c.name == env for c in items)):
+            name = env
+    if name is not None:
+        return name, fitting, []
+    preferred = getattr(target, "preferred_compiler", None)
+    first = [c for c in fitting if preferred and c.name == preferred]
+    rest = [c for c in rank(fitting) if all(c is not f for f in first)]
+    return None, fitting, first + rest
+
+
 def pick_target(items: Sequence[Any], name: str | None, obj: Callable[[Any], Any]) -> Target:
     """The target by the rules above; ``obj`` turns a registry entry into its object."""
-    name = name or os.environ.get("THORK_TARGET") or None
+    name, order = target_candidates(items, name)
     if name is not None:
         for item in items:
             if item.name == name:
@@ -91,7 +130,7 @@ def pick_target(items: Sequence[Any], name: str | None, obj: Callable[[Any], Any
         hint = " (install thork-target-cpu)" if name == "cpu" else ""
         raise NoTargetError(f"no target named {name!r} is installed{hint}; installed: {known}")
     reasons: list[str] = []
-    for item in rank(items):
+    for item in order:
         t = obj(item)
         ok, why = t.available()
         if ok:
@@ -109,24 +148,12 @@ def pick_target(items: Sequence[Any], name: str | None, obj: Callable[[Any], Any
 def pick_compiler(items: Sequence[Any], name: str | None, target: Target,
                   obj: Callable[[Any], Any]) -> Compiler:
     """The compiler for ``target`` by the rules above (``items``: every compiler entry)."""
-    fitting = [c for c in items
-               if c.language == target.language and set(c.kinds) & set(target.consumes)]
-    if name is None:
-        env = os.environ.get("THORK_COMPILER") or None
-        if env is not None and (any(c.name == env for c in fitting)
-                                or not any(c.name == env for c in items)):
-            name = env
+    name, fitting, order = compiler_candidates(items, name, target)
     if name is not None:
         return _named(items, fitting, name, target, obj)
-    preferred = getattr(target, "preferred_compiler", None)
-    for c in fitting:
-        if preferred and c.name == preferred:
-            comp: Compiler = obj(c)
-            if comp.available()[0]:
-                return comp
     reasons: list[str] = []
-    for c in rank(fitting):
-        comp = obj(c)
+    for c in order:
+        comp: Compiler = obj(c)
         ok, why = comp.available()
         if ok:
             return comp

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from thork_core import Loc, PointerType, TraceError
+from thork_core import DType, Loc, PointerType, TraceError
 from thork_core.ir import (
     CallFunc,
     Eval,
@@ -82,13 +82,13 @@ class DeviceFunction:
         function, kinds, rebuild = spec
         call_args = []
         for (_, a), kind, params in zip(items, kinds, _traced_params(function, kinds)):
-            param = params[0] if params else None
             if kind == "value":
-                call_args.append(_to(a, param.type))
+                call_args.append(_to(a, _scalar_type(params[0])))
             elif kind.startswith("aggregate"):
                 lanes, _ = flatten(a)
-                call_args += [_to(v, p.type) for v, p in zip(lanes, params)]
+                call_args += [_to(v, _scalar_type(p)) for v, p in zip(lanes, params)]
             elif kind == "memory":
+                param = params[0]
                 declare = getattr(a, "_declare", None)
                 if declare is not None:
                     declare()  # a module-level array: the kernel's module defines it
@@ -215,6 +215,15 @@ def _traced_params(function: Function, kinds: list[str]) -> list[list[Param]]:
         n = 0 if k == "const" else int(k.split(":")[1]) if k.startswith("aggregate") else 1
         out.append([next(it) for _ in range(n)])
     return out
+
+
+def _scalar_type(param: Param) -> DType:
+    """The type of a helper's value (or aggregate lane) parameter: the scalar dtype
+    :meth:`DeviceFunction._specialize` gave it."""
+    t = param.type
+    if not isinstance(t, DType):
+        raise TypeError(f"helper parameter {param.name} is not a scalar: {t}")
+    return t
 
 
 def _is_aggregate(a: Any) -> bool:

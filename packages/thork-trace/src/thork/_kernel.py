@@ -116,6 +116,9 @@ class Kernel:
         #: (name, spec, default) per Python parameter, and the launch positions of the
         #: compile-time constants; None until first needed.
         self._signature: list[tuple[str, Any, Any]] | None = None
+        #: The defining function's locals, for string annotations that name them (set by
+        #: :func:`jit` for a kernel made inside a function; empty otherwise).
+        self._definer_scope: dict[str, Any] = {}
         self._const_pos: tuple[int, ...] | None = None
         self._n_launch = 0
         #: Values of the compile-time constants this kernel is specialized for.

@@ -19,6 +19,7 @@ from thork_core.ir import (
     Cast,
     Const,
     Expr,
+    Field,
     Let,
     Load,
     Offset,
@@ -28,19 +29,30 @@ from thork_core.ir import (
     Stmt,
     Store,
     Var,
+    VecLoad,
+    VecStore,
+    VectorType,
     stmt_exprs,
     walk_exprs,
 )
+
+from ._hints import cache_op
 
 __all__ = [
     "TraceWarning", "warn", "Trace", "Value", "Memory", "Pointer", "Dim3", "current",
     "current_or_none", "where", "cast", "as_value", "View", "view",
 ]
 
-_PACKAGE_DIRS = tuple(
-    os.path.dirname(os.path.abspath(m.__file__))  # type: ignore[arg-type]
-    for m in (sys.modules[__name__.rsplit(".", 1)[0]], sys.modules["thork_core"])
-)
+
+def _package_dir(name: str) -> str:
+    """The folder of the imported package ``name`` (its modules' frames are Thork's)."""
+    file = sys.modules[name].__file__
+    if file is None:  # a namespace package: Thork's packages are regular ones
+        raise ImportError(f"{name} has no __init__ file")
+    return os.path.dirname(os.path.abspath(file))
+
+
+_PACKAGE_DIRS = tuple(_package_dir(n) for n in (__name__.rsplit(".", 1)[0], "thork_core"))
 
 
 # contextlib's frames sit between a ``with tk.if_(...)`` line and the tracer.
@@ -614,6 +626,16 @@ def where(cond: Any, if_true: Any, if_false: Any) -> Any:
     return Value(current().temp(Select(t, _to(c, dt.bool), _to(a, t), _to(b, t))))
 
 
+def _vector_width(array: Memory, n: Any, what: str) -> None:
+    """Check a vector access's element count ``n`` (2, 4 or 8; at most 16 bytes)."""
+    if not isinstance(n, int) or n not in (2, 4, 8):
+        raise TraceError(f"tk.{what}(): n must be 2, 4 or 8, got {n!r}")
+    nbytes = n * array.dtype.itemsize
+    if nbytes > 16:
+        raise TraceError(f"tk.{what}(): {n} x {array.dtype.name} is {nbytes} bytes; a vector "
+                         "access moves at most 16 bytes")
+
+
 class Memory:
     """Something indexable in device memory: a global array parameter or a shared array.
 
@@ -675,9 +697,7 @@ class Memory:
         """``self[i]`` with a PTX load cache operator ``cache`` (``"cs"``: streaming, for
         data read once; ``"cg"``: L2 only...; None: a plain load) and/or the L2 eviction
         priority ``evict`` of the line it allocates (``"first"``, ``"last"``, ``"normal"``,
-        ``"unchanged"``: sm_80+; see :func:`thork._vector.cache_op`). Global arrays only."""
-        from ._vector import cache_op
-
+        ``"unchanged"``: sm_80+; see :func:`thork._hints.cache_op`). Global arrays only."""
         op = cache_op(self, cache, False, f"'{self.label}'.load()", evict)
         idx = self.index_expr(i)
         self.mark_read()
@@ -688,8 +708,6 @@ class Memory:
         """``self[i] = value`` with a PTX store cache operator ``cache`` (``"cs"``:
         streaming, for data written once; None: a plain store) and/or an L2 eviction
         priority ``evict`` (as :meth:`load`'s). Global arrays only."""
-        from ._vector import cache_op
-
         op = cache_op(self, cache, True, f"'{self.label}'.store()", evict)
         idx = self.index_expr(i)
         v = as_value(value, self.dtype)
@@ -699,18 +717,32 @@ class Memory:
     def vload(self, i: Any, n: int, *, cache: str | None = None, evict: str | None = None
               ) -> tuple[Value, ...]:
         """Load elements ``i .. i+n-1`` in one aligned access (``i`` a multiple of ``n``);
-        ``cache`` and ``evict`` as :meth:`load`'s."""
-        from ._vector import load_vec
-
-        return load_vec(self, i, n, cache=cache, evict=evict)
+        ``cache`` and ``evict`` as :meth:`load`'s (see :mod:`thork._vector`)."""
+        _vector_width(self, n, "load_vec")
+        op = cache_op(self, cache, False, "tk.load_vec()", evict)
+        idx = self.index_expr(i)
+        if isinstance(idx, Const) and int(idx.value) % n:
+            raise TraceError(f"tk.load_vec(): index {idx.value} is not a multiple of {n}")
+        self.mark_read()
+        trace = current()
+        vec = trace.temp(VecLoad(VectorType(self.dtype, n), self.expr, idx, op), "vec")
+        return tuple(Value(trace.temp(Field(self.dtype, vec, k))) for k in range(n))
 
     def vstore(self, i: Any, values: Any, *, cache: str | None = None,
                evict: str | None = None) -> None:
         """Store ``values`` to elements ``i ..`` in one aligned access; ``cache`` and
-        ``evict`` as :meth:`store`'s."""
-        from ._vector import store_vec
-
-        store_vec(self, i, values, cache=cache, evict=evict)
+        ``evict`` as :meth:`store`'s (see :mod:`thork._vector`)."""
+        vals = tuple(values)
+        _vector_width(self, len(vals), "store_vec")
+        op = cache_op(self, cache, True, "tk.store_vec()", evict)
+        idx = self.index_expr(i)
+        if isinstance(idx, Const) and int(idx.value) % len(vals):
+            raise TraceError(
+                f"tk.store_vec(): index {idx.value} is not a multiple of {len(vals)}")
+        t = self.dtype
+        exprs = tuple(_to(as_value(v, t), t) for v in vals)
+        self.mark_written()
+        current().emit(VecStore(self.expr, idx, exprs, op))
 
     def __add__(self, offset: Any) -> Memory:
         """A view ``offset`` elements further: ``(a + k)[i]`` is ``a[k + i]``."""
@@ -814,6 +846,9 @@ class Dim3:
     ``.y``, ``.z``."""
 
     __slots__ = ("x", "y", "z")
+    x: Value
+    y: Value
+    z: Value
 
     def __init__(self, cuda_name: str, signed: bool = False) -> None:
         for axis in "xyz":
@@ -821,7 +856,7 @@ class Dim3:
             object.__setattr__(self, axis, Value(Cast(dt.int32, reg) if signed else reg))
 
     def __repr__(self) -> str:
-        e = self.x.expr  # type: ignore[union-attr]
+        e = self.x.expr
         reg = e.operand if isinstance(e, Cast) else e
-        return f"<traced {'int3' if isinstance(e, Cast) else 'uint3'} " \
-               f"{reg.name.split('.')[0]}>"
+        name = reg.name.split(".")[0] if isinstance(reg, Special) else "?"
+        return f"<traced {'int3' if isinstance(e, Cast) else 'uint3'} {name}>"
