@@ -271,10 +271,11 @@ def build_kernel(
     _CHOSEN[request] = _plugins._INSTANCE
     # A record naming this target rendered the source already and looked its key up (a
     # miss of the disk cache: a cold compile renders and hashes once).
-    same = got is not None and _same_target(got.target, tgt)
-    source = got.source if same else tgt.renderer().render(kernel)
-    exe, info = build(kernel, source, tgt, comp, device, looked_up=got.looked_up if same
-                      else None)
+    if got is not None and _same_target(got.target, tgt):
+        source, looked_up = got.source, got.looked_up
+    else:
+        source, looked_up = tgt.renderer().render(kernel), None
+    exe, info = build(kernel, source, tgt, comp, device, looked_up=looked_up)
     _write_record(target, compiler, tgt, comp, info)
     return exe, info
 
