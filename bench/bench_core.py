@@ -7,7 +7,8 @@ and checked. Usage::
 
     python bench/bench_core.py [--out DIR] [--quick]
 
-Without a GPU only the CPU-side rows (cold compile to cubin, CPU round trip) run.
+Without a GPU only the CPU-side rows (cold compile to cubin in fresh processes and in
+process against NVRTC alone, CPU round trip) run.
 """
 
 from __future__ import annotations
@@ -709,6 +710,34 @@ def bench_cold_compile_in_process(rows: list[dict[str, Any]], reps: int) -> None
                  "goal": "<= 1.0x CuPy (same text and options)"})
 
 
+def bench_cold_compile_host(rows: list[dict[str, Any]], reps: int) -> None:
+    """The host side of the cold-compile row, no GPU needed (session 13): Thork's cold
+    compile (trace -> cubin, the module load through a stand-in driver) against NVRTC
+    alone on the same text and options, in one fresh process, interleaved, medians of
+    ``reps`` (``bench/cold_compile_host.py``). ``floor`` is NVRTC alone; the columns are
+    thread CPU time (steadier on a shared host), then wall; the goal column says Thork's
+    own work per call (a second pass: each call's CPU time less its own NVRTC call's) and
+    the median of each round's difference."""
+    proc = subprocess.run([sys.executable, str(HERE / "cold_compile_host.py"), "--json",
+                           "--phases", "--reps", str(reps)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"cold compile (host) failed: {proc.stderr.strip()[-2000:]}")
+        return
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "skipped" in r:
+        print(f"cold compile (host) skipped: {r['skipped']}")
+        return
+    rows.append({"what": "cold compile to cubin, host, thread CPU",
+                 "thork": r["thork_cpu_ms"], "floor": r["nvrtc_cpu_ms"], "unit": "ms",
+                 "goal": f"diagnostic: floor = NVRTC alone, same text and options "
+                         f"({' '.join(r['options'][1:])}); Thork's own work "
+                         f"{r['own_cpu_ms']:.2f} ms a call (its CPU less its NVRTC call's)",
+                 "detail": r})
+    rows.append({"what": "  the same, wall", "thork": r["thork_ms"], "floor": r["nvrtc_ms"],
+                 "unit": "ms", "goal": f"diagnostic: Thork - NVRTC per round {r['over_ms']:+.2f} "
+                 f"ms wall, {r['over_cpu_ms']:+.2f} ms CPU (medians of {r['reps']})"})
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = f"{'benchmark':<46} {'thork':>10} {'cupy':>10} {'floor':>10} {'x cupy':>8} " \
            f"{'x floor':>8}  goal"
@@ -733,7 +762,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--only", default=None,
                     help="run only these rows, comma-separated: round-trip (the NumPy round "
-                         "trips), cold-compile (the in-process cold compile against CuPy), "
+                         "trips), cold-compile (the in-process cold compile against CuPy on "
+                         "a GPU, and against NVRTC alone on the host), "
                          "hot (the hot kernel[grid, block](...) rows)")
     args = ap.parse_args()
     runs, rounds, reps = (3, 5, 5) if args.quick else (7, 20, 20)
@@ -761,6 +791,8 @@ def main() -> int:
                 bench_cold_compile_in_process(rows, 10)
         except ImportError as exc:
             print(f"hot launch skipped: {exc}")
+    if only is None or "cold-compile" in only:
+        bench_cold_compile_host(rows, 9 if args.quick else 21)
     if only is None or "round-trip" in only:
         bench_round_trip(rows, reps, gpu)
 

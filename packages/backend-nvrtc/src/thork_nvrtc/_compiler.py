@@ -114,9 +114,26 @@ class NvrtcCompiler(Compiler):
         return tuple(f"sm_{a}" for a in archs)
 
     def flags(self, kind: str, arch: str) -> list[str]:
+        """``-minimal`` (NVRTC 12.4+) leaves out what Thork's self-contained source never
+        uses (texture and surface functions, the device runtime's ``cuda*`` functions and
+        types, launches from device code): NVRTC's own time drops by ~20% for a small
+        kernel (session 13: 56.4 -> 44.9 ms on the dev machine) and the cubin is the same,
+        byte for byte (every module-level kernel of the tests, examples and benches)."""
         virtual = arch.replace("sm_", "compute_")
         gpu = arch if kind == "cubin" else virtual
-        return [f"--gpu-architecture={gpu}", "-std=c++17", "-lineinfo"]
+        out = [f"--gpu-architecture={gpu}", "-std=c++17", "-lineinfo"]
+        if self._minimal():
+            out.append("-minimal")
+        return out
+
+    @functools.cache  # noqa: B019 - one instance per process
+    def _minimal(self) -> bool:
+        """Whether this NVRTC takes ``-minimal`` (added in CUDA 12.4)."""
+        try:
+            major, minor = (int(x) for x in self.version().split(".")[:2])
+        except Exception:  # noqa: BLE001 - an unknown version: the plain flags
+            return False
+        return (major, minor) >= (12, 4)
 
     def compile(
         self, source: str, *, entry: str, kind: str, arch: str, options: Sequence[str] = ()

@@ -974,21 +974,24 @@ class KernelIR(_Record):
         return uses_hopper(self)
 
     @cached_property
-    def _scan(self) -> tuple[frozenset[str], str | None, bool]:
+    def _scan(self) -> tuple[frozenset[str], str | None, bool, bool]:
         """One walk of every statement and expression of the kernel and its device
         functions: the :class:`Hopper` operations used, the first feature needing sm_80
-        (see :attr:`sm80_feature`), whether there is a grid barrier. The trace, the
-        architecture check and the renderer all ask (a fresh process's first launch made
-        three walks for the Hopper operations alone)."""
+        (see :attr:`sm80_feature`), whether there is a grid barrier, whether ``mma``,
+        ``ldmatrix`` or ``cp.async`` is used (the renderer's
+        :func:`~thork_core._renderer.uses_mma`). The trace, the architecture check and
+        the renderer all ask (a fresh process's first launch made three walks for the
+        Hopper operations alone; a cold compile walked once more for ``uses_mma``)."""
         ops: set[str] = set()
         sm80: str | None = None
-        grid = False
+        grid = mma = False
         for body in [self.body] + [f.body for f in self.functions]:
             for s in walk_stmts(body):
                 if isinstance(s, Sync):
                     grid = grid or s.kind == "grid"
-                elif sm80 is None and isinstance(s, (AsyncCopy, AsyncGroup)):
-                    sm80 = "cp.async"
+                elif isinstance(s, (AsyncCopy, AsyncGroup)):
+                    mma = True
+                    sm80 = sm80 or "cp.async"
                 elif sm80 is None and isinstance(s, (Store, VecStore)) \
                         and split_hint(s.cache)[1]:
                     sm80 = "an L2 eviction priority (evict=)"
@@ -996,12 +999,16 @@ class KernelIR(_Record):
                     for e in walk_exprs(top):
                         if isinstance(e, Hopper):
                             ops.add(e.op)
-                        elif sm80 is None:
-                            if isinstance(e, Warp) and e.op in MMA_OPS:
-                                sm80 = "tensor-core mma"
-                            elif isinstance(e, (Load, VecLoad)) and split_hint(e.cache)[1]:
-                                sm80 = "an L2 eviction priority (evict=)"
-        return frozenset(ops), sm80, grid
+                        elif isinstance(e, Warp):
+                            if e.op in MMA_OPS:
+                                mma = True
+                                sm80 = sm80 or "tensor-core mma"
+                            elif e.op in LDMATRIX_OPS:
+                                mma = True
+                        elif sm80 is None and isinstance(e, (Load, VecLoad)) \
+                                and split_hint(e.cache)[1]:
+                            sm80 = "an L2 eviction priority (evict=)"
+        return frozenset(ops), sm80, grid, mma
 
     # -- a kernel loaded in two parts (the traced record: thork_core._build) -------------
     @classmethod

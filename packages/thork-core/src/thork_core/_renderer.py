@@ -417,7 +417,13 @@ def _cuda_mma_helpers() -> str:
 
 def uses_mma(kernel: KernelIR) -> bool:
     """Whether the kernel (or a device function it calls) uses ``mma``, ``ldmatrix`` or
-    ``cp.async`` (its source then carries their helpers)."""
+    ``cp.async`` (its source then carries their helpers). A :class:`KernelIR` answers
+    from its one cached walk (``_scan``; an IR pickled before it held four answers walks
+    here)."""
+    if isinstance(kernel, KernelIR):
+        scan = kernel._scan
+        if len(scan) == 4:
+            return scan[3]
     for body in [kernel.body] + [f.body for f in kernel.functions]:
         for s in walk_stmts(body):
             if isinstance(s, (AsyncCopy, AsyncGroup)):
