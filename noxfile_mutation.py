@@ -123,6 +123,11 @@ TARGETS: dict[str, list[str]] = {
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
         "tests/compose/test_fkl_batch.py", "tests/compose/test_fkl_resize_opencv.py",
         "tests/compose/test_fkl_checks.py"],
+    # border_index moved here from _geometry (session 13): the same tests reach it
+    "packages/fkl-compose/src/fkl/_resampling.py": [
+        "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_geometry.py",
+        "tests/compose/test_fkl_batch.py", "tests/compose/test_fkl_resize_opencv.py",
+        "tests/compose/test_fkl_checks.py"],
     "packages/fkl-compose/src/fkl/_ops.py": [
         "tests/compose/test_fkl_survivors.py", "tests/compose/test_fkl_compute.py",
         "tests/compose/test_fkl_checks.py", "tests/compose/test_fkl_pipe.py",
