@@ -455,8 +455,8 @@ class Kernel:
     def precompile(self, target: str = "gpu", arch: str | None = None,
                    compiler: str | None = None) -> str:
         """Compile (without loading) what a launch on ``target`` builds: for ``"gpu"``
-        the CUDA kernel for ``arch`` (default: this machine's GPU, else sm_90; no GPU
-        needed), for ``"cpu"`` the host library. A kernel with ``tk.Constexpr``
+        the CUDA kernel for ``arch`` (default: ``THORK_ARCH``, else this machine's GPU,
+        else sm_75, the oldest supported; no GPU needed), for ``"cpu"`` the host library. A kernel with ``tk.Constexpr``
         parameters compiles its default specialization (precompile others through
         :meth:`specialize`). Returns the cache key; ``thork precompile`` collects the
         artifacts into a bundle (docs/scale-out.md)."""

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The pending GPU work of bench/GPU_PENDING.md ("To run next") as three device calls, each
+# leaving at most three files in $OUT (the device tool returns at most 8): plan-<part>.txt
+# (the result lines), plan-<part>.tgz (every log) and nothing else.
+#   bash bench/gpu_plan.sh suite   # ~6 min: the GPU suite under nvrtc, nvcc and clang,
+#                                  #   then compute-sanitizer's memcheck/racecheck/synccheck
+#   bash bench/gpu_plan.sh bench   # ~6 min: bench_core (cold compile, round trips, hot
+#                                  #   launches), bench_fkl, first call, import, the pinned
+#                                  #   trace, bench_mma
+#   bash bench/gpu_plan.sh lang    # ~6 min: diag_rows (every pick, its fast twin and the
+#                                  #   session-13 variants), bench_lang in full
+# Carry the wheels built here (.wheels: `for p in packages/*/; do python3 -m pip wheel
+# --no-deps --no-build-isolation -w .wheels "$p"; done`). Each part installs them into
+# /tmp/site; the parts are independent and may run in any order.
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+cd "$(dirname "$0")/.."
+part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang}
+dest=${OUT:-/tmp/thork-plan}
+L=/tmp/thork-plan-$part
+rm -rf "$L"; mkdir -p "$L" "$dest"
+trap 'tar czf "$dest/plan-$part.tgz" -C "$L" . ; cp "$L/plan.txt" "$dest/plan-$part.txt"' EXIT
+say() { echo "$*" | tee -a "$L/plan.txt"; }
+# run NAME SECONDS CMD...: a step with its own log and time limit; its exit status and
+# the log's last lines go to plan.txt, so a missing result names its step.
+run() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$L/$name.log" 2>&1
+  local rc=$?
+  say "== $name: exit $rc in $((SECONDS - t0)) s"
+  tail -"${TAIL:-6}" "$L/$name.log" | tee -a "$L/plan.txt"
+}
+rm -rf /tmp/site
+python3 -m pip install -q --no-deps --no-index --target /tmp/site .wheels/*.whl || exit 1
+export PYTHONPATH=/tmp/site PATH="/tmp/site/bin:$PATH" THORK_CACHE_DIR=/tmp/thork-cache
+say "$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.limit --format=csv,noheader)"
+say "$(git log -1 --format='code %h %s' 2>/dev/null || echo 'code: no git here')"
+
+case "$part" in
+suite)
+  THORK_TEST_TARGETS=gpu THORK_TEST_WORKERS=16 THORK_TEST_TIMEOUT=170 OUT="$L/run" \
+    timeout 560 bash bench/gpu_run.sh tests:nvrtc tests:nvcc tests:clang sanitizer \
+    > "$L/gpu_run.log" 2>&1
+  say "== gpu_run.sh exit $?"
+  cat "$L/run/summary.txt" >> "$L/plan.txt"
+  ;;
+bench)
+  TAIL=40 run bench_core 200 python3 bench/bench_core.py --out "$L/core"
+  TAIL=40 run bench_fkl 200 python3 bench/bench_fkl.py --out "$L/fkl"
+  run first_call 60 python3 bench/first_call.py --target gpu --runs 10
+  run import_time 40 python3 bench/import_time.py --runs 20
+  run pinned_trace 40 python3 bench/diag_pinned_trace.py --reps 50
+  run pinned_trace_untouched 40 python3 bench/diag_pinned_trace.py --reps 50 --untouched
+  TAIL=30 run bench_mma 90 python3 bench/bench_mma.py --out "$L/mma"
+  ;;
+lang)
+  TAIL=60 run diag_rows 330 python3 bench/diag_rows.py --jobs 16 --rep 50 --out "$L/rows"
+  TAIL=40 run bench_lang 230 python3 bench/bench_lang.py --no-torch --out "$L/lang"
+  ;;
+*)
+  say "unknown part $part (suite, bench or lang)"; exit 2
+  ;;
+esac
