@@ -59,9 +59,11 @@ def nvrtc():
 
 
 def _both(comp, monkeypatch, source: str, entry: str):
-    """(cubin through the precompiled prelude, twice: creating then using; the whole text
+    """(cubin through the precompiled prelude, twice: a process's first compile of a
+    header is without PCH, the second makes it, later ones use it; the whole text
     without PCH), each with its log."""
     monkeypatch.delenv("THORK_NVRTC_PCH", raising=False)
+    comp.compile(source, entry=entry, kind="cubin", arch=ARCH)
     first = comp.compile(source, entry=entry, kind="cubin", arch=ARCH)
     again = comp.compile(source, entry=entry, kind="cubin", arch=ARCH)
     monkeypatch.setenv("THORK_NVRTC_PCH", "0")
@@ -175,6 +177,8 @@ def test_compile_error_log_is_the_whole_texts(nvrtc, monkeypatch):
     src = CudaRenderer().render(kernel_for("saxpy").ir)
     head, sep, tail = src.rpartition("\n}")
     bad = f'{head}\n#line 41 "/home/user/my_kernels.py"\n  thork_no_such_function(42);{sep}{tail}'
+    for _ in range(2):  # the header's PCH made (a process's first compile has none)
+        comp.compile(src, entry="saxpy", kind="cubin", arch=ARCH)
     calls = []
     run = mod._run
     monkeypatch.setattr(mod, "_run", lambda *a, **k: calls.append(a[3]) or run(*a, **k))
@@ -272,3 +276,23 @@ def test_pch_heap_exhausted_falls_back(nvrtc):
     """.replace("\n    ", "\n"))
     assert all(r["same"]) and r["state"] == [False], r
     assert r["heap"] <= 1 << 20, r  # not resized by Thork
+
+
+def test_a_headers_first_compile_makes_no_pch(nvrtc, monkeypatch):
+    """Making a PCH costs ~8 ms: a process compiling one kernel never pays it. The first
+    compile of a header is the whole text, the second makes the PCH, the third uses it."""
+    comp, mod = nvrtc
+    original = CudaRenderer.prelude
+    extra = f"// a prelude of this test only {os.getpid()} {id(comp)}\n"
+    monkeypatch.setattr(CudaRenderer, "prelude", lambda self: original(self) + extra)
+    src = CudaRenderer().prelude() + 'extern "C" __global__ void pch_first(float* o) { }\n'
+    name = mod.prelude_header(src, comp.flags("cubin", ARCH))[0]
+    calls = []
+    run = mod._run
+    monkeypatch.setattr(mod, "_run", lambda *a, **k: calls.append(a[3]) or run(*a, **k))
+    states = []
+    for _ in range(3):
+        comp.compile(src, entry="pch_first", kind="cubin", arch=ARCH)
+        states.append(mod.pch_state().get(name))
+    assert ["-pch" in c for c in calls] == [False, True, True]
+    assert states == [None, True, True]
