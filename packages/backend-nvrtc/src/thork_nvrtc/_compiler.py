@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -296,13 +295,14 @@ def prelude_header(source: str, flags: Sequence[str]) -> tuple[str, str, str] | 
     :meth:`CudaRenderer.prelude` (None where it does not): the header is the prelude,
     named ``thork_prelude_<digest>.h`` by the SHA-256 of the prelude and ``flags``; the main
     file includes it and keeps every line of the rest at its number in ``source``."""
-    from thork_core._renderer import CudaRenderer
+    from thork_core.ir import CudaRenderer
+    from thork_core.plugin import sha256_hex
 
     prelude = CudaRenderer().prelude()
     lines = prelude.count("\n")
     if lines < 2 or not prelude.endswith("\n") or not source.startswith(prelude):
         return None
-    digest = hashlib.sha256("\0".join((prelude, *flags)).encode()).hexdigest()[:16]
+    digest = sha256_hex("\0".join((prelude, *flags)).encode())[:16]
     name = f"thork_prelude_{digest}.h"
     return name, prelude, f'#include "{name}"\n;' + "\n" * (lines - 1) + source[len(prelude):]
 
