@@ -12,6 +12,11 @@ In one process, interleaved (the order alternates each round), medians of ``--re
 * **NVRTC alone**: create the program, compile, cubin size and cubin, destroy, through
   ``cuda.bindings.nvrtc`` on the same text (the translation unit Thork compiles, with
   another constant) and the same options (the plugin's flags).
+* With NVRTC 12.8+ also (session 13, the precompiled prelude): **Thork without PCH**
+  (``THORK_NVRTC_PCH=0``: the whole text, as before) and **NVRTC alone through the
+  prelude header with -pch** (the plugin's split of the same text, its options): the
+  order of the four rotates each round. Thork's default compile uses the PCH made by the
+  warm-up's second compile, as every cold compile after a process's second does.
 
 Both are timed as wall time (``perf_counter``) and as this thread's CPU time
 (``thread_time``: steadier on a shared host; NVRTC runs on the calling thread). ``over``
@@ -177,17 +182,54 @@ def run(reps: int, phases: bool) -> dict[str, Any]:
         w1, c1 = time.perf_counter(), time.thread_time()
         return (w1 - w0) * 1e3, (c1 - c0) * 1e3
 
-    thork_once()  # warm-up: imports, the registry, NVRTC loaded, the first records
+    from thork_nvrtc import _compiler as nvrtc_plugin
+
+    pch = isinstance(comp, nvrtc_plugin.NvrtcCompiler) and comp._pch_supported()
+
+    def thork_nopch_once() -> tuple[float, float]:
+        os.environ["THORK_NVRTC_PCH"] = "0"
+        try:
+            return thork_once()
+        finally:
+            del os.environ["THORK_NVRTC_PCH"]
+
+    pch_opts = [*opts, *(o.encode() for o in nvrtc_plugin._PCH_FLAGS)]
+
+    def nvrtc_pch_once() -> tuple[float, float]:
+        split = nvrtc_plugin.prelude_header(_make(random.random()).cuda_source,
+                                            [o.decode() for o in opts])
+        if split is None:
+            raise RuntimeError("the kernel's text does not start with the CUDA prelude")
+        name, header, main = split
+        w0, c0 = time.perf_counter(), time.thread_time()
+        err, prog = nv.nvrtcCreateProgram(main.encode(), b"cold_add.cu", 1,
+                                          [header.encode()], [name.encode()])
+        (err,) = nv.nvrtcCompileProgram(prog, len(pch_opts), pch_opts)
+        if int(err) != 0:
+            raise RuntimeError(f"NVRTC failed: {err}")
+        _, n = nv.nvrtcGetCUBINSize(prog)
+        data = b" " * n
+        nv.nvrtcGetCUBIN(prog, data)
+        nv.nvrtcDestroyProgram(prog)
+        w1, c1 = time.perf_counter(), time.thread_time()
+        return (w1 - w0) * 1e3, (c1 - c0) * 1e3
+
+    thork_once()  # warm-up: imports, the registry, NVRTC loaded, the first records, PCH
     nvrtc_once()
     th: list[tuple[float, float]] = []
     nr: list[tuple[float, float]] = []
+    tn: list[tuple[float, float]] = []
+    npch: list[tuple[float, float]] = []
+    runs: list[tuple[Callable[[], tuple[float, float]], list[tuple[float, float]]]] = [
+        (thork_once, th), (nvrtc_once, nr)]
+    if pch:  # the second compile of a process makes the PCH: before the timed rounds
+        thork_once()
+        nvrtc_pch_once()
+        runs += [(thork_nopch_once, tn), (nvrtc_pch_once, npch)]
     for i in range(reps):
-        if i % 2:
-            th.append(thork_once())
-            nr.append(nvrtc_once())
-        else:
-            nr.append(nvrtc_once())
-            th.append(thork_once())
+        for k in range(len(runs)):
+            fn, into = runs[(i + k) % len(runs)]
+            into.append(fn())
     med = statistics.median
     out: dict[str, Any] = {
         "reps": reps, "options": [o.decode() for o in opts],
@@ -196,7 +238,18 @@ def run(reps: int, phases: bool) -> dict[str, Any]:
         "over_ms": med(t[0] - n[0] for t, n in zip(th, nr)),
         "thork_cpu_ms": med(t[1] for t in th), "nvrtc_cpu_ms": med(n[1] for n in nr),
         "over_cpu_ms": med(t[1] - n[1] for t, n in zip(th, nr)),
+        "pch": pch, "pch_state": nvrtc_plugin.pch_state(),
     }
+    if pch:
+        out.update({
+            "thork_nopch_ms": med(t[0] for t in tn),
+            "thork_nopch_cpu_ms": med(t[1] for t in tn),
+            "nvrtc_pch_ms": med(t[0] for t in npch),
+            "nvrtc_pch_cpu_ms": med(t[1] for t in npch),
+            # per round: Thork with PCH minus Thork without (negative: PCH saves)
+            "pch_gain_ms": med(a[0] - b[0] for a, b in zip(th, tn)),
+            "pch_gain_cpu_ms": med(a[1] - b[1] for a, b in zip(th, tn)),
+        })
     if phases:
         got: dict[str, list[float]] = {}
         _instrument(got, time.thread_time_ns)
@@ -238,6 +291,16 @@ def main() -> int:
                           ("thread CPU (ms)", r["thork_cpu_ms"], r["nvrtc_cpu_ms"],
                            r["over_cpu_ms"])):
         print(f"{what:24} {t:9.2f} {n:9.2f} {t / n:6.3f} {d:+14.2f}")
+    if r.get("pch"):
+        print(f"precompiled prelude ({', '.join(r['pch_state']) or 'none made'}):")
+        print(f"{'':24} {'Thork PCH':>9} {'no PCH':>9} {'NVRTC':>9} {'NVRTC PCH':>9} "
+              f"{'PCH - no PCH':>13}")
+        for what, a, b, c, d, g in (
+                ("wall (ms)", r["thork_ms"], r["thork_nopch_ms"], r["nvrtc_ms"],
+                 r["nvrtc_pch_ms"], r["pch_gain_ms"]),
+                ("thread CPU (ms)", r["thork_cpu_ms"], r["thork_nopch_cpu_ms"],
+                 r["nvrtc_cpu_ms"], r["nvrtc_pch_cpu_ms"], r["pch_gain_cpu_ms"])):
+            print(f"{what:24} {a:9.2f} {b:9.2f} {c:9.2f} {d:9.2f} {g:+13.2f}")
     if "own_cpu_ms" in r:
         print(f"Thork's own work in a call (its thread CPU time less its NVRTC call's), "
               f"median: {r['own_cpu_ms']:.3f} ms; its parts (thread CPU, medians):")

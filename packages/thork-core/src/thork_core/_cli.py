@@ -111,6 +111,8 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "THORK_NVCC": ("the nvcc to use", _is_file),
     "THORK_CLANG": ("the clang++ to use", _is_file),
     "THORK_CLANG_FALLBACK": ("0: no nvcc fallback when clang fails", _is_bool),
+    "THORK_NVRTC_PCH": ("0: NVRTC compiles the whole text, without its precompiled "
+                        "prelude", _is_bool),
     "THORK_CACHE_MAX_BYTES": ("the size the cache is kept below by eviction, in bytes "
                               "(default 2 GiB)", _is_cache_size),
     "THORK_DEBUG": ("1: build every kernel and pipe in debug mode (bounds checks)", _is_bool),

@@ -19,7 +19,9 @@ Reusable machinery for targets: :func:`array_view`/:func:`check_array`/:func:`sc
 (the CUDA driver target) and :class:`CudaExecutable` (argument binding, staging and stream
 waits for any target that launches on a CUDA device), :func:`memo` (facts memoized on
 disk, so a warm process does not ask a toolchain again); an executable launches through
-:func:`thork_core.launch.make_launcher`. See ``docs/plugins.md``.
+:func:`thork_core.launch.make_launcher`; :func:`sha256_hex` digests without loading
+OpenSSL (CPython's built-in SHA-256 below 1 MiB: a plugin's cache names stay off the
+first call's import time). See ``docs/plugins.md``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ._binding import (
 from ._cache import library_file, library_path, load_library
 from ._compiler import Compiler
 from ._debug import DebugRecord
+from ._digest import sha256_hex
 from ._dtype import DType, dt
 from ._env import EnvironmentWarning, env_flag
 from ._errors import (
@@ -77,7 +80,7 @@ __all__ = [
     "hookimpl", "hookspec", "hookspecs", "installed_fingerprint", "library_file",
     "library_path",
     "load_library", "memo", "normalize_dims", "parse_arch", "path_fingerprint", "plugins",
-    "scalar_value", "visible_device",
+    "scalar_value", "sha256_hex", "visible_device",
 ]
 
 # The CUDA target's classes load on first use: a plugin module importing this facade
