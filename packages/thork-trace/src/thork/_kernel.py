@@ -456,8 +456,9 @@ class Kernel:
                    compiler: str | None = None) -> str:
         """Compile (without loading) what a launch on ``target`` builds: for ``"gpu"``
         the CUDA kernel for ``arch`` (default: ``THORK_ARCH``, else this machine's GPU,
-        else sm_75, the oldest supported; no GPU needed), for ``"cpu"`` the host library. A kernel with ``tk.Constexpr``
-        parameters compiles its default specialization (precompile others through
+        else sm_75, the oldest supported; no GPU needed), for ``"cpu"`` the host
+        library. A kernel with ``tk.Constexpr`` parameters compiles its default
+        specialization (precompile others through
         :meth:`specialize`). Returns the cache key; ``thork precompile`` collects the
         artifacts into a bundle (docs/scale-out.md)."""
         from thork_core.build import precompile
