@@ -121,7 +121,12 @@ class CudaExecutable(Executable):
                     got_host = self._numpy_arg(arg, i, param)
                     if got_host is not None:
                         if got_host.pinned:  # page-locked: its copy in is queued now
-                            queued = [] if queued is None else queued
+                            if queued is None:
+                                queued = []
+                            elif _hits(got_host, queued):  # shares memory with a queued
+                                host = [] if host is None else host  # one: bound below
+                                host.append((i, got_host))
+                                continue
                             values[i] = self._queue_in(got_host, param.writes, handle, queued)
                             continue
                         host = [] if host is None else host
@@ -285,23 +290,26 @@ class CudaExecutable(Executable):
         params = self.kernel.params
         pinned_base = _memory.pinned_base
         transfers: list[_staging.Transfer] = list(queued)
-        owned = list(queued)  # device memory not yet given back
+        owned = [t.device for t in queued]  # device memory not yet given back
         try:
-            for i, view in host:
-                nbytes = view.nbytes
-                direct = pinned_base(view.host) is not None
-                ptr = pool.alloc(nbytes, handle)
-                t = _staging.Transfer(view.ptr, ptr, nbytes, direct, params[i].writes)
-                owned.append(t)
-                transfers.append(t)
-                values[i] = ptr
+            if host and _overlapping(host, queued):
+                self._bind_aliased(values, host, transfers, owned, pool, handle)
+            else:
+                for i, view in host:
+                    nbytes = view.nbytes
+                    direct = pinned_base(view.host) is not None
+                    ptr = pool.alloc(nbytes, handle)
+                    owned.append(ptr)
+                    transfers.append(_staging.Transfer(view.ptr, ptr, nbytes, direct,
+                                                       params[i].writes))
+                    values[i] = ptr
 
             def run() -> None:
                 self.launcher.run(grid, block, shared_mem, handle, values)
 
             def release() -> None:  # after the last queued copy, in stream order
                 while owned:
-                    pool.free(owned.pop().device, handle)
+                    pool.free(owned.pop(), handle)
 
             name = self.kernel.name
             staged = _staging.staged_bytes(transfers)
@@ -313,8 +321,129 @@ class CudaExecutable(Executable):
                 _staging.round_trip(copies, stage, handle, transfers, run,
                                     key=self.ordinal, what=name, before_sync=release)
         finally:
-            for t in owned:
-                pool.free(t.device, handle)
+            for ptr in owned:
+                pool.free(ptr, handle)
+
+    def _bind_aliased(
+        self, values: list[Any], host: Sequence[tuple[int, ArrayView | _HostArray]],
+        transfers: list[Any], owned: list[int], pool: Any, handle: int,
+    ) -> None:
+        """Bind host arrays of which some share memory (:func:`_overlapping` said so):
+        the kernel must see one memory, as on the CPU target and with device arrays.
+
+        The arrays and the queued page-locked copies (``transfers`` holds them on entry)
+        are grouped by overlapping byte ranges. An array alone is copied as usual. A group
+        is one device copy of the union of its ranges, copied in once (a queued copy that
+        already spans the union is reused), each parameter's pointer at its own offset
+        into it; what comes back is the union of the written parameters' ranges (nothing
+        when none writes). The copy keeps each host address's alignment (modulo 256
+        bytes), so a parameter's device pointer is aligned as its array is. Appends to
+        ``transfers`` and the device allocations to ``owned``; sets ``values``."""
+        from ._staging import Transfer
+
+        params = self.kernel.params
+        pointer = self._pointer
+        # (start, end, parameter, written, page-locked, its queued Transfer or None)
+        members: list[tuple[int, int, int, bool, bool, Any]] = []
+        groups: list[list[tuple[int, int, int, bool, bool, Any]]] = []
+        for i, view in host:
+            direct = view.pinned if type(view) is _HostArray \
+                else _memory.pinned_base(view.host) is not None
+            m = (view.ptr, view.ptr + view.nbytes, i, params[i].writes, direct, None)
+            if view.nbytes:
+                members.append(m)
+            else:  # empty: shares no byte, bound alone
+                groups.append([m])
+        for t in transfers:  # queued page-locked arrays: one parameter each
+            j = next(k for k, v in enumerate(values)
+                     if pointer[k] and type(v) is int and v == t.device)
+            members.append((t.host, t.host + t.nbytes, j, t.back, True, t))
+        members.sort(key=lambda m: m[0])
+        end = -1
+        for m in members:
+            if m[0] < end:  # overlaps the group being built
+                groups[-1].append(m)
+                end = max(end, m[1])
+            else:
+                groups.append([m])
+                end = m[1]
+        for g in groups:
+            lo, hi = g[0][0], max(m[1] for m in g)
+            if len(g) == 1:
+                if g[0][5] is None:  # an array alone (a queued one stays as it is)
+                    _, _, i, writes, direct, _ = g[0]
+                    ptr = pool.alloc(hi - lo, handle)
+                    owned.append(ptr)
+                    transfers.append(Transfer(lo, ptr, hi - lo, direct, writes))
+                    values[i] = ptr
+                continue
+            spans = _written_spans(g, lo, hi)
+            back = any(m[3] for m in g)
+            keeps = all((m[0] - lo) % _alignment(m[0]) == 0 for m in g)
+            q = next((m[5] for m in g if m[5] is not None), None)
+            if q is not None and q.host == lo and q.nbytes == hi - lo and keeps:
+                dev = q.device  # its copy in (the union) is queued already
+                transfers[transfers.index(q)] = Transfer(lo, dev, hi - lo, True, back,
+                                                         True, spans)
+            else:
+                if q is not None:  # a queued copy of part of it: superseded (its block
+                    transfers.remove(q)  # is freed with the others, in stream order)
+                pad = 0 if keeps else lo % 256
+                block = pool.alloc(hi - lo + pad, handle)
+                owned.append(block)
+                dev = block + pad
+                transfers.append(Transfer(lo, dev, hi - lo, all(m[4] for m in g), back,
+                                          False, spans))
+            for m in g:
+                values[m[2]] = dev + (m[0] - lo)
+
+
+def _hits(h: _HostArray, queued: Sequence[Any]) -> bool:
+    """Whether page-locked array ``h`` shares bytes with an array whose copy is queued."""
+    start, end = h.ptr, h.ptr + h.nbytes
+    for t in queued:
+        if start < t.host + t.nbytes and t.host < end:
+            return True
+    return False
+
+
+def _overlapping(host: Sequence[tuple[int, Any]], queued: Sequence[Any]) -> bool:
+    """Whether any two of this call's host arrays (``host``'s views and the ``queued``
+    page-locked transfers, which never overlap each other) share a byte: their ranges
+    sorted by start, each compared with the furthest end before it."""
+    if len(host) + len(queued) < 2:
+        return False
+    spans = [(v.ptr, v.ptr + v.nbytes) for _, v in host if v.nbytes]
+    if queued:
+        spans += [(t.host, t.host + t.nbytes) for t in queued]
+    spans.sort()
+    end = -1
+    for start, stop in spans:
+        if start < end:
+            return True
+        end = stop
+    return False
+
+
+def _alignment(address: int) -> int:
+    """The largest power of two up to 256 dividing ``address`` (bytes)."""
+    return address & -address if address & 255 else 256
+
+
+def _written_spans(group: Sequence[tuple[int, int, int, bool, bool, Any]], lo: int,
+                   hi: int) -> tuple[tuple[int, int], ...]:
+    """The ``(offset, nbytes)`` ranges of ``[lo, hi)`` that the written members of an
+    aliasing group cover, merged; ``()`` when that is all of it or nothing."""
+    written = sorted((m[0], m[1]) for m in group if m[3])
+    merged: list[list[int]] = []
+    for start, end in written:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    if not merged or (len(merged) == 1 and merged[0] == [lo, hi]):
+        return ()
+    return tuple((start - lo, end - start) for start, end in merged)
 
 
 class _HostArray:
