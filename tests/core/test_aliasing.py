@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import thork as tk
 from helpers import TARGETS
-from helpers.aliasing import CASES, KERNELS, build
+from helpers.aliasing import CASES, KERNELS, build, shifted
 from thork_core.runtime import configure_staging
 
 SIZES = (1 + 9, 131, 4099)  # (each case needs a few elements beyond its shift)
@@ -94,3 +94,80 @@ def test_aliased_numpy_arguments_from_threads_on_the_gpu(rng):
             assert np.array_equal(buf, want) and np.array_equal(seen, want_seen), case.name
 
     run_threads(work, 8)
+
+
+class _Pool:
+    """Device allocations at made-up 4 KiB-aligned addresses (recorded)."""
+
+    def __init__(self) -> None:
+        self.next, self.allocs = 1 << 20, []
+
+    def alloc(self, nbytes: int, stream: int) -> int:
+        ptr, self.next = self.next, self.next + ((nbytes + 8191) & ~4095)
+        self.allocs.append((ptr, nbytes))
+        return ptr
+
+
+def _executable(monkeypatch):
+    from thork_core import _cuda
+    from thork_core._gpu import CudaExecutable
+    from thork_core._launch import PyLauncher, param_kinds
+
+    monkeypatch.setattr(_cuda, "device_count", lambda: 1)
+    exe = CudaExecutable()
+    exe._setup(shifted.ir, 0, PyLauncher(0, 1, 0, param_kinds(shifted.ir.params),
+                                         lambda *a: None))
+    return exe
+
+
+def test_group_pointers_keep_each_arrays_alignment(monkeypatch):
+    """Views at offsets whose alignments differ (a float32 view 4 bytes into a 256-byte
+    aligned buffer, another 16 bytes in): the union's device copy starts 4 bytes into its
+    block, so every parameter's device pointer is aligned (modulo 256) as its array is;
+    one allocation, the written span (y's range) alone comes back."""
+    from thork_core._gpu import _HostArray
+
+    raw = np.empty(4096 + 256, np.uint8)
+    base = raw[(-raw.ctypes.data) % 256:][:4096].view(np.float32)
+    assert base.ctypes.data % 256 == 0
+    y, x = base[1:900], base[4:1000]  # y written, x read: overlapping
+    seen = np.empty(200, np.float32)
+    exe, pool = _executable(monkeypatch), _Pool()
+    host = [(0, _HostArray(y.ctypes.data, y.nbytes, y)),
+            (1, _HostArray(x.ctypes.data, x.nbytes, x)),
+            (2, _HostArray(seen.ctypes.data, seen.nbytes, seen))]
+    values: list = [y, x, seen, 0, 3, 200]
+    transfers: list = []
+    owned: list[int] = []
+    exe._bind_aliased(values, host, transfers, owned, pool, 0)
+    assert len(pool.allocs) == 2 and sorted(owned) == sorted(p for p, _ in pool.allocs)
+    for k, a in enumerate((y, x)):
+        assert values[k] % 256 == a.ctypes.data % 256
+    assert values[1] - values[0] == x.ctypes.data - y.ctypes.data
+    group = next(t for t in transfers if t.host == y.ctypes.data)
+    assert group.nbytes == x.ctypes.data + x.nbytes - y.ctypes.data
+    assert group.device == values[0] and group.back and not group.direct
+    assert group.spans == ((0, y.nbytes),)  # x's bytes past y's end are not copied back
+    assert [p for p, n in pool.allocs if n == group.nbytes + 4]  # the 4-byte lead
+
+
+def test_overlap_checks_compare_byte_ranges():
+    from thork_core._gpu import _HostArray, _overlapping, _written_spans
+    from thork_core._staging import Transfer
+
+    def h(ptr: int, nbytes: int) -> tuple[int, _HostArray]:
+        return 0, _HostArray(ptr, nbytes, None)
+
+    assert not _overlapping([h(100, 50)], [])
+    assert not _overlapping([h(100, 50), h(150, 50)], [])  # adjacent
+    assert _overlapping([h(100, 50), h(149, 2)], [])
+    assert _overlapping([h(100, 50), h(100, 50)], [])  # the same range
+    assert not _overlapping([h(120, 0), h(100, 50)], [])  # empty arrays share nothing
+    assert _overlapping([h(300, 8), h(0, 10), h(5, 1)], [])  # any pair, any order
+    assert _overlapping([h(100, 8)], [Transfer(96, 0, 8, True, False, True)])
+    assert not _overlapping([h(100, 8)], [Transfer(92, 0, 8, True, False, True)])
+    m = [(10, 20, 0, True, False, None), (15, 40, 1, False, False, None),
+         (30, 40, 2, True, False, None)]
+    assert _written_spans(m, 10, 40) == ((0, 10), (20, 10))
+    assert _written_spans(m[:1] + [(20, 40, 2, True, False, None)], 10, 40) == ()
+    assert _written_spans([(10, 40, 1, False, False, None)], 10, 40) == ()
