@@ -339,48 +339,55 @@ class CudaExecutable(Executable):
         when none writes). The copy keeps each host address's alignment (modulo 256
         bytes), so a parameter's device pointer is aligned as its array is. Appends to
         ``transfers`` and the device allocations to ``owned``; sets ``values``."""
-        from ._staging import Transfer
-
+        Transfer = _transfer()
         params = self.kernel.params
         pointer = self._pointer
         # (start, end, parameter, written, page-locked, its queued Transfer or None)
         members: list[tuple[int, int, int, bool, bool, Any]] = []
         groups: list[list[tuple[int, int, int, bool, bool, Any]]] = []
         for i, view in host:
+            ptr, nbytes = view.ptr, view.nbytes
             direct = view.pinned if type(view) is _HostArray \
                 else _memory.pinned_base(view.host) is not None
-            m = (view.ptr, view.ptr + view.nbytes, i, params[i].writes, direct, None)
-            if view.nbytes:
+            m = (ptr, ptr + nbytes, i, params[i].writes, direct, None)
+            if nbytes:
                 members.append(m)
             else:  # empty: shares no byte, bound alone
                 groups.append([m])
         for t in transfers:  # queued page-locked arrays: one parameter each
-            j = next(k for k, v in enumerate(values)
-                     if pointer[k] and type(v) is int and v == t.device)
-            members.append((t.host, t.host + t.nbytes, j, t.back, True, t))
-        members.sort(key=lambda m: m[0])
+            dev = t.device
+            for j, v in enumerate(values):
+                if type(v) is int and v == dev and pointer[j]:
+                    members.append((t.host, t.host + t.nbytes, j, t.back, True, t))
+                    break
+        members.sort(key=_start)
         end = -1
         for m in members:
             if m[0] < end:  # overlaps the group being built
                 groups[-1].append(m)
-                end = max(end, m[1])
+                if m[1] > end:
+                    end = m[1]
             else:
                 groups.append([m])
                 end = m[1]
         for g in groups:
-            lo, hi = g[0][0], max(m[1] for m in g)
+            lo, hi, i, writes, direct, q = g[0]
             if len(g) == 1:
-                if g[0][5] is None:  # an array alone (a queued one stays as it is)
-                    _, _, i, writes, direct, _ = g[0]
+                if q is None:  # an array alone (a queued one stays as it is)
                     ptr = pool.alloc(hi - lo, handle)
                     owned.append(ptr)
                     transfers.append(Transfer(lo, ptr, hi - lo, direct, writes))
                     values[i] = ptr
                 continue
-            spans = _written_spans(g, lo, hi)
-            back = any(m[3] for m in g)
-            keeps = all((m[0] - lo) % _alignment(m[0]) == 0 for m in g)
-            q = next((m[5] for m in g if m[5] is not None), None)
+            back, keeps = writes, True  # (the first member is at offset 0)
+            for start, stop, _, writes, pinned, t in g[1:]:
+                hi = stop if stop > hi else hi
+                back = back or writes
+                direct = direct and pinned
+                q = q or t
+                if keeps and (start - lo) % _alignment(start):
+                    keeps = False  # this member's device pointer would be less aligned
+            spans = _written_spans(g, lo, hi) if back else ()
             if q is not None and q.host == lo and q.nbytes == hi - lo and keeps:
                 dev = q.device  # its copy in (the union) is queued already
                 transfers[transfers.index(q)] = Transfer(lo, dev, hi - lo, True, back,
@@ -392,10 +399,14 @@ class CudaExecutable(Executable):
                 block = pool.alloc(hi - lo + pad, handle)
                 owned.append(block)
                 dev = block + pad
-                transfers.append(Transfer(lo, dev, hi - lo, all(m[4] for m in g), back,
-                                          False, spans))
+                transfers.append(Transfer(lo, dev, hi - lo, direct, back, False, spans))
             for m in g:
                 values[m[2]] = dev + (m[0] - lo)
+
+
+def _start(member: tuple[int, ...]) -> int:
+    """A member's first byte (the sort key of :meth:`CudaExecutable._bind_aliased`)."""
+    return member[0]
 
 
 def _hits(h: _HostArray, queued: Sequence[Any]) -> bool:
@@ -409,19 +420,31 @@ def _hits(h: _HostArray, queued: Sequence[Any]) -> bool:
 
 def _overlapping(host: Sequence[tuple[int, Any]], queued: Sequence[Any]) -> bool:
     """Whether any two of this call's host arrays (``host``'s views and the ``queued``
-    page-locked transfers, which never overlap each other) share a byte: their ranges
-    sorted by start, each compared with the furthest end before it."""
+    page-locked transfers, which never overlap each other) share a byte. A few arrays
+    (the common case): each range compared with those before it (~0.3 us for three);
+    more: sorted by start, each compared with the furthest end before it."""
     if len(host) + len(queued) < 2:
         return False
-    spans = [(v.ptr, v.ptr + v.nbytes) for _, v in host if v.nbytes]
-    if queued:
-        spans += [(t.host, t.host + t.nbytes) for t in queued]
-    spans.sort()
-    end = -1
-    for start, stop in spans:
-        if start < end:
-            return True
-        end = stop
+    if len(host) + len(queued) > 6:
+        ranges = [(v.ptr, v.ptr + v.nbytes) for _, v in host if v.nbytes]
+        ranges += [(t.host, t.host + t.nbytes) for t in queued]
+        ranges.sort()
+        end = -1
+        for start, stop in ranges:
+            if start < end:
+                return True
+            end = stop
+        return False
+    before: list[tuple[int, int]] = [(t.host, t.host + t.nbytes) for t in queued]
+    for _, v in host:
+        start = v.ptr
+        stop = start + v.nbytes
+        if start == stop:
+            continue  # empty: shares nothing
+        for a, b in before:
+            if start < b and a < stop:
+                return True
+        before.append((start, stop))
     return False
 
 
@@ -434,7 +457,13 @@ def _written_spans(group: Sequence[tuple[int, int, int, bool, bool, Any]], lo: i
                    hi: int) -> tuple[tuple[int, int], ...]:
     """The ``(offset, nbytes)`` ranges of ``[lo, hi)`` that the written members of an
     aliasing group cover, merged; ``()`` when that is all of it or nothing."""
-    written = sorted((m[0], m[1]) for m in group if m[3])
+    written = []
+    for m in group:
+        if m[3]:
+            if m[0] == lo and m[1] == hi:
+                return ()  # one written member covers it all (the same array twice)
+            written.append((m[0], m[1]))
+    written.sort()
     merged: list[list[int]] = []
     for start, end in written:
         if merged and start <= merged[-1][1]:
