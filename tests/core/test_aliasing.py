@@ -171,3 +171,26 @@ def test_overlap_checks_compare_byte_ranges():
     assert _written_spans(m, 10, 40) == ((0, 10), (20, 10))
     assert _written_spans(m[:1] + [(20, 40, 2, True, False, None)], 10, 40) == ()
     assert _written_spans([(10, 40, 1, False, False, None)], 10, 40) == ()
+
+
+def test_overlap_check_agrees_with_every_pair(rng):
+    """``_overlapping``'s shortcuts (two or three arrays, a few, many sorted) against
+    comparing every pair, on random ranges (empty ones included) with and without queued
+    page-locked transfers (which never overlap each other)."""
+    from thork_core._gpu import _HostArray, _overlapping
+    from thork_core._staging import Transfer
+
+    for _ in range(20000):
+        ranges = [(int(p), int(n)) for p, n in zip(rng.integers(0, 60, rng.integers(0, 10)),
+                                                    rng.integers(0, 12, 10))]
+        queued: list[tuple[int, int]] = []
+        for p, n in zip(rng.integers(0, 60, rng.integers(0, 3)), rng.integers(1, 12, 3)):
+            if all(not (p < a + b and a < p + n) for a, b in queued):
+                queued.append((int(p), int(n)))
+        every = ranges + queued
+        want = any(every[i][1] and every[j][1] and every[i][0] < every[j][0] + every[j][1]
+                   and every[j][0] < every[i][0] + every[i][1]
+                   for i in range(len(every)) for j in range(i))
+        host = [(i, _HostArray(p, n, None)) for i, (p, n) in enumerate(ranges)]
+        got = _overlapping(host, [Transfer(p, 0, n, True, False, True) for p, n in queued])
+        assert got == want, (ranges, queued)

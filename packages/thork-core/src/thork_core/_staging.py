@@ -87,7 +87,7 @@ def configure_staging(*, lanes: int | None = None, chunk_bytes: int | None = Non
     return before
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Transfer:
     """One host array of a launch: ``host`` and ``device`` addresses, ``nbytes``;
     ``direct``: page-locked (copied in place); ``back``: written by the kernel (copied
@@ -320,11 +320,16 @@ def _chunks(transfers: Sequence[Transfer], chunk: int, out: bool,
     for t in transfers:
         if t.direct or (out and not t.back):
             continue
-        for start, size in t.out_spans() if out else ((0, t.nbytes),):
-            host, dev = t.host + start, t.device + start
-            for o in range(0, size, chunk):
-                got.append((host + o, stage + off + o, dev + o, min(chunk, size - o)))
-            off += size
+        if out and t.spans:  # parts of an aliasing group's copy
+            for start, size in t.spans:
+                host, dev = t.host + start, t.device + start
+                for o in range(0, size, chunk):
+                    got.append((host + o, stage + off + o, dev + o, min(chunk, size - o)))
+                off += size
+            continue
+        for o in range(0, t.nbytes, chunk):
+            got.append((t.host + o, stage + off + o, t.device + o, min(chunk, t.nbytes - o)))
+        off += t.nbytes
     return got
 
 
