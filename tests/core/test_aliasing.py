@@ -194,3 +194,27 @@ def test_overlap_check_agrees_with_every_pair(rng):
         host = [(i, _HostArray(p, n, None)) for i, (p, n) in enumerate(ranges)]
         got = _overlapping(host, [Transfer(p, 0, n, True, False, True) for p, n in queued])
         assert got == want, (ranges, queued)
+
+
+def test_a_queued_read_only_copy_serves_a_later_written_alias(monkeypatch):
+    """A page-locked array bound first to a read-only parameter (its copy in queued, not
+    to come back) and then to a written one: the queued copy is the group's (no new
+    allocation), now copied back whole; the written parameter points at it."""
+    from thork_core._gpu import _HostArray
+    from thork_core._staging import Transfer
+
+    a = np.zeros(301, np.float32)
+    seen = np.zeros(301, np.float32)
+    exe, pool = _executable(monkeypatch), _Pool()
+    queued = Transfer(a.ctypes.data, 1 << 30, a.nbytes, True, False, True)
+    values: list = [a, 1 << 30, seen, 0, 0, 301]  # y = a (written) after x = a (read)
+    transfers: list = [queued]
+    owned = [1 << 30]
+    host = [(0, _HostArray(a.ctypes.data, a.nbytes, a, True)),
+            (2, _HostArray(seen.ctypes.data, seen.nbytes, seen, True))]
+    exe._bind_aliased(values, host, transfers, owned, pool, 0)
+    assert values[0] == values[1] == 1 << 30
+    assert len(pool.allocs) == 1 and values[2] == pool.allocs[0][0]  # seen alone
+    group = next(t for t in transfers if t.device == 1 << 30)
+    assert (group.back, group.queued, group.spans, group.nbytes) == (True, True, (), a.nbytes)
+    assert len(transfers) == 2 and queued not in transfers

@@ -368,6 +368,8 @@ class CudaExecutable(Executable):
                 if type(v) is int and v == dev and pointer[j]:
                     members.append((t.host, t.host + t.nbytes, j, t.back, True, t))
                     break
+            else:  # (launch() set it: cannot happen)
+                raise LaunchError(f"{self.kernel.name}: a queued copy's parameter is lost")
         members.sort(key=_start)
         end = -1
         for m in members:
