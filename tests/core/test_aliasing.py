@@ -59,7 +59,7 @@ def test_the_models_differ_from_separate_copies(rng):
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_aliased_numpy_arguments_on_the_gpu(rng, case, pinned):
     """The GPU target gives the CPU target's answer (pageable arrays staged, page-locked
-    ones copied directly; the first launch of each kernel binds through the full path,
+    ones copied directly; the process's first NumPy launch binds through the full path,
     the later ones through the fast one); staging in small chunks splits the written
     ranges too."""
     make = (lambda k: tk.pinned_empty(k, np.float32)) if pinned else None
