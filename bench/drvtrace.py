@@ -260,6 +260,44 @@ def add_hook(tracer: Tracer, n_params: int = 3) -> None:
     tracer.on_launch(hook)
 
 
+class Params:
+    """The arguments of one fake launch, read as the kernel would: ``params`` is the
+    ``void**`` array handed to ``cuLaunchKernel`` (one pointer to each argument's value)."""
+
+    def __init__(self, params: Any) -> None:
+        self._params = params
+
+    def address(self, k: int) -> int:
+        """Argument ``k`` as a device pointer (its 8 bytes)."""
+        return int(ctypes.cast(self._params[k], ctypes.POINTER(ctypes.c_uint64))[0])
+
+    def scalar(self, k: int, ctype: Any = ctypes.c_uint32) -> Any:
+        """Argument ``k`` as a scalar of ``ctype`` (uint32 by default)."""
+        return ctypes.cast(self._params[k], ctypes.POINTER(ctype))[0]
+
+    def array(self, k: int, n: int, dtype: Any = "float32", first: int = 0) -> Any:
+        """Elements ``first .. first + n - 1`` of pointer argument ``k``, as a NumPy array
+        over the fake device memory (writes go to it: what the kernel's stores would do)."""
+        import numpy as np
+
+        d = np.dtype(dtype)
+        buf = (ctypes.c_char * (d.itemsize * n)).from_address(self.address(k)
+                                                               + first * d.itemsize)
+        return np.frombuffer(buf, dtype=d, count=n)
+
+
+def add_kernel(tracer: Tracer, fn: Any) -> None:
+    """Fake mode: each launch calls ``fn(args, threads)`` (``args``: :class:`Params`;
+    ``threads``: ``grid_x * block_x``), which does the kernel's work on the device buffers
+    with NumPy. Arguments that alias (one device buffer) alias there too, so a kernel whose
+    every element is read and written by one thread only is emulated exactly."""
+
+    def hook(params: Any, gx: int, bx: int) -> None:
+        fn(Params(params), gx * bx)
+
+    tracer.on_launch(hook)
+
+
 def steps(calls: list[Call]) -> dict[str, float]:
     """The host-side steps of one traced pinned round trip, in microseconds: ``calls``
     between mark 1 (before the call) and mark 2 (after it). Keys: ``to first driver

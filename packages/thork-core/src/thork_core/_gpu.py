@@ -9,6 +9,7 @@ pinned memory and the pool.
 from __future__ import annotations
 
 import ctypes
+import operator
 import threading
 from collections.abc import Sequence
 from typing import Any, cast
@@ -121,7 +122,19 @@ class CudaExecutable(Executable):
                     got_host = self._numpy_arg(arg, i, param)
                     if got_host is not None:
                         if got_host.pinned:  # page-locked: its copy in is queued now
-                            queued = [] if queued is None else queued
+                            if queued is None:
+                                queued = []
+                            else:  # sharing memory with a queued one: bound below with it
+                                start, stop = got_host.ptr, got_host.ptr + got_host.nbytes
+                                for t in queued:
+                                    if start < t.host + t.nbytes and t.host < stop:
+                                        host = [] if host is None else host
+                                        host.append((i, got_host))
+                                        break
+                                else:
+                                    values[i] = self._queue_in(got_host, param.writes,
+                                                               handle, queued)
+                                continue
                             values[i] = self._queue_in(got_host, param.writes, handle, queued)
                             continue
                         host = [] if host is None else host
@@ -285,23 +298,26 @@ class CudaExecutable(Executable):
         params = self.kernel.params
         pinned_base = _memory.pinned_base
         transfers: list[_staging.Transfer] = list(queued)
-        owned = list(queued)  # device memory not yet given back
+        owned = list(map(_DEVICE, queued))  # device memory not yet given back
         try:
-            for i, view in host:
-                nbytes = view.nbytes
-                direct = pinned_base(view.host) is not None
-                ptr = pool.alloc(nbytes, handle)
-                t = _staging.Transfer(view.ptr, ptr, nbytes, direct, params[i].writes)
-                owned.append(t)
-                transfers.append(t)
-                values[i] = ptr
+            if host and _overlapping(host, queued):
+                self._bind_aliased(values, host, transfers, owned, pool, handle)
+            else:
+                for i, view in host:
+                    nbytes = view.nbytes
+                    direct = pinned_base(view.host) is not None
+                    ptr = pool.alloc(nbytes, handle)
+                    owned.append(ptr)
+                    transfers.append(_staging.Transfer(view.ptr, ptr, nbytes, direct,
+                                                       params[i].writes))
+                    values[i] = ptr
 
             def run() -> None:
                 self.launcher.run(grid, block, shared_mem, handle, values)
 
             def release() -> None:  # after the last queued copy, in stream order
                 while owned:
-                    pool.free(owned.pop().device, handle)
+                    pool.free(owned.pop(), handle)
 
             name = self.kernel.name
             staged = _staging.staged_bytes(transfers)
@@ -313,8 +329,165 @@ class CudaExecutable(Executable):
                 _staging.round_trip(copies, stage, handle, transfers, run,
                                     key=self.ordinal, what=name, before_sync=release)
         finally:
-            for t in owned:
-                pool.free(t.device, handle)
+            for ptr in owned:
+                pool.free(ptr, handle)
+
+    def _bind_aliased(
+        self, values: list[Any], host: Sequence[tuple[int, ArrayView | _HostArray]],
+        transfers: list[Any], owned: list[int], pool: Any, handle: int,
+    ) -> None:
+        """Bind host arrays of which some share memory (:func:`_overlapping` said so):
+        the kernel must see one memory, as on the CPU target and with device arrays.
+
+        The arrays and the queued page-locked copies (``transfers`` holds them on entry)
+        are grouped by overlapping byte ranges. An array alone is copied as usual. A group
+        is one device copy of the union of its ranges, copied in once (a queued copy that
+        already spans the union is reused), each parameter's pointer at its own offset
+        into it; what comes back is the union of the written parameters' ranges (nothing
+        when none writes). The copy keeps each host address's alignment (modulo 256
+        bytes), so a parameter's device pointer is aligned as its array is. Appends to
+        ``transfers`` and the device allocations to ``owned``; sets ``values``."""
+        Transfer = _transfer()
+        params = self.kernel.params
+        pointer = self._pointer
+        # (start, end, parameter, written, page-locked, its queued Transfer or None)
+        members: list[tuple[int, int, int, bool, bool, Any]] = []
+        groups: list[list[tuple[int, int, int, bool, bool, Any]]] = []
+        for i, view in host:
+            ptr, nbytes = view.ptr, view.nbytes
+            direct = view.pinned if type(view) is _HostArray \
+                else _memory.pinned_base(view.host) is not None
+            m = (ptr, ptr + nbytes, i, params[i].writes, direct, None)
+            if nbytes:
+                members.append(m)
+            else:  # empty: shares no byte, bound alone
+                groups.append([m])
+        for t in transfers:  # queued page-locked arrays: one parameter each
+            dev = t.device
+            for j, v in enumerate(values):
+                if type(v) is int and v == dev and pointer[j]:
+                    members.append((t.host, t.host + t.nbytes, j, t.back, True, t))
+                    break
+            else:  # (launch() set it: cannot happen)
+                raise LaunchError(f"{self.kernel.name}: a queued copy's parameter is lost")
+        members.sort(key=_start)
+        end = -1
+        for m in members:
+            if m[0] < end:  # overlaps the group being built
+                groups[-1].append(m)
+                if m[1] > end:
+                    end = m[1]
+            else:
+                groups.append([m])
+                end = m[1]
+        for g in groups:
+            lo, hi, i, writes, direct, q = g[0]
+            if len(g) == 1:
+                if q is None:  # an array alone (a queued one stays as it is)
+                    ptr = pool.alloc(hi - lo, handle)
+                    owned.append(ptr)
+                    transfers.append(Transfer(lo, ptr, hi - lo, direct, writes))
+                    values[i] = ptr
+                continue
+            back, keeps = writes, True  # (the first member is at offset 0)
+            for start, stop, _, writes, pinned, t in g[1:]:
+                hi = stop if stop > hi else hi
+                back = back or writes
+                direct = direct and pinned
+                q = q or t
+                if keeps and (start - lo) % _alignment(start):
+                    keeps = False  # this member's device pointer would be less aligned
+            spans = _written_spans(g, lo, hi) if back else ()
+            if q is not None and q.host == lo and q.nbytes == hi - lo and keeps:
+                dev = q.device  # its copy in (the union) is queued already
+                transfers[transfers.index(q)] = Transfer(lo, dev, hi - lo, True, back,
+                                                         True, spans)
+            else:
+                if q is not None:  # a queued copy of part of it: superseded (its block
+                    transfers.remove(q)  # is freed with the others, in stream order)
+                pad = 0 if keeps else lo % 256
+                block = pool.alloc(hi - lo + pad, handle)
+                owned.append(block)
+                dev = block + pad
+                transfers.append(Transfer(lo, dev, hi - lo, direct, back, False, spans))
+            for m in g:
+                values[m[2]] = dev + (m[0] - lo)
+
+
+def _start(member: tuple[int, ...]) -> int:
+    """A member's first byte (the sort key of :meth:`CudaExecutable._bind_aliased`)."""
+    return member[0]
+
+
+def _overlapping(host: Sequence[tuple[int, Any]], queued: Sequence[Any]) -> bool:
+    """Whether any two of this call's host arrays (``host``'s views and the ``queued``
+    page-locked transfers, which never overlap each other) share a byte. Two or three
+    pageable arrays (the common case) are compared directly; otherwise each range with
+    those before it, or (more than six) all sorted by start, each compared with the
+    furthest end before it. Empty arrays share nothing."""
+    if not queued and 1 < len(host) < 4:
+        a, b = host[0][1], host[1][1]
+        a0, b0 = a.ptr, b.ptr
+        a1, b1 = a0 + a.nbytes, b0 + b.nbytes
+        if a0 < b1 and b0 < a1 and a0 != a1 and b0 != b1:
+            return True
+        if len(host) == 2:
+            return False
+        c = host[2][1]
+        c0 = c.ptr
+        c1 = c0 + c.nbytes
+        return c0 != c1 and ((c0 < a1 and a0 < c1 and a0 != a1)
+                             or (c0 < b1 and b0 < c1 and b0 != b1))
+    if len(host) + len(queued) < 2:
+        return False
+    if len(host) + len(queued) > 6:
+        ranges = [(v.ptr, v.ptr + v.nbytes) for _, v in host if v.nbytes]
+        ranges += [(t.host, t.host + t.nbytes) for t in queued]
+        ranges.sort()
+        end = -1
+        for start, stop in ranges:
+            if start < end:
+                return True
+            end = stop
+        return False
+    before: list[tuple[int, int]] = [(t.host, t.host + t.nbytes) for t in queued]
+    for _, v in host:
+        start = v.ptr
+        stop = start + v.nbytes
+        if start == stop:
+            continue  # empty: shares nothing
+        for a0, a1 in before:
+            if start < a1 and a0 < stop:
+                return True
+        before.append((start, stop))
+    return False
+
+
+def _alignment(address: int) -> int:
+    """The largest power of two up to 256 dividing ``address`` (bytes)."""
+    return address & -address if address & 255 else 256
+
+
+def _written_spans(group: Sequence[tuple[int, int, int, bool, bool, Any]], lo: int,
+                   hi: int) -> tuple[tuple[int, int], ...]:
+    """The ``(offset, nbytes)`` ranges of ``[lo, hi)`` that the written members of an
+    aliasing group cover, merged; ``()`` when that is all of it or nothing."""
+    written = []
+    for m in group:
+        if m[3]:
+            if m[0] == lo and m[1] == hi:
+                return ()  # one written member covers it all (the same array twice)
+            written.append((m[0], m[1]))
+    written.sort()
+    merged: list[list[int]] = []
+    for start, end in written:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    if not merged or (len(merged) == 1 and merged[0] == [lo, hi]):
+        return ()
+    return tuple((start - lo, end - start) for start, end in merged)
 
 
 class _HostArray:
@@ -338,6 +511,7 @@ def _transfer() -> Any:
 
 
 _TRANSFER: list[Any] = []
+_DEVICE = operator.attrgetter("device")
 
 
 class _NoType:

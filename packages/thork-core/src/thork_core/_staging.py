@@ -2,7 +2,8 @@
 launch, copy the written ones out, one stream synchronization.
 
 Every host array goes in (elements the kernel does not write must keep their host
-values); written arrays come back. Two kinds of host memory:
+values); written arrays come back. Arguments sharing host memory are one transfer (one
+device copy of their union, see :class:`Transfer`). Two kinds of host memory:
 
 - *direct*: page-locked arrays (:func:`~thork_core.pinned_empty`), which the DMA engine
   reads and writes in place: one ``cuMemcpyHtoDAsync`` in, one ``cuMemcpyDtoHAsync`` out.
@@ -86,12 +87,18 @@ def configure_staging(*, lanes: int | None = None, chunk_bytes: int | None = Non
     return before
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Transfer:
     """One host array of a launch: ``host`` and ``device`` addresses, ``nbytes``;
     ``direct``: page-locked (copied in place); ``back``: written by the kernel (copied
     out); ``queued``: a direct array whose copy in the caller has queued on the stream
-    already (:func:`round_trip` does not copy it in again)."""
+    already (:func:`round_trip` does not copy it in again); ``spans``: where only parts
+    are written, the ``(offset, nbytes)`` byte ranges copied out (empty: all ``nbytes``).
+
+    One transfer may serve several parameters: arguments sharing host memory are one
+    device copy of the union of their ranges (``CudaExecutable``'s aliasing groups), whose
+    ``spans`` are the written parameters' ranges, so memory that only read-only
+    parameters cover is never written back."""
 
     host: int
     device: int
@@ -99,6 +106,12 @@ class Transfer:
     direct: bool
     back: bool
     queued: bool = False
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def out_spans(self) -> tuple[tuple[int, int], ...]:
+        """The ``(offset, nbytes)`` ranges copied out (the whole transfer unless
+        ``spans`` says otherwise)."""
+        return self.spans or ((0, self.nbytes),)
 
 
 class Copies(Protocol):
@@ -307,6 +320,13 @@ def _chunks(transfers: Sequence[Transfer], chunk: int, out: bool,
     for t in transfers:
         if t.direct or (out and not t.back):
             continue
+        if out and t.spans:  # parts of an aliasing group's copy
+            for start, size in t.spans:
+                host, dev = t.host + start, t.device + start
+                for o in range(0, size, chunk):
+                    got.append((host + o, stage + off + o, dev + o, min(chunk, size - o)))
+                off += size
+            continue
         for o in range(0, t.nbytes, chunk):
             got.append((t.host + o, stage + off + o, t.device + o, min(chunk, t.nbytes - o)))
         off += t.nbytes
@@ -359,9 +379,15 @@ def round_trip(copies: Copies, stage: Stage | None, stream: int,
         launch()
         for t in transfers:
             if t.direct and t.back and t.nbytes:
-                err = copies.dtoh(t.host, t.device, t.nbytes, stream)
-                if err:
-                    raise copies.fail(err, "cuMemcpyDtoHAsync")
+                if not t.spans:  # all of it (every transfer but some aliasing groups)
+                    err = copies.dtoh(t.host, t.device, t.nbytes, stream)
+                    if err:
+                        raise copies.fail(err, "cuMemcpyDtoHAsync")
+                    continue
+                for start, size in t.spans:
+                    err = copies.dtoh(t.host + start, t.device + start, size, stream)
+                    if err:
+                        raise copies.fail(err, "cuMemcpyDtoHAsync")
         out = _chunks(transfers, chunk, True, stage.address) if staged and stage else []
         if out:
             events = stage.raw_events(key, len(out)) if stage is not None else ()
