@@ -897,8 +897,11 @@ def load_library(data: bytes | Artifact) -> Any:
     import ctypes
     import weakref
 
+    from ._fpenv import loading
+
     path = library_file(data) if isinstance(data, Artifact) else library_path(data)
-    lib = ctypes.CDLL(path)
+    with loading(f"the host library {os.path.basename(path)}"):  # -ffast-math's FTZ: undone
+        lib = ctypes.CDLL(path)
     _pin_runtimes()
     weakref.finalize(lib, _dlclose, lib._handle).atexit = False  # not at shutdown
     return lib
