@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the real imports, for type checkers and IDEs
     from ._compiler import Compiler
     from ._debug import debug_default, instrument
     from ._device_array import DeviceArray
+    from ._fpenv import FloatingPointModeWarning
     from ._frontend import Frontend
     from ._graph import Graph, GraphNode
     from ._hookspecs import hookimpl, hookspec
@@ -61,6 +62,7 @@ _LAZY = {name: module for module, names in (
     ("._compiler", "Compiler"),
     ("._debug", "debug_default instrument"),
     ("._device_array", "DeviceArray"),
+    ("._fpenv", "FloatingPointModeWarning"),
     ("._frontend", "Frontend"),
     ("._graph", "Graph GraphNode"),
     ("._hookspecs", "hookimpl hookspec"),
@@ -80,7 +82,8 @@ __all__ = [
     "CompileInfo",
     "Compiler",
     "CudaRenderer", "DEFAULT_ARCH", "DType", "DeviceArray", "DeviceError", "Dim3", "DiskCache",
-    "Executable", "Frontend", "Graph", "GraphNode", "KernelIR", "LaunchError", "Loc",
+    "Executable", "FloatingPointModeWarning", "Frontend", "Graph", "GraphNode", "KernelIR",
+    "LaunchError", "Loc",
     "NoTargetError", "Param",
     "PLUGIN_API_VERSION", "PluginError", "PluginInfo", "PluginWarning", "Plugins", "PointerType",
     "PreparedLaunch", "Renderer", "Target", "ThorkError", "TraceError", "build_kernel",
