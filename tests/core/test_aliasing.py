@@ -174,8 +174,7 @@ def test_overlap_checks_compare_byte_ranges():
 
 
 def test_overlap_check_agrees_with_every_pair(rng):
-    """``_overlapping``'s shortcuts (two or three arrays, a few, many sorted) against
-    comparing every pair, on random ranges (empty ones included) with and without queued
+    """``_overlapping``'s sorted scan against comparing every pair, on random ranges (empty ones included) with and without queued
     page-locked transfers (which never overlap each other)."""
     from thork_core._gpu import _HostArray, _overlapping
     from thork_core._staging import Transfer

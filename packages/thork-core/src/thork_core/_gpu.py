@@ -124,16 +124,9 @@ class CudaExecutable(Executable):
                         if got_host.pinned:  # page-locked: its copy in is queued now
                             if queued is None:
                                 queued = []
-                            else:  # sharing memory with a queued one: bound below with it
-                                start, stop = got_host.ptr, got_host.ptr + got_host.nbytes
-                                for t in queued:
-                                    if start < t.host + t.nbytes and t.host < stop:
-                                        host = [] if host is None else host
-                                        host.append((i, got_host))
-                                        break
-                                else:
-                                    values[i] = self._queue_in(got_host, param.writes,
-                                                               handle, queued)
+                            elif _overlapping([(i, got_host)], queued):
+                                host = [] if host is None else host
+                                host.append((i, got_host))  # bound below with its alias
                                 continue
                             values[i] = self._queue_in(got_host, param.writes, handle, queued)
                             continue
@@ -421,45 +414,19 @@ def _start(member: tuple[int, ...]) -> int:
 
 def _overlapping(host: Sequence[tuple[int, Any]], queued: Sequence[Any]) -> bool:
     """Whether any two of this call's host arrays (``host``'s views and the ``queued``
-    page-locked transfers, which never overlap each other) share a byte. Two or three
-    pageable arrays (the common case) are compared directly; otherwise each range with
-    those before it, or (more than six) all sorted by start, each compared with the
-    furthest end before it. Empty arrays share nothing."""
-    if not queued and 1 < len(host) < 4:
-        a, b = host[0][1], host[1][1]
-        a0, b0 = a.ptr, b.ptr
-        a1, b1 = a0 + a.nbytes, b0 + b.nbytes
-        if a0 < b1 and b0 < a1 and a0 != a1 and b0 != b1:
+    page-locked transfers) share a byte: the non-empty ranges sorted by start, each
+    compared with the end of the one before (a call has a few; empty arrays share
+    nothing)."""
+    ranges = [(v.ptr, v.ptr + v.nbytes) for _, v in host if v.nbytes]
+    ranges += [(t.host, t.host + t.nbytes) for t in queued if t.nbytes]
+    if len(ranges) < 2:
+        return False
+    ranges.sort()
+    end = -1
+    for start, stop in ranges:
+        if start < end:
             return True
-        if len(host) == 2:
-            return False
-        c = host[2][1]
-        c0 = c.ptr
-        c1 = c0 + c.nbytes
-        return c0 != c1 and ((c0 < a1 and a0 < c1 and a0 != a1)
-                             or (c0 < b1 and b0 < c1 and b0 != b1))
-    if len(host) + len(queued) < 2:
-        return False
-    if len(host) + len(queued) > 6:
-        ranges = [(v.ptr, v.ptr + v.nbytes) for _, v in host if v.nbytes]
-        ranges += [(t.host, t.host + t.nbytes) for t in queued]
-        ranges.sort()
-        end = -1
-        for start, stop in ranges:
-            if start < end:
-                return True
-            end = stop
-        return False
-    before: list[tuple[int, int]] = [(t.host, t.host + t.nbytes) for t in queued]
-    for _, v in host:
-        start = v.ptr
-        stop = start + v.nbytes
-        if start == stop:
-            continue  # empty: shares nothing
-        for a0, a1 in before:
-            if start < a1 and a0 < stop:
-                return True
-        before.append((start, stop))
+        end = stop  # disjoint so far: the ends rise with the starts
     return False
 
 
