@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from . import _plugins
 from ._artifact import Artifact
 from ._cache import cache_key, disk_cache
 from ._compiler import Compiler
@@ -255,8 +256,6 @@ def build_kernel(
     if isinstance(target, Target) or isinstance(compiler, Compiler):
         tgt, comp = choose(target, compiler)
         return build(kernel, tgt.renderer().render(kernel), tgt, comp, device)
-    from . import _plugins
-
     # Where this process's registry already chose for this request, the full path costs
     # what a record's look-up would (its choice is answered from objects in memory), and
     # the record's validation (~50 stats, the memo's digests: ~0.5 ms) is skipped.
