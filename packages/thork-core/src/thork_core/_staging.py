@@ -320,16 +320,12 @@ def _chunks(transfers: Sequence[Transfer], chunk: int, out: bool,
     for t in transfers:
         if t.direct or (out and not t.back):
             continue
-        if out and t.spans:  # parts of an aliasing group's copy
-            for start, size in t.spans:
-                host, dev = t.host + start, t.device + start
-                for o in range(0, size, chunk):
-                    got.append((host + o, stage + off + o, dev + o, min(chunk, size - o)))
-                off += size
-            continue
-        for o in range(0, t.nbytes, chunk):
-            got.append((t.host + o, stage + off + o, t.device + o, min(chunk, t.nbytes - o)))
-        off += t.nbytes
+        # going out, only the written ranges (an aliasing group's ``spans``)
+        for start, size in t.out_spans() if out else ((0, t.nbytes),):
+            host, dev = t.host + start, t.device + start
+            for o in range(0, size, chunk):
+                got.append((host + o, stage + off + o, dev + o, min(chunk, size - o)))
+            off += size
     return got
 
 
@@ -379,12 +375,7 @@ def round_trip(copies: Copies, stage: Stage | None, stream: int,
         launch()
         for t in transfers:
             if t.direct and t.back and t.nbytes:
-                if not t.spans:  # all of it (every transfer but some aliasing groups)
-                    err = copies.dtoh(t.host, t.device, t.nbytes, stream)
-                    if err:
-                        raise copies.fail(err, "cuMemcpyDtoHAsync")
-                    continue
-                for start, size in t.spans:
+                for start, size in t.out_spans():  # all of it, or an aliasing group's parts
                     err = copies.dtoh(t.host + start, t.device + start, size, stream)
                     if err:
                         raise copies.fail(err, "cuMemcpyDtoHAsync")
