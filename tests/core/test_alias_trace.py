@@ -9,23 +9,12 @@ binding path, small staging chunks, a failed binding and eight threads."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from helpers.drvtrace_child import BENCH, TESTS, require_drvtrace, run_child
 
-TESTS = Path(__file__).resolve().parents[1]
-BENCH = TESTS.parent / "bench"
-if not (BENCH / "drvtrace.c").exists():
-    pytest.skip("bench/drvtrace.c is not beside the tests", allow_module_level=True)
-if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")):
-    pytest.skip("no C compiler for bench/drvtrace.c", allow_module_level=True)
-pytest.importorskip("cuda.bindings")
-pytest.importorskip("thork_nvrtc")
+require_drvtrace()
 
 CHILD = textwrap.dedent('''
     import json, sys, threading
@@ -125,14 +114,10 @@ CHILD = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    script = tmp_path_factory.mktemp("alias_trace") / "child.py"
-    script.write_text(CHILD)
     seed = int.from_bytes(__import__("os").urandom(4), "little")
     print(f"child seed: {seed}")
-    proc = subprocess.run([sys.executable, str(script), str(BENCH), str(TESTS), str(seed)],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(tmp_path_factory.mktemp("alias_trace"), CHILD, BENCH, TESTS, seed,
+                     timeout=600)
 
 
 def _expected(r: dict) -> tuple[list[int], int, int]:

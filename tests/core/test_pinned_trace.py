@@ -7,22 +7,12 @@ and one synchronization: nothing waits, and nothing is copied, between them."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from helpers.drvtrace_child import BENCH, require_drvtrace, run_child
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-if not (BENCH / "drvtrace.c").exists():
-    pytest.skip("bench/drvtrace.c is not beside the tests", allow_module_level=True)
-if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")):
-    pytest.skip("no C compiler for bench/drvtrace.c", allow_module_level=True)
-pytest.importorskip("cuda.bindings")
-pytest.importorskip("thork_nvrtc")
+require_drvtrace()
 
 CHILD = textwrap.dedent('''
     import json, sys, threading
@@ -109,13 +99,7 @@ CHILD = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    script = tmp_path_factory.mktemp("pinned_trace") / "child.py"
-    script.write_text(CHILD)
-    seed = 1234
-    proc = subprocess.run([sys.executable, str(script), str(BENCH), str(seed)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(tmp_path_factory.mktemp("pinned_trace"), CHILD, BENCH, 1234)
 
 
 PINNED_CALLS = ["alloc", "htod"] * 3 + ["launch", "dtoh", "free", "free", "free",
