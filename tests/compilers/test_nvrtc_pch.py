@@ -102,10 +102,12 @@ def test_precompiled_prelude_gives_the_whole_texts_code(nvrtc, monkeypatch, name
     src = CudaRenderer().render(k.ir)
     first, again, plain = _both(comp, monkeypatch, src, k.ir.name)
     assert _same_code(first.data, plain.data) and _same_code(again.data, plain.data), name
-    # The log: no PCH message; the whole text's warnings on prelude helpers the kernel does
-    # not use ("declared but never referenced") are gone (a header's are not warned about)
-    assert first.log == again.log and "precompiled" not in first.log
-    assert all(line in plain.log for line in first.log.splitlines()), (first.log, plain.log)
+    # The log: no PCH message, and the same with or without PCH (the artifact's log must
+    # not depend on how many compiles the process made before): the prelude's helpers are
+    # marked unused, so the whole text does not warn "declared but never referenced" on
+    # those the kernel does not call (a header's never are)
+    assert first.log == again.log == plain.log and "precompiled" not in first.log
+    assert "never referenced" not in plain.log, plain.log
     flags = [*comp.flags("cubin", ARCH)]
     header = mod.prelude_header(src, flags)
     assert header is not None and mod.pch_state()[header[0]] is True
