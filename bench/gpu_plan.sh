@@ -9,13 +9,16 @@
 #                                  #   trace, bench_mma
 #   bash bench/gpu_plan.sh lang    # ~6 min: diag_rows (every pick, its fast twin and the
 #                                  #   session-13 variants), bench_lang in full
+#   bash bench/gpu_plan.sh hot     # ~3 min: bench_fkl's hot rows twice (the DLPack-only
+#                                  #   row's spread), bench_core's hot rows, and
+#                                  #   diag_dlpack_pipe.py (times; driver calls)
 # Carry the wheels built here (.wheels: `for p in packages/*/; do python3 -m pip wheel
 # --no-deps --no-build-isolation -w .wheels "$p"; done`). Each part installs them into
 # /tmp/site; the parts are independent and may run in any order.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang}
+part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot}
 dest=${OUT:-/tmp/thork-plan}
 L=/tmp/thork-plan-$part
 rm -rf "$L"; mkdir -p "$L" "$dest"
@@ -58,7 +61,14 @@ lang)
   TAIL=60 run diag_rows 330 python3 bench/diag_rows.py --jobs 16 --rep 50 --out "$L/rows"
   TAIL=40 run bench_lang 230 python3 bench/bench_lang.py --no-torch --out "$L/lang"
   ;;
+hot)
+  TAIL=30 run bench_fkl_hot 120 python3 bench/bench_fkl.py --only hot --out "$L/fkl"
+  TAIL=30 run bench_fkl_hot2 120 python3 bench/bench_fkl.py --only hot --out "$L/fkl2"
+  TAIL=30 run bench_core_hot 150 python3 bench/bench_core.py --only hot --out "$L/core"
+  TAIL=12 run diag_dlpack 60 python3 bench/diag_dlpack_pipe.py
+  run diag_dlpack_trace 60 python3 bench/diag_dlpack_pipe.py --trace
+  ;;
 *)
-  say "unknown part $part (suite, bench or lang)"; exit 2
+  say "unknown part $part (suite, bench, lang or hot)"; exit 2
   ;;
 esac
