@@ -26,19 +26,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-class SlotsDLPackOnly:
-    """A DLPack-only producer without an instance dict."""
-
-    __slots__ = ("a",)
-
-    def __init__(self, a: Any) -> None:
-        self.a = a
-
-    def __dlpack__(self, **kw: Any) -> Any:
-        return self.a.__dlpack__(**kw)
-
-    def __dlpack_device__(self) -> Any:
-        return self.a.__dlpack_device__()
+def slots_producer(base: type) -> type:
+    """``base`` (diag_producers.DLPackOnly) with ``__slots__``: no instance dict."""
+    names = ("__init__", "__dlpack__", "__dlpack_device__")
+    return type("SlotsDLPackOnly", (), {"__slots__": ("a",),
+                                        **{n: base.__dict__[n] for n in names}})
 
 
 def per_call(fn: Callable[[], Any], n: int) -> float:
@@ -71,7 +63,8 @@ def main() -> None:
     hot = fkl.compose(fkl.TensorRead(), fkl.Mul(2.0), fkl.Add(1.0), fkl.Mul(3.0),
                       fkl.TensorWrite(), target="gpu")
     dx, dy = DLPackOnly(x), DLPackOnly(y)
-    sx, sy = SlotsDLPackOnly(x), SlotsDLPackOnly(y)
+    slots = slots_producer(DLPackOnly)
+    sx, sy = slots(x), slots(y)
     for _ in range(3):
         hot(x, out=y)
         hot(dx, out=dy)
