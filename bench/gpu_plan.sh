@@ -12,13 +12,15 @@
 #   bash bench/gpu_plan.sh hot     # ~3 min: bench_fkl's hot rows twice (the DLPack-only
 #                                  #   row's spread), bench_core's hot rows, and
 #                                  #   diag_dlpack_pipe.py (times; driver calls)
+#   bash bench/gpu_plan.sh recheck # ~2 min: bench_lang's row table again, and
+#                                  #   diag_dlpack_pipe.py over 21 rounds
 # Carry the wheels built here (.wheels: `for p in packages/*/; do python3 -m pip wheel
 # --no-deps --no-build-isolation -w .wheels "$p"; done`). Each part installs them into
 # /tmp/site; the parts are independent and may run in any order.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot}
+part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|recheck}
 dest=${OUT:-/tmp/thork-plan}
 L=/tmp/thork-plan-$part
 rm -rf "$L"; mkdir -p "$L" "$dest"
@@ -68,7 +70,11 @@ hot)
   TAIL=12 run diag_dlpack 60 python3 bench/diag_dlpack_pipe.py
   run diag_dlpack_trace 60 python3 bench/diag_dlpack_pipe.py --trace
   ;;
+recheck)
+  TAIL=24 run bench_lang_rows 150 python3 bench/bench_lang.py --rows-only --no-torch --out "$L/lang"
+  TAIL=12 run diag_dlpack 120 python3 bench/diag_dlpack_pipe.py --rounds 21
+  ;;
 *)
-  say "unknown part $part (suite, bench, lang or hot)"; exit 2
+  say "unknown part $part (suite, bench, lang, hot or recheck)"; exit 2
   ;;
 esac
