@@ -55,7 +55,11 @@ VARIANTS: dict[tuple[str, str, int], list[Any]] = {
         RC(128, rows=2, onepass=False, cache=None, persist=5, stages=2),
         RC(256, onepass=False, cache=None, persist=6, stages=2),
         RC(256, onepass=False, cache=None, persist=8, stages=3),
-        RC(256, onepass=False, cache=None)],
+        RC(256, onepass=False, cache=None),
+        # session 14: Triton's shape (a row a 256-thread block, 8 blocks an SM, 4096
+        # blocks: 3.9 waves of 1056) with a 32-register cap (ptxas: 32, no spills, 1832
+        # warp instructions a row; Triton 2320); the pick runs 5 blocks an SM, 3.1 waves
+        RC(256, onepass=False, cache=None, min_blocks=8)],
     ("softmax", "float16", 8192): [
         RC(256, onepass=False, cache=None, persist=5, stages=1),
         RC(256, onepass=False, cache=None, persist=5, stages=2),
