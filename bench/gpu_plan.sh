@@ -15,7 +15,8 @@
 #   bash bench/gpu_plan.sh recheck # ~2 min: bench_lang's row table again, and
 #                                  #   diag_dlpack_pipe.py over 21 rounds
 # Carry the wheels built here (.wheels: `for p in packages/*/; do python3 -m pip wheel
-# --no-deps --no-build-isolation -w .wheels "$p"; done`). Each part installs them into
+# --no-deps --no-build-isolation -w .wheels "$p"; done; git log -1 --format='code %h %s'
+# > .wheels/COMMIT`). Each part installs them into
 # /tmp/site; the parts are independent and may run in any order.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -40,7 +41,9 @@ rm -rf /tmp/site
 python3 -m pip install -q --no-deps --no-index --target /tmp/site .wheels/*.whl || exit 1
 export PYTHONPATH=/tmp/site PATH="/tmp/site/bin:$PATH" THORK_CACHE_DIR=/tmp/thork-cache
 say "$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.limit --format=csv,noheader)"
-say "$(git log -1 --format='code %h %s' 2>/dev/null || echo 'code: no git here')"
+# The device's copy of the tree may carry an older git HEAD than the wheels were built
+# from (session 14): the build writes .wheels/COMMIT, which names the code that runs.
+say "$(cat .wheels/COMMIT 2>/dev/null || git log -1 --format='code %h %s (git HEAD here)' 2>/dev/null || echo 'code: unknown')"
 
 case "$part" in
 suite)
