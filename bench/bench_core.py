@@ -667,27 +667,16 @@ def bench_cold_compile_in_process(rows: list[dict[str, Any]], reps: int) -> None
     import random
 
     import cupy as cp
-    import thork as tk
+    from cold_compile_host import cold_kernel
     from thork_core import plugins
     from thork_core._gpu import GpuTarget
-
-    def make(c: float) -> Any:
-        @tk.jit(compiler="nvrtc")
-        def cold_add(out: tk.DevicePointer[tk.dt.float32],
-                     a: tk.DevicePointer[tk.dt.float32], b: tk.DevicePointer[tk.dt.float32],
-                     bid: tk.Uint[tk.BlockIdx], tid: tk.Uint[tk.ThreadIdx],
-                     bdm: tk.Uint[tk.BlockDim]):
-            i = bid * bdm + tid
-            out[i] = a[i] + b[i] * c
-
-        return cold_add
 
     comp = plugins().compiler("nvrtc", GpuTarget())
     arch = GpuTarget().arch()
     options = tuple(f for f in comp.flags("cubin", arch) if not f.startswith("--gpu-arch"))
 
     def thork_once() -> float:
-        k = make(random.random())
+        k = cold_kernel(random.random())
         t0 = time.perf_counter()
         k.compile("gpu", "nvrtc")
         return (time.perf_counter() - t0) * 1e3
@@ -698,7 +687,7 @@ def bench_cold_compile_in_process(rows: list[dict[str, Any]], reps: int) -> None
         raw.compile()
         return (time.perf_counter() - t0) * 1e3
 
-    src = make(0.5).source
+    src = cold_kernel(0.5).source
     thork_once()
     cupy_once(src)
     th, cu = [], []

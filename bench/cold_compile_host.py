@@ -95,8 +95,9 @@ def _stub_driver() -> None:
     _cuda._FAST[:] = [None, None]  # context calls through the stand-in, not libcuda
 
 
-def _make(c: float) -> Any:
-    """The bench_core GPU row's kernel, with the constant ``c`` (a new kernel each time)."""
+def cold_kernel(c: float) -> Any:
+    """The cold-compile kernel of bench_core's GPU row and of this bench, with the
+    constant ``c`` (a new kernel, never built before, for each new ``c``)."""
     import thork as tk
 
     @tk.jit(compiler="nvrtc")
@@ -159,7 +160,7 @@ def run(reps: int, phases: bool) -> dict[str, Any]:
     opts = [o.encode() for o in comp.flags("cubin", arch)]
 
     def thork_once() -> tuple[float, float]:
-        k = _make(random.random())
+        k = cold_kernel(random.random())
         w0, c0 = time.perf_counter(), time.thread_time()
         info = k.compile("gpu", "nvrtc")
         w1, c1 = time.perf_counter(), time.thread_time()
@@ -168,11 +169,12 @@ def run(reps: int, phases: bool) -> dict[str, Any]:
         _cache.flush_writes()  # the background write, outside the time
         return (w1 - w0) * 1e3, (c1 - c0) * 1e3
 
-    def nvrtc_once() -> tuple[float, float]:
-        src = _make(random.random()).cuda_source.encode()
+    def nvrtc_timed(main: bytes, options: list[bytes], headers: list[bytes],
+                    names: list[bytes]) -> tuple[float, float]:
+        """NVRTC alone on ``main`` (create, compile, cubin, destroy): (wall, CPU) ms."""
         w0, c0 = time.perf_counter(), time.thread_time()
-        err, prog = nv.nvrtcCreateProgram(src, b"cold_add.cu", 0, [], [])
-        (err,) = nv.nvrtcCompileProgram(prog, len(opts), opts)
+        err, prog = nv.nvrtcCreateProgram(main, b"cold_add.cu", len(headers), headers, names)
+        (err,) = nv.nvrtcCompileProgram(prog, len(options), options)
         if int(err) != 0:
             raise RuntimeError(f"NVRTC failed: {err}")
         _, n = nv.nvrtcGetCUBINSize(prog)
@@ -181,6 +183,9 @@ def run(reps: int, phases: bool) -> dict[str, Any]:
         nv.nvrtcDestroyProgram(prog)
         w1, c1 = time.perf_counter(), time.thread_time()
         return (w1 - w0) * 1e3, (c1 - c0) * 1e3
+
+    def nvrtc_once() -> tuple[float, float]:
+        return nvrtc_timed(cold_kernel(random.random()).cuda_source.encode(), opts, [], [])
 
     from thork_nvrtc import _compiler as nvrtc_plugin
 
@@ -196,23 +201,12 @@ def run(reps: int, phases: bool) -> dict[str, Any]:
     pch_opts = [*opts, *(o.encode() for o in nvrtc_plugin._PCH_FLAGS)]
 
     def nvrtc_pch_once() -> tuple[float, float]:
-        split = nvrtc_plugin.prelude_header(_make(random.random()).cuda_source,
+        split = nvrtc_plugin.prelude_header(cold_kernel(random.random()).cuda_source,
                                             [o.decode() for o in opts])
         if split is None:
             raise RuntimeError("the kernel's text does not start with the CUDA prelude")
         name, header, main = split
-        w0, c0 = time.perf_counter(), time.thread_time()
-        err, prog = nv.nvrtcCreateProgram(main.encode(), b"cold_add.cu", 1,
-                                          [header.encode()], [name.encode()])
-        (err,) = nv.nvrtcCompileProgram(prog, len(pch_opts), pch_opts)
-        if int(err) != 0:
-            raise RuntimeError(f"NVRTC failed: {err}")
-        _, n = nv.nvrtcGetCUBINSize(prog)
-        data = b" " * n
-        nv.nvrtcGetCUBIN(prog, data)
-        nv.nvrtcDestroyProgram(prog)
-        w1, c1 = time.perf_counter(), time.thread_time()
-        return (w1 - w0) * 1e3, (c1 - c0) * 1e3
+        return nvrtc_timed(main.encode(), pch_opts, [header.encode()], [name.encode()])
 
     thork_once()  # warm-up: imports, the registry, NVRTC loaded, the first records, PCH
     nvrtc_once()
