@@ -15,6 +15,8 @@ from helpers import run_threads
 pytestmark = pytest.mark.gpu
 
 
+# The same kernel as helpers.kernels.scale_add, kept apart on purpose: these tests patch
+# `_miss` on the memoized Launch of `scale_add[g, b]`, which other files' calls would share.
 @tk.jit(target="gpu")
 def scale_add(
     out: tk.DevicePointer[tk.dt.float32],
