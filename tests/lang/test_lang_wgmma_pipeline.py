@@ -221,6 +221,89 @@ def test_cluster_launch_errors_on_cpu():
         deserter[2, 32](np.zeros(1, np.float32), target="cpu")
 
 
+@pytest.mark.plugin("cpu")
+def test_cpu_cluster_failure_names_its_cause_not_the_barrier_it_left():
+    # Rank 0 fails (its map is not a tensor map) and ends; rank 1 then waits at the cluster
+    # barrier for it. The launch reports rank 0's failure, not rank 1's consequence.
+    @tk.jit
+    def one_bad(good: P[u64], bad: P[u64]):
+        tk.cluster_dims(2)
+        s = tk.shared_array(u16, (16 * 64,))
+        bar = tk.shared_array(u64, (1,))
+        with tk.if_(tk.thread_idx().x == 0):
+            tk.mbarrier_init(bar, 0, 1)
+        with tk.if_(tk.cluster_ctarank() == 0):
+            with tk.if_(tk.thread_idx().x == 0):
+                tk.tma_load(s, 0, bad, 0, 0, bar, 0)
+            tk.return_()
+        tk.cluster_sync()
+    good = tk.tensor_map(np.zeros((64, 64), np.uint16), (16, 64))
+    for grid in (2, 6):      # blocks after the failing ones see the deadlock
+        with pytest.raises(tk.LaunchError, match="not a CPU tensor map"):
+            one_bad[grid, 32](good, np.zeros(16, np.uint64), target="cpu")
+
+
+_CLUSTER_NO_THREADS_CHILD = r'''
+import resource, numpy as np, thork as tk
+f32 = tk.dt.float32
+
+@tk.jit
+def meet(x: tk.DevicePointer[f32]):
+    tk.cluster_dims(8)
+    tk.cluster_sync()
+    x[tk.block_idx().x] = 1.0
+
+x = np.zeros(64, np.float32)
+meet[64, 32](x, target="cpu")  # compiled, loaded and run once with memory to spare
+vm = int([l for l in open("/proc/self/status") if l.startswith("VmSize")][0].split()[1])
+# 32 MiB more address space: a few 8 MiB thread stacks, not 64 blocks' worth
+resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 32 * 2**20, resource.RLIM_INFINITY))
+try:
+    meet[64, 32](x, target="cpu")
+    print("no error")
+except tk.LaunchError as e:
+    print("LaunchError:", e)
+'''
+
+
+@pytest.mark.plugin("cpu")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and RLIMIT_AS")
+def test_cpu_cluster_blocks_that_could_not_start_fail_the_launch_not_hang_it():
+    # Blocks whose OS thread could not start count as ended at a cluster barrier too: the
+    # started blocks of their clusters stop waiting (before, they waited forever).
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _CLUSTER_NO_THREADS_CHILD],
+                          capture_output=True, text=True, timeout=120)
+    assert "could not start a thread or allocate memory" in proc.stdout, \
+        proc.stdout + proc.stderr
+
+
+@pytest.mark.plugin("cpu")
+def test_cpu_cluster_barrier_that_opens_is_never_a_deadlock():
+    # Session 15's CI failure: a block waiting at a cluster barrier read the barrier's
+    # generation, then (descheduled) found its peer ended. The peer had been the last to
+    # arrive, opened the barrier and finished in between: a deadlock reported for a barrier
+    # that opened. Many short clustered launches of one-thread blocks (hundreds of OS
+    # threads on few cores, so waiters are descheduled often) hit that window once or
+    # twice in 10 s on a 2-core machine before the fix; each launch must succeed.
+    @tk.jit
+    def meet(x: P[f32]):
+        tk.cluster_dims(2)
+        tk.cluster_sync()
+        x[tk.block_idx().x] = 1.0
+    import time
+
+    x = np.zeros(512, np.float32)
+    end, n = time.monotonic() + 4.0, 0
+    while time.monotonic() < end:
+        x[:] = 0
+        meet[512, 1](x, target="cpu")
+        assert x.min() == 1.0
+        n += 1
+    assert n > 20, n
+
+
 # -- TMA stores --------------------------------------------------------------------------
 @tk.jit
 def tma_roundtrip(tin: P[u64], tout: P[u64], n: i32, x: i32, y: i32):

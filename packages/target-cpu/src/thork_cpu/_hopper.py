@@ -242,10 +242,15 @@ THORK_FN void thork_cluster_sync(thork_block* b) {
       __atomic_store_n(&g->cl_arrived[cid], 0u, __ATOMIC_SEQ_CST);
       __atomic_add_fetch(&g->cl_gen[cid], 1u, __ATOMIC_SEQ_CST);
     } else {
-      while (__atomic_load_n(&g->cl_gen[cid], __ATOMIC_SEQ_CST) == gen) {
+      // The ended flags are read before the generation: the last block to arrive moves the
+      // generation on before it can end, so a block seen ended with the generation still
+      // unmoved never arrived. (Read the other way round, a peer could pass the barrier
+      // and end between the two reads: a deadlock reported for a barrier that opened.)
+      for (;;) {
         int ended = 0;
         for (unsigned int r = 0; r < n; ++r)
           ended |= __atomic_load_n(&g->bdone[thork_cluster_block(b, r)], __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&g->cl_gen[cid], __ATOMIC_SEQ_CST) != gen) break;
         if (ended) { b->err = THORK_CLUSTER_DEADLOCK; break; }
         sched_yield();
       }

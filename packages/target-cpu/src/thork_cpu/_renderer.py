@@ -548,12 +548,22 @@ static int thork_run_cooperative(void** args, const unsigned int* g, const unsig
     if (pthread_create(&ts[bi], 0, thork_coop_block, &cs[bi]) != 0) break;
     ++started;
   }
-  // Blocks that could not start count as ended: waiting blocks then fail, not hang.
+  // Blocks that could not start count as ended: waiting blocks then fail, not hang (at a
+  // grid barrier through 'finished', at a cluster barrier through 'bdone').
+  for (long long bi = started; grid.bdone && bi < nblocks; ++bi)
+    __atomic_store_n(&grid.bdone[bi], (unsigned char)1, __ATOMIC_SEQ_CST);
   __atomic_add_fetch(&grid.finished, (unsigned int)(nblocks - started), __ATOMIC_SEQ_CST);
   for (long long bi = 0; bi < started; ++bi) pthread_join(ts[bi], 0);
-  int rc = started < nblocks ? %(nomem)d : 0;
-  for (long long bi = 0; bi < started; ++bi) if (cs[bi].rc) rc = cs[bi].rc;
-  if (!rc && grid.failed) rc = %(grid_failed)d;
+  // A block's own failure (or threads that could not start) is the cause; a barrier that
+  // could then never open in the other blocks is its consequence, reported only alone.
+  int rc = started < nblocks ? %(nomem)d : 0, effect = 0;
+  for (long long bi = 0; bi < started; ++bi) {
+    const int r = cs[bi].rc;
+    if (r == %(deadlock)d || r == %(grid_failed)d || r == %(cluster_deadlock)d) {
+      if (!effect) effect = r;
+    } else if (r && !rc) rc = r;
+  }
+  if (!rc) rc = effect ? effect : grid.failed ? %(grid_failed)d : 0;
   if (grid.smem_of) {
     for (long long bi = 0; bi < nblocks; ++bi) free(grid.smem_of[bi]);
     free(grid.smem_of); free(grid.cl_arrived); free(grid.cl_gen); free(grid.bdone);
@@ -855,7 +865,7 @@ class CppRenderer(Renderer):
             "fibers": int(needs_fibers(kernel)), "prints": int(has_print(kernel)),
             "cooperative": int(kernel.cooperative or kernel.cluster_dims is not None),
             "clustered": int(kernel.cluster_dims is not None), "nomem": NO_MEMORY,
-            "grid_failed": GRID_FAILED,
+            "grid_failed": GRID_FAILED, "cluster_deadlock": CLUSTER_DEADLOCK,
             "debug_entry": _DEBUG_ENTRY if kernel.debug_sites is not None else "",
         }
         queue = uses_async_copy(kernel)
