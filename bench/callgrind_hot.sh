@@ -8,7 +8,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(dirname "$HERE")
-PY=${PY:-python3}
+# The interpreter itself, not a launcher script (pyenv's shim): callgrind would trace bash.
+PY=$("${PY:-python3}" -c 'import sys; print(sys.executable)')
 WORK=$(mktemp -d /tmp/cg-hot.XXXXXX)
 cc -O2 -shared -fPIC "$HERE/callgrind_marks.c" -o "$WORK/marks.so"
 export PYTHONPATH=$(ls -d "$ROOT"/packages/*/src | paste -sd:)
