@@ -93,6 +93,56 @@ def test_threads_writing_one_cache(tmp_path):
     assert not list(tmp_path.glob("*/.tmp-*"))
 
 
+def _secrets_of_processes_starting_together(root, n: int = 6) -> list[bytes]:
+    """The folder key ``n`` forked processes get from ``_secret(root)``, all started at
+    once (a barrier), in no particular order."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    go, q = ctx.Barrier(n), ctx.Queue()
+
+    def child() -> None:
+        go.wait()
+        q.put(_cache._secret(str(root)))
+
+    procs = [ctx.Process(target=child) for _ in range(n)]
+    for p in procs:
+        p.start()
+    got = [q.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    return got
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("start", ["empty", "damaged", "symlink", "writable by others"])
+def test_processes_starting_together_agree_on_the_folder_key(tmp_path, start):
+    # Session 15's CI failure (test_several_processes_writing_one_cache: an entry
+    # missing): a process made the key file, another read it before the key was
+    # written, took it for damaged and made its own; the first signed its entries with a
+    # key no longer on disk. Before the fix 88 of 200 trials of "empty" ended so.
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"k" * 32)
+    for trial in range(12):
+        root = tmp_path / f"c{trial}"
+        root.mkdir(mode=0o700)
+        key = root / _cache._SECRET
+        if start == "damaged":
+            key.write_bytes(b"short")
+        elif start == "symlink":
+            key.symlink_to(outside)          # 32 bytes, but not this folder's own file
+        elif start == "writable by others":
+            key.write_bytes(b"w" * 32)
+            key.chmod(0o666)
+        got = _secrets_of_processes_starting_together(root)
+        disk = key.read_bytes()
+        assert not key.is_symlink() and key.stat().st_mode & 0o777 == 0o600
+        assert len(disk) == 32 and disk not in (b"k" * 32, b"w" * 32)
+        assert got == [disk] * len(got), trial
+    assert outside.read_bytes() == b"k" * 32  # a symlink's target is never written
+
+
 WRITER = textwrap.dedent("""
     import os, sys
     from thork_core import Artifact, DiskCache
@@ -141,6 +191,7 @@ CRASH = textwrap.dedent("""
         os._exit(9)
 
     os.makedirs(os.path.join(root, "ab"), mode=0o700, exist_ok=True)
+    _cache._secret(root)  # the folder key first: the write that dies is the entry's
     _cache._write_private = dies_half_way
     DiskCache(root).put_later("ab" * 32, Artifact(kind="cubin", data=b"x" * 5000,
                                                   entry="k", compiler="c", arch="sm_90"))
