@@ -243,6 +243,122 @@ def test_cpu_cluster_failure_names_its_cause_not_the_barrier_it_left():
             one_bad[grid, 32](good, np.zeros(16, np.uint64), target="cpu")
 
 
+@tk.jit
+def waits_for_host(flag: P[i32], out: P[i32], arrive: i32):
+    """Rank 0 waits on its mbarrier for rank 1's remote arrival; rank 1's thread 0 first
+    spins until the host sets ``flag[0]`` (and arrives only if ``arrive``)."""
+    tk.cluster_dims(2)
+    bar = tk.shared_array(u64, (1,))
+    tid, rank = tk.thread_idx().x, tk.cluster_ctarank()
+    with tk.if_(tid == 0):
+        tk.mbarrier_init(bar, 0, 1)
+        tk.fence_mbarrier_init()
+    tk.cluster_sync()
+    with tk.if_(rank == 1):
+        with tk.if_(tid == 0):
+            with tk.while_(lambda: tk.atomic_add(flag, 0, 0) == 0):
+                pass
+            with tk.if_(arrive != 0):
+                tk.mbarrier_arrive(bar, 0, cta=0)
+    with tk.if_(rank == 0):
+        tk.mbarrier_wait(bar, 0, 0)
+    tk.cluster_sync()
+    with tk.if_(tid == 0):
+        out[tk.block_idx().x] = rank + 1
+
+
+def _launch_with_flag_set_after(seconds: float, arrive: int) -> tuple[float, np.ndarray]:
+    import threading
+    import time
+
+    flag, out = np.zeros(1, np.int32), poisoned((2,), np.int32)
+    waits_for_host[2, 32](np.ones(1, np.int32), out, 1, target="cpu")  # built: not timed
+    out[:] = -1
+    setter = threading.Timer(seconds, flag.__setitem__, (0, 1))
+    setter.start()
+    t0 = time.monotonic()
+    try:
+        waits_for_host[2, 32](flag, out, arrive, target="cpu")
+    finally:
+        setter.cancel()
+        flag[0] = 1
+    return time.monotonic() - t0, out
+
+
+@pytest.mark.plugin("cpu")
+def test_cpu_cluster_peer_running_longer_than_the_deadlock_wait_is_no_deadlock():
+    # Rank 0 has nothing to do for 6 s while rank 1 runs (spinning on a flag the host sets
+    # then): valid on a GPU. The deadlock check (5 s without progress) once counted only
+    # finished scheduling rounds as progress, so a block still running its first round
+    # looked stuck and the launch failed. Now a block that runs is never a deadlock.
+    took, out = _launch_with_flag_set_after(6.0, arrive=1)
+    assert took >= 6.0
+    np.testing.assert_array_equal(out, [1, 2])
+
+
+@tk.jit
+def wakes_then_runs(flags: P[i32], out: P[i32]):
+    """Rank 1 arrives on rank 0's mbarrier once the host sets flags[0], then waits on its
+    own; rank 0, woken, runs until the host sets flags[1], then arrives on rank 1's."""
+    tk.cluster_dims(2)
+    bar = tk.shared_array(u64, (1,))
+    tid, rank = tk.thread_idx().x, tk.cluster_ctarank()
+    with tk.if_(tid == 0):
+        tk.mbarrier_init(bar, 0, 1)
+        tk.fence_mbarrier_init()
+    tk.cluster_sync()
+    with tk.if_(rank == 1):
+        with tk.if_(tid == 0):
+            with tk.while_(lambda: tk.atomic_add(flags, 1, 0) == 0):
+                pass
+            tk.mbarrier_arrive(bar, 0, cta=0)
+    with tk.if_(rank == 0):
+        tk.mbarrier_wait(bar, 0, 0)
+        with tk.if_(tid == 0):
+            with tk.while_(lambda: tk.atomic_add(flags, 0, 0) == 0):
+                pass
+            tk.mbarrier_arrive(bar, 0, cta=1)
+    with tk.if_(rank == 1):
+        tk.mbarrier_wait(bar, 0, 0)
+    tk.cluster_sync()
+    with tk.if_(tid == 0):
+        out[tk.block_idx().x] = rank + 1
+
+
+@pytest.mark.plugin("cpu")
+def test_cpu_cluster_block_woken_by_a_peer_runs_as_long_as_it_needs():
+    # Rank 0 waits (a whole scheduling round without progress) until rank 1's arrival at
+    # 0.5 s, then runs for 6 s in that round while rank 1 waits for it: rank 0 counts as
+    # running from its wake-up, not as waiting until its round ends.
+    import threading
+    import time
+
+    flags, out = np.zeros(2, np.int32), poisoned((2,), np.int32)
+    wakes_then_runs[2, 32](np.ones(2, np.int32), out, target="cpu")  # built: not timed
+    out[:] = -1
+    timers = [threading.Timer(0.5, flags.__setitem__, (1, 1)),
+              threading.Timer(6.5, flags.__setitem__, (0, 1))]
+    for t in timers:
+        t.start()
+    t0 = time.monotonic()
+    try:
+        wakes_then_runs[2, 32](flags, out, target="cpu")
+    finally:
+        for t in timers:
+            t.cancel()
+        flags[:] = 1
+    assert time.monotonic() - t0 >= 6.5
+    np.testing.assert_array_equal(out, [1, 2])
+
+
+@pytest.mark.plugin("cpu")
+def test_cpu_cluster_deadlock_with_every_block_waiting_is_still_found():
+    # Rank 1 never arrives: once it waits at the final cluster barrier, every block waits
+    # and nothing moves; the launch fails about 5 s later instead of hanging.
+    with pytest.raises(tk.LaunchError, match="could never complete"):
+        _launch_with_flag_set_after(0.0, arrive=0)
+
+
 _CLUSTER_NO_THREADS_CHILD = r'''
 import resource, numpy as np, thork as tk
 f32 = tk.dt.float32

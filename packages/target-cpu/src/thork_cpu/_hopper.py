@@ -121,15 +121,23 @@ THORK_FN void thork_mbarrier_arrive(thork_block* b, void* p) { thork_mbar_update
 THORK_FN void thork_mbarrier_expect_tx(thork_block* b, void* p, unsigned int bytes) {
   thork_mbar_update(b, p, 1u, (long long)bytes);
 }
+// A wait that completes may have been completed by another block (a remote arrival, a
+// multicast): the block runs again, whatever it waited for before.
 THORK_FN void thork_mbarrier_wait(thork_block* b, void* p, unsigned int parity) {
   while (thork_mbar_read(p).phase == (parity & 1u)) thork_yield(b, b->cur);  // not done yet
+  if (b->waiting) thork_wait_mark(b, 0);
 }
 // A failed try lets the other threads run (so a spin loop around it makes progress, and one
 // that never can is found by the deadlock check).
 THORK_FN bool thork_mbarrier_try_wait(thork_block* b, void* p, unsigned int parity) {
-  if (thork_mbar_read(p).phase != (parity & 1u)) return true;
+  if (thork_mbar_read(p).phase != (parity & 1u)) {
+    if (b->waiting) thork_wait_mark(b, 0);
+    return true;
+  }
   thork_yield(b, b->cur);
-  return thork_mbar_read(p).phase != (parity & 1u);
+  const bool done = thork_mbar_read(p).phase != (parity & 1u);
+  if (done && b->waiting) thork_wait_mark(b, 0);
+  return done;
 }
 // TMA: the CPU tensor map (tk.tensor_map of a NumPy array): magic, base, width, height,
 // row stride (bytes), box cols, box rows, element size, swizzle (bytes). The box goes to
@@ -242,6 +250,7 @@ THORK_FN void thork_cluster_sync(thork_block* b) {
       __atomic_store_n(&g->cl_arrived[cid], 0u, __ATOMIC_SEQ_CST);
       __atomic_add_fetch(&g->cl_gen[cid], 1u, __ATOMIC_SEQ_CST);
     } else {
+      thork_wait_mark(b, 1);  // waiting on the other blocks: not a running block
       // The ended flags are read before the generation: the last block to arrive moves the
       // generation on before it can end, so a block seen ended with the generation still
       // unmoved never arrived. (Read the other way round, a peer could pass the barrier
@@ -254,6 +263,7 @@ THORK_FN void thork_cluster_sync(thork_block* b) {
         if (ended) { b->err = THORK_CLUSTER_DEADLOCK; break; }
         sched_yield();
       }
+      thork_wait_mark(b, 0);  // past the barrier (or failing): running again
     }
     b->cl_done++;
   }

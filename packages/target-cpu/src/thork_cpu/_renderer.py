@@ -109,6 +109,7 @@ struct thork_block {
   unsigned int cl_done;           // cluster barriers this block has arrived at
   unsigned long long seen_epoch;  // clusters: the grid's progress count last seen
   double idle_since;              // clusters: when this block last saw progress (0: now)
+  int waiting;                    // clusters: counted in the grid's 'waiting'
   int err;                        // a failure found while running (returned at the end)
 };
 
@@ -117,11 +118,19 @@ struct thork_block {
 // never take part: the barrier then opens with 'failed' set (the launch reports it).
 // Clustered launches run the same way: smem_of gives every block's shared memory (TMA
 // multicast and remote mbarrier arrivals reach it), cl_arrived/cl_gen are one barrier per
-// cluster, bdone marks blocks that ended and epoch counts progress anywhere (a block whose
-// threads all wait on other blocks spins while it grows).
+// cluster, bdone marks blocks that ended, epoch counts progress anywhere (a block whose
+// threads all wait on other blocks spins while it grows) and waiting counts the blocks
+// whose threads all wait on other blocks (or that wait at a cluster barrier).
 struct thork_grid { unsigned int arrived, gen, finished, nblocks; int failed;
                     unsigned char** smem_of; unsigned int *cl_arrived, *cl_gen;
-                    unsigned char* bdone; unsigned long long epoch; };
+                    unsigned char* bdone; unsigned long long epoch; unsigned int waiting; };
+// Count the block in (on = 1) or out of the grid's waiting blocks.
+THORK_FN void thork_wait_mark(thork_block* b, int on) {
+  if (b->waiting == on) return;
+  b->waiting = on;
+  if (on) __atomic_add_fetch(&b->grid->waiting, 1u, __ATOMIC_SEQ_CST);
+  else __atomic_sub_fetch(&b->grid->waiting, 1u, __ATOMIC_SEQ_CST);
+}
 
 // tk.print: text goes to the block's own buffer; the entry writes the buffers in block
 // order after the launch, so the output does not depend on how blocks were scheduled.
@@ -422,13 +431,21 @@ static void thork_fiber_main(unsigned int lo, unsigned int hi) {
 }
 
 // A clustered block whose threads all wait (on other blocks of the cluster): yield the OS
-// thread while any block moves; 5 s with no progress anywhere is a deadlock.
+// thread while any block moves. A deadlock is 5 s in which every block that has not ended
+// waits and none moves: a block still running (a peer computing for minutes before it
+// arrives) is not one, however long it takes.
 static int thork_cluster_idle(thork_block* b) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   const double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-  const unsigned long long e = __atomic_load_n(&b->grid->epoch, __ATOMIC_SEQ_CST);
-  if (b->idle_since == 0 || e != b->seen_epoch) { b->seen_epoch = e; b->idle_since = now; }
+  struct thork_grid* g = b->grid;
+  thork_wait_mark(b, 1);
+  const unsigned long long e = __atomic_load_n(&g->epoch, __ATOMIC_SEQ_CST);
+  const unsigned int all = __atomic_load_n(&g->waiting, __ATOMIC_SEQ_CST)
+                           + __atomic_load_n(&g->finished, __ATOMIC_SEQ_CST);
+  if (b->idle_since == 0 || e != b->seen_epoch || all < g->nblocks) {
+    b->seen_epoch = e; b->idle_since = now;
+  }
   if (now - b->idle_since > 5.0) return 0;
   sched_yield();
   return 1;
@@ -471,7 +488,11 @@ static int thork_run_block(thork_block* b) {
       if (%(clustered)d && thork_cluster_idle(b)) continue;  // the cluster's blocks may move
       return %(deadlock)d;
     }
-    if (%(clustered)d) { b->idle_since = 0; __atomic_add_fetch(&b->grid->epoch, 1ull, __ATOMIC_SEQ_CST); }
+    if (%(clustered)d) {
+      b->idle_since = 0;
+      thork_wait_mark(b, 0);
+      __atomic_add_fetch(&b->grid->epoch, 1ull, __ATOMIC_SEQ_CST);
+    }
   }
   return b->err;
 }
@@ -504,6 +525,7 @@ static void* thork_coop_block(void* p) {
   blk.bi = bi;
   c->rc = (blk.smem && blk.xchg && blk.done && blk.grid_seen && blk.cl_seen && blk.fibers
            && blk.stacks) ? thork_run_block(&blk) : %(nomem)d;
+  if (blk.waiting) thork_wait_mark(&blk, 0);  // counted as finished from here
   __atomic_add_fetch(&c->grid->finished, 1u, __ATOMIC_SEQ_CST);
   if (c->grid->bdone) {
     __atomic_store_n(&c->grid->bdone[c->bi], (unsigned char)1, __ATOMIC_SEQ_CST);
@@ -518,7 +540,7 @@ static void* thork_coop_block(void* p) {
 static int thork_run_cooperative(void** args, const unsigned int* g, const unsigned int* bd,
                                  unsigned long long dyn, struct thork_out* outs) {
   const long long nblocks = (long long)g[0] * g[1] * g[2];
-  struct thork_grid grid = {0u, 0u, 0u, (unsigned int)nblocks, 0, 0, 0, 0, 0, 0ull};
+  struct thork_grid grid = {0u, 0u, 0u, (unsigned int)nblocks, 0, 0, 0, 0, 0, 0ull, 0u};
   struct thork_coop* cs = (struct thork_coop*)calloc((size_t)nblocks, sizeof(struct thork_coop));
   pthread_t* ts = (pthread_t*)calloc((size_t)nblocks, sizeof(pthread_t));
   if (!cs || !ts) { free(cs); free(ts); return %(nomem)d; }
