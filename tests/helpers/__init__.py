@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["LAUNCHED", "TARGETS", "compiles_for_gpu", "has_plugin", "importable",
-           "install_dist", "poisoned", "random_array", "run_threads"]
+           "install_dist", "launch_short_of_memory", "poisoned", "random_array",
+           "run_threads"]
 
 
 def install_dist(site: Any, dist: str, entry_points: dict[str, str],
@@ -134,3 +135,32 @@ def run_threads(work: Callable[[int], object], n: int, join_seconds: float | Non
     assert not stuck, f"threads {stuck} still running after {join_seconds} s"
     if errors:
         raise errors[0]
+
+
+_SHORT_OF_MEMORY = r"""
+import resource, numpy as np, thork as tk
+{setup}
+{launch}  # compiled, loaded and run once with memory to spare
+vm = int([l for l in open("/proc/self/status") if l.startswith("VmSize")][0].split()[1])
+resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + {headroom} * 2**20, resource.RLIM_INFINITY))
+try:
+    {launch}
+    print("no error")
+except tk.LaunchError as e:
+    print("LaunchError:", e)
+"""
+
+
+def launch_short_of_memory(setup: str, launch: str, headroom_mib: int = 32) -> str:
+    """Run ``setup`` (module-level code: imports ``numpy as np`` and ``thork as tk`` are
+    there) and the one-line ``launch`` in a fresh interpreter, then ``launch`` again with
+    the address space capped at what the process maps plus ``headroom_mib`` MiB (Linux:
+    ``/proc`` and ``RLIMIT_AS``); returns its stdout, ``no error`` or ``LaunchError: ...``,
+    with stderr appended."""
+    import subprocess
+    import sys
+
+    script = _SHORT_OF_MEMORY.format(setup=setup, launch=launch, headroom=headroom_mib)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    return proc.stdout + proc.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import thork as tk
-from helpers import has_plugin, poisoned
+from helpers import has_plugin, launch_short_of_memory, poisoned
 
 f16, f32, u16, u32, u64, i32 = (tk.dt.float16, tk.dt.float32, tk.dt.uint16, tk.dt.uint32,
                                 tk.dt.uint64, tk.dt.int32)
@@ -244,62 +244,11 @@ def test_cpu_cluster_failure_names_its_cause_not_the_barrier_it_left():
 
 
 @tk.jit
-def waits_for_host(flag: P[i32], out: P[i32], arrive: i32):
-    """Rank 0 waits on its mbarrier for rank 1's remote arrival; rank 1's thread 0 first
-    spins until the host sets ``flag[0]`` (and arrives only if ``arrive``)."""
-    tk.cluster_dims(2)
-    bar = tk.shared_array(u64, (1,))
-    tid, rank = tk.thread_idx().x, tk.cluster_ctarank()
-    with tk.if_(tid == 0):
-        tk.mbarrier_init(bar, 0, 1)
-        tk.fence_mbarrier_init()
-    tk.cluster_sync()
-    with tk.if_(rank == 1):
-        with tk.if_(tid == 0):
-            with tk.while_(lambda: tk.atomic_add(flag, 0, 0) == 0):
-                pass
-            with tk.if_(arrive != 0):
-                tk.mbarrier_arrive(bar, 0, cta=0)
-    with tk.if_(rank == 0):
-        tk.mbarrier_wait(bar, 0, 0)
-    tk.cluster_sync()
-    with tk.if_(tid == 0):
-        out[tk.block_idx().x] = rank + 1
-
-
-def _launch_with_flag_set_after(seconds: float, arrive: int) -> tuple[float, np.ndarray]:
-    import threading
-    import time
-
-    flag, out = np.zeros(1, np.int32), poisoned((2,), np.int32)
-    waits_for_host[2, 32](np.ones(1, np.int32), out, 1, target="cpu")  # built: not timed
-    out[:] = -1
-    setter = threading.Timer(seconds, flag.__setitem__, (0, 1))
-    setter.start()
-    t0 = time.monotonic()
-    try:
-        waits_for_host[2, 32](flag, out, arrive, target="cpu")
-    finally:
-        setter.cancel()
-        flag[0] = 1
-    return time.monotonic() - t0, out
-
-
-@pytest.mark.plugin("cpu")
-def test_cpu_cluster_peer_running_longer_than_the_deadlock_wait_is_no_deadlock():
-    # Rank 0 has nothing to do for 6 s while rank 1 runs (spinning on a flag the host sets
-    # then): valid on a GPU. The deadlock check (5 s without progress) once counted only
-    # finished scheduling rounds as progress, so a block still running its first round
-    # looked stuck and the launch failed. Now a block that runs is never a deadlock.
-    took, out = _launch_with_flag_set_after(6.0, arrive=1)
-    assert took >= 6.0
-    np.testing.assert_array_equal(out, [1, 2])
-
-
-@tk.jit
-def wakes_then_runs(flags: P[i32], out: P[i32]):
-    """Rank 1 arrives on rank 0's mbarrier once the host sets flags[0], then waits on its
-    own; rank 0, woken, runs until the host sets flags[1], then arrives on rank 1's."""
+def relay(flags: P[i32], out: P[i32], arrive: i32):
+    """Rank 1's thread 0 spins until the host sets ``flags[1]``, then (if ``arrive``)
+    arrives on rank 0's mbarrier; rank 0 waits for that, then its thread 0 spins until the
+    host sets ``flags[0]`` and arrives on rank 1's, which rank 1 waits for (if
+    ``arrive``; else rank 1 goes on to the final cluster barrier)."""
     tk.cluster_dims(2)
     bar = tk.shared_array(u64, (1,))
     tid, rank = tk.thread_idx().x, tk.cluster_ctarank()
@@ -311,7 +260,8 @@ def wakes_then_runs(flags: P[i32], out: P[i32]):
         with tk.if_(tid == 0):
             with tk.while_(lambda: tk.atomic_add(flags, 1, 0) == 0):
                 pass
-            tk.mbarrier_arrive(bar, 0, cta=0)
+            with tk.if_(arrive != 0):
+                tk.mbarrier_arrive(bar, 0, cta=0)
     with tk.if_(rank == 0):
         tk.mbarrier_wait(bar, 0, 0)
         with tk.if_(tid == 0):
@@ -319,10 +269,46 @@ def wakes_then_runs(flags: P[i32], out: P[i32]):
                 pass
             tk.mbarrier_arrive(bar, 0, cta=1)
     with tk.if_(rank == 1):
-        tk.mbarrier_wait(bar, 0, 0)
+        with tk.if_(arrive != 0):
+            tk.mbarrier_wait(bar, 0, 0)
     tk.cluster_sync()
     with tk.if_(tid == 0):
         out[tk.block_idx().x] = rank + 1
+
+
+def _relay_timed(set_at: tuple[float, float], arrive: int = 1) -> tuple[float, np.ndarray]:
+    """``relay`` on the CPU target with the host setting ``flags[i]`` ``set_at[i]``
+    seconds after the launch starts (0: set before): (seconds the launch took, out)."""
+    import threading
+    import time
+
+    out = poisoned((2,), np.int32)
+    relay[2, 32](np.ones(2, np.int32), out, 1, target="cpu")  # built: not timed
+    out[:] = -1
+    flags = np.array([at <= 0 for at in set_at], np.int32)
+    timers = [threading.Timer(at, flags.__setitem__, (i, 1))
+              for i, at in enumerate(set_at) if at > 0]
+    for t in timers:
+        t.start()
+    t0 = time.monotonic()
+    try:
+        relay[2, 32](flags, out, arrive, target="cpu")
+    finally:
+        for t in timers:
+            t.cancel()
+        flags[:] = 1
+    return time.monotonic() - t0, out
+
+
+@pytest.mark.plugin("cpu")
+def test_cpu_cluster_peer_running_longer_than_the_deadlock_wait_is_no_deadlock():
+    # Rank 0 has nothing to do for 6 s while rank 1 runs (spinning on a flag the host sets
+    # then): valid on a GPU. The deadlock check (5 s without progress) once counted only
+    # finished scheduling rounds as progress, so a block still running its first round
+    # looked stuck and the launch failed. Now a block that runs is never a deadlock.
+    took, out = _relay_timed((0.0, 6.0))
+    assert took >= 6.0
+    np.testing.assert_array_equal(out, [1, 2])
 
 
 @pytest.mark.plugin("cpu")
@@ -330,24 +316,8 @@ def test_cpu_cluster_block_woken_by_a_peer_runs_as_long_as_it_needs():
     # Rank 0 waits (a whole scheduling round without progress) until rank 1's arrival at
     # 0.5 s, then runs for 6 s in that round while rank 1 waits for it: rank 0 counts as
     # running from its wake-up, not as waiting until its round ends.
-    import threading
-    import time
-
-    flags, out = np.zeros(2, np.int32), poisoned((2,), np.int32)
-    wakes_then_runs[2, 32](np.ones(2, np.int32), out, target="cpu")  # built: not timed
-    out[:] = -1
-    timers = [threading.Timer(0.5, flags.__setitem__, (1, 1)),
-              threading.Timer(6.5, flags.__setitem__, (0, 1))]
-    for t in timers:
-        t.start()
-    t0 = time.monotonic()
-    try:
-        wakes_then_runs[2, 32](flags, out, target="cpu")
-    finally:
-        for t in timers:
-            t.cancel()
-        flags[:] = 1
-    assert time.monotonic() - t0 >= 6.5
+    took, out = _relay_timed((6.5, 0.5))
+    assert took >= 6.5
     np.testing.assert_array_equal(out, [1, 2])
 
 
@@ -356,43 +326,25 @@ def test_cpu_cluster_deadlock_with_every_block_waiting_is_still_found():
     # Rank 1 never arrives: once it waits at the final cluster barrier, every block waits
     # and nothing moves; the launch fails about 5 s later instead of hanging.
     with pytest.raises(tk.LaunchError, match="could never complete"):
-        _launch_with_flag_set_after(0.0, arrive=0)
-
-
-_CLUSTER_NO_THREADS_CHILD = r'''
-import resource, numpy as np, thork as tk
-f32 = tk.dt.float32
-
-@tk.jit
-def meet(x: tk.DevicePointer[f32]):
-    tk.cluster_dims(8)
-    tk.cluster_sync()
-    x[tk.block_idx().x] = 1.0
-
-x = np.zeros(64, np.float32)
-meet[64, 32](x, target="cpu")  # compiled, loaded and run once with memory to spare
-vm = int([l for l in open("/proc/self/status") if l.startswith("VmSize")][0].split()[1])
-# 32 MiB more address space: a few 8 MiB thread stacks, not 64 blocks' worth
-resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 32 * 2**20, resource.RLIM_INFINITY))
-try:
-    meet[64, 32](x, target="cpu")
-    print("no error")
-except tk.LaunchError as e:
-    print("LaunchError:", e)
-'''
+        _relay_timed((0.0, 0.0), arrive=0)
 
 
 @pytest.mark.plugin("cpu")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and RLIMIT_AS")
 def test_cpu_cluster_blocks_that_could_not_start_fail_the_launch_not_hang_it():
     # Blocks whose OS thread could not start count as ended at a cluster barrier too: the
-    # started blocks of their clusters stop waiting (before, they waited forever).
-    import subprocess
+    # started blocks of their clusters stop waiting (before, they waited forever). 32 MiB
+    # more address space: a few 8 MiB thread stacks, not 64 blocks' worth.
+    out = launch_short_of_memory('''
+@tk.jit
+def meet(x: tk.DevicePointer[tk.dt.float32]):
+    tk.cluster_dims(8)
+    tk.cluster_sync()
+    x[tk.block_idx().x] = 1.0
 
-    proc = subprocess.run([sys.executable, "-c", _CLUSTER_NO_THREADS_CHILD],
-                          capture_output=True, text=True, timeout=120)
-    assert "could not start a thread or allocate memory" in proc.stdout, \
-        proc.stdout + proc.stderr
+x = np.zeros(64, np.float32)
+''', 'meet[64, 32](x, target="cpu")')
+    assert "could not start a thread or allocate memory" in out, out
 
 
 @pytest.mark.plugin("cpu")

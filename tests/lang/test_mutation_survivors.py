@@ -9,14 +9,13 @@ bounds off by one; bfloat16 scalars truncated; the CPU shuffle ignoring ``width`
 for ``cvt.rn``, ``shfl_up`` as ``shfl_down``) that no CPU run can see.
 """
 
-import subprocess
 import sys
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import thork as tk
-from helpers import poisoned, random_array
+from helpers import launch_short_of_memory, poisoned, random_array
 from thork_core import ArgumentError
 from thork_core.ir import PRELUDE_MARK
 
@@ -637,8 +636,13 @@ def test_cuda_shuffles_pass_32_bit_values_unconverted(t, narrow):
     assert ("(int)(" in call) == narrow, call
 
 
-_NO_MEMORY_CHILD = r'''
-import resource, numpy as np, thork as tk
+@pytest.mark.plugin("cpu")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and RLIMIT_AS")
+def test_cpu_cooperative_launch_out_of_memory_says_so():
+    # Each code the CPU entry returns has its own message: out of memory is not reported as
+    # a grid barrier that some block skipped. 32 MiB more address space: not the 4 x 1024
+    # fiber stacks (64 KiB each) of the blocks.
+    out = launch_short_of_memory('''
 i32 = tk.dt.int32
 
 @tk.jit
@@ -650,27 +654,8 @@ def rot(x: tk.DevicePointer[i32], out: tk.DevicePointer[i32]):
     out[i] = x[(i + 1) % n]
 
 x = np.zeros(4 * 1024, np.int32); out = np.zeros_like(x)
-rot[4, 1024](x, out, target="cpu")  # compiled, loaded and run once with memory to spare
-vm = int([l for l in open("/proc/self/status") if l.startswith("VmSize")][0].split()[1])
-# 32 MiB more address space: not the 4 x 1024 fiber stacks (64 KiB each) of the blocks
-resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 32 * 2**20, resource.RLIM_INFINITY))
-try:
-    rot[4, 1024](x, out, target="cpu")
-    print("no error")
-except tk.LaunchError as e:
-    print("LaunchError:", e)
-'''
-
-
-@pytest.mark.plugin("cpu")
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and RLIMIT_AS")
-def test_cpu_cooperative_launch_out_of_memory_says_so():
-    # Each code the CPU entry returns has its own message: out of memory is not reported as
-    # a grid barrier that some block skipped.
-    proc = subprocess.run([sys.executable, "-c", _NO_MEMORY_CHILD], capture_output=True,
-                          text=True, timeout=300)
-    assert "could not start a thread or allocate memory" in proc.stdout, \
-        proc.stdout + proc.stderr
+''', 'rot[4, 1024](x, out, target="cpu")')
+    assert "could not start a thread or allocate memory" in out, out
 
 
 def test_syncwarp_waits_for_the_lanes_of_its_mask_only(target):

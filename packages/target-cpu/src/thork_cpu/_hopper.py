@@ -125,18 +125,17 @@ THORK_FN void thork_mbarrier_expect_tx(thork_block* b, void* p, unsigned int byt
 // multicast): the block runs again, whatever it waited for before.
 THORK_FN void thork_mbarrier_wait(thork_block* b, void* p, unsigned int parity) {
   while (thork_mbar_read(p).phase == (parity & 1u)) thork_yield(b, b->cur);  // not done yet
-  if (b->waiting) thork_wait_mark(b, 0);
+  thork_wait_mark(b, 0);
 }
 // A failed try lets the other threads run (so a spin loop around it makes progress, and one
 // that never can is found by the deadlock check).
 THORK_FN bool thork_mbarrier_try_wait(thork_block* b, void* p, unsigned int parity) {
-  if (thork_mbar_read(p).phase != (parity & 1u)) {
-    if (b->waiting) thork_wait_mark(b, 0);
-    return true;
+  bool done = thork_mbar_read(p).phase != (parity & 1u);
+  if (!done) {
+    thork_yield(b, b->cur);
+    done = thork_mbar_read(p).phase != (parity & 1u);
   }
-  thork_yield(b, b->cur);
-  const bool done = thork_mbar_read(p).phase != (parity & 1u);
-  if (done && b->waiting) thork_wait_mark(b, 0);
+  if (done) thork_wait_mark(b, 0);
   return done;
 }
 // TMA: the CPU tensor map (tk.tensor_map of a NumPy array): magic, base, width, height,

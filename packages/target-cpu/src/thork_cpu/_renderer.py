@@ -124,7 +124,7 @@ struct thork_block {
 struct thork_grid { unsigned int arrived, gen, finished, nblocks; int failed;
                     unsigned char** smem_of; unsigned int *cl_arrived, *cl_gen;
                     unsigned char* bdone; unsigned long long epoch; unsigned int waiting; };
-// Count the block in (on = 1) or out of the grid's waiting blocks.
+// Count the block in (on = 1) or out of the grid's waiting blocks; a no-op if it is so.
 THORK_FN void thork_wait_mark(thork_block* b, int on) {
   if (b->waiting == on) return;
   b->waiting = on;
@@ -525,7 +525,7 @@ static void* thork_coop_block(void* p) {
   blk.bi = bi;
   c->rc = (blk.smem && blk.xchg && blk.done && blk.grid_seen && blk.cl_seen && blk.fibers
            && blk.stacks) ? thork_run_block(&blk) : %(nomem)d;
-  if (blk.waiting) thork_wait_mark(&blk, 0);  // counted as finished from here
+  thork_wait_mark(&blk, 0);  // counted as finished from here
   __atomic_add_fetch(&c->grid->finished, 1u, __ATOMIC_SEQ_CST);
   if (c->grid->bdone) {
     __atomic_store_n(&c->grid->bdone[c->bi], (unsigned char)1, __ATOMIC_SEQ_CST);
