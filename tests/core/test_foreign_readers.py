@@ -331,6 +331,8 @@ def test_foreign_reader_decisions(monkeypatch):
 
     fake = types.ModuleType("cupy")
     fake.cuda = types.SimpleNamespace(get_current_stream=lambda: StreamObj(0))
+    # (the GPU suite has the real CuPy loaded: its C function would be preferred)
+    monkeypatch.delitem(sys.modules, "cupy_backends.cuda.stream", raising=False)
 
     class NoFlag:
         pass
@@ -465,3 +467,151 @@ def test_direct_reads_from_eight_threads(native, slots_current):
         i = c["scalars"][1]
         assert c["pointers"][0] == 0x10000 * (i + 1)
         assert c["pointers"][1] - 0x10000 * (i + 1) - 0x80 in (0, 4, 8)
+
+
+# -- (session 16) CuPy's current stream through its C function -----------------------
+
+_C_STREAM = r"""
+#include <Python.h>
+#include <stdint.h>
+/* CuPy's get_current_stream_ptr as the reader sees it: a per-thread handle; `failing`
+ * stands for CuPy's error path (no device: an exception set, -1 returned). */
+static _Thread_local intptr_t value;
+static _Thread_local int failing;
+void set_stream(intptr_t v, int fail) { value = v; failing = fail; }
+intptr_t current_stream(void) {
+    if (failing) {
+        PyErr_SetString(PyExc_RuntimeError, "cudaErrorNoDevice");
+        return -1;
+    }
+    return value;
+}
+"""
+
+
+class CStream:
+    """A compiled ``intptr_t (void)`` function and capsules of it under chosen names."""
+
+    def __init__(self, lib: Any) -> None:
+        import ctypes
+
+        self.lib = lib
+        self.lib.set_stream.argtypes = [ctypes.c_ssize_t, ctypes.c_int]
+        self._names: list[bytes] = []  # a capsule's name must outlive it
+
+    def set(self, value: int, fail: bool = False) -> None:
+        self.lib.set_stream(value, int(fail))
+
+    def capsule(self, name: str = "intptr_t (void)") -> Any:
+        import ctypes
+
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        raw = name.encode()
+        self._names.append(raw)
+        addr = ctypes.cast(self.lib.current_stream, ctypes.c_void_p).value
+        return new(addr, raw, None)
+
+
+@pytest.fixture(scope="module")
+def c_stream(tmp_path_factory):
+    import ctypes
+    import shutil
+    import subprocess
+    import sysconfig
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    d = tmp_path_factory.mktemp("cstream")
+    (d / "s.c").write_text(_C_STREAM)
+    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"],
+                    str(d / "s.c"), "-o", str(d / "s.so")], check=True)
+    return CStream(ctypes.CDLL(str(d / "s.so")))
+
+
+def test_cupy_stream_read_through_a_c_function(native, current, c_stream):
+    """The capsule's function is asked each call, per thread, with the same rules as the
+    Python reader: a default stream or the launch stream launches; another is the caller's."""
+    native.foreign(CupyLike, 1, c_stream.capsule(), None)
+    rec, b = make_binder(native)
+    out, x = CupyLike(0x100), CupyLike(0x200)
+    c_stream.set(0)
+    assert _run(b, (out, 1.0, x, 3))
+    c_stream.set(0x55)  # `with cupy.cuda.Stream():`
+    assert not _run(b, (out, 1.0, x, 3))
+    assert _run(b, (out, 1.0, x, 3), 0x55)
+    c_stream.set(2)  # the per-thread default stream
+    assert _run(b, (out, 1.0, x, 3))
+    assert [c["stream"] for c in rec.calls] == [0, 0x55, 0]
+
+    def work(i: int) -> None:  # each thread its own current stream
+        c_stream.set(0x1000 + i)
+        o, y = CupyLike(0x10000 * (i + 1)), CupyLike(0x10000 * (i + 1) + 0x80)
+        for _ in range(200):
+            assert _run(b, (o, 1.0, y, i), 0x1000 + i)
+            assert not _run(b, (o, 1.0, y, i), 0x2000 + i)
+
+    run_threads(work, 8, join_seconds=60)
+    assert len(rec.calls) == 3 + 8 * 200
+    for c in rec.calls[3:]:
+        i = c["scalars"][1]
+        assert c["stream"] == 0x1000 + i and c["pointers"][0] == 0x10000 * (i + 1)
+
+
+def test_a_c_stream_function_that_raises_is_a_miss(native, current, c_stream):
+    """CuPy's function raising (no device, say) leaves the call to the caller with nothing
+    raised and nothing left set; the next call reads it again."""
+    native.foreign(CupyLike, 1, c_stream.capsule("intptr_t (void) except? -1"), None)
+    rec, b = make_binder(native)
+    out, x = CupyLike(0x100), CupyLike(0x200)
+    c_stream.set(0, fail=True)
+    assert not _run(b, (out, 1.0, x, 3))
+    assert sys.exc_info() == (None, None, None)
+    c_stream.set(0)
+    assert _run(b, (out, 1.0, x, 3))
+    assert [c["stream"] for c in rec.calls] == [0]
+
+
+def test_a_capsule_of_another_signature_is_refused(native, current, c_stream):
+    with pytest.raises(ValueError, match=r"'intptr_t \(void\)'.*named 'int \(int\)'"):
+        native.foreign(CupyLike, 1, c_stream.capsule("int (int)"), None)
+    with pytest.raises(ValueError, match="for style 2"):
+        native.foreign(TorchLike, 2, c_stream.capsule(), {})
+
+
+def test_cupy_registration_prefers_its_c_function(native, current, c_stream, monkeypatch):
+    """_probe registers CuPy's ndarray with cupy_backends.cuda.stream's exported
+    get_current_stream_ptr when there is one, and with get_current_stream when the
+    native module refuses the capsule (another signature) or CuPy exports none."""
+    import types
+
+    from thork_core import _probe
+
+    fake = types.ModuleType("cupy")
+    fake.ndarray = CupyLike
+    calls: list[int] = []
+
+    def gcs() -> StreamObj:
+        calls.append(1)
+        return StreamObj(0)
+
+    fake.cuda = types.SimpleNamespace(get_current_stream=gcs)
+    stream_mod = types.ModuleType("cupy_backends.cuda.stream")
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.stream", stream_mod)
+    good = c_stream.capsule()
+    stream_mod.__pyx_capi__ = {"get_current_stream_ptr": good}  # type: ignore[attr-defined]
+    assert _probe.foreign_reader(CupyLike, _probe.CAI) == (1, good, None)
+    assert _probe.foreign_reader(CupyLike, _probe.CAI, c_api=False) == (1, gcs, None)
+    rec, b = make_binder(native)
+    args = (CupyLike(0x100), 1.0, CupyLike(0x200), 3)
+    for capi, python_asked in ((good, 0), (c_stream.capsule("long (void)"), 1), (None, 1)):
+        stream_mod.__pyx_capi__ = {} if capi is None else {  # type: ignore[attr-defined]
+            "get_current_stream_ptr": capi}
+        calls.clear()
+        c_stream.set(0x99)  # what the C function would answer: not a launchable stream
+        _probe._register(native, CupyLike, _probe.CAI)
+        assert _run(b, args) is (python_asked == 1), capi
+        assert len(calls) == python_asked

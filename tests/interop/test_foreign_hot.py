@@ -86,6 +86,41 @@ def test_cupy_hot_calls_and_changes(rng):
     assert len(missed) == 2 and s.ptr != 0
 
 
+def test_cupy_current_stream_is_read_through_cupys_c_function(rng):
+    """(session 16) CuPy's current stream comes from its exported C function
+    ``get_current_stream_ptr`` (CuPy 14.2 exports it): launched on CuPy's current stream,
+    the hot path takes the call; given no stream under another current stream, the Python
+    path waits; back on the default stream, the hot path again. Values against NumPy."""
+    cp = pytest.importorskip("cupy")
+    from thork_core._probe import CAI, foreign_reader
+
+    got = foreign_reader(cp.ndarray, CAI)
+    assert got is not None and type(got[1]).__name__ == "PyCapsule", got
+    n = 1301  # a grid of its own: the other tests patch their Launch's _miss
+    launch = scale_add[(n + 127) // 128, 128]
+    xh = rng.standard_normal(n).astype(np.float32)
+    x, out = cp.asarray(xh), cp.full(n, cp.nan, cp.float32)
+    launch(out, x, 2.0, n)
+    missed = _counting(launch)
+    cp.cuda.runtime.deviceSynchronize()
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        for k in (3.0, -2.0):
+            out.fill(cp.nan)  # on s, as the launch
+            launch(out, x, k, n, stream=s)
+            s.synchronize()
+            np.testing.assert_allclose(cp.asnumpy(out), _ref(xh, k), rtol=1e-6, atol=1e-6)
+        assert missed == []
+        launch(out, x, 5.0, n)  # produced on s, launched on the legacy stream: waits
+        assert len(missed) == 1
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_allclose(cp.asnumpy(out), _ref(xh, 5.0), rtol=1e-6, atol=1e-6)
+    out.fill(cp.nan)
+    launch(out, x, 0.25, n)
+    assert len(missed) == 1
+    np.testing.assert_allclose(cp.asnumpy(out), _ref(xh, 0.25), rtol=1e-6, atol=1e-6)
+
+
 def test_torch_hot_calls_and_changes(rng):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

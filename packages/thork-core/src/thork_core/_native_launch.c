@@ -895,9 +895,15 @@ static int is_default_stream(PyObject *s);
  *     no-copy reshape through the shape setter keeps it exact), a.dtype (the numpy dtype:
  *     its .str must be the spec's typestr; the last dtype object that matched is kept
  *     per slot and compared by identity), a.data.ptr (re-read each call), a.shape (exact
- *     shape specs) or a.ndim (ndim specs). The producer stream: current() (CuPy's
- *     get_current_stream: a stream object whose .ptr is read, or an int), read once per
- *     call: a default stream (0, 1, 2) or the launch stream, as for the interface.
+ *     shape specs) or a.ndim (ndim specs). The producer stream, read once per call: a
+ *     default stream (0, 1, 2) or the launch stream, as for the interface. `current` is
+ *     CuPy's get_current_stream (a stream object whose .ptr is read, or an int), or
+ *     (session 16) a capsule of a C function `intptr_t (void)` answering the same handle
+ *     (CuPy's own C API, cupy_backends.cuda.stream.__pyx_capi__["get_current_stream_ptr"],
+ *     which cupy.cuda.stream's answers from: no Python call, no stream object, no int). The capsule's name is its C
+ *     signature (Cython names exports so); any other name is refused (ValueError), and
+ *     the caller registers the Python function instead. A call that leaves a Python error
+ *     set is the caller's path, as an unreadable stream object is.
  *   style 2 (torch.Tensor, a library with a current stream): a.is_cuda (on the one GPU:
  *     the spec's device), a.dtype (dtypes[a.dtype] must be the spec's DType), a.is_contiguous(),
  *     a.data_ptr(), a.shape / a.dim(): every one re-read each call (set_, resize_ and
@@ -989,6 +995,7 @@ typedef struct {
     PyTypeObject *type;
     int style;
     PyObject *current, *dtypes;
+    intptr_t (*current_fn)(void); /* style 1: current is a capsule of this, else NULL */
     Attr attrs[N_FA]; /* FA_PTR: of a.data's type; FA_STREAM_PTR: of current()'s */
 } Foreign;
 static Foreign foreigns[MAX_FOREIGN];
@@ -1007,6 +1014,18 @@ static inline Foreign *foreign_of(PyTypeObject *tp) {
     return NULL;
 }
 
+/* Whether a capsule's name is the C signature of a `intptr_t (void)` function: as Cython
+ * writes it, with or without the exception clause of the Cython version that built it
+ * (the call is followed by a PyErr_Occurred check either way). */
+static int c_stream_signature(const char *sig) {
+    static const char *const ok[] = {"intptr_t (void)", "intptr_t (void) except? -1",
+                                     "intptr_t (void) except *", "intptr_t (void) noexcept"};
+    if (!sig) return 0;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (strcmp(sig, ok[i]) == 0) return 1;
+    return 0;
+}
+
 static void foreign_release(Foreign *f) {
     Py_DECREF((PyObject *)f->type);
     Py_DECREF(f->current);
@@ -1021,7 +1040,8 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         count_torch();
         Py_RETURN_NONE;
     }
-    if (nargs != 4 || !PyType_Check(args[0]) || !PyCallable_Check(args[2])) {
+    int capsule = PyCapsule_CheckExact(args[2]);
+    if (nargs != 4 || !PyType_Check(args[0]) || !(capsule || PyCallable_Check(args[2]))) {
         PyErr_SetString(PyExc_TypeError, "foreign(type, style, current, dtypes) or foreign()");
         return NULL;
     }
@@ -1030,6 +1050,19 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
     if (style != FX_CUPY && style != FX_TORCH) {
         PyErr_Format(PyExc_ValueError, "foreign: style 1 or 2, got %ld", style);
         return NULL;
+    }
+    intptr_t (*current_fn)(void) = NULL;
+    if (capsule) {
+        const char *sig = PyCapsule_GetName(args[2]);
+        if (style != FX_CUPY || !c_stream_signature(sig)) {
+            PyErr_Format(PyExc_ValueError,
+                         "foreign: current: a capsule of 'intptr_t (void)' (style 1) "
+                         "expected, got one named '%s' for style %ld",
+                         sig ? sig : "(no name)", style);
+            return NULL;
+        }
+        current_fn = (intptr_t (*)(void))PyCapsule_GetPointer(args[2], sig);
+        if (!current_fn) return NULL;
     }
     if (style == FX_TORCH && !PyDict_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "foreign: style 2 needs a dict of dtypes");
@@ -1045,6 +1078,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         f = &foreigns[nforeign];
         f->type = (PyTypeObject *)Py_NewRef(args[0]);
         f->current = NULL;
+        f->current_fn = NULL;
         f->dtypes = NULL;
         PyObject *names[N_FA] = {s_c_contig, s_dtype, s_data, s_shape, s_ndim, s_is_cuda,
                                  s_ptr, s_ptr};
@@ -1054,6 +1088,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
     f->style = (int)style;
     count_torch();
     Py_XSETREF(f->current, Py_NewRef(args[2]));
+    f->current_fn = current_fn;
     Py_XSETREF(f->dtypes, args[3] == Py_None ? NULL : Py_NewRef(args[3]));
     Py_RETURN_NONE;
 }
@@ -1170,9 +1205,16 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
     if (f->style == FX_CUPY) {
         if (!typestr) return 0;
         if (!cur->have_cupy) {
-            if (!stream_value(PyObject_CallNoArgs(f->current), &f->attrs[FA_STREAM_PTR],
-                              &cur->cupy))
+            if (f->current_fn) {
+                cur->cupy = (uint64_t)f->current_fn();
+                if (PyErr_Occurred()) {
+                    PyErr_Clear();
+                    return 0;
+                }
+            } else if (!stream_value(PyObject_CallNoArgs(f->current),
+                                     &f->attrs[FA_STREAM_PTR], &cur->cupy)) {
                 return 0;
+            }
             cur->have_cupy = 1;
         }
         if (cur->cupy > 2 && cur->cupy != handle) return 0; /* the caller waits on it */

@@ -103,14 +103,16 @@ def _loaded_native() -> Any:
     return None if native is None else native._STATE.get("module")
 
 
-def foreign_reader(tx: type, kind: Any) -> tuple[int, Any, Any] | None:
+def foreign_reader(tx: type, kind: Any, c_api: bool = True) -> tuple[int, Any, Any] | None:
     """How the native module's Binder and Guard read arrays of exactly ``tx`` (of kind
     ``kind``) through the producer's own attributes (``_native_launch.c``, "Foreign
     readers"): ``(style, current, dtypes)``, else None (they read its interface dict,
     or leave it to Python). CuPy's ``ndarray`` while it is a plain producer here (style
-    1; ``current``: ``cupy.cuda.get_current_stream``), and a follower adapter's type
-    where the adapter offers ``native_reader(tx)`` (torch: style 2). A CuPy without the
-    ``_c_contiguous`` flag its own ``__cuda_array_interface__`` reads, or without
+    1; ``current``: the capsule of CuPy's C function ``get_current_stream_ptr`` where
+    ``cupy_backends.cuda.stream`` exports it and ``c_api`` is true, else
+    ``cupy.cuda.get_current_stream``), and a follower adapter's type where the adapter
+    offers ``native_reader(tx)`` (torch: style 2). A CuPy without the ``_c_contiguous``
+    flag its own ``__cuda_array_interface__`` reads, or without
     ``cupy.cuda.get_current_stream``, keeps the interface path."""
     if kind is CAI:
         cupy = sys.modules.get("cupy")
@@ -118,7 +120,19 @@ def foreign_reader(tx: type, kind: Any) -> tuple[int, Any, Any] | None:
                 not hasattr(tx, "_c_contiguous"):
             return None
         current = getattr(getattr(cupy, "cuda", None), "get_current_stream", None)
-        return (1, current, None) if callable(current) else None
+        if not callable(current):
+            return None
+        if c_api:
+            # Cython's export table: {name: capsule named with the C signature}. The
+            # backend's function is what cupy.cuda.stream's (and get_current_stream)
+            # answer from, without their second thread-local lookup (session 16: 62 ns
+            # a call against 155 on the H200, CuPy 14.2; bench/diag_cupy_stream.py).
+            capi = getattr(sys.modules.get("cupy_backends.cuda.stream"), "__pyx_capi__",
+                           None)
+            fn = capi.get("get_current_stream_ptr") if isinstance(capi, dict) else None
+            if fn is not None:
+                return (1, fn, None)
+        return (1, current, None)
     if kind.__class__ is str:
         return None
     reader = getattr(kind, "native_reader", None)
@@ -135,8 +149,15 @@ def sync_native(mod: Any) -> None:
 def _register(mod: Any, tx: type, kind: Any) -> None:
     """Tell native module ``mod`` how to read ``tx`` (where it reads such arrays at all)."""
     got = foreign_reader(tx, kind) if hasattr(mod, "foreign") else None
-    if got is not None:
+    if got is None:
+        return
+    try:
         mod.foreign(tx, *got)
+    except ValueError:
+        # a C function whose signature the module does not take: the Python function
+        got = foreign_reader(tx, kind, c_api=False)
+        if got is not None:
+            mod.foreign(tx, *got)
 
 
 def kind_of(tx: type) -> Any:
