@@ -382,8 +382,11 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
     round runs the C floor (bench/launch_floor.c, 3 rounds of 10000, its median), then
     DeviceArrays, CuPy arrays, torch tensors, CuPy's RawKernel, and the producers' own
     reads a correct launcher must make per call (the current stream once; per array its
-    pointer, dtype and contiguity: the kernel takes pointers, so no shape); medians over
-    the rounds. Each foreign row is then judged in this run against 1.15x the floor and
+    dtype and contiguity, and its pointer: for CuPy the data object, whose read-only
+    pointer needs no read when it is the object of the last call, session 16; torch's
+    pointer each call; the kernel takes pointers, so no shape); medians over the rounds.
+    CuPy's stream is read here through ``get_current_stream().ptr`` (~155 ns on the H200,
+    session 16); Thork calls CuPy's C function (~62 ns), so that bound over-counts. Each foreign row is then judged in this run against 1.15x the floor and
     against "C floor + the producer's reads" (when that bound exceeds the goal, the goal
     is impossible for any launcher that reads the arrays correctly)."""
     import cupy as cp
@@ -397,13 +400,13 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         gcs().ptr  # noqa: B018 - each read is the measured work
         out._c_contiguous  # noqa: B018
         out.dtype  # noqa: B018
-        out.data.ptr  # noqa: B018
+        out.data  # noqa: B018
         a._c_contiguous  # noqa: B018
         a.dtype  # noqa: B018
-        a.data.ptr  # noqa: B018
+        a.data  # noqa: B018
         b._c_contiguous  # noqa: B018
         b.dtype  # noqa: B018
-        b.data.ptr  # noqa: B018
+        b.data  # noqa: B018
 
     # (session 11) The same call expressions on a C no-op (the native module's noop, as a
     # vectorcall builtin, and a dict answering the subscript): what CPython itself costs

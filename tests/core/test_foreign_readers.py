@@ -615,3 +615,193 @@ def test_cupy_registration_prefers_its_c_function(native, current, c_stream, mon
         _probe._register(native, CupyLike, _probe.CAI)
         assert _run(b, args) is (python_asked == 1), capi
         assert len(calls) == python_asked
+
+
+# -- (session 16) the pointer kept for the same array and data object ----------------
+
+@pytest.fixture(scope="module")
+def ro(tmp_path_factory):
+    """tests/helpers/readonly_arrays.c built: CuPy-like types whose ``data`` and ``ptr``
+    are read-only in C (the condition for keeping a pointer between calls)."""
+    import importlib.util
+    import shutil
+    import subprocess
+    import sysconfig
+    from pathlib import Path
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = Path(__file__).parent.parent / "helpers" / "readonly_arrays.c"
+    out = tmp_path_factory.mktemp("ro") / ("readonly_arrays" +
+                                           sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"],
+                    str(src), "-o", str(out)], check=True)
+    spec = importlib.util.spec_from_file_location("readonly_arrays", out)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def ro_current(native, current, ro):
+    native.foreign(ro.Array, 1, current.cupy, None)
+    native.foreign(ro.FixedArray, 1, current.cupy, None)
+    return current
+
+
+F4 = np.dtype(np.float32)
+
+
+def test_a_read_only_pointer_is_read_once_per_array_and_data_object(native, ro, ro_current):
+    rec, b = make_binder(native)
+    m1, m2 = ro.Mem(0x100), ro.Mem(0x200)
+    out, x = ro.Array(m1, F4, (8,)), ro.Array(m2, F4, (2, 4))
+    base = ro.Mem.reads()
+    for _ in range(5):
+        assert _run(b, (out, 1.0, x, 3))
+    assert ro.Mem.reads() - base == 2  # the first call's two reads, then none
+    x2 = ro.Array(m2, F4, (8,))  # another array on the same data object: read again
+    assert _run(b, (out, 1.0, x2, 3))
+    assert ro.Mem.reads() - base == 3
+    x2.reinit(ro.Mem(0x300), F4)  # its __init__ run again: a new data object
+    assert _run(b, (out, 1.0, x2, 3))
+    assert ro.Mem.reads() - base == 4
+    x2.reinit(ro.Mem(0x340), np.dtype(np.int32))  # and a dtype the kernel does not take
+    assert not _run(b, (out, 1.0, x2, 3))
+    x2.reinit(ro.Mem(0x380), F4)
+    x2._c_contiguous = False  # still checked each call
+    assert not _run(b, (out, 1.0, x2, 3))
+    x2._c_contiguous = True
+    assert _run(b, (out, 1.0, x2, 3))
+    assert [c["pointers"] for c in rec.calls] == \
+        [(0x100, 0x200)] * 5 + [(0x100, 0x200), (0x100, 0x300), (0x100, 0x380)]
+
+
+def test_a_kept_pointer_never_outlives_its_array(native, ro, ro_current):
+    """An array freed and another made at its address, holding a data object made at the
+    old one's address (CPython reuses both): the weak reference is dead, the pointer is
+    read anew. The case is made until both addresses repeat (it must, some time)."""
+    rec, b = make_binder(native)
+    out = ro.Array(ro.Mem(0x100), F4, (8,))
+    repeated, last = 0, None
+    for k in range(200):
+        m = ro.Mem(0x1000 + 16 * k)
+        x = ro.Array(m, F4, (8,))
+        ids = (id(x), id(m))
+        assert _run(b, (out, 1.0, x, 3))
+        assert rec.calls[-1]["pointers"] == (0x100, 0x1000 + 16 * k)
+        repeated += ids == last
+        last = ids
+        del x, m  # both freed here (no cycle): their memory is CPython's to reuse
+    assert repeated > 0, "CPython never reused the addresses: the case was not made"
+
+
+def test_the_kernel_keeps_no_array_and_no_data_object_alive(native, ro, ro_current):
+    """The slot holds the array weakly and its data object only while the array lives (a
+    kernel called once with a large temporary must not hold its memory)."""
+    import weakref
+
+    rec, b = make_binder(native)
+    m = ro.Mem(0x200)
+    out, x = ro.Array(ro.Mem(0x100), F4, (8,)), ro.Array(m, F4, (8,))
+    held = sys.getrefcount(m)
+    assert _run(b, (out, 1.0, x, 3))
+    assert sys.getrefcount(m) == held + 1  # the slot's, while x lives
+    gone = weakref.ref(x)
+    del x
+    assert gone() is None
+    assert sys.getrefcount(m) == held - 1  # x's and the slot's references both gone
+
+
+def test_a_weak_reference_kept_past_its_kernel_calls_nothing(native, ro, ro_current):
+    """Someone keeping the slot's weak reference (weakref.getweakrefs) past the kernel, and
+    the array going after: its callback finds no slot and does nothing."""
+    import weakref
+
+    rec, b = make_binder(native)
+    x = ro.Array(ro.Mem(0x200), F4, (8,))
+    assert _run(b, (ro.Array(ro.Mem(0x100), F4, (8,)), 1.0, x, 3))
+    kept = weakref.getweakrefs(x)
+    assert kept
+    del b, rec
+    del x  # the callback runs against a slot that is gone: nothing happens
+    assert all(r() is None for r in kept)
+
+
+def test_types_without_weak_references_or_with_writable_attributes_are_read_each_call(
+        native, ro, ro_current, slots_current):
+    rec, b = make_binder(native)
+    out, x = ro.FixedArray(ro.Mem(0x100), F4, (8,)), ro.FixedArray(ro.Mem(0x200), F4, (8,))
+    base = ro.Mem.reads()
+    for _ in range(3):
+        assert _run(b, (out, 1.0, x, 3))
+    assert ro.Mem.reads() - base == 6
+    s_out, s_x = CupySlots(0x500), CupySlots(0x600)  # __slots__: writable in C
+    assert _run(b, (s_out, 1.0, s_x, 3))
+    s_x.data.ptr = 0x680
+    assert _run(b, (s_out, 1.0, s_x, 3))
+    assert rec.calls[-1]["pointers"] == (0x500, 0x680)
+
+
+def test_kept_pointers_from_eight_threads(native, ro, ro_current):
+    """One binder, 8 threads, each alternating its own arrays (the slot's entry changes
+    under every call): each launch carries its own thread's pointers."""
+    rec, b = make_binder(native)
+
+    def work(i: int) -> None:
+        out = ro.Array(ro.Mem(0x10000 * (i + 1)), F4, (8,))
+        xs = [ro.Array(ro.Mem(0x10000 * (i + 1) + 0x100 * (k + 1)), F4, (8,))
+              for k in range(3)]
+        for k in range(300):
+            assert _run(b, (out, 1.0, xs[k % 3] if k % 5 else xs[0], i))
+
+    run_threads(work, 8, join_seconds=60)
+    assert len(rec.calls) == 8 * 300
+    for c in rec.calls:
+        i = c["scalars"][1]
+        assert c["pointers"][0] == 0x10000 * (i + 1)
+        assert c["pointers"][1] - 0x10000 * (i + 1) in (0x100, 0x200, 0x300)
+
+
+def test_the_guard_keeps_pointers_the_same_way(native, ro, ro_current):
+    rec, g = _guard(native)
+    x, y = ro.Array(ro.Mem(0x100), F4, (8,)), ro.Array(ro.Mem(0x200), F4, (2, 4))
+    base = ro.Mem.reads()
+    for _ in range(3):
+        assert g(x, y, None)
+    assert ro.Mem.reads() - base == 2
+    y.shape = (4, 2)  # the shape setter: exact shapes are read each call
+    assert not g(x, y, None)
+    y.shape = (2, 4)
+    y.reinit(ro.Mem(0x280), F4)
+    assert g(x, y, None)
+    assert [c["pointers"] for c in rec.calls] == [(0x100, 0x200)] * 3 + [(0x100, 0x280)]
+
+
+class CupySlotsWeak(CupySlots):
+    """CupySlots (``data`` writable) with weak references."""
+
+    __slots__ = ("__weakref__",)
+
+
+def test_a_data_attribute_set_between_calls_is_seen(native, ro, ro_current):
+    """``data`` writable, ``ptr`` read-only: the pointer is kept for the data object the
+    array holds, and setting ``data`` (to a new object, back, and to one made where an
+    old one was freed) is seen on the next call."""
+    native.foreign(CupySlotsWeak, 1, ro_current.cupy, None)
+    rec, b = make_binder(native)
+    out, x = CupySlotsWeak(0x100), CupySlotsWeak(0x200)
+    out.data, x.data = ro.Mem(0x100), ro.Mem(0x200)
+    first = x.data
+    base = ro.Mem.reads()
+    for k in range(40):
+        assert _run(b, (out, 1.0, x, 3))
+        want = 0x200 if k == 0 else 0x1000 + k - 1
+        assert rec.calls[-1]["pointers"] == (0x100, want)
+        x.data = ro.Mem(0x1000 + k)  # the previous one freed here (first is kept)
+    assert ro.Mem.reads() - base == 41  # out once; x each call (always a new object)
+    x.data = first
+    assert _run(b, (out, 1.0, x, 3))
+    assert _run(b, (out, 1.0, x, 3))
+    assert rec.calls[-1]["pointers"] == rec.calls[-2]["pointers"] == (0x100, 0x200)

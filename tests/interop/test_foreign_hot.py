@@ -121,6 +121,37 @@ def test_cupy_current_stream_is_read_through_cupys_c_function(rng):
     np.testing.assert_allclose(cp.asnumpy(out), _ref(xh, 0.25), rtol=1e-6, atol=1e-6)
 
 
+def test_cupy_pointer_is_kept_per_array_and_data_object(rng):
+    """(session 16) The hot path keeps a CuPy array's pointer while the same array holds
+    the same data object: a live array's ``__init__`` run again on other memory is seen,
+    and a kernel keeps none of a temporary's memory alive. Values against NumPy."""
+    cp = pytest.importorskip("cupy")
+    n = 1501  # a grid of its own
+    launch = scale_add[(n + 127) // 128, 128]
+    xh, zh = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    x, z, out = cp.asarray(xh), cp.asarray(zh), cp.full(n, cp.nan, cp.float32)
+    launch(out, x, 2.0, n)
+    missed = _counting(launch)
+    for s in (1.0, 3.0):
+        out.fill(cp.nan)
+        launch(out, x, s, n)
+        np.testing.assert_allclose(cp.asnumpy(out), _ref(xh, s), rtol=1e-6, atol=1e-6)
+    x.__init__((n,), cp.float32, z.data)  # the same array object, on z's memory
+    out.fill(cp.nan)
+    launch(out, x, 2.0, n)
+    np.testing.assert_allclose(cp.asnumpy(out), _ref(zh, 2.0), rtol=1e-6, atol=1e-6)
+    assert missed == []
+    pool = cp.get_default_memory_pool()
+    t = cp.ones(16 << 20, cp.float32)  # 64 MiB, read in part
+    launch(out, t, 1.0, n)
+    cp.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(cp.asnumpy(out), np.full(n, 2.0, np.float32))
+    used = pool.used_bytes()
+    del t
+    assert pool.used_bytes() <= used - (64 << 20)
+    assert missed == []
+
+
 def test_torch_hot_calls_and_changes(rng):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

@@ -52,6 +52,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX: the member type of a __slots__ entry */
+#ifdef Py_READONLY
+#define ATTR_READONLY Py_READONLY
+#else
+#define ATTR_READONLY READONLY
+#endif
 
 typedef int (*cu_launch_fn)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                             unsigned by, unsigned bz, unsigned shared, void *stream,
@@ -77,6 +82,27 @@ typedef struct {
     uint64_t byte_offset;
 } DLTens;
 typedef struct { DLTens t; void *ctx; void (*deleter)(void *); } DLManaged;
+
+/* What a foreign reader keeps of one pointer slot between calls ("Foreign readers"):
+ * seen, the producer's dtype object that last matched (a reference; session 11); and
+ * (session 16, CuPy-style readers only) ref, a weak reference to the array last read,
+ * data, its data object then (a reference, dropped by ref's callback `forget` when the
+ * array goes: nothing is kept alive longer than the array keeps it), ptr, that object's
+ * pointer. See read_foreign for when ptr is taken from here. forget: the callback (made
+ * once per slot; its self a capsule whose context is the slot, NULL once the slot is
+ * gone, so a weak reference someone else kept alive calls nothing). */
+typedef struct {
+    PyObject *seen, *ref, *data, *forget;
+    uint64_t ptr;
+} ForeignSlot;
+
+static void fslot_clear(ForeignSlot *c) {
+    if (c->forget) PyCapsule_SetContext(PyCFunction_GET_SELF(c->forget), NULL);
+    Py_CLEAR(c->seen);
+    Py_CLEAR(c->ref);
+    Py_CLEAR(c->data);
+    Py_CLEAR(c->forget);
+}
 typedef struct {
     uint32_t major, minor;
     void *ctx;
@@ -267,8 +293,8 @@ typedef struct {
     uint64_t dl_tag[MAX_SLOTS];
     PyObject *device_obj;
     int kinds_watched; /* kinds_watch's answer: 0, no remembered types */
-    /* foreign readers: the producer dtype object each slot last matched (session 11) */
-    PyObject *seen[MAX_SLOTS];
+    /* foreign readers: what each slot keeps (session 11, 16) */
+    ForeignSlot fslot[MAX_SLOTS];
     /* DeviceArrays: the shape tuple each slot last matched (immutable: the same object is
      * equal again without comparing it entry by entry; session 11) */
     PyObject *shape_seen[MAX_SLOTS];
@@ -701,7 +727,7 @@ static PyObject *prepared_guard(PreparedObject *self, PyObject *const *args, Py_
         g->writes[i] = 0;
         g->nbytes[i] = 0;
         g->dlcodes[i] = -1;
-        g->seen[i] = NULL;
+        memset(&g->fslot[i], 0, sizeof g->fslot[i]);
         g->shape_seen[i] = NULL;
         g->dl_ndim[i] = -1;
         g->dl_type[i] = NULL;
@@ -842,7 +868,7 @@ static void guard_dealloc(GuardObject *g) {
         Py_XDECREF(g->typestrs[i]);
     }
     for (int i = 0; i < MAX_SLOTS; i++) {
-        Py_XDECREF(g->seen[i]);
+        fslot_clear(&g->fslot[i]);
         Py_XDECREF(g->shape_seen[i]);
         Py_XDECREF((PyObject *)g->dl_type[i]);
     }
@@ -894,16 +920,19 @@ static int is_default_stream(PyObject *s);
  *   style 1 (CuPy's ndarray): a._c_contiguous (the flag CuPy's own interface reads; a
  *     no-copy reshape through the shape setter keeps it exact), a.dtype (the numpy dtype:
  *     its .str must be the spec's typestr; the last dtype object that matched is kept
- *     per slot and compared by identity), a.data.ptr (re-read each call), a.shape (exact
- *     shape specs) or a.ndim (ndim specs). The producer stream, read once per call: a
- *     default stream (0, 1, 2) or the launch stream, as for the interface. `current` is
- *     CuPy's get_current_stream (a stream object whose .ptr is read, or an int), or
- *     (session 16) a capsule of a C function `intptr_t (void)` answering the same handle
- *     (CuPy's own C API, cupy_backends.cuda.stream.__pyx_capi__["get_current_stream_ptr"],
- *     which cupy.cuda.stream's answers from: no Python call, no stream object, no int). The capsule's name is its C
- *     signature (Cython names exports so); any other name is refused (ValueError), and
- *     the caller registers the Python function instead. A call that leaves a Python error
- *     set is the caller's path, as an unreadable stream object is.
+ *     per slot and compared by identity), a.data (each call) and its .ptr (re-read
+ *     unless the slot's last array is `a` again with the same data object and .ptr is
+ *     read-only in C: session 16, see read_foreign), a.shape (exact shape
+ *     specs) or a.ndim (ndim specs). The producer stream, read once per call: a default
+ *     stream (0, 1, 2) or the launch stream, as for the interface. `current` is CuPy's
+ *     get_current_stream (a stream object whose .ptr is read, or an int), or (session
+ *     16) a capsule of a C function `intptr_t (void)` answering the same handle (CuPy's
+ *     own C API, cupy_backends.cuda.stream.__pyx_capi__["get_current_stream_ptr"], which
+ *     cupy.cuda.stream's answers from: no Python call, no stream object, no int). The
+ *     capsule's name is its C signature (Cython names exports so); any other name is
+ *     refused (ValueError), and the caller registers the Python function instead. A call
+ *     that leaves a Python error set is the caller's path, as an unreadable stream
+ *     object is.
  *   style 2 (torch.Tensor, a library with a current stream): a.is_cuda (on the one GPU:
  *     the spec's device), a.dtype (dtypes[a.dtype] must be the spec's DType), a.is_contiguous(),
  *     a.data_ptr(), a.shape / a.dim(): every one re-read each call (set_, resize_ and
@@ -911,7 +940,8 @@ static int is_default_stream(PyObject *s);
  *     current stream (read once per call): a call given no stream launches there (as the
  *     Python path does); a call given another stream goes to the caller (which waits and
  *     records the use).
- * Nothing of an array object is kept between calls but the matched dtype objects. */
+ * Nothing of an array object is kept between calls but the matched dtype objects and,
+ * for style 1, a weak reference with its data object's address and pointer. */
 enum { FX_CUPY = 1, FX_TORCH = 2 };
 
 /* (session 12) One attribute of a producer's type read without the generic lookup: where
@@ -931,6 +961,7 @@ typedef struct {
     getter get;
     void *closure;
     PyMemberDef *member;
+    int readonly; /* direct and the descriptor has no setter (session 16) */
 } Attr;
 
 static void attr_init(Attr *c, PyObject *name) {
@@ -948,6 +979,7 @@ static void attr_resolve(Attr *c, PyTypeObject *tp) {
     attr_release(c);
     c->get = NULL;
     c->member = NULL;
+    c->readonly = 0;
     c->type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
     if (tp->tp_getattro != PyObject_GenericGetAttr) return;
     PyObject *d = _PyType_Lookup(tp, c->name); /* borrowed; gives the type a tag */
@@ -960,6 +992,7 @@ static void attr_resolve(Attr *c, PyTypeObject *tp) {
         if (!gs->get) return;
         c->get = gs->get;
         c->closure = gs->closure;
+        c->readonly = gs->set == NULL;
     } else if (Py_TYPE(d) == &PyMemberDescr_Type) {
         PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
 #ifdef Py_AUDIT_READ
@@ -968,11 +1001,17 @@ static void attr_resolve(Attr *c, PyTypeObject *tp) {
         if (m->flags & PY_AUDIT_READ) return;
 #endif
         c->member = m;
+        c->readonly = (m->flags & ATTR_READONLY) != 0;
     } else {
         return;
     }
     c->descr = Py_NewRef(d);
     c->tag = tp->tp_version_tag;
+}
+
+/* Whether c reads attributes of type tp directly, with no setter (see attr_resolve). */
+static inline int attr_readonly(const Attr *c, PyTypeObject *tp) {
+    return c->readonly && c->type == tp && c->tag != 0 && tp->tp_version_tag == c->tag;
 }
 
 /* New reference, or NULL with an exception: o.<name>. */
@@ -1194,11 +1233,68 @@ static int dims_match(Foreign *f, PyObject *a, PyObject *want_shape, int ndim, i
     return ok;
 }
 
+/* Whether weak reference ref answers o (while o is alive: o is the caller's argument). */
+static inline int weak_is(PyObject *ref, PyObject *o) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *t = NULL;
+    if (PyWeakref_GetRef(ref, &t) < 0) PyErr_Clear();
+    int same = t == o;
+    Py_XDECREF(t); /* o itself when same: the caller's argument, never the last reference */
+    return same;
+#else
+    return PyWeakref_GET_OBJECT(ref) == o;
+#endif
+}
+
+/* ref's callback: the slot's array is gone; drop its data object (the dead reference
+ * stays until the next call replaces it: a weak reference is not released inside its
+ * own callback). A reference the slot no longer holds changes nothing. */
+static PyObject *fslot_forget(PyObject *capsule, PyObject *ref) {
+    ForeignSlot *slot = PyCapsule_GetContext(capsule);
+    if (slot && slot->ref == ref) Py_CLEAR(slot->data);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef fslot_forget_def = {"forget", fslot_forget, METH_O,
+                                       "a foreign reader's slot: its array is gone"};
+
+/* Keep in slot: array a (weakly), its data object mem and pointer v (an int). Every field
+ * is written before the old references go, so a thread (or a finalizer) that runs in
+ * that release finds a whole entry. A type without weak references: nothing kept. */
+static void remember(ForeignSlot *slot, PyObject *a, PyObject *mem, PyObject *v) {
+    uint64_t p = PyLong_AsUnsignedLongLong(v);
+    if (p == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return;
+    }
+    if (!slot->forget) {
+        PyObject *cap = PyCapsule_New(&fslot_forget_def, "thork.fslot", NULL);
+        if (cap && PyCapsule_SetContext(cap, slot) == 0)
+            slot->forget = PyCFunction_New(&fslot_forget_def, cap);
+        Py_XDECREF(cap);
+        if (!slot->forget) {
+            PyErr_Clear();
+            return;
+        }
+    }
+    PyObject *ref = PyWeakref_NewRef(a, slot->forget);
+    if (!ref) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject *old_ref = slot->ref, *old_data = slot->data;
+    slot->ref = ref;
+    slot->data = Py_NewRef(mem);
+    slot->ptr = p;
+    Py_XDECREF(old_ref);
+    Py_XDECREF(old_data);
+}
+
 /* Array `a` of registered type f for a slot: the spec's typestr (CuPy) or DType (torch),
  * exact shape (want_shape) or ndim (-1: any), on `device`, ready on `handle` (see the
  * section's head). 1: *ptr set; 0: the caller's path (nothing raised); -1: error. */
 static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dtype,
-                        PyObject **seen, PyObject *want_shape, int ndim, long device,
+                        ForeignSlot *slot, PyObject *want_shape, int ndim, long device,
                         uint64_t handle, Currents *cur, uint64_t *ptr) {
     PyObject *v;
     int ok;
@@ -1224,11 +1320,11 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
         if (!ok) goto miss;
         v = attr_get(&f->attrs[FA_DTYPE], a);
         if (!v) goto miss;
-        if (v != *seen) {
+        if (v != slot->seen) {
             PyObject *str = PyObject_GetAttr(v, s_str);
             ok = str && PyUnicode_Check(str) && PyUnicode_Compare(str, typestr) == 0;
             Py_XDECREF(str);
-            if (ok) Py_XSETREF(*seen, Py_NewRef(v));
+            if (ok) Py_XSETREF(slot->seen, Py_NewRef(v));
         } else {
             ok = 1;
         }
@@ -1237,17 +1333,31 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
         if ((ok = dims_match(f, a, want_shape, ndim, 0)) <= 0) return ok;
         PyObject *mem = attr_get(&f->attrs[FA_DATA], a);
         if (!mem) goto miss;
+        /* (session 16) The same array holding the same data object (the slot keeps that
+         * object alive: the same address is the same object; a.data set or __init__ run
+         * again gives another), whose pointer cannot change (data.ptr read-only in C, as
+         * CuPy's Cython `readonly intptr_t ptr`): the pointer read then. The weak
+         * reference answers None once the array is gone. */
+        if (slot->data == mem && slot->ref && weak_is(slot->ref, a) &&
+            attr_readonly(&f->attrs[FA_PTR], Py_TYPE(mem))) {
+            *ptr = slot->ptr;
+            Py_DECREF(mem);
+            return 1;
+        }
         v = attr_get(&f->attrs[FA_PTR], mem);
+        /* a pointer that may change is read every call: nothing to keep */
+        if (v && attr_readonly(&f->attrs[FA_PTR], Py_TYPE(mem)) && PyLong_Check(v))
+            remember(slot, a, mem, v);
         Py_DECREF(mem);
     } else {
         if (device < 0 || !on_cuda(f, a) || !torch_current(f, device, cur)) return 0;
         if (cur->torch != handle) return 0; /* another stream given: the caller follows */
         v = attr_get(&f->attrs[FA_DTYPE], a);
         if (!v) goto miss;
-        if (v != *seen) {
+        if (v != slot->seen) {
             PyObject *d = PyDict_GetItemWithError(f->dtypes, v); /* borrowed */
             ok = d && d == dtype;
-            if (ok) Py_XSETREF(*seen, Py_NewRef(v));
+            if (ok) Py_XSETREF(slot->seen, Py_NewRef(v));
         } else {
             ok = 1;
         }
@@ -1450,7 +1560,7 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
             if (!g->kinds) goto done;
             Foreign *f = g->typestrs[i] ? foreign_of(Py_TYPE(a)) : NULL;
             if (f) { /* session 11: read through its own attributes */
-                ok = read_foreign(f, a, g->typestrs[i], g->dtypes[i], &g->seen[i],
+                ok = read_foreign(f, a, g->typestrs[i], g->dtypes[i], &g->fslot[i],
                                   g->shapes[i], -1, g->device_id, handle, &cur, &ptrs[i]);
                 if (ok < 0) goto error;
                 if (!ok) goto done;
@@ -1600,7 +1710,7 @@ static PyTypeObject GuardType = {
 typedef struct {
     PyObject *dtype, *typestr;
     int pointer, ndim, writes, is_float;
-    PyObject *seen; /* foreign readers: the dtype object last matched (session 11) */
+    ForeignSlot fslot; /* foreign readers: what the slot keeps (session 11, 16) */
 } ParamSpec;
 
 typedef struct {
@@ -1719,7 +1829,7 @@ static void binder_dealloc(BinderObject *self) {
         for (Py_ssize_t i = 0; i < self->n; i++) {
             Py_XDECREF(self->specs[i].dtype);
             Py_XDECREF(self->specs[i].typestr);
-            Py_XDECREF(self->specs[i].seen);
+            fslot_clear(&self->specs[i].fslot);
         }
         PyMem_Free(self->specs);
     }
@@ -1913,7 +2023,7 @@ static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigne
             r = bind_array(self, ps, a, handle, &vals[i]);
         else if (self->kinds && (f = foreign_of(Py_TYPE(a))) != NULL)
             r = read_foreign(f, a, ps->typestr == Py_None ? NULL : ps->typestr, ps->dtype,
-                             &ps->seen, NULL, ps->ndim, self->device, handle, &cur,
+                             &ps->fslot, NULL, ps->ndim, self->device, handle, &cur,
                              &vals[i]);
         else if (self->cai)
             r = bind_cai(self, ps, a, &vals[i]);
