@@ -386,7 +386,8 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
     pointer needs no read when it is the object of the last call, session 16; torch's
     pointer each call; the kernel takes pointers, so no shape); medians over the rounds.
     CuPy's stream is read here through ``get_current_stream().ptr`` (~155 ns on the H200,
-    session 16); Thork calls CuPy's C function (~62 ns), so that bound over-counts. Each foreign row is then judged in this run against 1.15x the floor and
+    session 16); Thork calls CuPy's C function (~62 ns), so that bound over-counts. Each
+    foreign row is then judged in this run against 1.15x the floor and
     against "C floor + the producer's reads" (when that bound exceeds the goal, the goal
     is impossible for any launcher that reads the arrays correctly)."""
     import cupy as cp

@@ -109,6 +109,29 @@ def main() -> None:
     print("  " + out[0])
 
     x = cp.arange(1 << 16, dtype=cp.float32)
+    # Thork keeps a CuPy array's pointer while the array holds the same data object
+    # (session 16): can an array's data object change at all? __init__ run again:
+    y, z = cp.zeros(5, cp.float32), cp.ones(7, cp.float64)
+    before = (y.data, y.data.ptr, y.shape, y.dtype)
+    try:
+        y.__init__((7,), cp.float64, z.data)
+        raised = ""
+    except Exception as exc:  # noqa: BLE001 - a diagnostic: say what happened
+        raised = f" (raised {type(exc).__name__}: {exc})"
+    print(f"y.__init__ run again{raised}: data object same: {y.data is before[0]}, "
+          f"ptr {before[1]:#x} -> {y.data.ptr:#x} (z's {z.data.ptr:#x}), "
+          f"shape {before[2]} -> {y.shape}, dtype {before[3]} -> {y.dtype}")
+    for attr in ("data", "dtype", "_c_contiguous"):
+        try:
+            setattr(y, attr, getattr(z, attr))
+            print(f"  y.{attr} = ...: allowed")
+        except (AttributeError, TypeError) as exc:
+            print(f"  y.{attr} = ...: {type(exc).__name__}: {exc}")
+    try:
+        y.data.ptr = 0
+        print("  y.data.ptr = 0: allowed")
+    except (AttributeError, TypeError) as exc:
+        print(f"  y.data.ptr = 0: {type(exc).__name__}: {exc}")
     libc = ctypes.CDLL(None)
     rand = ctypes.PYFUNCTYPE(ctypes.c_ssize_t)(ctypes.cast(libc.rand, ctypes.c_void_p).value)
     from thork_core._native import native_module

@@ -288,9 +288,9 @@ def _relay_timed(set_at: tuple[float, float], arrive: int = 1) -> tuple[float, n
     flags = np.array([at <= 0 for at in set_at], np.int32)
     timers = [threading.Timer(at, flags.__setitem__, (i, 1))
               for i, at in enumerate(set_at) if at > 0]
+    t0 = time.monotonic()  # before the timers start: a flag is never set before t0 + at
     for t in timers:
         t.start()
-    t0 = time.monotonic()
     try:
         relay[2, 32](flags, out, arrive, target="cpu")
     finally:
