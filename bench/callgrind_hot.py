@@ -12,7 +12,9 @@ producers' own calls. Variants: ``empty`` (the loop alone), ``sub`` (``kernel[2,
 guarded ``pipe(x, out=y)`` with DeviceArrays), ``dlpipe`` (with DLPack-only wrappers of
 DeviceArrays) and ``dl_own`` / ``dl_dev`` (the wrappers' two ``__dlpack__`` /
 ``__dlpack_device__`` calls made from Python), ``cpipe`` (with CuPy-like arrays whose
-``shape`` is a property building a new tuple, as CuPy's) and ``cpipe_reads``.
+``shape`` is a property building a new tuple, as CuPy's) and ``cpipe_reads``; ``rcupy``
+and ``rcupy_reads`` the same as ``cupy`` and ``cupy_reads`` with CuPy's own ndarrays where
+CuPy is installed (session 16).
 Thork's DLPack part = dlpipe - (dl_own - empty) - (dl_dev - empty) - (pipe - empty) - empty.
 """
 
@@ -229,14 +231,57 @@ def variants(lib: Any) -> dict[str, Callable[[int], None]]:
         for _ in range(n):
             cpipe(cpx, out=cpy)
 
-    return {"empty": empty, "sub": sub, "entry": entry_, "full": full, "cupy": cupy,
-            "cupy_reads": cupy_reads, "pipe": pipe_, "dlpipe": dlpipe, "dl_own": dl_own,
-            "dl_dev": dl_dev, "cpipe": cpipe_, "cpipe_reads": cpipe_reads}
+    table = {"empty": empty, "sub": sub, "entry": entry_, "full": full, "cupy": cupy,
+             "cupy_reads": cupy_reads, "pipe": pipe_, "dlpipe": dlpipe, "dl_own": dl_own,
+             "dl_dev": dl_dev, "cpipe": cpipe_, "cpipe_reads": cpipe_reads}
+    table.update(_real_cupy(native, launch, current))
+    return table
+
+
+def _real_cupy(native: Any, launch: Any, current: Any) -> dict[str, Callable[[int], None]]:
+    """(session 16) ``rcupy``: ``launch`` with CuPy's own ndarrays (CuPy imports and makes
+    arrays on memory it does not own without a GPU; its current stream does need one, so
+    the stand-in stream reader serves), and ``rcupy_reads``: the reads of them a launcher
+    that keeps nothing makes, in Python. Registered last: making Guards registers the
+    decided kinds' readers again (CuPy's C stream function, which needs a GPU)."""
+    try:
+        import cupy
+        from cupy.cuda import memory
+    except ImportError:
+        return {}
+    KINDS[cupy.ndarray] = CAI
+    native.foreign(cupy.ndarray, 1, current, None)
+
+    def real(p: int) -> Any:
+        mem = memory.MemoryPointer(memory.UnownedMemory(p, 1024, None, 0), 0)
+        return cupy.ndarray((256,), cupy.float32, memptr=mem)
+
+    rx, ry = real(0x1000), real(0x2000)
+    launch(ry, rx, 256)
+
+    def rcupy(n: int) -> None:
+        for _ in range(n):
+            launch(ry, rx, 256)
+
+    def rcupy_reads(n: int) -> None:
+        for _ in range(n):
+            current().ptr  # noqa: B018
+            ry._c_contiguous  # noqa: B018
+            ry.dtype  # noqa: B018
+            ry.data.ptr  # noqa: B018
+            rx._c_contiguous  # noqa: B018
+            rx.dtype  # noqa: B018
+            rx.data.ptr  # noqa: B018
+
+    return {"rcupy": rcupy, "rcupy_reads": rcupy_reads}
 
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--list"]:
-        print(" ".join(_NAMES))
+        import importlib.util
+
+        extra = ("rcupy", "rcupy_reads") if importlib.util.find_spec("cupy") else ()
+        print(" ".join(_NAMES + extra))
         return
     lib = ctypes.CDLL(os.environ.get("CG_MARKS") or _build_marks())
     table = variants(lib)

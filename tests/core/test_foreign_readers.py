@@ -805,3 +805,35 @@ def test_a_data_attribute_set_between_calls_is_seen(native, ro, ro_current):
     assert _run(b, (out, 1.0, x, 3))
     assert _run(b, (out, 1.0, x, 3))
     assert rec.calls[-1]["pointers"] == rec.calls[-2]["pointers"] == (0x100, 0x200)
+
+
+def test_cupys_own_arrays_keep_their_pointer(native, current):
+    """CuPy's ndarray itself (CuPy makes arrays on memory it does not own without a GPU;
+    its stream function needs one, so the stand-in reader serves): the pointer is read
+    once and the data object held while the array lives (its reference count says so),
+    then let go with the array."""
+    cupy = pytest.importorskip("cupy")
+    from cupy.cuda import memory
+
+    native.foreign(cupy.ndarray, 1, current.cupy, None)
+
+    def real(p: int, shape: Any = (8,)) -> Any:
+        mem = memory.MemoryPointer(memory.UnownedMemory(p, 4096, None, 0), 0)
+        return cupy.ndarray(shape, cupy.float32, memptr=mem)
+
+    rec, b = make_binder(native)
+    out, x = real(0x10000), real(0x20000, (3, 5))
+    data = x.data
+    held = sys.getrefcount(data)
+    for _ in range(3):
+        assert _run(b, (out, 1.0, x, 3))
+    assert sys.getrefcount(data) == held + 1  # kept by the slot: the pointer is kept
+    x.shape = (15,)  # the shape setter: same data, still contiguous
+    assert _run(b, (out, 1.0, x, 3))
+    assert not _run(b, (out, 1.0, x[::2], 3))  # a strided view: the caller's path
+    del x
+    assert sys.getrefcount(data) == held - 1
+    x = real(0x30000)
+    assert _run(b, (out, 1.0, x, 3))
+    assert [c["pointers"] for c in rec.calls] == [(0x10000, 0x20000)] * 4 + [
+        (0x10000, 0x30000)]

@@ -1330,7 +1330,9 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
         }
         Py_DECREF(v);
         if (!ok) goto miss;
-        if ((ok = dims_match(f, a, want_shape, ndim, 0)) <= 0) return ok;
+        /* (a pointer parameter of any ndim: nothing to read) */
+        if ((want_shape || ndim >= 0) && (ok = dims_match(f, a, want_shape, ndim, 0)) <= 0)
+            return ok;
         PyObject *mem = attr_get(&f->attrs[FA_DATA], a);
         if (!mem) goto miss;
         /* (session 16) The same array holding the same data object (the slot keeps that
