@@ -4,13 +4,12 @@ stream and parameter array a C program would pass, and reports a failure's code.
 driver is stood in for by a ctypes callback, so this runs without a GPU."""
 
 import ctypes
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import build_shared
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 if not (BENCH / "burst_loop.c").exists():
@@ -23,12 +22,8 @@ GRAPH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler")
-    so = tmp_path_factory.mktemp("burst") / "burst_loop.so"
-    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(so),
-                    str(BENCH / "burst_loop.c")], check=True, capture_output=True)
+    so = build_shared(BENCH / "burst_loop.c", tmp_path_factory.mktemp("burst") /
+                      "burst_loop.so")
     lib = ctypes.CDLL(str(so))
     lib.launch_burst.restype = lib.graph_burst.restype = ctypes.c_double
     lib.launch_burst.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,

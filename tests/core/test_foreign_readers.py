@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import run_threads
+from helpers import build_shared, run_threads
 from helpers.launch_recorder import F32, Recorder, device_array
 from thork_core import DeviceArray
 
@@ -517,18 +517,10 @@ class CStream:
 @pytest.fixture(scope="module")
 def c_stream(tmp_path_factory):
     import ctypes
-    import shutil
-    import subprocess
-    import sysconfig
 
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler")
     d = tmp_path_factory.mktemp("cstream")
     (d / "s.c").write_text(_C_STREAM)
-    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"],
-                    str(d / "s.c"), "-o", str(d / "s.so")], check=True)
-    return CStream(ctypes.CDLL(str(d / "s.so")))
+    return CStream(ctypes.CDLL(str(build_shared(d / "s.c", d / "s.so", python=True))))
 
 
 def test_cupy_stream_read_through_a_c_function(native, current, c_stream):
@@ -624,19 +616,12 @@ def ro(tmp_path_factory):
     """tests/helpers/readonly_arrays.c built: CuPy-like types whose ``data`` and ``ptr``
     are read-only in C (the condition for keeping a pointer between calls)."""
     import importlib.util
-    import shutil
-    import subprocess
     import sysconfig
     from pathlib import Path
 
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler")
     src = Path(__file__).parent.parent / "helpers" / "readonly_arrays.c"
-    out = tmp_path_factory.mktemp("ro") / ("readonly_arrays" +
-                                           sysconfig.get_config_var("EXT_SUFFIX"))
-    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"],
-                    str(src), "-o", str(out)], check=True)
+    out = build_shared(src, tmp_path_factory.mktemp("ro") / (
+        "readonly_arrays" + sysconfig.get_config_var("EXT_SUFFIX")), python=True)
     spec = importlib.util.spec_from_file_location("readonly_arrays", out)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

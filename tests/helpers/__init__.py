@@ -17,9 +17,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LAUNCHED", "TARGETS", "compiles_for_gpu", "has_plugin", "importable",
-           "install_dist", "launch_short_of_memory", "poisoned", "random_array",
-           "run_threads"]
+__all__ = ["LAUNCHED", "TARGETS", "build_shared", "compiles_for_gpu", "has_plugin",
+           "importable", "install_dist", "launch_short_of_memory", "poisoned",
+           "random_array", "run_threads"]
+
+
+def build_shared(source: Any, out: Any, python: bool = False) -> Any:
+    """Shared library ``out`` (a Path) built from C file ``source`` with the system's C
+    compiler (``-O1 -Wall -Werror -shared -fPIC``; ``python``: Python's headers on the
+    include path, for code that uses the C API). Skips the calling test when there is no
+    compiler. Returns ``out``."""
+    import shutil
+    import subprocess
+    import sysconfig
+
+    import pytest
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    inc = ["-I", sysconfig.get_paths()["include"]] if python else []
+    subprocess.run([cc, "-O1", "-Wall", "-Werror", "-shared", "-fPIC", *inc, str(source),
+                    "-o", str(out)], check=True, capture_output=True)
+    return out
 
 
 def install_dist(site: Any, dist: str, entry_points: dict[str, str],

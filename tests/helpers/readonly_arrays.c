@@ -113,21 +113,14 @@ static PyTypeObject ArrayType = {
     .tp_weaklistoffset = offsetof(ArrayObject, weak),
 };
 
-static PyTypeObject FixedArrayType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "readonly_arrays.FixedArray",
-    .tp_basicsize = sizeof(ArrayObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)array_init,
-    .tp_dealloc = (destructor)array_dealloc,
-    .tp_members = array_members,
-    .tp_methods = array_methods,
-};
+static PyTypeObject FixedArrayType; /* ArrayType without weak references (made at init) */
 
 static PyModuleDef module = {PyModuleDef_HEAD_INIT, "readonly_arrays", NULL, -1, NULL};
 
 PyMODINIT_FUNC PyInit_readonly_arrays(void) {
+    FixedArrayType = ArrayType;
+    FixedArrayType.tp_name = "readonly_arrays.FixedArray";
+    FixedArrayType.tp_weaklistoffset = 0;
     if (PyType_Ready(&MemType) < 0 || PyType_Ready(&ArrayType) < 0 ||
         PyType_Ready(&FixedArrayType) < 0)
         return NULL;
