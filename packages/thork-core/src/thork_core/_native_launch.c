@@ -1258,15 +1258,10 @@ static PyObject *fslot_forget(PyObject *capsule, PyObject *ref) {
 static PyMethodDef fslot_forget_def = {"forget", fslot_forget, METH_O,
                                        "a foreign reader's slot: its array is gone"};
 
-/* Keep in slot: array a (weakly), its data object mem and pointer v (an int). Every field
- * is written before the old references go, so a thread (or a finalizer) that runs in
- * that release finds a whole entry. A type without weak references: nothing kept. */
-static void remember(ForeignSlot *slot, PyObject *a, PyObject *mem, PyObject *v) {
-    uint64_t p = PyLong_AsUnsignedLongLong(v);
-    if (p == (uint64_t)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return;
-    }
+/* Keep in slot: array a (weakly), its data object mem and that object's pointer p. Every
+ * field is written before the old references go, so a thread (or a finalizer) that runs
+ * in that release finds a whole entry. A type without weak references: nothing kept. */
+static void remember(ForeignSlot *slot, PyObject *a, PyObject *mem, uint64_t p) {
     if (!slot->forget) {
         PyObject *cap = PyCapsule_New(&fslot_forget_def, "thork.fslot", NULL);
         if (cap && PyCapsule_SetContext(cap, slot) == 0)
@@ -1296,7 +1291,7 @@ static void remember(ForeignSlot *slot, PyObject *a, PyObject *mem, PyObject *v)
 static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dtype,
                         ForeignSlot *slot, PyObject *want_shape, int ndim, long device,
                         uint64_t handle, Currents *cur, uint64_t *ptr) {
-    PyObject *v;
+    PyObject *v, *keep = NULL; /* keep: a data object whose pointer the slot may keep */
     int ok;
     if (f->style == FX_CUPY) {
         if (!typestr) return 0;
@@ -1348,9 +1343,10 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
         }
         v = attr_get(&f->attrs[FA_PTR], mem);
         /* a pointer that may change is read every call: nothing to keep */
-        if (v && attr_readonly(&f->attrs[FA_PTR], Py_TYPE(mem)) && PyLong_Check(v))
-            remember(slot, a, mem, v);
-        Py_DECREF(mem);
+        if (v && attr_readonly(&f->attrs[FA_PTR], Py_TYPE(mem)))
+            keep = mem;
+        else
+            Py_DECREF(mem);
     } else {
         if (device < 0 || !on_cuda(f, a) || !torch_current(f, device, cur)) return 0;
         if (cur->torch != handle) return 0; /* another stream given: the caller follows */
@@ -1379,8 +1375,13 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
     *ptr = PyLong_AsUnsignedLongLong(v);
     Py_DECREF(v);
     if (*ptr == (uint64_t)-1 && PyErr_Occurred()) goto miss;
+    if (keep) {
+        remember(slot, a, keep, *ptr);
+        Py_DECREF(keep);
+    }
     return 1;
 miss:
+    Py_XDECREF(keep);
     PyErr_Clear();
     return 0;
 }
