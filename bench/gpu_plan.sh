@@ -12,6 +12,8 @@
 #   bash bench/gpu_plan.sh hot     # ~3 min: bench_fkl's hot rows twice (the DLPack-only
 #                                  #   row's spread), bench_core's hot rows, and
 #                                  #   diag_dlpack_pipe.py (times; driver calls)
+#   bash bench/gpu_plan.sh floor   # ~1 min: diag_hot_floor.py (the hot call's time over
+#                                  #   the C floor, session 17), bench_core's hot rows
 #   bash bench/gpu_plan.sh recheck # ~2 min: bench_lang's row table again, and
 #                                  #   diag_dlpack_pipe.py over 21 rounds
 # Carry the wheels built here (.wheels: `for p in packages/*/; do python3 -m pip wheel
@@ -21,7 +23,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|recheck}
+part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|floor|recheck}
 dest=${OUT:-/tmp/thork-plan}
 L=/tmp/thork-plan-$part
 rm -rf "$L"; mkdir -p "$L" "$dest"
@@ -72,6 +74,10 @@ hot)
   TAIL=30 run bench_core_hot 150 python3 bench/bench_core.py --only hot --out "$L/core"
   TAIL=12 run diag_dlpack 60 python3 bench/diag_dlpack_pipe.py
   run diag_dlpack_trace 60 python3 bench/diag_dlpack_pipe.py --trace
+  ;;
+floor)
+  TAIL=20 run diag_hot_floor 90 python3 bench/diag_hot_floor.py
+  TAIL=30 run bench_core_hot 150 python3 bench/bench_core.py --only hot --out "$L/core"
   ;;
 recheck)
   TAIL=24 run bench_lang_rows 150 python3 bench/bench_lang.py --rows-only --no-torch --out "$L/lang"
