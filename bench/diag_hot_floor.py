@@ -1,6 +1,6 @@
 """Where the hot ``kernel[grid, block](...)`` call's time over the C floor goes (session 17).
 
-    python bench/diag_hot_floor.py [--rounds 9] [--calls 10000]
+    python bench/diag_hot_floor.py [--rounds 9] [--calls 10000] [--counters]
 
 Interleaved rounds, in one process, on one function (seed 000's ``matrix_add``, grid 8 x
 block 128, the legacy stream), each row the median over the rounds of microseconds per
@@ -14,6 +14,10 @@ call, with its ratio to the first row:
   to read, only the call, the context check and the launch), the same without the
   context check, a C no-op called as the launch is (the CPython call floor), and
   ``launch(out, a, b)`` with DeviceArrays and with CuPy arrays.
+
+``--counters`` then runs each row once more between hardware counters of this thread
+(``bench/perf_counters.c``: cycles, instructions, branch misses, L1d read misses, L1i
+misses; where perf_event_open is allowed), per call.
 
 Needs a GPU, CuPy and a C compiler. Diagnostic only: no verdict is printed.
 """
@@ -38,6 +42,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--calls", type=int, default=10000)
+    ap.add_argument("--counters", action="store_true")
     args = ap.parse_args()
 
     import cupy as cp
@@ -149,6 +154,42 @@ def main() -> None:
     for name, ts in got.items():
         print(f"{name:48s} {median(ts):10.3f} {median(ts) / floor:8.3f} {min(ts):8.3f} "
               f"{max(ts):8.3f}")
+    if args.counters:
+        counters(c_rows, py_rows, args.calls, sync)
+
+
+def counters(c_rows: dict[str, Callable[[int], float]], py_rows: dict[str, Callable[[], Any]],
+             calls: int, sync: Callable[[], Any]) -> None:
+    """Each row once more between this thread's hardware counters; per call."""
+    from _floor import _build
+
+    pc = ctypes.CDLL(str(_build(Path(__file__).resolve().with_name("perf_counters.c"),
+                                shared=True)))
+    mask = pc.pc_open()
+    if mask < 0:
+        print(f"counters: perf_event_open failed (errno {-mask})")
+        return
+    out = (ctypes.c_ulonglong * 5)()
+    names = ("cycles", "instr", "br-miss", "L1d-miss", "L1i-miss")
+    print(f"counters opened: {[n for i, n in enumerate(names) if mask >> i & 1]}")
+    print(f"{'row':48s} " + " ".join(f"{n:>9s}" for n in names) + f" {'IPC':>6s}")
+    rows: dict[str, Callable[[], Any]] = {
+        name: (lambda b=burst: b(calls)) for name, burst in c_rows.items()}
+    for name, call in py_rows.items():
+        def loop(c: Callable[[], Any] = call) -> None:
+            for _ in range(calls):
+                c()
+        rows[name] = loop
+    for name, run in rows.items():
+        run()
+        sync()
+        pc.pc_start()
+        run()
+        pc.pc_stop(out)
+        sync()
+        per = [v / calls if v != 2**64 - 1 else float("nan") for v in out]
+        ipc = per[1] / per[0] if per[0] else float("nan")
+        print(f"{name:48s} " + " ".join(f"{v:9.1f}" for v in per) + f" {ipc:6.2f}")
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ hot)
   run diag_dlpack_trace 60 python3 bench/diag_dlpack_pipe.py --trace
   ;;
 floor)
-  TAIL=20 run diag_hot_floor 90 python3 bench/diag_hot_floor.py
+  TAIL=40 run diag_hot_floor 120 python3 bench/diag_hot_floor.py --counters
   TAIL=30 run bench_core_hot 150 python3 bench/bench_core.py --only hot --out "$L/core"
   ;;
 recheck)
