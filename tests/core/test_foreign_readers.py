@@ -475,14 +475,15 @@ _C_STREAM = r"""
 #include <Python.h>
 #include <stdint.h>
 /* CuPy's get_current_stream_ptr as the reader sees it: a per-thread handle; `failing`
- * stands for CuPy's error path (no device: an exception set, -1 returned). */
+ * stands for CuPy's error path (no device: an exception set, -1 returned; 2: the
+ * exception set with the handle returned, as an "except *" function may). */
 static _Thread_local intptr_t value;
 static _Thread_local int failing;
 void set_stream(intptr_t v, int fail) { value = v; failing = fail; }
 intptr_t current_stream(void) {
     if (failing) {
         PyErr_SetString(PyExc_RuntimeError, "cudaErrorNoDevice");
-        return -1;
+        return failing == 2 ? value : -1;
     }
     return value;
 }
@@ -499,8 +500,8 @@ class CStream:
         self.lib.set_stream.argtypes = [ctypes.c_ssize_t, ctypes.c_int]
         self._names: list[bytes] = []  # a capsule's name must outlive it
 
-    def set(self, value: int, fail: bool = False) -> None:
-        self.lib.set_stream(value, int(fail))
+    def set(self, value: int, fail: int = 0) -> None:
+        self.lib.set_stream(value, fail)
 
     def capsule(self, name: str = "intptr_t (void)") -> Any:
         import ctypes
@@ -558,9 +559,27 @@ def test_a_c_stream_function_that_raises_is_a_miss(native, current, c_stream):
     native.foreign(CupyLike, 1, c_stream.capsule("intptr_t (void) except? -1"), None)
     rec, b = make_binder(native)
     out, x = CupyLike(0x100), CupyLike(0x200)
-    c_stream.set(0, fail=True)
+    c_stream.set(0, fail=1)
     assert not _run(b, (out, 1.0, x, 3))
     assert sys.exc_info() == (None, None, None)
+    c_stream.set(0)
+    assert _run(b, (out, 1.0, x, 3))
+    assert [c["stream"] for c in rec.calls] == [0]
+
+
+@pytest.mark.parametrize("fail", [1, 2])
+def test_an_except_star_stream_function_is_checked_after_every_call(native, current, c_stream,
+                                                                   fail):
+    """(session 17) For "except *" the error check follows every call, whatever the value
+    (for the other names it follows a -1 only, Cython's convention: the check costs a
+    thread-local read per call)."""
+    native.foreign(CupyLike, 1, c_stream.capsule("intptr_t (void) except *"), None)
+    rec, b = make_binder(native)
+    out, x = CupyLike(0x100), CupyLike(0x200)
+    for stream in (None, 0x55):
+        c_stream.set(stream or 0, fail=fail)
+        assert not _run(b, (out, 1.0, x, 3), stream)
+        assert sys.exc_info() == (None, None, None)
     c_stream.set(0)
     assert _run(b, (out, 1.0, x, 3))
     assert [c["stream"] for c in rec.calls] == [0]

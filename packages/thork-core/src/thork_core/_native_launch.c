@@ -235,6 +235,20 @@ static inline PyObject *field_get(PyObject *a, const Field *f) {
     return PyObject_GetAttr(a, f->name);
 }
 
+/* (session 17) The same read without a reference of its own where the field is a slot:
+ * the value is borrowed from `a` and stays valid until Python code runs (the caller runs
+ * none before it is done with it). *own: NULL, or the new reference of a getattr read,
+ * which the caller releases (Py_XDECREF). NULL with an exception as field_get. */
+static inline PyObject *field_peek(PyObject *a, const Field *f, PyObject **own) {
+    *own = NULL;
+    if (f->offset >= 0) {
+        PyObject *v = *(PyObject **)((char *)a + f->offset);
+        if (!v) PyErr_SetObject(PyExc_AttributeError, f->name);
+        return v;
+    }
+    return *own = PyObject_GetAttr(a, f->name);
+}
+
 /* ---- Launcher --------------------------------------------------------------------- */
 
 typedef struct {
@@ -466,10 +480,13 @@ static int ready(LauncherObject *self) {
  * the launch runs waits for it (microseconds; longer only while the driver's queue is
  * full). Any other thread state, even one blocked in C, makes the launch release it. */
 static inline int alone(void) {
-    PyThreadState *ts = PyThreadState_Get();
-    PyInterpreterState *is = PyThreadState_GetInterpreter(ts);
-    return PyInterpreterState_ThreadHead(is) == ts && PyThreadState_Next(ts) == NULL &&
-           PyInterpreterState_Head() == is && PyInterpreterState_Next(is) == NULL;
+    /* (session 17) Asked without the caller's own thread state (a thread-local read and
+     * two calls): the caller holds the GIL, so it has a thread state in an interpreter;
+     * when there is one interpreter holding one thread state, that one is the caller's. */
+    PyInterpreterState *is = PyInterpreterState_Head();
+    if (PyInterpreterState_Next(is) != NULL) return 0;
+    PyThreadState *head = PyInterpreterState_ThreadHead(is);
+    return head != NULL && PyThreadState_Next(head) == NULL;
 }
 
 /* The launch itself: params (on the caller's stack) point at the caller's values. */
@@ -1035,15 +1052,20 @@ typedef struct {
     int style;
     PyObject *current, *dtypes;
     intptr_t (*current_fn)(void); /* style 1: current is a capsule of this, else NULL */
+    int current_any; /* (session 17) its errors may come with any value ("except *") */
     Attr attrs[N_FA]; /* FA_PTR: of a.data's type; FA_STREAM_PTR: of current()'s */
 } Foreign;
 static Foreign foreigns[MAX_FOREIGN];
 static int nforeign;
 static int ntorch; /* of them style FX_TORCH (session 12: implied_handle's early out) */
+/* (session 17) their types, so that implied_handle passes any other argument with a
+ * compare per torch type instead of a search of every registered type */
+static PyTypeObject *torch_types[MAX_FOREIGN];
 
 static void count_torch(void) {
     ntorch = 0;
-    for (int i = 0; i < nforeign; i++) ntorch += foreigns[i].style == FX_TORCH;
+    for (int i = 0; i < nforeign; i++)
+        if (foreigns[i].style == FX_TORCH) torch_types[ntorch++] = foreigns[i].type;
 }
 static PyObject *s_c_contig, *s_data_ptr, *s_is_contig, *s_is_cuda, *s_dim, *s_ndim;
 
@@ -1054,14 +1076,17 @@ static inline Foreign *foreign_of(PyTypeObject *tp) {
 }
 
 /* Whether a capsule's name is the C signature of a `intptr_t (void)` function: as Cython
- * writes it, with or without the exception clause of the Cython version that built it
- * (the call is followed by a PyErr_Occurred check either way). */
+ * writes it, with or without the exception clause of the Cython version that built it:
+ * 1, or 2 for "except *" (an error may come with any value); 0: not such a name. A call
+ * is followed by a PyErr_Occurred check when it answers -1 (the value Cython's "except?
+ * -1" raises with, and the one a clause-less function would be checked on in Cython 3),
+ * and after every call for "except *" (session 17: the check costs a thread-local read). */
 static int c_stream_signature(const char *sig) {
     static const char *const ok[] = {"intptr_t (void)", "intptr_t (void) except? -1",
-                                     "intptr_t (void) except *", "intptr_t (void) noexcept"};
+                                     "intptr_t (void) noexcept", "intptr_t (void) except *"};
     if (!sig) return 0;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-        if (strcmp(sig, ok[i]) == 0) return 1;
+        if (strcmp(sig, ok[i]) == 0) return i == 3 ? 2 : 1;
     return 0;
 }
 
@@ -1091,6 +1116,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     intptr_t (*current_fn)(void) = NULL;
+    int current_any = 0;
     if (capsule) {
         const char *sig = PyCapsule_GetName(args[2]);
         if (style != FX_CUPY || !c_stream_signature(sig)) {
@@ -1102,6 +1128,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         }
         current_fn = (intptr_t (*)(void))PyCapsule_GetPointer(args[2], sig);
         if (!current_fn) return NULL;
+        current_any = c_stream_signature(sig) == 2;
     }
     if (style == FX_TORCH && !PyDict_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "foreign: style 2 needs a dict of dtypes");
@@ -1128,6 +1155,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
     count_torch();
     Py_XSETREF(f->current, Py_NewRef(args[2]));
     f->current_fn = current_fn;
+    f->current_any = current_any;
     Py_XSETREF(f->dtypes, args[3] == Py_None ? NULL : Py_NewRef(args[3]));
     Py_RETURN_NONE;
 }
@@ -1195,11 +1223,13 @@ static int on_cuda(Foreign *f, PyObject *a) {
  * its library's current stream on its device (the Python path's implied stream): *handle
  * set (1); 0: none such; -1: one such that cannot be read (the caller's path). */
 static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
-                          PyTypeObject *own, uint64_t *handle, Currents *cur) {
+                          uint64_t *handle, Currents *cur) {
     if (!ntorch || device < 0) return 0; /* no type whose arrays imply a stream */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyTypeObject *tp = Py_TYPE(items[i]);
-        if (tp == own || tp == &PyLong_Type || tp == &PyFloat_Type) continue;
+        int k = 0;
+        while (k < ntorch && torch_types[k] != tp) k++;
+        if (k == ntorch) continue;
         Foreign *f = foreign_of(tp);
         if (!f || f->style != FX_TORCH) continue;
         if (!on_cuda(f, items[i]) || !torch_current(f, device, cur)) return -1;
@@ -1297,8 +1327,9 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
         if (!typestr) return 0;
         if (!cur->have_cupy) {
             if (f->current_fn) {
-                cur->cupy = (uint64_t)f->current_fn();
-                if (PyErr_Occurred()) {
+                intptr_t h = f->current_fn();
+                cur->cupy = (uint64_t)h;
+                if ((h == -1 || f->current_any) && PyErr_Occurred()) {
                     PyErr_Clear();
                     return 0;
                 }
@@ -1553,11 +1584,11 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
     PyObject *dl_stream = NULL;
     PyObject *result = Py_False;
     Currents cur = {0, 0, 0, 0, -1};
-    if (s == Py_None && g->kinds &&
-        implied_handle(args, g->n, g->device_id, g->array_type, &handle, &cur) < 0)
+    if (s == Py_None && g->kinds && ntorch &&
+        implied_handle(args, g->n, g->device_id, &handle, &cur) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < g->n; i++) {
-        PyObject *a = args[i], *v;
+        PyObject *a = args[i], *v, *own;
         int ok;
         if (Py_TYPE(a) != g->array_type) {
             if (!g->kinds) goto done;
@@ -1612,30 +1643,28 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
         }
         Py_DECREF(v);
         if (ok <= 0) goto miss_or_error;
-        if (!(v = field_get(a, &g->fields[F_DTYPE]))) goto error;
+        if (!(v = field_peek(a, &g->fields[F_DTYPE], &own))) goto error;
         ok = v == g->dtypes[i];
-        Py_DECREF(v);
+        Py_XDECREF(own);
         if (!ok) goto done;
         if (!(v = field_get(a, &g->fields[F_DEVICE]))) goto error;
         ok = same(v, g->device);
         Py_DECREF(v);
         if (ok <= 0) goto miss_or_error;
-        if (!(v = field_get(a, &g->fields[F_STREAM]))) goto error;
+        /* (session 17) the stream and pointer borrowed: their reads run no Python code */
+        if (!(v = field_peek(a, &g->fields[F_STREAM], &own))) goto error;
         if (v != Py_None && v != s_zero) {
             uint64_t produced = PyLong_AsUnsignedLongLong(v);
-            if (produced == (uint64_t)-1 && PyErr_Occurred()) {
-                Py_DECREF(v);
-                goto error;
-            }
-            if (produced != 0 && produced != handle) {
-                Py_DECREF(v);
+            Py_XDECREF(own);
+            if (produced == (uint64_t)-1 && PyErr_Occurred()) goto error;
+            if (produced != 0 && produced != handle)
                 goto done;  /* the caller orders the launch after the producer */
-            }
+        } else {
+            Py_XDECREF(own);
         }
-        Py_DECREF(v);
-        if (!(v = field_get(a, &g->fields[F_PTR]))) goto error;
+        if (!(v = field_peek(a, &g->fields[F_PTR], &own))) goto error;
         ptrs[i] = PyLong_AsUnsignedLongLong(v);
-        Py_DECREF(v);
+        Py_XDECREF(own);
         if (ptrs[i] == (uint64_t)-1 && PyErr_Occurred()) goto error;
         bits |= ptrs[i];
         continue;
@@ -1945,49 +1974,46 @@ error:
 /* 1: *ptr set; 0: the caller's path; -1: error. */
 static int bind_array(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_t handle,
                       uint64_t *ptr) {
-    PyObject *v;
+    /* (session 17) Every read borrowed (field_peek): nothing here runs Python code. */
+    PyObject *v, *own;
     int ok;
-    if (!(v = field_get(a, &b->fields[F_DTYPE]))) return -1;
+    if (!(v = field_peek(a, &b->fields[F_DTYPE], &own))) return -1;
     ok = v == ps->dtype;
-    Py_DECREF(v);
+    Py_XDECREF(own);
     if (!ok) return 0;
-    if (!(v = field_get(a, &b->fields[F_DEVICE]))) return -1;
+    if (!(v = field_peek(a, &b->fields[F_DEVICE], &own))) return -1;
     if (v != b->device_obj) { /* (an identical int is the ordinal: CPython's small ints) */
-        if (!PyLong_CheckExact(v)) {
-            Py_DECREF(v);
-            return 0;
-        }
-        long device = PyLong_AsLong(v);
-        Py_DECREF(v);
+        long device = PyLong_CheckExact(v) ? PyLong_AsLong(v) : -2;
+        Py_XDECREF(own);
         if (device == -1 && PyErr_Occurred()) {
             PyErr_Clear();
             return 0;
         }
         if (device != b->device) return 0;
     } else {
-        Py_DECREF(v);
+        Py_XDECREF(own);
     }
-    if (!(v = field_get(a, &b->fields[F_STREAM]))) return -1;
+    if (!(v = field_peek(a, &b->fields[F_STREAM], &own))) return -1;
     if (v != Py_None && v != s_zero) {
         uint64_t produced = PyLong_AsUnsignedLongLong(v);
-        Py_DECREF(v);
+        Py_XDECREF(own);
         if (produced == (uint64_t)-1 && PyErr_Occurred()) {
             PyErr_Clear();
             return 0;
         }
         if (produced != 0 && produced != handle) return 0; /* the caller waits on it */
     } else {
-        Py_DECREF(v);
+        Py_XDECREF(own);
     }
     if (ps->ndim >= 0) {
-        if (!(v = field_get(a, &b->fields[F_SHAPE]))) return -1;
+        if (!(v = field_peek(a, &b->fields[F_SHAPE], &own))) return -1;
         ok = PyTuple_Check(v) && PyTuple_GET_SIZE(v) == ps->ndim;
-        Py_DECREF(v);
+        Py_XDECREF(own);
         if (!ok) return 0;
     }
-    if (!(v = field_get(a, &b->fields[F_PTR]))) return -1;
+    if (!(v = field_peek(a, &b->fields[F_PTR], &own))) return -1;
     *ptr = PyLong_AsUnsignedLongLong(v);
-    Py_DECREF(v);
+    Py_XDECREF(own);
     if (*ptr == (uint64_t)-1 && PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
@@ -2012,8 +2038,8 @@ static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigne
     Currents cur = {0, 0, 0, 0, -1};
     Foreign *f;
     /* given no stream, a torch-like tensor's current stream is the launch stream */
-    if (!given && self->kinds &&
-        implied_handle(items, n, self->device, self->array_type, &handle, &cur) < 0)
+    if (!given && self->kinds && ntorch &&
+        implied_handle(items, n, self->device, &handle, &cur) < 0)
         return 0;
     for (Py_ssize_t i = 0; i < self->n && r == 1; i++) {
         ParamSpec *ps = &self->specs[i];
