@@ -585,6 +585,26 @@ def test_an_except_star_stream_function_is_checked_after_every_call(native, curr
     assert [c["stream"] for c in rec.calls] == [0]
 
 
+def test_an_error_left_by_an_except_star_stream_function_is_never_carried_on(
+        native, current, c_stream, ro):
+    """The same with arrays read through C getters only and no ndim to read (nothing
+    after the stream read would notice an error left set): the call is the caller's, and
+    no error is left behind (without the check: SystemError, a result with an error set)."""
+    from thork_core._probe import KINDS
+
+    native.foreign(ro.Array, 1, c_stream.capsule("intptr_t (void) except *"), None)
+    rec = Recorder()
+    specs = [(F32, "<f4", -1, True), (True,), (F32, "<f4", -1, False), (False,)]
+    b = native.Binder(rec.launcher(native), DeviceArray, 0, specs, KINDS)
+    out, x = ro.Array(ro.Mem(0x100), F4, (8,)), ro.Array(ro.Mem(0x200), F4, (8,))
+    c_stream.set(0, fail=2)
+    assert not _run(b, (out, 1.0, x, 3))
+    assert sys.exc_info() == (None, None, None)
+    c_stream.set(0)
+    assert _run(b, (out, 1.0, x, 3))
+    assert [c["pointers"] for c in rec.calls] == [(0x100, 0x200)]
+
+
 def test_a_capsule_of_another_signature_is_refused(native, current, c_stream):
     with pytest.raises(ValueError, match=r"'intptr_t \(void\)'.*named 'int \(int\)'"):
         native.foreign(CupyLike, 1, c_stream.capsule("int (int)"), None)

@@ -10,6 +10,8 @@ import ctypes
 import hashlib
 import os
 import re
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -937,3 +939,24 @@ def test_a_launch_keeps_the_gil_only_when_its_thread_is_alone(native):
     finally:
         stop.set()
         t.join()
+
+
+def test_a_launch_releases_the_gil_while_a_subinterpreter_exists(native):
+    # (session 17) keeps_gil asks without the caller's thread state: one interpreter
+    # holding one thread state. A second interpreter (its own GIL from 3.12) is never
+    # alone. In a fresh process: a test worker has threads of its own.
+    pytest.importorskip("_xxsubinterpreters")
+    script = (
+        "import _xxsubinterpreters as interpreters\n"
+        "from thork_core._native import native_module\n"
+        "native = native_module()\n"
+        "seen = [native.keeps_gil()]\n"
+        "sub = interpreters.create()\n"
+        "seen.append(native.keeps_gil())\n"
+        "interpreters.destroy(sub)\n"
+        "seen.append(native.keeps_gil())\n"
+        "print(seen)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[True,", "False,", "True]"]

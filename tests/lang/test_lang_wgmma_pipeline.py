@@ -362,14 +362,15 @@ def test_cpu_cluster_barrier_that_opens_is_never_a_deadlock():
         x[tk.block_idx().x] = 1.0
     import time
 
+    # (session 17) at least 24 launches, however slow the machine (a count of launches
+    # done in 4 s failed on a loaded 2-core machine: 16), and more while 4 s last
     x = np.zeros(512, np.float32)
     end, n = time.monotonic() + 4.0, 0
-    while time.monotonic() < end:
+    while n < 24 or time.monotonic() < end:
         x[:] = 0
         meet[512, 1](x, target="cpu")
         assert x.min() == 1.0
         n += 1
-    assert n > 20, n
 
 
 # -- TMA stores --------------------------------------------------------------------------
