@@ -14,6 +14,8 @@
 #                                  #   diag_dlpack_pipe.py (times; driver calls)
 #   bash bench/gpu_plan.sh floor   # ~1 min: diag_hot_floor.py (the hot call's time over
 #                                  #   the C floor, session 17), bench_core's hot rows
+#   bash bench/gpu_plan.sh verdict # ~4 min: hot_verdict.py (the hot rows of bench_core
+#                                  #   in 7 fresh processes, judged by the median)
 #   bash bench/gpu_plan.sh recheck # ~2 min: bench_lang's row table again, and
 #                                  #   diag_dlpack_pipe.py over 21 rounds
 # Carry the wheels built here (.wheels: `for p in packages/*/; do python3 -m pip wheel
@@ -23,7 +25,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|floor|recheck}
+part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|floor|verdict|recheck}
 dest=${OUT:-/tmp/thork-plan}
 L=/tmp/thork-plan-$part
 rm -rf "$L"; mkdir -p "$L" "$dest"
@@ -74,6 +76,9 @@ hot)
   TAIL=30 run bench_core_hot 150 python3 bench/bench_core.py --only hot --out "$L/core"
   TAIL=12 run diag_dlpack 60 python3 bench/diag_dlpack_pipe.py
   run diag_dlpack_trace 60 python3 bench/diag_dlpack_pipe.py --trace
+  ;;
+verdict)
+  TAIL=20 run hot_verdict 330 python3 bench/hot_verdict.py --processes 7 --out "$L/verdict"
   ;;
 floor)
   TAIL=40 run diag_hot_floor 120 python3 bench/diag_hot_floor.py --counters

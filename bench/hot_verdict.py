@@ -1,0 +1,137 @@
+"""The hot ``kernel[grid, block](...)`` rows judged over several processes (session 17).
+
+    python bench/hot_verdict.py [--processes 7] [--variant NAME=PYTHONPATH ...] [--out DIR]
+
+On the H200 one process's interleaved rows (``bench_core.py --only hot``) moved between
+0.98x and 1.31x the C floor for one version of the code (docs/benchmarks.md "Session 17"):
+a process-wide state of the machine that a single process cannot average out. This runs
+``bench_core.py --only hot`` in ``--processes`` fresh processes per variant, the variants
+alternating process by process (a, b, a, b, ...) so that drift of the machine falls on
+each alike, reads each process's ``bench_core.json``, and prints each interleaved
+``kernel[...]`` row's ratio to that process's own in-process floor: per process, then per
+variant the median, minimum and maximum, and the verdict by the median (the goal of issue
+11, <= 1.15x the floor).
+
+``--variant NAME=PYTHONPATH`` (repeatable) runs that variant with that ``PYTHONPATH`` (an
+install of other wheels, for an A/B); without one, the single variant ``here`` runs with
+the environment as it is. ``--bench`` names the script to run (bench_core.py beside this
+file; the tests hand a stand-in). Needs what bench_core.py's hot rows need: a GPU, CuPy, a
+C compiler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+GOAL = 1.15
+ROW_PREFIX = "interleaved: kernel["
+
+
+def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each interleaved ``kernel[...]`` row of one bench_core.json: Thork's time over the
+    floor the row is judged against (the process's own in-process floor), by row name."""
+    out: dict[str, float] = {}
+    for r in rows:
+        what = str(r.get("what", ""))
+        thork, floor = r.get("thork"), r.get("floor")
+        if what.startswith(ROW_PREFIX) and isinstance(thork, float) and \
+                isinstance(floor, float) and floor > 0:
+            out[what[len("interleaved: "):]] = thork / floor
+    return out
+
+
+def summary(results: dict[str, list[dict[str, float]]]) -> str:
+    """The table: per row and variant, each process's ratio, then the median, minimum,
+    maximum and the verdict by the median."""
+    names: list[str] = []
+    for per_process in results.values():
+        for got in per_process:
+            names += [n for n in got if n not in names]
+    lines = []
+    for name in names:
+        lines.append(name)
+        for variant, per_process in results.items():
+            vals = [got[name] for got in per_process if name in got]
+            if not vals:
+                continue
+            med = median(vals)
+            verdict = "met" if med <= GOAL else "NOT met"
+            each = " ".join(f"{v:.3f}" for v in vals)
+            lines.append(f"  {variant:<10} median {med:.3f}x  min {min(vals):.3f}  "
+                         f"max {max(vals):.3f}  ({len(vals)} processes: {each})  "
+                         f"<= {GOAL}x by the median: {verdict}")
+    return "\n".join(lines)
+
+
+def run(bench: Path, variants: dict[str, str | None], processes: int, out: Path,
+        timeout: float) -> dict[str, list[dict[str, float]]]:
+    """``bench --only hot --out DIR`` in ``processes`` fresh processes per variant,
+    alternating; the ratios of each. A process that fails is reported and left out."""
+    results: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    for i in range(processes):
+        for variant, path in variants.items():
+            env = dict(os.environ)
+            if path is not None:
+                env["PYTHONPATH"] = path
+            dest = out / f"{variant}-{i + 1}"
+            cmd = [sys.executable, str(bench), "--only", "hot", "--out", str(dest)]
+            try:
+                done = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                                      timeout=timeout)
+            except subprocess.TimeoutExpired:
+                print(f"{variant} process {i + 1}: timed out after {timeout:.0f} s",
+                      flush=True)
+                continue
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / "log.txt").write_text(done.stdout + done.stderr)
+            table = dest / "bench_core.json"
+            if done.returncode != 0 or not table.is_file():
+                print(f"{variant} process {i + 1}: exit {done.returncode}, no rows "
+                      f"({dest / 'log.txt'})", flush=True)
+                continue
+            got = ratios(json.loads(table.read_text()))
+            results[variant].append(got)
+            print(f"{variant} process {i + 1}: " + ", ".join(
+                f"{n} {v:.3f}x" for n, v in got.items()), flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--processes", type=int, default=7)
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=PYTHONPATH")
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--bench", type=Path,
+                    default=Path(__file__).resolve().with_name("bench_core.py"))
+    ap.add_argument("--timeout", type=float, default=150.0,
+                    help="seconds per process (default 150)")
+    args = ap.parse_args(argv)
+    if args.processes < 1:
+        ap.error(f"--processes: expected a positive count, got {args.processes}")
+    variants: dict[str, str | None] = {}
+    for spec in args.variant:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or name in variants:
+            ap.error(f"--variant: expected a new NAME=PYTHONPATH, got {spec!r}")
+        variants[name] = path
+    if not variants:
+        variants["here"] = None
+    out = args.out or Path(tempfile.mkdtemp(prefix="thork-hot-verdict-"))
+    results = run(args.bench, variants, args.processes, out, args.timeout)
+    text = summary(results)
+    print(text)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "hot_verdict.txt").write_text(text + "\n")
+    return 0 if all(results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

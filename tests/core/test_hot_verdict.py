@@ -1,0 +1,121 @@
+"""bench/hot_verdict.py, the hot rows judged over several processes: each process's ratio
+to its own floor, the variants alternating, the verdict by the median. A stand-in bench
+script writes the rows bench_core.py would, so this runs without a GPU."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if not (BENCH / "hot_verdict.py").exists():
+    pytest.skip("bench/hot_verdict.py is not beside the tests", allow_module_level=True)
+
+_spec = importlib.util.spec_from_file_location("hot_verdict", BENCH / "hot_verdict.py")
+hv = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hv)
+
+# A stand-in for bench_core.py --only hot --out DIR: its rows come from a queue file
+# (one JSON list of (floor, devicearrays, cupy) per process, taken in call order), and it
+# records which PYTHONPATH it ran with.
+STAND_IN = r'''
+import json, os, sys
+from pathlib import Path
+args = sys.argv[1:]
+assert args[:2] == ["--only", "hot"] and args[2] == "--out", args
+out = Path(args[3])
+queue = Path(os.environ["HV_QUEUE"])
+todo = json.loads(queue.read_text())
+if not todo:
+    sys.exit(3)
+floor, da, cu = todo.pop(0)
+queue.write_text(json.dumps(todo))
+with open(os.environ["HV_LOG"], "a") as log:
+    log.write(os.environ.get("PYTHONPATH", "-") + "\n")
+if floor is None:
+    sys.exit(2)  # a process that fails
+out.mkdir(parents=True)
+rows = [
+    {"what": "interleaved: C floor in this process (the verdicts' floor)", "thork": floor,
+     "cupy": 6.0, "floor": floor, "unit": "us", "goal": "x"},
+    {"what": "interleaved: kernel[...] DeviceArrays", "thork": da, "cupy": 6.0,
+     "floor": floor, "unit": "us", "goal": "x"},
+    {"what": "  vs C floor + CPython call floor", "thork": da, "cupy": 6.0,
+     "floor": floor + 0.05, "unit": "us", "goal": "bound"},
+    {"what": "interleaved: kernel[...] CuPy arrays", "thork": cu, "cupy": 6.0,
+     "floor": floor, "unit": "us", "goal": "x"},
+    {"what": "hot launch, thork DeviceArray", "thork": 1.0, "cupy": 6.0, "floor": None,
+     "unit": "us", "goal": "x"},
+]
+(out / "bench_core.json").write_text(json.dumps(rows))
+'''
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    script = tmp_path / "bench_core.py"
+    script.write_text(STAND_IN)
+    queue, log = tmp_path / "queue.json", tmp_path / "paths.txt"
+    monkeypatch.setenv("HV_QUEUE", str(queue))
+    monkeypatch.setenv("HV_LOG", str(log))
+    return script, queue, log
+
+
+def test_each_process_is_judged_against_its_own_floor_and_the_median_decides(
+        stand_in, tmp_path, rng, capsys):
+    script, queue, log = stand_in
+    floors = rng.uniform(3.2, 4.6, 10)
+    da = floors * rng.uniform(1.05, 1.14, 10)
+    cu = floors * rng.uniform(1.10, 1.40, 10)
+    cu[::2] = floors[::2] * rng.uniform(1.16, 1.30, 5)  # variant a: always over the goal
+    queue.write_text(json.dumps([[f, d, c] for f, d, c in zip(floors, da, cu)]))
+    out = tmp_path / "out"
+    rc = hv.main(["--processes", "5", "--variant", "a=/site/a", "--variant", "b=/site/b",
+                  "--bench", str(script), "--out", str(out)])
+    assert rc == 0
+    assert log.read_text().split() == ["/site/a", "/site/b"] * 5  # alternating
+    text = (out / "hot_verdict.txt").read_text()
+    assert text == capsys.readouterr().out.split("\n", 10)[-1].rstrip("\n") + "\n"
+    lines = text.splitlines()
+    for row, values in (("kernel[...] DeviceArrays", da / floors),
+                        ("kernel[...] CuPy arrays", cu / floors)):
+        at = lines.index(row)
+        for k, variant in enumerate("ab"):
+            mine = values[k::2]
+            line = lines[at + 1 + k]
+            assert line.split()[0] == variant
+            med = float(np.median(mine))
+            assert f"median {med:.3f}x" in line
+            assert f"min {mine.min():.3f}" in line and f"max {mine.max():.3f}" in line
+            assert " ".join(f"{v:.3f}" for v in mine) in line
+            assert line.endswith("met") and (("NOT met" in line) == (med > 1.15))
+    assert "bound" not in text and "hot launch" not in text  # only the interleaved rows
+    assert "NOT met" in lines[lines.index("kernel[...] CuPy arrays") + 1]
+
+
+def test_a_failed_process_is_reported_and_left_out(stand_in, tmp_path, capsys):
+    script, queue, log = stand_in
+    queue.write_text(json.dumps([[4.0, 4.4, 4.6], [None, 0, 0], [4.0, 4.2, 4.8]]))
+    rc = hv.main(["--processes", "3", "--bench", str(script), "--out", str(tmp_path / "o")])
+    printed = capsys.readouterr().out
+    assert rc == 0
+    assert "here process 2: exit 2, no rows" in printed
+    assert "median 1.075x" in printed and "(2 processes: 1.100 1.050)" in printed
+    assert "median 1.175x" in printed and "NOT met" in printed
+
+
+def test_no_rows_at_all_is_a_failure_and_bad_arguments_are_named(stand_in, tmp_path):
+    script, queue, log = stand_in
+    queue.write_text(json.dumps([[None, 0, 0]]))
+    assert hv.main(["--processes", "1", "--bench", str(script),
+                    "--out", str(tmp_path / "o")]) == 1
+    with pytest.raises(SystemExit):
+        hv.main(["--processes", "0"])
+    with pytest.raises(SystemExit):
+        hv.main(["--variant", "nopath"])
+    with pytest.raises(SystemExit):
+        hv.main(["--variant", "a=/x", "--variant", "a=/y"])
+    assert sys.exc_info() == (None, None, None)
