@@ -489,6 +489,9 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
                 fn()
             got[name].append((time.perf_counter() - t0) / per_round * 1e6)
             cp.cuda.runtime.deviceSynchronize()
+    if mod is not None:  # (session 17) torch's CUDA start may add thread states
+        print(f"  launches keep the GIL after the interleaved rows: {mod.keeps_gil()}",
+              flush=True)
     med = {k: median(v) for k, v in got.items()}
     # The verdicts take the floor measured in this process when there is one: same
     # context, thread and host state as the rows (the separate program is printed too).
