@@ -6,10 +6,9 @@ import hashlib
 import hmac
 import os
 import random
-import subprocess
-import sys
 
 import pytest
+from helpers import run_python
 from thork_core import _digest
 
 SIZES = (0, 1, 55, 56, 63, 64, 65, 127, 128, 1000, _digest.LARGE - 1, _digest.LARGE,
@@ -48,9 +47,6 @@ def test_small_inputs_leave_openssl_unloaded():
             "d.hmac_sha256(b'k' * 100, [b'x' * 5000]); d.sha256_hex(b'y' * 60000); "
             "print('_hashlib' in sys.modules, 'hashlib' in sys.modules, "
             "d._small is not None)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode == 0, r.stderr
-    loaded_ssl, loaded_hashlib, builtin = r.stdout.split()
+    loaded_ssl, loaded_hashlib, builtin = run_python(code, timeout=60).split()
     if builtin == "True":  # a Python with its own SHA-256 (all CPython builds we know)
         assert (loaded_ssl, loaded_hashlib) == ("False", "False")

@@ -10,13 +10,12 @@ import ctypes
 import hashlib
 import os
 import re
-import subprocess
-import sys
 import threading
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import run_python
 from helpers.launch_recorder import (
     BIND_CASES,
     F32,
@@ -956,7 +955,4 @@ def test_a_launch_releases_the_gil_while_a_subinterpreter_exists(native):
         "interpreters.destroy(sub)\n"
         "seen.append(native.keeps_gil())\n"
         "print(seen)\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[True,", "False,", "True]"]
+    assert run_python(script).split() == ["[True,", "False,", "True]"]

@@ -19,7 +19,7 @@ import numpy as np
 
 __all__ = ["LAUNCHED", "TARGETS", "build_shared", "compiles_for_gpu", "has_plugin",
            "importable", "install_dist", "launch_short_of_memory", "poisoned",
-           "random_array", "run_threads"]
+           "random_array", "run_python", "run_threads"]
 
 
 def build_shared(source: Any, out: Any, python: bool = False) -> Any:
@@ -155,6 +155,18 @@ def run_threads(work: Callable[[int], object], n: int, join_seconds: float | Non
     assert not stuck, f"threads {stuck} still running after {join_seconds} s"
     if errors:
         raise errors[0]
+
+
+def run_python(code: str, timeout: float = 120) -> str:
+    """Run ``code`` in a fresh interpreter (this one's executable and environment); its
+    stdout. A non-zero exit fails the test with the child's stderr."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
 
 
 _SHORT_OF_MEMORY = r"""
