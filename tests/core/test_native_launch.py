@@ -956,3 +956,21 @@ def test_a_launch_releases_the_gil_while_a_subinterpreter_exists(native):
         "seen.append(native.keeps_gil())\n"
         "print(seen)\n")
     assert run_python(script).split() == ["[True,", "False,", "True]"]
+
+
+def test_a_launcher_and_a_binder_are_initialized_once(native):
+    # (session 17) Re-running __init__ with other kinds or specs under a live binder would
+    # hand the entry values the launch never set; both refuse, and both still work.
+    rec = Recorder()
+    launcher = rec.launcher(native)
+    specs = [(F32, "<f4", -1, True), (True,), (F32, "<f4", -1, False), (False,)]
+    binder = native.Binder(launcher, DeviceArray, 0, specs, False)
+    with pytest.raises(TypeError, match="Launcher is already initialized"):
+        launcher.__init__(CONV_CU, 1, 2, "PfPiPP", print)
+    with pytest.raises(TypeError, match="Binder is already initialized"):
+        binder.__init__(launcher, DeviceArray, 0, specs, True)
+    out = DeviceArray.wrap(0x1000, (8,), "float32", device=0, stream=0)
+    x = DeviceArray.wrap(0x2000, (8,), "float32", device=0, stream=0)
+    assert binder((2, 1, 1), (32, 1, 1), 0, None, (out, 1.5, x, 7))
+    assert rec.calls[-1]["pointers"] == (0x1000, 0x2000)
+    assert rec.calls[-1]["scalars"] == (1.5, 7)

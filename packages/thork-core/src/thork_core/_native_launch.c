@@ -415,6 +415,12 @@ static int launcher_init(LauncherObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "iOOs#O|OOO", names, &conv, &fn, &function,
                                      &kinds, &nkinds, &on_error, &ctx, &ctx_get, &ctx_set))
         return -1;
+    /* (session 17) once only: a Binder or Prepared sized by these kinds may hold it, and a
+     * launch with fewer values than the new kinds name would hand the entry stray ones */
+    if (self->fn) {
+        PyErr_SetString(PyExc_TypeError, "Launcher is already initialized: make a new one");
+        return -1;
+    }
     if (conv < CONV_CU || conv > CONV_HOST) {
         PyErr_Format(PyExc_ValueError, "conv: 0, 1 or 2, got %d", conv);
         return -1;
@@ -1769,6 +1775,12 @@ static int binder_init(BinderObject *self, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!lOO", names, &LauncherType, &launcher,
                                      &PyType_Type, &array_type, &device, &specs, &cai_arg))
         return -1;
+    /* (session 17) once only: a launch in progress reads the specs it was made with (its
+     * reads may run Python code), so neither freeing nor swapping them is safe */
+    if (self->launcher) {
+        PyErr_SetString(PyExc_TypeError, "Binder is already initialized: make a new one");
+        return -1;
+    }
     if (PyDict_Check(cai_arg)) {
         cai = 1;
     } else if ((cai = PyObject_IsTrue(cai_arg)) < 0) {
