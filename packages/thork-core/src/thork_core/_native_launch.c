@@ -1986,7 +1986,8 @@ error:
 /* 1: *ptr set; 0: the caller's path; -1: error. */
 static int bind_array(BinderObject *b, const ParamSpec *ps, PyObject *a, uint64_t handle,
                       uint64_t *ptr) {
-    /* (session 17) Every read borrowed (field_peek): nothing here runs Python code. */
+    /* (session 17) Every read borrowed (field_peek): each value is done with before the
+     * next read, the only step here that may run Python code (a getattr fallback). */
     PyObject *v, *own;
     int ok;
     if (!(v = field_peek(a, &b->fields[F_DTYPE], &own))) return -1;
