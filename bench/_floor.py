@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KERNEL_SOURCE", "floor_kernel", "graph_burst", "launch_burst",
+__all__ = ["KERNEL_SOURCE", "declare_burst", "floor_kernel", "graph_burst", "launch_burst",
            "measure_graph_floor", "measure_launch_floor"]
 
 #: The floor's kernel written in Thork (seed 000's matrix_add): bench_core writes it as
@@ -196,6 +196,26 @@ def measure_graph_floor(cubin_path: str, kernel_name: str, nodes: int, rounds: i
     raise RuntimeError(f"graph_floor output lacks its result:\n{proc.stdout}")
 
 
+def declare_burst(lib: Any) -> Any:
+    """``lib`` (``burst_loop.c`` loaded with ctypes) with every function's argument and
+    result types declared (burst_loop.c's head lists them); returns ``lib``."""
+    import ctypes
+
+    head = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p,
+            ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_ulonglong]
+    tails: dict[str, list[Any]] = {
+        "launch_burst": [], "launch_burst_extra": [], "launch_burst_ctx": [ctypes.c_void_p],
+        "launch_burst_sweep": [ctypes.c_void_p, ctypes.c_size_t]}
+    for name, tail in tails.items():
+        f = getattr(lib, name)
+        f.restype = ctypes.c_double
+        f.argtypes = [*head, *tail, ctypes.c_int]
+    lib.graph_burst.restype = lib.sweep_burst.restype = ctypes.c_double
+    lib.graph_burst.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int]
+    lib.sweep_burst.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return lib
+
+
 def graph_burst() -> Callable[[int, int, int], float]:
     """``burst(exec, stream, k)``: ``k`` back-to-back ``cuGraphLaunch`` calls on the raw
     handles ``exec`` and ``stream``, looped in C inside this process (``burst_loop.c``,
@@ -208,9 +228,7 @@ def graph_burst() -> Callable[[int, int, int], float]:
 
     from thork_core._cuda import function_address
 
-    lib = ctypes.CDLL(str(_build(_BURST_SOURCE, shared=True)))
-    lib.graph_burst.restype = ctypes.c_double
-    lib.graph_burst.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int]
+    lib = declare_burst(ctypes.CDLL(str(_build(_BURST_SOURCE, shared=True))))
     fn = function_address("cuGraphLaunch")
 
     def burst(exec_: int, stream: int, k: int) -> float:
@@ -242,11 +260,7 @@ def launch_burst(launch: Any, pointers: tuple[int, int, int]) -> Callable[[int],
     exes = [e for e, _ in launch.kernel._exes.values() if hasattr(e, "_function")]
     if not exes:
         raise RuntimeError("the kernel has no loaded GPU function: launch it once first")
-    lib = ctypes.CDLL(str(_build(_BURST_SOURCE, shared=True)))
-    lib.launch_burst.restype = ctypes.c_double
-    lib.launch_burst.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
-                                 ctypes.c_uint, ctypes.c_void_p, ctypes.c_ulonglong,
-                                 ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_int]
+    lib = declare_burst(ctypes.CDLL(str(_build(_BURST_SOURCE, shared=True))))
     fn, function = function_address("cuLaunchKernel"), int(exes[0]._function)
     gx, bx = launch.grid[0], launch.block[0]
 

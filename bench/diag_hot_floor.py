@@ -46,7 +46,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import cupy as cp
-    from _floor import _BURST_SOURCE, _build, floor_kernel
+    from _floor import _BURST_SOURCE, _build, declare_burst, floor_kernel, launch_burst
     from thork_core import DeviceArray, _cuda
     from thork_core._launch import CONV_CU
     from thork_core._native import native_module
@@ -75,17 +75,7 @@ def main() -> None:
     ptrs = (dout.ptr, da.ptr, db.ptr)
     gx, bx = n // 128, 128
 
-    lib = ctypes.CDLL(str(_build(_BURST_SOURCE, shared=True)))
-    head = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p,
-            ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_ulonglong]
-    for name, extra in (("launch_burst", []), ("launch_burst_extra", []),
-                        ("launch_burst_ctx", [ctypes.c_void_p]),
-                        ("launch_burst_sweep", [ctypes.c_void_p, ctypes.c_size_t])):
-        f = getattr(lib, name)
-        f.restype = ctypes.c_double
-        f.argtypes = [*head, *extra, ctypes.c_int]
-    lib.sweep_burst.restype = ctypes.c_double
-    lib.sweep_burst.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    lib = declare_burst(ctypes.CDLL(str(_build(_BURST_SOURCE, shared=True))))
     buf = np.random.default_rng(0).integers(0, 255, 1 << 20, dtype=np.uint8)
     addr = buf.ctypes.data
 
@@ -95,8 +85,7 @@ def main() -> None:
         return us
 
     c_rows: dict[str, Callable[[int], float]] = {
-        "C cuLaunchKernel (the floor)": lambda k: checked(
-            lib.launch_burst(fn, function, gx, bx, None, *ptrs, k), "launch_burst"),
+        "C cuLaunchKernel (the floor)": launch_burst(launch, ptrs),
         "C launch, params through extra": lambda k: checked(
             lib.launch_burst_extra(fn, function, gx, bx, None, *ptrs, k), "extra"),
         "C cuCtxGetCurrent + launch": lambda k: checked(

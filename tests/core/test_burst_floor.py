@@ -24,13 +24,12 @@ GRAPH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 def lib(tmp_path_factory):
     so = build_shared(BENCH / "burst_loop.c", tmp_path_factory.mktemp("burst") /
                       "burst_loop.so")
-    lib = ctypes.CDLL(str(so))
-    lib.launch_burst.restype = lib.graph_burst.restype = ctypes.c_double
-    lib.launch_burst.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
-                                 ctypes.c_uint, ctypes.c_void_p, ctypes.c_ulonglong,
-                                 ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_int]
-    lib.graph_burst.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int]
-    return lib
+    sys.path.insert(0, str(BENCH))
+    try:
+        from _floor import declare_burst
+    finally:
+        sys.path.remove(str(BENCH))
+    return declare_burst(ctypes.CDLL(str(so)))
 
 
 def _address(cb):
@@ -87,3 +86,60 @@ def test_the_benches_load_the_same_library_source():
         sys.path.remove(str(BENCH))
     assert _floor._BURST_SOURCE == BENCH / "burst_loop.c"
     assert callable(_floor.launch_burst) and callable(_floor.graph_burst)
+
+
+# -- (session 17) diag_hot_floor's variants -------------------------------------------
+CTX_GET = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+
+
+def test_the_extra_variant_passes_the_values_packed(lib, rng):
+    """CU_LAUNCH_PARAM_BUFFER_POINTER, the three values, BUFFER_SIZE (24), END; no
+    kernelParams."""
+    seen = []
+    p = [int(x) for x in rng.integers(1, 2**63, 3, dtype=np.uint64)]
+
+    @LAUNCH
+    def fake(f, gx, gy, gz, bx, by, bz, shared, s, params, extra):
+        e = ctypes.cast(extra, ctypes.POINTER(ctypes.c_void_p))
+        vals = ctypes.cast(e[1], ctypes.POINTER(ctypes.c_ulonglong))
+        size = ctypes.cast(e[3], ctypes.POINTER(ctypes.c_size_t))[0]
+        seen.append((f, gx, bx, s, bool(params), e[0], [vals[i] for i in range(3)], e[2],
+                     size, e[4]))
+        return 0
+
+    assert lib.launch_burst_extra(_address(fake), 0xF00D, 9, 64, 0xBEEF, *p, 5) >= 0
+    assert seen == [(0xF00D, 9, 64, 0xBEEF, False, 1, p, 2, 24, None)] * 5
+
+
+def test_the_ctx_variant_asks_the_context_before_each_launch(lib):
+    order = []
+
+    @CTX_GET
+    def get(out):
+        order.append("get")
+        out[0] = 0x1234
+        return 0 if order.count("get") < 4 else 201
+
+    @LAUNCH
+    def fake(*_args):
+        order.append("launch")
+        return 0
+
+    assert lib.launch_burst_ctx(_address(fake), 1, 1, 1, None, 1, 2, 3,
+                                     _address(get), 10) == -201.0
+    assert order == ["get", "launch"] * 3 + ["get"]
+
+
+def test_the_sweep_variant_launches_k_times(lib):
+    calls = []
+
+    @LAUNCH
+    def fake(*_args):
+        calls.append(1)
+        return 0
+
+    buf = np.zeros(1 << 16, np.uint8)
+    assert lib.launch_burst_sweep(_address(fake), 1, 1, 1, None, 1, 2, 3,
+                                       buf.ctypes.data, buf.nbytes, 7) >= 0
+    assert len(calls) == 7
+    assert lib.sweep_burst(buf.ctypes.data, buf.nbytes, 3) >= 0

@@ -1064,14 +1064,15 @@ typedef struct {
 static Foreign foreigns[MAX_FOREIGN];
 static int nforeign;
 static int ntorch; /* of them style FX_TORCH (session 12: implied_handle's early out) */
-/* (session 17) their types, so that implied_handle passes any other argument with a
- * compare per torch type instead of a search of every registered type */
-static PyTypeObject *torch_types[MAX_FOREIGN];
+/* (session 17) those entries, so that implied_handle passes any other argument with a
+ * compare per torch type instead of a search of every registered type (refreshed with
+ * ntorch after every change to foreigns) */
+static Foreign *torch_foreigns[MAX_FOREIGN];
 
 static void count_torch(void) {
     ntorch = 0;
     for (int i = 0; i < nforeign; i++)
-        if (foreigns[i].style == FX_TORCH) torch_types[ntorch++] = foreigns[i].type;
+        if (foreigns[i].style == FX_TORCH) torch_foreigns[ntorch++] = &foreigns[i];
 }
 static PyObject *s_c_contig, *s_data_ptr, *s_is_contig, *s_is_cuda, *s_dim, *s_ndim;
 
@@ -1083,16 +1084,19 @@ static inline Foreign *foreign_of(PyTypeObject *tp) {
 
 /* Whether a capsule's name is the C signature of a `intptr_t (void)` function: as Cython
  * writes it, with or without the exception clause of the Cython version that built it:
- * 1, or 2 for "except *" (an error may come with any value); 0: not such a name. A call
+ * 1, or STREAM_EXCEPT_ANY for "except *" (an error may come with any value); 0: not such
+ * a name. A call
  * is followed by a PyErr_Occurred check when it answers -1 (the value Cython's "except?
  * -1" raises with, and the one a clause-less function would be checked on in Cython 3),
  * and after every call for "except *" (session 17: the check costs a thread-local read). */
+enum { STREAM_EXCEPT_ANY = 2 };
 static int c_stream_signature(const char *sig) {
     static const char *const ok[] = {"intptr_t (void)", "intptr_t (void) except? -1",
-                                     "intptr_t (void) noexcept", "intptr_t (void) except *"};
+                                     "intptr_t (void) noexcept"};
     if (!sig) return 0;
+    if (strcmp(sig, "intptr_t (void) except *") == 0) return STREAM_EXCEPT_ANY;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-        if (strcmp(sig, ok[i]) == 0) return i == 3 ? 2 : 1;
+        if (strcmp(sig, ok[i]) == 0) return 1;
     return 0;
 }
 
@@ -1125,7 +1129,8 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
     int current_any = 0;
     if (capsule) {
         const char *sig = PyCapsule_GetName(args[2]);
-        if (style != FX_CUPY || !c_stream_signature(sig)) {
+        int kind = c_stream_signature(sig);
+        if (style != FX_CUPY || !kind) {
             PyErr_Format(PyExc_ValueError,
                          "foreign: current: a capsule of 'intptr_t (void)' (style 1) "
                          "expected, got one named '%s' for style %ld",
@@ -1134,7 +1139,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         }
         current_fn = (intptr_t (*)(void))PyCapsule_GetPointer(args[2], sig);
         if (!current_fn) return NULL;
-        current_any = c_stream_signature(sig) == 2;
+        current_any = kind == STREAM_EXCEPT_ANY;
     }
     if (style == FX_TORCH && !PyDict_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "foreign: style 2 needs a dict of dtypes");
@@ -1230,14 +1235,13 @@ static int on_cuda(Foreign *f, PyObject *a) {
  * set (1); 0: none such; -1: one such that cannot be read (the caller's path). */
 static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
                           uint64_t *handle, Currents *cur) {
-    if (!ntorch || device < 0) return 0; /* no type whose arrays imply a stream */
+    if (device < 0) return 0; /* (callers skip the call when no torch type is registered) */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyTypeObject *tp = Py_TYPE(items[i]);
         int k = 0;
-        while (k < ntorch && torch_types[k] != tp) k++;
+        while (k < ntorch && torch_foreigns[k]->type != tp) k++;
         if (k == ntorch) continue;
-        Foreign *f = foreign_of(tp);
-        if (!f || f->style != FX_TORCH) continue;
+        Foreign *f = torch_foreigns[k];
         if (!on_cuda(f, items[i]) || !torch_current(f, device, cur)) return -1;
         *handle = cur->torch;
         return 1;
