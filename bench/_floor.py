@@ -15,14 +15,15 @@ import atexit
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KERNEL_SOURCE", "declare_burst", "floor_kernel", "graph_burst", "launch_burst",
-           "measure_graph_floor", "measure_launch_floor"]
+__all__ = ["KERNEL_SOURCE", "declare_burst", "floor_kernel", "graph_burst", "ideal_launcher",
+           "launch_burst", "measure_graph_floor", "measure_launch_floor"]
 
 #: The floor's kernel written in Thork (seed 000's matrix_add): bench_core writes it as
 #: ``seedkernel.py`` for its child processes, bench_fkl loads it through
@@ -62,6 +63,7 @@ def floor_kernel() -> object:
 _SOURCE = Path(__file__).resolve().with_name("launch_floor.c")
 _GRAPH_SOURCE = Path(__file__).resolve().with_name("graph_floor.c")
 _BURST_SOURCE = Path(__file__).resolve().with_name("burst_loop.c")
+_IDEAL_SOURCE = Path(__file__).resolve().with_name("ideal_launcher.c")
 
 # Output keys printed by launch_floor.c, mapped to the keys returned here.
 _KEYS = {
@@ -89,9 +91,10 @@ def _find_compiler() -> str:
     raise RuntimeError("no C compiler found (tried $CC, cc, gcc)")
 
 
-def _build(source: Path = _SOURCE, shared: bool = False) -> Path:
-    """Compile ``source`` (a C program next to this module; ``shared``: a shared library)
-    into a per-process temp dir and return the binary.
+def _build(source: Path = _SOURCE, shared: bool = False, python: bool = False) -> Path:
+    """Compile ``source`` (a C program next to this module; ``shared``: a shared library;
+    ``python``: a CPython extension module named for the file, built against this
+    interpreter's headers) into a per-process temp dir and return the binary.
 
     The result is cached for the life of the process; the temp dir is removed
     at interpreter exit.
@@ -104,9 +107,17 @@ def _build(source: Path = _SOURCE, shared: bool = False) -> Path:
             raise RuntimeError(f"missing benchmark source {source}")
         tmpdir = Path(tempfile.mkdtemp(prefix="thork_floor_"))
         atexit.register(shutil.rmtree, tmpdir, ignore_errors=True)
-        exe = tmpdir / (source.stem + (".so" if shared else ""))
-        cmd = [_find_compiler(), "-O2", *(["-shared", "-fPIC"] if shared else []), "-o",
-               str(exe), str(source), "-ldl"]
+        if python:
+            import sysconfig
+
+            shared = True
+            exe = tmpdir / (source.stem + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+            include = ["-I", sysconfig.get_paths()["include"]]
+        else:
+            exe = tmpdir / (source.stem + (".so" if shared else ""))
+            include = []
+        cmd = [_find_compiler(), "-O2", *(["-shared", "-fPIC"] if shared else []), *include,
+               "-o", str(exe), str(source), "-ldl"]
         try:
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=_COMPILE_TIMEOUT_S
@@ -271,3 +282,56 @@ def launch_burst(launch: Any, pointers: tuple[int, int, int]) -> Callable[[int],
         return us
 
     return burst
+
+
+def ideal_launcher(launch: Any, arrays: tuple[Any, Any, Any], fixed: tuple[int, int, int],
+                   current: Any = None, launch_fn: int | None = None) -> Any:
+    """(session 18) ``bench/ideal_launcher.c`` built, imported and set up for ``launch``
+    (a ``matrix_add[grid, block]`` of :func:`floor_kernel` that has run once): its
+    ``fixed(a, b, c)`` launches with the addresses ``fixed`` and reads nothing; its
+    ``arrays(a, b, c)`` does the least any launcher that re-checks each call must do with
+    arrays of the type of ``arrays`` (CuPy's: ``_c_contiguous``, ``dtype``, ``data`` and
+    the data's ``ptr``, through their C getters; CuPy's stream through ``current``, a
+    capsule of ``intptr_t (void)``; default: CuPy's own, when CuPy is imported). The
+    launch goes to the legacy stream, with the kernel's grid and block. ``launch_fn``
+    stands in for ``cuLaunchKernel`` (tests); then no GPU function is needed.
+
+    Raises:
+        RuntimeError: If the module cannot be built or the kernel was never loaded.
+    """
+    import importlib.machinery
+    import importlib.util
+
+    path = _build(_IDEAL_SOURCE, python=True)
+    loader = importlib.machinery.ExtensionFileLoader("ideal_launcher", str(path))
+    spec = importlib.util.spec_from_file_location("ideal_launcher", path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    if launch_fn is None:
+        from thork_core._cuda import function_address
+
+        exes = [e for e, _ in launch.kernel._exes.values() if hasattr(e, "_function")]
+        if not exes:
+            raise RuntimeError("the kernel has no loaded GPU function: launch it once first")
+        launch_fn, function = function_address("cuLaunchKernel"), int(exes[0]._function)
+    else:
+        function = 0
+    if current is None and "cupy" in sys.modules:
+        from cupy_backends.cuda import stream as cupy_stream
+
+        current = cupy_stream.__pyx_capi__["get_current_stream_ptr"]
+    kind = type(arrays[0])
+
+    def descriptor(tp: type, name: str) -> Any:
+        for base in tp.__mro__:
+            if name in vars(base):
+                return vars(base)[name]
+        raise RuntimeError(f"{tp.__name__} has no attribute {name!r}")
+
+    data = arrays[0].data
+    module.setup(launch_fn, function, launch.grid[0], launch.block[0], 0, current, kind,
+                 descriptor(kind, "_c_contiguous"), descriptor(kind, "dtype"),
+                 descriptor(kind, "data"), descriptor(type(data), "ptr"), arrays[0].dtype,
+                 tuple(fixed))
+    return module

@@ -389,9 +389,12 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
     session 16); Thork calls CuPy's C function (~62 ns), so that bound over-counts. Each
     foreign row is then judged in this run against 1.15x the floor and
     against "C floor + the producer's reads" (when that bound exceeds the goal, the goal
-    is impossible for any launcher that reads the arrays correctly)."""
+    is impossible for any launcher that reads the arrays correctly). (session 18) For CuPy
+    the bound is measured directly where a C compiler and Python's headers are at hand:
+    ``bench/ideal_launcher.c``, a C function called as the launch is that reads CuPy's
+    stream and arrays as little as any launcher re-checking each call can."""
     import cupy as cp
-    from _floor import launch_burst, measure_launch_floor
+    from _floor import ideal_launcher, launch_burst, measure_launch_floor
 
     out, a, b = cupy_args
     dout, da, db = device_args
@@ -462,6 +465,16 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         variants["torch tensors"] = lambda: launch(tout, ta, tb)
         variants["torch reads"] = torch_reads
         variants["torch.cuda.current_stream() alone"] = lambda: torch.cuda.current_stream()
+    try:  # (session 18) the least a Python-callable launcher does: the CuPy row's bound
+        ideal = ideal_launcher(launch, (out, a, b), (dout.ptr, da.ptr, db.ptr))
+        out.fill(cp.nan)
+        ideal.arrays(out, a, b)
+        cp.cuda.runtime.deviceSynchronize()
+        assert cp.array_equal(out, a + b), "the ideal launcher wrote wrong values"
+        variants["ideal launcher, nothing read"] = lambda: ideal.fixed(dout, da, db)
+        variants["ideal launcher, CuPy arrays"] = lambda: ideal.arrays(out, a, b)
+    except RuntimeError as exc:  # no C compiler or no Python headers: the rows are left out
+        print(f"  ideal launcher rows skipped: {exc}")
     try:  # (session 11) the C loop in this process, on the very function and stream
         burst: Any = launch_burst(launch, (dout.ptr, da.ptr, db.ptr))
         burst(10)
@@ -535,12 +548,24 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         th, bound = med[lib], floor + med[reads]
         # the reads row is a Python function's call too: its frame counted once
         full = bound + py_call - med["empty Python call"]
+        # (session 18) the ideal launcher, where it ran, is the tighter bound for CuPy: its
+        # reads are made in C, as Thork's are (the Python reads over-count)
+        least = med.get("ideal launcher, CuPy arrays", full) if lib == "CuPy arrays" else full
         add(f"interleaved: kernel[...] {lib}", th, floor,
-            f"<= 1.15x C floor: {verdict(th, full)}")
+            f"<= 1.15x C floor: {verdict(th, least)}")
         add(f"  {reads} (stream + 3 arrays)", med[reads], floor, "diagnostic")
         add("  vs C floor + those reads", th, bound, "bound (x floor = Thork / bound)")
         add("  vs C floor + reads + CPython call floor", th, full,
             f"bound (reads' own call counted once); Thork's own {th - full:+.2f} us")
+        if lib == "CuPy arrays" and "ideal launcher, CuPy arrays" in med:
+            ideal, bare = med["ideal launcher, CuPy arrays"], med["ideal launcher, nothing read"]
+            add("  ideal launcher, nothing read (bench/ideal_launcher.c)", bare, floor,
+                "diagnostic: a C function called as the launch is, fixed addresses")
+            add("  ideal launcher, CuPy arrays (the least any launcher reads)", ideal, floor,
+                "impossible: the ideal exceeds 1.15x" if ideal > goal else
+                "the ideal is within 1.15x")
+            add("  Thork vs the ideal launcher", th, ideal,
+                f"x ideal; Thork's own over the ideal {th - ideal:+.2f} us")
     if mod is not None:
         print(f"  launches keep the GIL here (one thread): {mod.keeps_gil()}")
     if "torch.cuda.current_stream() alone" in med:

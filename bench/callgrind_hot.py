@@ -273,14 +273,46 @@ def _real_cupy(native: Any, launch: Any, current: Any) -> dict[str, Callable[[in
             rx.dtype  # noqa: B018
             rx.data.ptr  # noqa: B018
 
-    return {"rcupy": rcupy, "rcupy_reads": rcupy_reads}
+    table = {"rcupy": rcupy, "rcupy_reads": rcupy_reads}
+    table.update(_ideal(launch, rx, ry))
+    return table
+
+
+def _ideal(launch: Any, rx: Any, ry: Any) -> dict[str, Callable[[int], None]]:
+    """(session 18) ``ideal_fixed`` and ``ideal``: bench/ideal_launcher.c's ``fixed`` and
+    ``arrays`` on CuPy's own ndarrays (three: matrix_add's out, A, B, where ``rcupy``
+    passes two and an int), its launch and CuPy's stream both the marks' C no-op: the
+    least any launcher does per call, counted as Thork's own path is."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _floor
+
+    lib = ctypes.CDLL(os.environ.get("CG_MARKS") or _build_marks())
+    noop = _address(lib.noop)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    ideal = _floor.ideal_launcher(launch, (ry, rx, rx), (1, 2, 3),
+                                  current=new(noop, b"intptr_t (void)", None), launch_fn=noop)
+    fixed, arrays = ideal.fixed, ideal.arrays
+    arrays(ry, rx, rx)
+
+    def ideal_fixed(n: int) -> None:
+        for _ in range(n):
+            fixed(ry, rx, rx)
+
+    def ideal_(n: int) -> None:
+        for _ in range(n):
+            arrays(ry, rx, rx)
+
+    return {"ideal_fixed": ideal_fixed, "ideal": ideal_}
 
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--list"]:
         import importlib.util
 
-        extra = ("rcupy", "rcupy_reads") if importlib.util.find_spec("cupy") else ()
+        extra = ("rcupy", "rcupy_reads", "ideal_fixed", "ideal") \
+            if importlib.util.find_spec("cupy") else ()
         print(" ".join(_NAMES + extra))
         return
     lib = ctypes.CDLL(os.environ.get("CG_MARKS") or _build_marks())

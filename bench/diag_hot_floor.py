@@ -14,6 +14,11 @@ call, with its ratio to the first row:
   to read, only the call, the context check and the launch), the same without the
   context check, a C no-op called as the launch is (the CPython call floor), and
   ``launch(out, a, b)`` with DeviceArrays and with CuPy arrays.
+- (session 18) The ideal launcher (``bench/ideal_launcher.c``): a C function called as the
+  launch is, launching with fixed addresses (nothing read), and with CuPy arrays read as
+  little as any launcher that re-checks each call can (CuPy's stream through its C
+  function, per array its type, contiguity, dtype and data object through the C getters,
+  the pointer re-read only for a new array or data object). The bound of the CuPy row.
 
 ``--counters`` then runs each row once more between hardware counters of this thread
 (``bench/perf_counters.c``: cycles, instructions, branch misses, L1d read misses, L1i
@@ -46,7 +51,14 @@ def main() -> None:
     args = ap.parse_args()
 
     import cupy as cp
-    from _floor import _BURST_SOURCE, _build, declare_burst, floor_kernel, launch_burst
+    from _floor import (
+        _BURST_SOURCE,
+        _build,
+        declare_burst,
+        floor_kernel,
+        ideal_launcher,
+        launch_burst,
+    )
     from thork_core import DeviceArray, _cuda
     from thork_core._launch import CONV_CU
     from thork_core._native import native_module
@@ -111,12 +123,21 @@ def main() -> None:
         (gx, 1, 1), (bx, 1, 1), 0, list(ptrs))
     noop = native.noop
     empty: tuple[()] = ()
+    # (session 18) the least a launcher callable from Python does: bench/ideal_launcher.c
+    ideal = ideal_launcher(launch, (out, a, b), ptrs)
+    ideal_fixed, ideal_arrays = ideal.fixed, ideal.arrays
+    out.fill(cp.nan)
+    ideal_arrays(out, a, b)
+    cp.cuda.runtime.deviceSynchronize()
+    assert cp.array_equal(out, a + b), "the ideal launcher wrote wrong values"
     py_rows: dict[str, Callable[[], Any]] = {
         "Py fixed launch (Prepared.run(()))": lambda: fixed.run(empty),
         "Py fixed launch, no context check": lambda: fixed_bare.run(empty),
         "Py noop(a, b, c) (CPython call floor)": lambda: noop(dout, da, db),
         "Py launch(out, a, b) DeviceArrays": lambda: launch(dout, da, db),
         "Py launch(out, a, b) CuPy arrays": lambda: launch(out, a, b),
+        "Py ideal launcher, nothing read": lambda: ideal_fixed(dout, da, db),
+        "Py ideal launcher, CuPy arrays": lambda: ideal_arrays(out, a, b),
     }
     dout_host = dout.to_host()
     got: dict[str, list[float]] = {k: [] for k in [*c_rows, *py_rows]}

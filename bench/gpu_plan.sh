@@ -16,6 +16,9 @@
 #                                  #   the C floor, session 17), bench_core's hot rows
 #   bash bench/gpu_plan.sh verdict # ~4 min: hot_verdict.py (the hot rows of bench_core
 #                                  #   in 7 fresh processes, judged by the median)
+#   bash bench/gpu_plan.sh bound   # ~6 min: diag_hot_floor.py with the ideal launcher's
+#                                  #   rows, then hot_verdict.py over 7 processes (the CuPy
+#                                  #   row, Thork and the ideal launcher, session 18)
 #   bash bench/gpu_plan.sh recheck # ~2 min: bench_lang's row table again, and
 #                                  #   diag_dlpack_pipe.py over 21 rounds
 # Carry the wheels built here (.wheels: `for p in packages/*/; do python3 -m pip wheel
@@ -25,7 +28,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|floor|verdict|recheck}
+part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|floor|verdict|bound|recheck}
 dest=${OUT:-/tmp/thork-plan}
 L=/tmp/thork-plan-$part
 rm -rf "$L"; mkdir -p "$L" "$dest"
@@ -79,6 +82,10 @@ hot)
   ;;
 verdict)
   TAIL=20 run hot_verdict 330 python3 bench/hot_verdict.py --processes 7 --out "$L/verdict"
+  ;;
+bound)
+  TAIL=30 run diag_hot_floor 120 python3 bench/diag_hot_floor.py
+  TAIL=30 run hot_verdict 420 python3 bench/hot_verdict.py --processes 7 --out "$L/verdict"
   ;;
 floor)
   TAIL=40 run diag_hot_floor 120 python3 bench/diag_hot_floor.py --counters

@@ -1,0 +1,139 @@
+"""bench/ideal_launcher.c, the bound the hot CuPy row is judged against (session 18): the
+least a launcher callable from Python does per call. Its launches must carry the arrays'
+own addresses (a bound that launched the wrong memory would be cheaper than any launcher
+and prove nothing), re-read what can change between calls, and refuse what it does not
+read. The driver is stood in for by a ctypes callback, the arrays by slotted classes
+whose attributes are C member descriptors (CuPy's are C getsets; both are read through
+their descriptors), so this runs without a GPU or CuPy."""
+
+import ctypes
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if not (BENCH / "ideal_launcher.c").exists():
+    pytest.skip("bench/ideal_launcher.c is not beside the tests", allow_module_level=True)
+
+LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7,
+                          ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+STREAM_FN = ctypes.CFUNCTYPE(ctypes.c_ssize_t)
+
+
+class Memory:
+    __slots__ = ("ptr",)
+
+
+class Array:
+    __slots__ = ("_c_contiguous", "dtype", "data")
+
+
+F32 = np.dtype(np.float32)
+
+
+def _array(ptr: int, dtype=F32, contiguous: bool = True) -> Array:
+    m = Memory()
+    m.ptr = ptr
+    a = Array()
+    a._c_contiguous, a.dtype, a.data = contiguous, dtype, m
+    return a
+
+
+def _capsule(fn) -> object:
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new(ctypes.cast(fn, ctypes.c_void_p).value, b"intptr_t (void)", None)
+
+
+@pytest.fixture
+def rig(rng):
+    """(module, launches seen, the arrays, the fixed addresses, grid, block, the stream
+    the stand-in CuPy answers: a one-item list the test may change)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _floor
+    finally:
+        sys.path.remove(str(BENCH))
+    seen: list[tuple] = []
+    answer = [0]
+    fail = [0]
+
+    @LAUNCH
+    def fake(f, gx, gy, gz, bx, by, bz, shared, s, params, extra):
+        ptrs = [ctypes.cast(params[i], ctypes.POINTER(ctypes.c_ulonglong))[0]
+                for i in range(3)]
+        seen.append((gx, gy, gz, bx, by, bz, shared, s, ptrs, extra))
+        return fail[0]
+
+    @STREAM_FN
+    def current():
+        return answer[0]
+
+    ptrs = [int(x) for x in rng.integers(1, 2**63, 3, dtype=np.uint64)]
+    arrays = tuple(_array(p) for p in ptrs)
+    fixed = tuple(int(x) for x in rng.integers(1, 2**63, 3, dtype=np.uint64))
+    gx, bx = int(rng.integers(1, 10**6)), int(rng.integers(1, 1025))
+    try:
+        module = _floor.ideal_launcher(SimpleNamespace(grid=(gx, 1, 1), block=(bx, 1, 1)),
+                                       arrays, fixed, current=_capsule(current),
+                                       launch_fn=ctypes.cast(fake, ctypes.c_void_p).value)
+    except RuntimeError as exc:
+        if "no C compiler" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    rig = SimpleNamespace(module=module, seen=seen, arrays=arrays, ptrs=ptrs, fixed=fixed,
+                          gx=gx, bx=bx, answer=answer, fail=fail, keep=(fake, current))
+    yield rig
+
+
+def test_arrays_launches_with_each_arrays_own_address(rig):
+    for _ in range(3):
+        rig.module.arrays(*rig.arrays)
+    assert rig.seen == [(rig.gx, 1, 1, rig.bx, 1, 1, 0, None, rig.ptrs, None)] * 3
+
+
+def test_a_new_data_object_or_array_is_read_again(rig, rng):
+    m = rig.module
+    m.arrays(*rig.arrays)
+    moved = int(rng.integers(1, 2**63))
+    rig.arrays[1].data = _array(moved).data
+    m.arrays(*rig.arrays)
+    other = _array(int(rng.integers(1, 2**63)))
+    m.arrays(rig.arrays[0], rig.arrays[1], other)
+    assert [s[8] for s in rig.seen] == [
+        rig.ptrs, [rig.ptrs[0], moved, rig.ptrs[2]],
+        [rig.ptrs[0], moved, other.data.ptr]]
+
+
+def test_fixed_reads_nothing_and_launches_the_fixed_addresses(rig):
+    rig.module.fixed(None, 1, "x")
+    assert rig.seen == [(rig.gx, 1, 1, rig.bx, 1, 1, 0, None, list(rig.fixed), None)]
+
+
+def test_what_it_does_not_read_is_refused_before_any_launch(rig):
+    m, (a, b, c) = rig.module, rig.arrays
+    with pytest.raises(ValueError, match="argument 1: not contiguous"):
+        m.arrays(a, _array(5, contiguous=False), c)
+    with pytest.raises(ValueError, match="argument 2: not contiguous or not the dtype"):
+        m.arrays(a, b, _array(5, dtype=np.dtype(np.float64)))
+    with pytest.raises(TypeError, match="argument 0: Array expected, got int"):
+        m.arrays(7, b, c)
+    rig.answer[0] = 0x7F00
+    with pytest.raises(ValueError, match="current stream is not the launch stream"):
+        m.arrays(a, b, c)
+    assert rig.seen == []
+    rig.answer[0] = 2  # the per-thread default stream: launches
+    m.arrays(a, b, c)
+    assert len(rig.seen) == 1
+
+
+def test_a_failed_launch_names_the_drivers_code(rig):
+    rig.fail[0] = 719
+    with pytest.raises(RuntimeError, match="driver code 719"):
+        rig.module.arrays(*rig.arrays)
+    with pytest.raises(RuntimeError, match="driver code 719"):
+        rig.module.fixed(*rig.arrays)
