@@ -44,6 +44,14 @@ def _address(f: Any) -> int:
 
 
 @tk.jit(target="gpu")
+def add3(out: tk.DevicePointer[tk.dt.float32], a: tk.DevicePointer[tk.dt.float32],
+         b: tk.DevicePointer[tk.dt.float32], bid: tk.Uint[tk.BlockIdx],
+         tid: tk.Uint[tk.ThreadIdx], bdm: tk.Uint[tk.BlockDim]) -> None:
+    i = bid * bdm + tid
+    out[i] = a[i] + b[i]
+
+
+@tk.jit(target="gpu")
 def scale_add(out: tk.DevicePointer[tk.dt.float32], x: tk.DevicePointer[tk.dt.float32],
               n: tk.dt.int32, bid: tk.Uint[tk.BlockIdx], tid: tk.Uint[tk.ThreadIdx],
               bdm: tk.Uint[tk.BlockDim]) -> None:
@@ -295,6 +303,24 @@ def _ideal(launch: Any, rx: Any, ry: Any) -> dict[str, Callable[[int], None]]:
                                   current=new(noop, b"intptr_t (void)", None), launch_fn=noop)
     fixed, arrays = ideal.fixed, ideal.arrays
     arrays(ry, rx, rx)
+    # Thork's launch of the same three arrays, CuPy's stream read through the same C no-op
+    import cupy
+    from thork_core._native import native_module
+
+    native = native_module()
+    native.foreign(cupy.ndarray, 1, new(noop, b"intptr_t (void)", None), None)
+    launcher = native.Launcher(CONV_CU, noop, 1, "PPP", print, 0x5000, _address(lib.get),
+                               _address(lib.set))
+    binder = native.Binder(launcher, DeviceArray, 0, [(dt.float32, "<f4", -1, True),
+                                                      (dt.float32, "<f4", -1, False),
+                                                      (dt.float32, "<f4", -1, False)], KINDS)
+    launch3 = add3[2, 128]
+    launch3._arm(binder, (2, 1, 1), (128, 1, 1), 0, stream_handle)
+    launch3(ry, rx, rx)
+
+    def thork3(n: int) -> None:
+        for _ in range(n):
+            launch3(ry, rx, rx)
 
     def ideal_fixed(n: int) -> None:
         for _ in range(n):
@@ -304,14 +330,14 @@ def _ideal(launch: Any, rx: Any, ry: Any) -> dict[str, Callable[[int], None]]:
         for _ in range(n):
             arrays(ry, rx, rx)
 
-    return {"ideal_fixed": ideal_fixed, "ideal": ideal_}
+    return {"ideal_fixed": ideal_fixed, "ideal": ideal_, "thork3": thork3}
 
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--list"]:
         import importlib.util
 
-        extra = ("rcupy", "rcupy_reads", "ideal_fixed", "ideal") \
+        extra = ("rcupy", "rcupy_reads", "ideal_fixed", "ideal", "thork3") \
             if importlib.util.find_spec("cupy") else ()
         print(" ".join(_NAMES + extra))
         return

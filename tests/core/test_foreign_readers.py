@@ -861,3 +861,58 @@ def test_cupys_own_arrays_keep_their_pointer(native, current):
     assert _run(b, (out, 1.0, x, 3))
     assert [c["pointers"] for c in rec.calls] == [(0x10000, 0x20000)] * 4 + [
         (0x10000, 0x30000)]
+
+
+# -- (session 18) the hot path's quick read (cupy_quick: one version-tag compare) --------
+
+@pytest.mark.parametrize("attr, replacement", [
+    ("dtype", np.dtype(np.int32)), ("_c_contiguous", False), ("data", "moved")])
+def test_the_quick_read_follows_a_type_changed_after_it_engaged(native, ro, ro_current,
+                                                                attr, replacement):
+    """x (a pointer parameter of any ndim, its pointer kept) is read by the quick path
+    after the first call. Replacing one of the type's three attributes by a property
+    changes the type's version tag: the next call must read through the property (a
+    quick path that kept calling the old getter would launch the array's old dtype,
+    contiguity or memory)."""
+    native.foreign(CupySlotsWeak, 1, ro_current.cupy, None)
+    rec, b = make_binder(native)
+    out, x = CupySlotsWeak(0x100), CupySlotsWeak(0x200)
+    out.data, x.data = ro.Mem(0x100), ro.Mem(0x200)
+    for _ in range(3):
+        assert _run(b, (out, 1.0, x, 3))
+    value = ro.Mem(0x900) if replacement == "moved" else replacement
+    old = CupySlotsWeak.__dict__.get(attr) or CupySlots.__dict__[attr]
+    setattr(CupySlotsWeak, attr, property(lambda self: value))
+    try:
+        if attr == "data":
+            assert _run(b, (out, 1.0, x, 3))
+            assert rec.calls[-1]["pointers"] == (0x900, 0x900)
+        else:
+            assert not _run(b, (out, 1.0, x, 3))
+            assert len(rec.calls) == 3
+    finally:
+        delattr(CupySlotsWeak, attr)
+    assert old is CupySlots.__dict__[attr]  # the slot itself was never replaced
+    assert _run(b, (out, 1.0, x, 3))
+    assert rec.calls[-1]["pointers"] == (0x100, 0x200)
+
+
+def test_the_quick_read_forgets_its_type_when_readers_change(native, ro, ro_current):
+    """foreign_of's one-entry memory of the last type found: registering, dropping or
+    forgetting readers (entries are freed and moved) must forget it, or a call would read
+    through a freed entry."""
+    native.foreign(CupySlotsWeak, 1, ro_current.cupy, None)
+    rec, b = make_binder(native)
+    out, x = CupySlotsWeak(0x100), CupySlotsWeak(0x200)
+    out.data, x.data = ro.Mem(0x100), ro.Mem(0x200)
+    assert _run(b, (out, 1.0, x, 3)) and _run(b, (out, 1.0, x, 3))
+    native.foreign()  # every reader forgotten
+    assert not _run(b, (out, 1.0, x, 3))
+    for i in range(6):  # others registered until the table has moved its entries
+        native.foreign(type(f"Other{i}", (CupyLike,), {}), 1, ro_current.cupy, None)
+    assert not _run(b, (out, 1.0, x, 3))
+    native.foreign(CupySlotsWeak, 1, ro_current.cupy, None)
+    assert _run(b, (out, 1.0, x, 3)) and _run(b, (out, 1.0, x, 3))
+    x.data = ro.Mem(0x240)
+    assert _run(b, (out, 1.0, x, 3))
+    assert [c["pointers"] for c in rec.calls] == [(0x100, 0x200)] * 4 + [(0x100, 0x240)]
