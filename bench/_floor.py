@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["KERNEL_SOURCE", "declare_burst", "floor_kernel", "graph_burst", "ideal_launcher",
-           "launch_burst", "measure_graph_floor", "measure_launch_floor"]
+           "ideal_torch", "launch_burst", "measure_graph_floor", "measure_launch_floor"]
 
 #: The floor's kernel written in Thork (seed 000's matrix_add): bench_core writes it as
 #: ``seedkernel.py`` for its child processes, bench_fkl loads it through
@@ -322,16 +322,35 @@ def ideal_launcher(launch: Any, arrays: tuple[Any, Any, Any], fixed: tuple[int, 
 
         current = cupy_stream.__pyx_capi__["get_current_stream_ptr"]
     kind = type(arrays[0])
-
-    def descriptor(tp: type, name: str) -> Any:
-        for base in tp.__mro__:
-            if name in vars(base):
-                return vars(base)[name]
-        raise RuntimeError(f"{tp.__name__} has no attribute {name!r}")
-
     data = arrays[0].data
     module.setup(launch_fn, function, launch.grid[0], launch.block[0], 0, current, kind,
-                 descriptor(kind, "_c_contiguous"), descriptor(kind, "dtype"),
-                 descriptor(kind, "data"), descriptor(type(data), "ptr"), arrays[0].dtype,
+                 _descriptor(kind, "_c_contiguous"), _descriptor(kind, "dtype"),
+                 _descriptor(kind, "data"), _descriptor(type(data), "ptr"), arrays[0].dtype,
                  tuple(fixed))
     return module
+
+
+def _descriptor(tp: type, name: str) -> Any:
+    """The descriptor ``name`` of type ``tp`` (the first in its MRO that defines it)."""
+    for base in tp.__mro__:
+        if name in vars(base):
+            return vars(base)[name]
+    raise RuntimeError(f"{tp.__name__} has no attribute {name!r}")
+
+
+def ideal_torch(ideal: Any, tensors: tuple[Any, Any, Any], current: Any = None,
+                device: int = 0) -> Any:
+    """(session 18) ``ideal`` (from :func:`ideal_launcher`) set up for torch tensors of the
+    type and dtype of ``tensors``: its ``tensors(a, b, c)`` reads them through torch's
+    Python API from C (``is_cuda``, ``dtype``, ``is_contiguous()``, ``data_ptr()``) and asks
+    torch's current stream once through ``current(device)`` (default: torch's
+    ``torch._C._cuda_getCurrentRawStream``), then launches as ``ideal.arrays`` does.
+    Returns ``ideal``."""
+    kind = type(tensors[0])
+    if current is None:
+        import torch
+
+        current = torch._C._cuda_getCurrentRawStream
+    ideal.setup_torch(current, device, kind, _descriptor(kind, "is_cuda"),
+                      _descriptor(kind, "dtype"), tensors[0].dtype)
+    return ideal

@@ -394,7 +394,7 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
     ``bench/ideal_launcher.c``, a C function called as the launch is that reads CuPy's
     stream and arrays as little as any launcher re-checking each call can."""
     import cupy as cp
-    from _floor import ideal_launcher, launch_burst, measure_launch_floor
+    from _floor import ideal_launcher, ideal_torch, launch_burst, measure_launch_floor
 
     out, a, b = cupy_args
     dout, da, db = device_args
@@ -473,7 +473,15 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         assert cp.array_equal(out, a + b), "the ideal launcher wrote wrong values"
         variants["ideal launcher, nothing read"] = lambda: ideal.fixed(dout, da, db)
         variants["ideal launcher, CuPy arrays"] = lambda: ideal.arrays(out, a, b)
-    except RuntimeError as exc:  # no C compiler or no Python headers: the rows are left out
+        if torch is not None:
+            ideal_torch(ideal, (tout, ta, tb), current=current)
+            out.fill(cp.nan)
+            ideal.tensors(tout, ta, tb)
+            cp.cuda.runtime.deviceSynchronize()
+            assert cp.array_equal(out, a + b), "the ideal launcher wrote wrong values"
+            variants["ideal launcher, torch tensors"] = lambda: ideal.tensors(tout, ta, tb)
+    except (RuntimeError, TypeError) as exc:  # no C compiler or Python headers; a torch
+        # whose tensors' attributes are not C getsets: the rows it could not make are left out
         print(f"  ideal launcher rows skipped: {exc}")
     try:  # (session 11) the C loop in this process, on the very function and stream
         burst: Any = launch_burst(launch, (dout.ptr, da.ptr, db.ptr))
@@ -548,20 +556,24 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         th, bound = med[lib], floor + med[reads]
         # the reads row is a Python function's call too: its frame counted once
         full = bound + py_call - med["empty Python call"]
-        # (session 18) the ideal launcher, where it ran, is the tighter bound for CuPy: its
-        # reads are made in C, as Thork's are (the Python reads over-count)
-        least = med.get("ideal launcher, CuPy arrays", full) if lib == "CuPy arrays" else full
+        # (session 18) the ideal launcher, where it ran, is the tighter bound: its reads are
+        # made in C, as Thork's are (the Python reads over-count)
+        ideal_row = "ideal launcher, " + ("CuPy arrays" if lib == "CuPy arrays" else
+                                          "torch tensors")
+        least = med.get(ideal_row, full)
         add(f"interleaved: kernel[...] {lib}", th, floor,
             f"<= 1.15x C floor: {verdict(th, least)}")
         add(f"  {reads} (stream + 3 arrays)", med[reads], floor, "diagnostic")
         add("  vs C floor + those reads", th, bound, "bound (x floor = Thork / bound)")
         add("  vs C floor + reads + CPython call floor", th, full,
             f"bound (reads' own call counted once); Thork's own {th - full:+.2f} us")
-        if lib == "CuPy arrays" and "ideal launcher, CuPy arrays" in med:
-            ideal, bare = med["ideal launcher, CuPy arrays"], med["ideal launcher, nothing read"]
-            add("  ideal launcher, nothing read (bench/ideal_launcher.c)", bare, floor,
-                "diagnostic: a C function called as the launch is, fixed addresses")
-            add("  ideal launcher, CuPy arrays (the least any launcher reads)", ideal, floor,
+        if ideal_row in med:
+            ideal = med[ideal_row]
+            if lib == "CuPy arrays":
+                add("  ideal launcher, nothing read (bench/ideal_launcher.c)",
+                    med["ideal launcher, nothing read"], floor,
+                    "diagnostic: a C function called as the launch is, fixed addresses")
+            add(f"  {ideal_row} (the least any launcher reads)", ideal, floor,
                 "impossible: the ideal exceeds 1.15x" if ideal > goal else
                 "the ideal is within 1.15x")
             add("  Thork vs the ideal launcher", th, ideal,

@@ -27,7 +27,20 @@
  *     references are kept, so identity is enough: cheaper than any launcher that must
  *     not keep arrays alive). No context check, no scalars, no geometry per call.
  *
- * Both raise RuntimeError naming the driver's code when the launch fails, ValueError or
+ *   setup_torch(current, device, tensor_type, is_cuda, dtype_attr, dtype)
+ *     (after setup, whose launch it shares) current: torch's C function answering its
+ *     current raw stream for a device (torch._C._cuda_getCurrentRawStream), called with
+ *     `device` (an int); tensor_type: the tensors' exact type; is_cuda, dtype_attr: its
+ *     descriptors of `is_cuda` and `dtype` (C getsets); dtype: the torch dtype a tensor
+ *     must answer (identity).
+ *
+ *   tensors(a, b, c): what any launcher that re-checks each call must do with torch
+ *     tensors through torch's Python API, made from C: torch's current stream once (it
+ *     must be `stream`), and per tensor its type, is_cuda and dtype (getters called
+ *     directly), is_contiguous() and data_ptr() (methods: torch keeps no pointer a caller
+ *     may trust between calls, as set_, resize_ and .data = change it).
+ *
+ * All raise RuntimeError naming the driver's code when the launch fails, ValueError or
  * TypeError when an argument is not what setup described (a bound has no slow path).
  */
 #define PY_SSIZE_T_CLEAN
@@ -193,7 +206,92 @@ static PyObject *arrays(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     return launch(vals);
 }
 
+static PyObject *torch_current, *torch_device, *torch_dtype, *s_is_contiguous, *s_data_ptr;
+static PyTypeObject *tensor_type;
+static Reader r_is_cuda, r_tdtype;
+
+static PyObject *setup_torch(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (n != 6 || !PyCallable_Check(args[0]) || !PyLong_Check(args[1]) ||
+        !PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "setup_torch(current, device, tensor_type, is_cuda, "
+                        "dtype_attr, dtype)");
+        return NULL;
+    }
+    if (reader_of(args[3], "is_cuda", &r_is_cuda) || reader_of(args[4], "dtype_attr", &r_tdtype))
+        return NULL;
+    if (!s_is_contiguous) {
+        s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+        s_data_ptr = PyUnicode_InternFromString("data_ptr");
+        if (!s_is_contiguous || !s_data_ptr) return NULL;
+    }
+    Py_XSETREF(torch_current, Py_NewRef(args[0]));
+    Py_XSETREF(torch_device, Py_NewRef(args[1]));
+    Py_XSETREF(tensor_type, (PyTypeObject *)Py_NewRef(args[2]));
+    Py_XSETREF(torch_dtype, Py_NewRef(args[5]));
+    Py_RETURN_NONE;
+}
+
+static inline PyObject *method0(PyObject *a, PyObject *name) {
+    return PyObject_VectorcallMethod(name, &a, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static PyObject *tensors(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (n != 3 || !launch_fn || !torch_current) {
+        PyErr_SetString(PyExc_TypeError, "tensors(a, b, c) after setup() and setup_torch()");
+        return NULL;
+    }
+    PyObject *h = PyObject_CallOneArg(torch_current, torch_device);
+    if (!h) return NULL;
+    unsigned long long hv = PyLong_AsUnsignedLongLong(h);
+    Py_DECREF(h);
+    if (hv == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if ((void *)(uintptr_t)hv != stream) {
+        PyErr_SetString(PyExc_ValueError, "tensors: torch's current stream is not the launch "
+                        "stream");
+        return NULL;
+    }
+    uint64_t vals[3];
+    for (int i = 0; i < 3; i++) {
+        PyObject *a = args[i];
+        if (Py_TYPE(a) != tensor_type) {
+            PyErr_Format(PyExc_TypeError, "tensors: argument %d: %s expected, got %s", i,
+                         tensor_type->tp_name, Py_TYPE(a)->tp_name);
+            return NULL;
+        }
+        PyObject *v = read_attr(&r_is_cuda, a);
+        int ok = v == Py_True;
+        Py_XDECREF(v);
+        if (ok) {
+            v = read_attr(&r_tdtype, a);
+            ok = v == torch_dtype;
+            Py_XDECREF(v);
+        }
+        if (ok) {
+            v = method0(a, s_is_contiguous);
+            ok = v == Py_True;
+            Py_XDECREF(v);
+        }
+        if (!ok) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "tensors: argument %d: not on the GPU, not the "
+                             "dtype of setup_torch or not contiguous", i);
+            return NULL;
+        }
+        v = method0(a, s_data_ptr);
+        if (!v) return NULL;
+        vals[i] = PyLong_AsUnsignedLongLong(v);
+        Py_DECREF(v);
+        if (vals[i] == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    }
+    return launch(vals);
+}
+
 static PyMethodDef methods[] = {
+    {"setup_torch", (PyCFunction)(void (*)(void))setup_torch, METH_FASTCALL,
+     "see the file's head"},
+    {"tensors", (PyCFunction)(void (*)(void))tensors, METH_FASTCALL, "see the file's head"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL, "see the file's head"},
     {"fixed", (PyCFunction)(void (*)(void))fixed, METH_FASTCALL, "see the file's head"},
     {"arrays", (PyCFunction)(void (*)(void))arrays, METH_FASTCALL, "see the file's head"},

@@ -137,3 +137,68 @@ def test_a_failed_launch_names_the_drivers_code(rig):
         rig.module.arrays(*rig.arrays)
     with pytest.raises(RuntimeError, match="driver code 719"):
         rig.module.fixed(*rig.arrays)
+
+
+class Tensor:
+    """torch.Tensor as the bound reads it: is_cuda and dtype C-level attributes (slots
+    here, getsets in torch), is_contiguous() and data_ptr() methods."""
+
+    __slots__ = ("is_cuda", "dtype", "ptr", "contiguous", "asked")
+
+    def __init__(self, ptr: int, dtype: object = "f32") -> None:
+        self.is_cuda, self.dtype, self.ptr, self.contiguous = True, dtype, ptr, True
+        self.asked = 0
+
+    def is_contiguous(self) -> bool:
+        return self.contiguous
+
+    def data_ptr(self) -> int:
+        self.asked += 1
+        return self.ptr
+
+
+@pytest.fixture
+def torch_rig(rig, rng):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _floor
+    finally:
+        sys.path.remove(str(BENCH))
+    devices: list[int] = []
+    stream = [0]
+
+    def current(device: int) -> int:
+        devices.append(device)
+        return stream[0]
+
+    ts = tuple(Tensor(int(p)) for p in rng.integers(1, 2**63, 3, dtype=np.uint64))
+    _floor.ideal_torch(rig.module, ts, current=current, device=3)
+    return SimpleNamespace(rig=rig, ts=ts, devices=devices, stream=stream)
+
+
+def test_tensors_read_every_pointer_and_the_stream_each_call(torch_rig):
+    t, (a, b, c) = torch_rig, torch_rig.ts
+    t.rig.module.tensors(a, b, c)
+    a.ptr = a.ptr + 256  # torch keeps no pointer a caller may trust: read again
+    t.rig.module.tensors(a, b, c)
+    assert [s[8] for s in t.rig.seen] == [[a.ptr - 256, b.ptr, c.ptr], [a.ptr, b.ptr, c.ptr]]
+    assert t.devices == [3, 3] and a.asked == b.asked == c.asked == 2
+    assert {s[7] for s in t.rig.seen} == {None}  # the launch stream
+
+
+@pytest.mark.parametrize("change", ["host", "dtype", "strided", "stream", "type"])
+def test_tensors_refuse_what_they_do_not_read(torch_rig, change):
+    t, (a, b, c) = torch_rig, torch_rig.ts
+    if change == "host":
+        b.is_cuda = False
+    elif change == "dtype":
+        b.dtype = "f64"
+    elif change == "strided":
+        b.contiguous = False
+    elif change == "stream":
+        t.stream[0] = 0x5100
+    else:
+        b = _array(5)
+    with pytest.raises((ValueError, TypeError), match="stream|argument 1"):
+        t.rig.module.tensors(a, b, c)
+    assert t.rig.seen == []
