@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import struct
-import subprocess
 import sys
 import textwrap
 
 import pytest
 import thork as tk
+from helpers import run_python
 from helpers.compiler_suite import kernel_for, require_compiler
 from thork_core import CompileError, CudaRenderer, plugins
 
@@ -216,10 +216,8 @@ def test_switched_off_and_old_nvrtc_get_no_pch_options(nvrtc, monkeypatch):
 def _subprocess(code: str) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("THORK_NVRTC_PCH", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = run_python(textwrap.dedent(code), env=env, timeout=600)
+    return json.loads(out.strip().splitlines()[-1])
 
 
 _BODIES = r"""

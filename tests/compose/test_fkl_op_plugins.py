@@ -12,7 +12,7 @@ import fkl
 import numpy as np
 import pytest
 from fkl._registry import reset_plugin_ops
-from helpers import install_dist, poisoned, random_array
+from helpers import install_dist, poisoned, random_array, run_python
 
 pytestmark = pytest.mark.plugin("compose")
 
@@ -164,9 +164,5 @@ def test_two_plugins_with_one_name_warn_naming_both(tmp_path, monkeypatch):
 
 
 def test_import_fkl_does_not_scan_op_plugins():
-    import subprocess
-
-    code = ("import sys, fkl; fkl.Sqr; fkl.compose;"
-            "assert 'fkl._registry' not in sys.modules, 'scanned at import'")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    run_python("import sys, fkl; fkl.Sqr; fkl.compose;"
+               "assert 'fkl._registry' not in sys.modules, 'scanned at import'")

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from helpers import run_python
 
 CC = shutil.which("cc") or shutil.which("gcc")
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler to build the libraries")
@@ -55,10 +54,8 @@ CHILD = textwrap.dedent('''
 
 
 def _child(guarded: bool) -> dict:
-    r = subprocess.run([sys.executable, "-c", CHILD, CC or "cc", "1" if guarded else "0"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    out = run_python(CHILD, CC or "cc", "1" if guarded else "0")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +123,5 @@ def test_cpu_target_kernel_built_with_fast_math_leaves_numpy_alone(tmp_path, ung
         assert float(np.float32(1e-38) * np.float32(0.25)) != 0.0, "subnormals flushed"
         print("warned", sum(issubclass(x.category, FloatingPointModeWarning) for x in seen))
     ''')
-    r = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    assert r.stdout.strip().splitlines()[-1] == "warned 1"
+    assert run_python(script, str(tmp_path), timeout=300).strip().splitlines()[-1] == \
+        "warned 1"

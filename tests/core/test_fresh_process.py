@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from helpers import TARGETS
+from helpers import TARGETS, run_python
 
 SCRIPT = textwrap.dedent("""
     import json, sys
@@ -139,10 +139,8 @@ def test_import_thork_leaves_the_build_path_debug_mode_and_staging_lanes_unloade
     # import thork's time is an issue-11 goal (<= 30 ms): what only kernels, debug mode,
     # NumPy staging lanes or a guessed module load need is imported on first use.
     code = ("import sys, thork; print(sorted(m for m in sys.argv[1:] if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code, *NOT_AT_IMPORT], capture_output=True,
-                       text=True, timeout=120, env={**os.environ, "THORK_DEBUG": ""})
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[]", f"import thork loaded {r.stdout.strip()}"
+    out = run_python(code, *NOT_AT_IMPORT, env={**os.environ, "THORK_DEBUG": ""}).strip()
+    assert out == "[]", f"import thork loaded {out}"
     # ... and they still load where they are used: tk.jit brings the build and launch
     # path, the lazy names of thork, thork_core and thork_core.ir resolve to the real ones.
     code = textwrap.dedent("""
@@ -168,8 +166,6 @@ def test_import_thork_leaves_the_build_path_debug_mode_and_staging_lanes_unloade
         print(thork_core.debug_default(), callable(rt.configure_staging),
               "thork_dbg_rec" in ir.RECORD_STRUCT)
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120, env={**os.environ, "THORK_DEBUG": "1"})
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["True", "True", "True"]
+    assert run_python(code, env={**os.environ, "THORK_DEBUG": "1"}).split() == \
+        ["True", "True", "True"]
 

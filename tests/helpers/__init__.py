@@ -157,15 +157,17 @@ def run_threads(work: Callable[[int], object], n: int, join_seconds: float | Non
         raise errors[0]
 
 
-def run_python(code: str, timeout: float = 120) -> str:
-    """Run ``code`` in a fresh interpreter (this one's executable and environment); its
-    stdout. A non-zero exit fails the test with the child's stderr."""
+def run_python(code: str, *args: str, env: dict[str, str] | None = None,
+               timeout: float = 120) -> str:
+    """Run ``code`` in a fresh interpreter (this one's executable; ``args`` its
+    ``sys.argv[1:]``; ``env`` its environment, default this one's); its stdout. A non-zero
+    exit fails the test with the tail of the child's stdout and stderr."""
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout)
-    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc.stdout
 
 

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import inspect
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import thork as tk
-from helpers import compiles_for_gpu, poisoned, random_array
+from helpers import compiles_for_gpu, poisoned, random_array, run_python
 from thork_core import BoundsError, CudaRenderer
 
 F32 = tk.DevicePointer[tk.dt.float32]
@@ -231,10 +229,7 @@ def test_thork_debug_environment_variable() -> None:
             "print(k.debug, 'thork_at(' in k.cuda_source)\n")
     for value, expect in (("1", "True True"), ("0", "False False"), ("", "False False")):
         env = {**os.environ, "THORK_DEBUG": value}
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        assert out.stdout.strip() == expect, value
+        assert run_python(code, env=env).strip() == expect, value
     assert _shift_read(False).debug is False  # an explicit argument wins over the variable
 
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import ast
 import importlib
 import pathlib
-import subprocess
-import sys
 
 import pytest
+from helpers import run_python
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Every first-party package, and the example third-party plugins (they must hold to the
@@ -104,9 +103,7 @@ def test_plugin_facade_is_cheap_and_complete() -> None:
     in every process); its lazy names resolve."""
     code = ("import sys, thork_core.plugin as p; assert 'thork_core._gpu' not in sys.modules;"
             "assert p.GpuTarget.__name__ == 'GpuTarget'; print(p.PLUGIN_API_VERSION)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    major, minor = out.stdout.strip().split(".")
+    major, minor = run_python(code).strip().split(".")
     assert major.isdigit() and minor.isdigit()
 
 
