@@ -86,7 +86,8 @@ def rig(rng):
             pytest.skip(str(exc))
         raise
     rig = SimpleNamespace(module=module, seen=seen, arrays=arrays, ptrs=ptrs, fixed=fixed,
-                          gx=gx, bx=bx, answer=answer, fail=fail, keep=(fake, current))
+                          gx=gx, bx=bx, answer=answer, fail=fail, keep=(fake, current),
+                          floor=_floor)
     yield rig
 
 
@@ -159,11 +160,6 @@ class Tensor:
 
 @pytest.fixture
 def torch_rig(rig, rng):
-    sys.path.insert(0, str(BENCH))
-    try:
-        import _floor
-    finally:
-        sys.path.remove(str(BENCH))
     devices: list[int] = []
     stream = [0]
 
@@ -172,7 +168,7 @@ def torch_rig(rig, rng):
         return stream[0]
 
     ts = tuple(Tensor(int(p)) for p in rng.integers(1, 2**63, 3, dtype=np.uint64))
-    _floor.ideal_torch(rig.module, ts, current=current, device=3)
+    rig.floor.ideal_torch(rig.module, ts, current=current, device=3)
     return SimpleNamespace(rig=rig, ts=ts, devices=devices, stream=stream)
 
 
