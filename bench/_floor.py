@@ -22,8 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KERNEL_SOURCE", "declare_burst", "floor_kernel", "graph_burst", "ideal_launcher",
-           "ideal_torch", "launch_burst", "measure_graph_floor", "measure_launch_floor"]
+__all__ = ["KERNEL_SOURCE", "build_libtorch_ideal", "declare_burst", "floor_kernel",
+           "graph_burst", "ideal_launcher", "ideal_libtorch", "ideal_torch", "launch_burst",
+           "measure_graph_floor", "measure_launch_floor"]
 
 #: The floor's kernel written in Thork (seed 000's matrix_add): bench_core writes it as
 #: ``seedkernel.py`` for its child processes, bench_fkl loads it through
@@ -64,6 +65,7 @@ _SOURCE = Path(__file__).resolve().with_name("launch_floor.c")
 _GRAPH_SOURCE = Path(__file__).resolve().with_name("graph_floor.c")
 _BURST_SOURCE = Path(__file__).resolve().with_name("burst_loop.c")
 _IDEAL_SOURCE = Path(__file__).resolve().with_name("ideal_launcher.c")
+_IDEAL_TORCH_SOURCE = Path(__file__).resolve().with_name("ideal_torch.cpp")
 
 # Output keys printed by launch_floor.c, mapped to the keys returned here.
 _KEYS = {
@@ -354,3 +356,104 @@ def ideal_torch(ideal: Any, tensors: tuple[Any, Any, Any], current: Any = None,
     ideal.setup_torch(current, device, kind, _descriptor(kind, "is_cuda"),
                       _descriptor(kind, "dtype"), tensors[0].dtype)
     return ideal
+
+
+def _cuda_include() -> Path:
+    """A folder holding ``cuda_runtime_api.h`` (torch's CUDA headers include it): the
+    toolkit's ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda, nvcc's) or the
+    nvidia-cuda-runtime wheel's that CUDA builds of torch install."""
+    import importlib.util
+
+    roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""),
+             "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(str(Path(nvcc).resolve().parent.parent))
+    for name in ("nvidia.cuda_runtime", "nvidia.cu13", "nvidia.cu12"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except ImportError:
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            roots += list(spec.submodule_search_locations)
+    for root in roots:
+        if root and (Path(root) / "include" / "cuda_runtime_api.h").is_file():
+            return Path(root) / "include"
+    raise RuntimeError(f"no cuda_runtime_api.h under {[r for r in roots if r]}")
+
+
+def build_libtorch_ideal() -> Path:
+    """(session 18) ``bench/ideal_torch.cpp`` built against the installed torch: its
+    headers and libraries, its C++ ABI, C++20 (else C++17), CUDA's runtime header
+    (:func:`_cuda_include`), this interpreter's headers; the extension's path. The build
+    (~15-30 s) is kept under the temporary folder, keyed by the source, torch's version and
+    this interpreter, and reused by later processes.
+
+    Raises:
+        RuntimeError: If no C++ compiler or CUDA header is found, or the build fails (the
+            compiler's last lines).
+        ImportError: If torch is not installed.
+    """
+    import hashlib
+    import sysconfig
+
+    import torch
+
+    tdir = Path(torch.__file__).resolve().parent
+    ext = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    key = hashlib.sha256(_IDEAL_TORCH_SOURCE.read_bytes() + torch.__version__.encode() +
+                         sys.version.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / "thork-bench-ideal-torch" / key / f"ideal_torch{ext}"
+    with _lock:
+        if path.is_file():
+            return path
+        cxx = shutil.which(os.environ.get("CXX", "") or "c++") or shutil.which("g++")
+        if cxx is None:
+            raise RuntimeError("no C++ compiler found (tried $CXX, c++, g++)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
+        base = ["-O2", "-shared", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+                "-I", sysconfig.get_paths()["include"], "-I", str(tdir / "include"),
+                "-I", str(tdir / "include" / "torch" / "csrc" / "api" / "include"),
+                "-I", str(_cuda_include()), str(_IDEAL_TORCH_SOURCE),
+                "-L", str(tdir / "lib"), "-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu",
+                "-ltorch_python", f"-Wl,-rpath,{tdir / 'lib'}"]
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        err = ""
+        for std in ("-std=c++20", "-std=c++17"):
+            proc = subprocess.run([cxx, std, *base, "-o", str(tmp)], capture_output=True,
+                                  text=True, timeout=_COMPILE_TIMEOUT_S * 3)
+            if proc.returncode == 0 and tmp.is_file():
+                os.replace(tmp, path)
+                return path
+            err = proc.stderr.strip()[-2000:]
+        raise RuntimeError(f"building {_IDEAL_TORCH_SOURCE.name} failed:\n{err}")
+
+
+def ideal_libtorch(launch: Any, device: int = 0) -> Any:
+    """(session 18) The extension of :func:`build_libtorch_ideal`, imported and set up for
+    ``launch`` (as :func:`ideal_launcher`) on CUDA device ``device``: its
+    ``tensors(a, b, c)`` reads the tensors' C++ objects and torch's current stream in C++,
+    as a torch C++ extension would, then launches.
+
+    Raises:
+        RuntimeError: If the build fails or the kernel was never loaded.
+        ImportError: If torch is not installed.
+    """
+    import importlib.machinery
+    import importlib.util
+
+    from thork_core._cuda import function_address
+
+    path = build_libtorch_ideal()
+    loader = importlib.machinery.ExtensionFileLoader("ideal_torch", str(path))
+    spec = importlib.util.spec_from_file_location("ideal_torch", path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    exes = [e for e, _ in launch.kernel._exes.values() if hasattr(e, "_function")]
+    if not exes:
+        raise RuntimeError("the kernel has no loaded GPU function: launch it once first")
+    module.setup(function_address("cuLaunchKernel"), int(exes[0]._function), launch.grid[0],
+                 launch.block[0], 0, device)
+    return module

@@ -394,7 +394,13 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
     ``bench/ideal_launcher.c``, a C function called as the launch is that reads CuPy's
     stream and arrays as little as any launcher re-checking each call can."""
     import cupy as cp
-    from _floor import ideal_launcher, ideal_torch, launch_burst, measure_launch_floor
+    from _floor import (
+        ideal_launcher,
+        ideal_libtorch,
+        ideal_torch,
+        launch_burst,
+        measure_launch_floor,
+    )
 
     out, a, b = cupy_args
     dout, da, db = device_args
@@ -480,6 +486,16 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
             cp.cuda.runtime.deviceSynchronize()
             assert cp.array_equal(out, a + b), "the ideal launcher wrote wrong values"
             variants["ideal launcher, torch tensors"] = lambda: ideal.tensors(tout, ta, tb)
+            try:  # the same through libtorch's C++ API (built against this torch, cached)
+                cxx = ideal_libtorch(launch)
+                out.fill(cp.nan)
+                cxx.tensors(tout, ta, tb)
+                cp.cuda.runtime.deviceSynchronize()
+                assert cp.array_equal(out, a + b), "the libtorch ideal wrote wrong values"
+                variants["ideal launcher, torch tensors via libtorch"] = \
+                    lambda: cxx.tensors(tout, ta, tb)
+            except (RuntimeError, OSError, ImportError) as exc:
+                print(f"  libtorch ideal launcher skipped: {exc}")
     except (RuntimeError, TypeError) as exc:  # no C compiler or Python headers; a torch
         # whose tensors' attributes are not C getsets: the rows it could not make are left out
         print(f"  ideal launcher rows skipped: {exc}")
@@ -560,23 +576,27 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         # made in C, as Thork's are (the Python reads over-count)
         ideal_row = "ideal launcher, " + ("CuPy arrays" if lib == "CuPy arrays" else
                                           "torch tensors")
-        least = med.get(ideal_row, full)
+        # (for torch also one linked against libtorch: the least any launcher does)
+        ideals = [r for r in (ideal_row, ideal_row + " via libtorch") if r in med]
+        least = min([med[r] for r in ideals], default=full)
         add(f"interleaved: kernel[...] {lib}", th, floor,
             f"<= 1.15x C floor: {verdict(th, least)}")
         add(f"  {reads} (stream + 3 arrays)", med[reads], floor, "diagnostic")
         add("  vs C floor + those reads", th, bound, "bound (x floor = Thork / bound)")
         add("  vs C floor + reads + CPython call floor", th, full,
             f"bound (reads' own call counted once); Thork's own {th - full:+.2f} us")
-        if ideal_row in med:
-            ideal = med[ideal_row]
-            if lib == "CuPy arrays":
-                add("  ideal launcher, nothing read (bench/ideal_launcher.c)",
-                    med["ideal launcher, nothing read"], floor,
-                    "diagnostic: a C function called as the launch is, fixed addresses")
-            add(f"  {ideal_row} (the least any launcher reads)", ideal, floor,
-                "impossible: the ideal exceeds 1.15x" if ideal > goal else
+        if lib == "CuPy arrays" and ideals:
+            add("  ideal launcher, nothing read (bench/ideal_launcher.c)",
+                med["ideal launcher, nothing read"], floor,
+                "diagnostic: a C function called as the launch is, fixed addresses")
+        for row in ideals:
+            ideal = med[row]
+            how = "linked against libtorch" if row.endswith("libtorch") else \
+                "through the producer's Python API"
+            add(f"  {row} (the least a launcher reads {how})", ideal, floor,
+                "impossible that way: the ideal exceeds 1.15x" if ideal > goal else
                 "the ideal is within 1.15x")
-            add("  Thork vs the ideal launcher", th, ideal,
+            add(f"  Thork vs {row}", th, ideal,
                 f"x ideal; Thork's own over the ideal {th - ideal:+.2f} us")
     if mod is not None:
         print(f"  launches keep the GIL here (one thread): {mod.keeps_gil()}")

@@ -198,3 +198,65 @@ def test_tensors_refuse_what_they_do_not_read(torch_rig, change):
     with pytest.raises((ValueError, TypeError), match="stream|argument 1"):
         t.rig.module.tensors(a, b, c)
     assert t.rig.seen == []
+
+
+def test_the_libtorch_ideal_is_built_against_the_installed_torch(tmp_path, monkeypatch):
+    """bench/ideal_torch.cpp's build (_floor.build_libtorch_ideal): with the installed
+    torch's headers, libraries and C++ ABI, CUDA's runtime header, C++20 then C++17, kept
+    for later processes, and a failure that quotes the compiler. A stand-in torch package
+    and a stand-in compiler (it records each command; C++20 fails) serve here."""
+    import json
+    import os
+    import tempfile
+    import uuid
+
+    site = tmp_path / "site"
+    pkg = site / "torch"
+    (pkg / "include").mkdir(parents=True)
+    (pkg / "lib").mkdir()
+    (pkg / "__init__.py").write_text(f"__version__ = 'test-{uuid.uuid4().hex}'\n"
+                                     "class _C:\n    _GLIBCXX_USE_CXX11_ABI = False\n")
+    cuda = tmp_path / "cuda"
+    (cuda / "include").mkdir(parents=True)
+    (cuda / "include" / "cuda_runtime_api.h").write_text("")
+    log = tmp_path / "cxx.log"
+    cxx = tmp_path / "fake-cxx"
+    cxx.write_text(f"#!{sys.executable}\n"
+                   "import json, os, sys\n"
+                   f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                   "if '-std=c++20' in sys.argv or os.environ.get('FAKE_CXX_FAIL'):\n"
+                   "    sys.stderr.write('error: ' + sys.argv[1] + ' is not enough')\n"
+                   "    sys.exit(1)\n"
+                   "open(sys.argv[sys.argv.index('-o') + 1], 'wb').write(b'built')\n")
+    cxx.chmod(0o755)
+    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setenv("CUDA_HOME", str(cuda))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.makedirs(tmp_path / "tmp")
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.syspath_prepend(str(site))
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _floor
+    finally:
+        sys.path.remove(str(BENCH))
+
+    path = _floor.build_libtorch_ideal()
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c[0] for c in calls] == ["-std=c++20", "-std=c++17"]
+    cmd = calls[1]
+    assert "-D_GLIBCXX_USE_CXX11_ABI=0" in cmd
+    for folder in (pkg / "include", pkg / "include" / "torch" / "csrc" / "api" / "include",
+                   cuda / "include"):
+        assert cmd[cmd.index(str(folder)) - 1] == "-I"
+    assert cmd[cmd.index(str(pkg / "lib")) - 1] == "-L" and f"-Wl,-rpath,{pkg / 'lib'}" in cmd
+    assert {"-lc10", "-lc10_cuda", "-ltorch_python"} <= set(cmd)
+    assert str(BENCH / "ideal_torch.cpp") in cmd and cmd[-2] == "-o"
+    assert path.read_bytes() == b"built" and path.parent.parent == tmp_path / "tmp" / \
+        "thork-bench-ideal-torch"
+    assert _floor.build_libtorch_ideal() == path  # kept: the compiler is not run again
+    assert len(log.read_text().splitlines()) == 2
+    monkeypatch.setattr(sys.modules["torch"], "__version__", "another")
+    monkeypatch.setenv("FAKE_CXX_FAIL", "1")
+    with pytest.raises(RuntimeError, match="ideal_torch.cpp failed:\nerror: -std=c\\+\\+17"):
+        _floor.build_libtorch_ideal()
