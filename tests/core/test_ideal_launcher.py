@@ -208,14 +208,16 @@ def test_the_libtorch_ideal_is_built_against_the_installed_torch(tmp_path, monke
     import json
     import os
     import tempfile
+    import types
     import uuid
 
-    site = tmp_path / "site"
-    pkg = site / "torch"
+    pkg = tmp_path / "site" / "torch"
     (pkg / "include").mkdir(parents=True)
     (pkg / "lib").mkdir()
-    (pkg / "__init__.py").write_text(f"__version__ = 'test-{uuid.uuid4().hex}'\n"
-                                     "class _C:\n    _GLIBCXX_USE_CXX11_ABI = False\n")
+    torch = types.ModuleType("torch")  # only sys.modules holds it: gone after the test
+    torch.__file__ = str(pkg / "__init__.py")
+    torch.__version__ = f"test-{uuid.uuid4().hex}"  # type: ignore[attr-defined]
+    torch._C = SimpleNamespace(_GLIBCXX_USE_CXX11_ABI=False)  # type: ignore[attr-defined]
     cuda = tmp_path / "cuda"
     (cuda / "include").mkdir(parents=True)
     (cuda / "include" / "cuda_runtime_api.h").write_text("")
@@ -233,8 +235,7 @@ def test_the_libtorch_ideal_is_built_against_the_installed_torch(tmp_path, monke
     monkeypatch.setenv("CUDA_HOME", str(cuda))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     os.makedirs(tmp_path / "tmp")
-    monkeypatch.delitem(sys.modules, "torch", raising=False)
-    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setitem(sys.modules, "torch", torch)
     sys.path.insert(0, str(BENCH))
     try:
         import _floor
@@ -256,7 +257,7 @@ def test_the_libtorch_ideal_is_built_against_the_installed_torch(tmp_path, monke
         "thork-bench-ideal-torch"
     assert _floor.build_libtorch_ideal() == path  # kept: the compiler is not run again
     assert len(log.read_text().splitlines()) == 2
-    monkeypatch.setattr(sys.modules["torch"], "__version__", "another")
+    monkeypatch.setattr(torch, "__version__", "another")
     monkeypatch.setenv("FAKE_CXX_FAIL", "1")
     with pytest.raises(RuntimeError, match="ideal_torch.cpp failed:\nerror: -std=c\\+\\+17"):
         _floor.build_libtorch_ideal()
