@@ -80,7 +80,35 @@ def summary(results: dict[str, list[dict[str, float]]]) -> str:
             each = " ".join(f"{v:.3f}" for v in vals)
             lines.append(f"  {variant:<10} median {med:.3f}x  min {min(vals):.3f}  "
                          f"max {max(vals):.3f}  ({len(vals)} processes: {each})  {verdict}")
+    lines += over_bounds(results, names)
     return "\n".join(lines)
+
+
+#: (session 18) Thork's rows and the ideal launchers that bound them
+BOUNDS = {"kernel[...] CuPy arrays": ("ideal launcher, CuPy arrays",),
+          "kernel[...] torch tensors": ("ideal launcher, torch tensors",
+                                        "ideal launcher, torch tensors via libtorch")}
+
+
+def over_bounds(results: dict[str, list[dict[str, float]]], names: list[str]) -> list[str]:
+    """(session 18) Each Thork row over each ideal launcher that bounds it, per process
+    (both ratios share the process's floor, so the floor cancels: what the spread between
+    processes moves least), then the median: how far Thork is from the least any launcher
+    does."""
+    lines = []
+    for row, bounds in BOUNDS.items():
+        for bound in bounds:
+            if row not in names or bound not in names:
+                continue
+            lines.append(f"{row} / {bound}")
+            for variant, per_process in results.items():
+                vals = [got[row] / got[bound] for got in per_process
+                        if row in got and bound in got]
+                if vals:
+                    each = " ".join(f"{v:.3f}" for v in vals)
+                    lines.append(f"  {variant:<10} median {median(vals):.3f}x  "
+                                 f"({len(vals)} processes: {each})")
+    return lines
 
 
 def run(bench: Path, variants: dict[str, str | None], processes: int, out: Path,

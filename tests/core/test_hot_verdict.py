@@ -148,3 +148,11 @@ def test_the_ideal_launcher_is_reported_as_a_bound_not_judged_as_thork(stand_in,
     assert b.endswith("a bound, not Thork: within 1.15x by the median")
     assert "met" not in a + b
     assert not any(line.startswith("Thork vs") for line in lines)
+    # Thork's row over the bound, process by process (the floor cancels), and its median
+    at = lines.index("kernel[...] CuPy arrays / ideal launcher, CuPy arrays")
+    for k, variant in enumerate("ab"):
+        mine = (floors * 1.2 / ideal)[k::2]
+        line = lines[at + 1 + k]
+        assert line.split()[0] == variant
+        assert f"median {np.median(mine):.3f}x" in line
+        assert " ".join(f"{v:.3f}" for v in mine) in line
