@@ -253,6 +253,34 @@ def graph_burst() -> Callable[[int, int, int], float]:
     return burst
 
 
+def _loaded_function(launch: Any) -> tuple[int, int]:
+    """``cuLaunchKernel``'s address and the CUfunction Thork loaded for ``launch`` (a
+    ``kernel[grid, block]`` that has run once on the GPU).
+
+    Raises:
+        RuntimeError: If the kernel has no loaded GPU function.
+    """
+    from thork_core._cuda import function_address
+
+    exes = [e for e, _ in launch.kernel._exes.values() if hasattr(e, "_function")]
+    if not exes:
+        raise RuntimeError("the kernel has no loaded GPU function: launch it once first")
+    return function_address("cuLaunchKernel"), int(exes[0]._function)
+
+
+def _load_extension(name: str, path: Path) -> Any:
+    """The CPython extension module ``name`` built at ``path``, imported."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
 def launch_burst(launch: Any, pointers: tuple[int, int, int]) -> Callable[[int], float]:
     """``burst(k)``: ``k`` back-to-back ``cuLaunchKernel`` calls looped in C inside this
     process (``burst_loop.c``) of the very function Thork loaded for ``launch`` (a
@@ -268,13 +296,8 @@ def launch_burst(launch: Any, pointers: tuple[int, int, int]) -> Callable[[int],
     """
     import ctypes
 
-    from thork_core._cuda import function_address
-
-    exes = [e for e, _ in launch.kernel._exes.values() if hasattr(e, "_function")]
-    if not exes:
-        raise RuntimeError("the kernel has no loaded GPU function: launch it once first")
+    fn, function = _loaded_function(launch)
     lib = declare_burst(ctypes.CDLL(str(_build(_BURST_SOURCE, shared=True))))
-    fn, function = function_address("cuLaunchKernel"), int(exes[0]._function)
     gx, bx = launch.grid[0], launch.block[0]
 
     def burst(k: int) -> float:
@@ -301,24 +324,8 @@ def ideal_launcher(launch: Any, arrays: tuple[Any, Any, Any], fixed: tuple[int, 
     Raises:
         RuntimeError: If the module cannot be built or the kernel was never loaded.
     """
-    import importlib.machinery
-    import importlib.util
-
-    path = _build(_IDEAL_SOURCE, python=True)
-    loader = importlib.machinery.ExtensionFileLoader("ideal_launcher", str(path))
-    spec = importlib.util.spec_from_file_location("ideal_launcher", path, loader=loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    if launch_fn is None:
-        from thork_core._cuda import function_address
-
-        exes = [e for e, _ in launch.kernel._exes.values() if hasattr(e, "_function")]
-        if not exes:
-            raise RuntimeError("the kernel has no loaded GPU function: launch it once first")
-        launch_fn, function = function_address("cuLaunchKernel"), int(exes[0]._function)
-    else:
-        function = 0
+    module = _load_extension("ideal_launcher", _build(_IDEAL_SOURCE, python=True))
+    launch_fn, function = _loaded_function(launch) if launch_fn is None else (launch_fn, 0)
     if current is None and "cupy" in sys.modules:
         from cupy_backends.cuda import stream as cupy_stream
 
@@ -440,20 +447,6 @@ def ideal_libtorch(launch: Any, device: int = 0) -> Any:
         RuntimeError: If the build fails or the kernel was never loaded.
         ImportError: If torch is not installed.
     """
-    import importlib.machinery
-    import importlib.util
-
-    from thork_core._cuda import function_address
-
-    path = build_libtorch_ideal()
-    loader = importlib.machinery.ExtensionFileLoader("ideal_torch", str(path))
-    spec = importlib.util.spec_from_file_location("ideal_torch", path, loader=loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    exes = [e for e, _ in launch.kernel._exes.values() if hasattr(e, "_function")]
-    if not exes:
-        raise RuntimeError("the kernel has no loaded GPU function: launch it once first")
-    module.setup(function_address("cuLaunchKernel"), int(exes[0]._function), launch.grid[0],
-                 launch.block[0], 0, device)
+    module = _load_extension("ideal_torch", build_libtorch_ideal())
+    module.setup(*_loaded_function(launch), launch.grid[0], launch.block[0], 0, device)
     return module

@@ -574,10 +574,9 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         full = bound + py_call - med["empty Python call"]
         # (session 18) the ideal launcher, where it ran, is the tighter bound: its reads are
         # made in C, as Thork's are (the Python reads over-count)
-        ideal_row = "ideal launcher, " + ("CuPy arrays" if lib == "CuPy arrays" else
-                                          "torch tensors")
         # (for torch also one linked against libtorch: the least any launcher does)
-        ideals = [r for r in (ideal_row, ideal_row + " via libtorch") if r in med]
+        ideals = [r for r in (f"ideal launcher, {lib}", f"ideal launcher, {lib} via libtorch")
+                  if r in med]
         least = min([med[r] for r in ideals], default=full)
         add(f"interleaved: kernel[...] {lib}", th, floor,
             f"<= 1.15x C floor: {verdict(th, least)}")
@@ -590,14 +589,14 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
                 med["ideal launcher, nothing read"], floor,
                 "diagnostic: a C function called as the launch is, fixed addresses")
         for row in ideals:
-            ideal = med[row]
+            least_us = med[row]
             how = "linked against libtorch" if row.endswith("libtorch") else \
                 "through the producer's Python API"
-            add(f"  {row} (the least a launcher reads {how})", ideal, floor,
-                "impossible that way: the ideal exceeds 1.15x" if ideal > goal else
+            add(f"  {row} (the least a launcher reads {how})", least_us, floor,
+                "impossible that way: the ideal exceeds 1.15x" if least_us > goal else
                 "the ideal is within 1.15x")
-            add(f"  Thork vs {row}", th, ideal,
-                f"x ideal; Thork's own over the ideal {th - ideal:+.2f} us")
+            add(f"  Thork vs {row}", th, least_us,
+                f"x ideal; Thork's own over the ideal {th - least_us:+.2f} us")
     if mod is not None:
         print(f"  launches keep the GIL here (one thread): {mod.keeps_gil()}")
     if "torch.cuda.current_stream() alone" in med:

@@ -49,15 +49,21 @@ def _capsule(fn) -> object:
     return new(ctypes.cast(fn, ctypes.c_void_p).value, b"intptr_t (void)", None)
 
 
-@pytest.fixture
-def rig(rng):
-    """(module, launches seen, the arrays, the fixed addresses, grid, block, the stream
-    the stand-in CuPy answers: a one-item list the test may change)."""
+def _bench_floor():
+    """bench/_floor.py, imported from beside the tests."""
     sys.path.insert(0, str(BENCH))
     try:
         import _floor
     finally:
         sys.path.remove(str(BENCH))
+    return _floor
+
+
+@pytest.fixture
+def rig(rng):
+    """(module, launches seen, the arrays, the fixed addresses, grid, block, the stream
+    the stand-in CuPy answers: a one-item list the test may change)."""
+    _floor = _bench_floor()
     seen: list[tuple] = []
     answer = [0]
     fail = [0]
@@ -236,11 +242,7 @@ def test_the_libtorch_ideal_is_built_against_the_installed_torch(tmp_path, monke
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     os.makedirs(tmp_path / "tmp")
     monkeypatch.setitem(sys.modules, "torch", torch)
-    sys.path.insert(0, str(BENCH))
-    try:
-        import _floor
-    finally:
-        sys.path.remove(str(BENCH))
+    _floor = _bench_floor()
 
     path = _floor.build_libtorch_ideal()
     calls = [json.loads(line) for line in log.read_text().splitlines()]
