@@ -248,7 +248,7 @@ def test_a_broken_compiler_falls_back_with_the_reason(monkeypatch, tmp_path):
     _reset()
     try:
         assert native_module() is None
-        assert native_status().startswith("unavailable: false failed")
+        assert native_status().startswith("unavailable: building _native_launch.c: false failed")
     finally:
         monkeypatch.delenv("CC")
         _reset()

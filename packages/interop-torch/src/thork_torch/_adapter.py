@@ -71,14 +71,20 @@ class TorchAdapter(ArrayAdapter):
         to Thork's through the returned table), ``is_contiguous()``, ``data_ptr()`` and the
         shape, every one re-read per call (``set_``, ``resize_`` and ``.data =`` change
         any of them), and torch's current stream on the device, read once per call
-        through :func:`raw_stream_reader`. None for subclasses (``nn.Parameter``: the
-        Python path) and where torch is not imported."""
+        through :func:`raw_stream_reader`; or (session 19) the same reads in C++, the
+        capsule of thork_torch's array reader where it is built (:mod:`._reader`). None
+        for subclasses (``nn.Parameter``: the Python path) and where torch is not
+        imported."""
         torch = sys.modules.get("torch")
         if torch is None or tx is not getattr(torch, "Tensor", None):
             return None
         from ._dtypes import torch_dtypes
+        from ._reader import reader_capsule
 
-        return 2, raw_stream_reader(), {d: to_thork(d) for d in torch_dtypes()}
+        # (session 19) the same reads in C++ where the reader is built (_reader.py)
+        current = reader_capsule()
+        return (2, raw_stream_reader() if current is None else current,
+                {d: to_thork(d) for d in torch_dtypes()})
 
     def used_on(self, obj: Any, stream: int) -> None:
         """``record_stream`` on the launch stream (see :func:`record`)."""

@@ -36,6 +36,12 @@ def _is_launcher(value: str) -> str | None:
     return None if value.strip().lower() in ok else f"expected one of {', '.join(ok)}"
 
 
+def _is_torch_reader(value: str) -> str | None:
+    # (thork_torch/_reader.py reads it; the values it takes, spelled as it spells them)
+    ok = ("auto", "build", "1", "on", "yes", "true", "0", "off", "no", "false")
+    return None if value.strip().lower() in ("", *ok) else "expected auto, build or 0"
+
+
 def _is_arch(value: str) -> str | None:
     from ._arch import parse_arch
 
@@ -108,6 +114,9 @@ ENVIRONMENT: dict[str, tuple[str, Callable[[str], str | None]]] = {
                               _is_plugin_list),
     "THORK_LAUNCHER": ("GPU launch path: native, python (or ctypes)", _is_launcher),
     "THORK_NATIVE": ("0: do not build the native launch module", _is_bool),
+    "THORK_TORCH_READER": ("thork_torch's C++ reader of torch tensors: auto (built in the "
+                           "background once), build (in the process that needs it), 0 "
+                           "(torch's Python API)", _is_torch_reader),
     "THORK_NVCC": ("the nvcc to use", _is_file),
     "THORK_CLANG": ("the clang++ to use", _is_file),
     "THORK_CLANG_FALLBACK": ("0: no nvcc fallback when clang fails", _is_bool),

@@ -59,55 +59,35 @@ def _source() -> str:
 
 def _key(src: bytes, cc: str) -> str:
     """Source, Python (version and ABI suffix) and compiler command: what the built
-    module depends on (headers come with the Python version)."""
-    import hashlib
+    module depends on (headers come with the Python version; the flags are fixed here)."""
+    from ._extension import extension_key
 
-    h = hashlib.sha256(src)
-    for part in (sys.version, _SUFFIX, cc):
-        h.update(b"\0" + part.encode())
-    return h.hexdigest()[:20]
+    return extension_key(src, cc)
 
 
 def _source_key(src: str, cc: str) -> str:
-    """:func:`_key` of the source file ``src``, memoized on disk against the file's
-    modification time and size (an edited or reinstalled source is read again)."""
+    """:func:`_key` of the source file ``src`` and the header it includes
+    (``thork_array_reader.h`` beside it), memoized on disk against the files'
+    modification times and sizes (an edited or reinstalled source is read again)."""
     from ._memo import memo, path_fingerprint
 
-    def compute() -> str:
-        with open(src, "rb") as f:
-            return _key(f.read(), cc)
+    files = [src, os.path.join(os.path.dirname(src), "thork_array_reader.h")]
 
-    return memo("native_source", [path_fingerprint([src]), sys.version, _SUFFIX, cc],
+    def compute() -> str:
+        data = b""
+        for name in files:
+            with open(name, "rb") as f:
+                data += f.read() + b"\0"
+        return _key(data, cc)
+
+    return memo("native_source", [path_fingerprint(files), sys.version, _SUFFIX, cc],
                 compute)
 
 
-def _build(src: str, cc: str, include: str, out: str) -> None:
-    """Compile ``src`` to the extension ``out`` (atomically: a temp name, then rename)."""
-    import subprocess
-    import tempfile
-
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(out))
-    os.close(fd)
-    cmd = [*cc.split(), "-O2", "-shared", "-fPIC", "-fvisibility=hidden", f"-I{include}",
-           src, "-o", tmp]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd[:1])} failed: "
-                               f"{(proc.stderr or proc.stdout).strip()[-400:]}")
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _load(path: str) -> ModuleType:
-    loader = importlib.machinery.ExtensionFileLoader(_NAME, path)
-    spec = importlib.machinery.ModuleSpec(_NAME, loader, origin=path)
-    mod = loader.create_module(spec)
-    loader.exec_module(mod)
-    return mod
+    from ._extension import load_extension
+
+    return load_extension(_NAME, path)
 
 
 def native_module() -> ModuleType | None:
@@ -213,35 +193,20 @@ def _remember_checked(key: str, path: str) -> None:
 def _verified_library(src: str, cc: str, key: str) -> str:
     """The module's file, through the disk cache's trust model (docs/guarantees.md): an
     entry signed by Thork's writer for this key, whose library's content is compared with
-    the recorded hash before it is loaded; anything else is rebuilt. Only a build looks
-    for the compiler and the headers (a process that finds the module pays for neither)."""
-    from ._artifact import Artifact
-    from ._cache import disk_cache, library_file
+    the recorded hash before it is loaded; anything else is rebuilt
+    (:func:`thork_core._extension.cached_library`, the build path plugins' extensions
+    take too). Only a build looks for the compiler and the headers (a process that finds
+    the module pays for neither)."""
+    from ._extension import cached_library, python_flags
 
-    cache = disk_cache()
-    ckey = f"native-{key}"
-    art = cache.get(ckey)
-    if art is None:
-        import sysconfig
-        import tempfile
-
+    def flags() -> list[str]:
         if _compiler() is None:
             raise RuntimeError("no C compiler (set CC)")
-        include = sysconfig.get_paths().get("include", "")
-        if not os.path.exists(os.path.join(include, "Python.h")):
-            raise RuntimeError(f"no Python.h in {include!r} (install the Python headers)")
-        with cache.lock(ckey):
-            art = cache.get(ckey)
-            if art is None:
-                with tempfile.TemporaryDirectory(prefix="thork-native-") as d:
-                    out = os.path.join(d, f"{_NAME}{_SUFFIX}")
-                    _build(src, cc, include, out)
-                    with open(out, "rb") as f:
-                        data = f.read()
-                    art = Artifact(kind="hostlib", data=data, entry=_NAME,
-                                   compiler=cc, arch=sys.implementation.cache_tag or "")
-                cache.put(ckey, art)
-    return library_file(art)
+        return python_flags()
+
+    path = cached_library(key, _NAME, src, cc, flags)
+    assert path is not None  # (build=True: a library or an exception)
+    return path
 
 
 def _reset() -> None:

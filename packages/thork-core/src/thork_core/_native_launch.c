@@ -52,6 +52,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <structmember.h> /* T_OBJECT_EX: the member type of a __slots__ entry */
+
+#include "thork_array_reader.h" /* (session 19) a plugin's C reader of its arrays */
 #ifdef Py_READONLY
 #define ATTR_READONLY Py_READONLY
 #else
@@ -1064,6 +1066,9 @@ typedef struct {
      * all read it directly (C getsets or members resolved at that tag), else 0: one
      * compare then covers the three (see cupy_quick) */
     unsigned int quick_tag;
+    /* (session 19, style 2) the plugin's C reader (thork_array_reader.h) when `current`
+     * is its capsule, else NULL: the attributes and current(device) are read in Python */
+    const ThorkArrayReader *reader;
 } Foreign;
 static Foreign foreigns[MAX_FOREIGN];
 static int nforeign;
@@ -1142,7 +1147,28 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
     }
     intptr_t (*current_fn)(void) = NULL;
     int current_any = 0;
-    if (capsule) {
+    const ThorkArrayReader *reader = NULL;
+    if (capsule && style == FX_TORCH) { /* (session 19) a plugin's C reader */
+        const char *name = PyCapsule_GetName(args[2]);
+        if (!name || strcmp(name, THORK_ARRAY_READER_CAPSULE) != 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "foreign: current: a capsule named '" THORK_ARRAY_READER_CAPSULE
+                         "' (style 2) expected, got one named '%s'",
+                         name ? name : "(no name)");
+            return NULL;
+        }
+        reader = (const ThorkArrayReader *)PyCapsule_GetPointer(args[2], name);
+        if (!reader) return NULL;
+        if (reader->abi != THORK_ARRAY_READER_ABI || reader->size < sizeof(ThorkArrayReader) ||
+            !reader->read || !reader->current_stream) {
+            PyErr_Format(PyExc_ValueError,
+                         "foreign: the array reader's ABI %u (size %u) is not the %d "
+                         "(size %zu, both functions set) this module reads",
+                         reader->abi, reader->size, THORK_ARRAY_READER_ABI,
+                         sizeof(ThorkArrayReader));
+            return NULL;
+        }
+    } else if (capsule) {
         const char *sig = PyCapsule_GetName(args[2]);
         int kind = c_stream_signature(sig);
         if (style != FX_CUPY || !kind) {
@@ -1171,6 +1197,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
         f->type = (PyTypeObject *)Py_NewRef(args[0]);
         f->current = NULL;
         f->current_fn = NULL;
+        f->reader = NULL;
         f->dtypes = NULL;
         PyObject *names[N_FA] = {s_c_contig, s_dtype, s_data, s_shape, s_ndim, s_is_cuda,
                                  s_ptr, s_ptr};
@@ -1183,6 +1210,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
     Py_XSETREF(f->current, Py_NewRef(args[2]));
     f->current_fn = current_fn;
     f->current_any = current_any;
+    f->reader = reader;
     Py_XSETREF(f->dtypes, args[3] == Py_None ? NULL : Py_NewRef(args[3]));
     Py_RETURN_NONE;
 }
@@ -1192,7 +1220,20 @@ typedef struct {
     int have_cupy, have_torch;
     uint64_t cupy, torch;
     long torch_device;
+    /* (session 19) the array a C reader read last in this call, and what it said: the
+     * implied stream's read and the argument's own are one read (no Python code runs
+     * between them, so the object is unchanged) */
+    PyObject *read_obj;
+    ThorkArrayInfo read_info;
 } Currents;
+
+/* Nothing read yet (read_info is written before it is read: left as it is, no memset). */
+static inline void currents_init(Currents *cur) {
+    cur->have_cupy = cur->have_torch = 0;
+    cur->cupy = cur->torch = 0;
+    cur->torch_device = -1;
+    cur->read_obj = NULL;
+}
 
 /* 1: *v set; 0: unreadable (the caller's path); exceptions cleared. */
 static int stream_value(PyObject *r, Attr *ptr_attr, uint64_t *v) {
@@ -1218,16 +1259,53 @@ static int stream_value(PyObject *r, Attr *ptr_attr, uint64_t *v) {
 /* torch's current stream on `device` into cur (1), or 0. */
 static int torch_current(Foreign *f, long device, Currents *cur) {
     if (cur->have_torch && cur->torch_device == device) return 1;
-    PyObject *d = PyLong_FromLong(device);
-    if (!d) {
-        PyErr_Clear();
-        return 0;
+    if (f->reader) { /* (session 19) the plugin's C reader */
+        if (device < 0 || device > INT32_MAX ||
+            !f->reader->current_stream((int32_t)device, &cur->torch))
+            return 0;
+    } else {
+        PyObject *d = PyLong_FromLong(device);
+        if (!d) {
+            PyErr_Clear();
+            return 0;
+        }
+        PyObject *fn = Py_NewRef(f->current); /* a re-registration may replace it */
+        PyObject *r = PyObject_CallOneArg(fn, d);
+        Py_DECREF(fn);
+        Py_DECREF(d);
+        if (!stream_value(r, &f->attrs[FA_STREAM_PTR], &cur->torch)) return 0;
     }
-    PyObject *r = PyObject_CallOneArg(f->current, d);
-    Py_DECREF(d);
-    if (!stream_value(r, &f->attrs[FA_STREAM_PTR], &cur->torch)) return 0;
     cur->have_torch = 1;
     cur->torch_device = device;
+    return 1;
+}
+
+/* (session 19) What f's C reader says of `a` (read once per call and argument: the
+ * call's last read is kept in cur): the info, or NULL when it cannot read it. */
+static const ThorkArrayInfo *reader_read(Foreign *f, PyObject *a, Currents *cur) {
+    if (cur->read_obj == a) return &cur->read_info;
+    if (!f->reader->read(a, &cur->read_info)) {
+        cur->read_obj = NULL;
+        if (PyErr_Occurred()) PyErr_Clear(); /* the contract says none; never leak one */
+        return NULL;
+    }
+    cur->read_obj = a;
+    return &cur->read_info;
+}
+
+/* (session 19) Whether extents[0..ndim) equal the ints of tuple want (a plain tuple of
+ * ints: the spec's exact shape): 1, 0 (not, or not comparable here). */
+static int extents_match(const int64_t *extents, int32_t ndim, PyObject *want) {
+    if (!PyTuple_CheckExact(want) || PyTuple_GET_SIZE(want) != ndim) return 0;
+    for (int32_t d = 0; d < ndim; d++) {
+        int overflow;
+        long long w = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(want, d), &overflow);
+        if (w == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (overflow || w != extents[d]) return 0;
+    }
     return 1;
 }
 
@@ -1238,7 +1316,11 @@ static inline PyObject *method0(PyObject *a, PyObject *name) {
 /* Whether a torch-like tensor is in CUDA memory (its is_cuda; 0 also when unreadable).
  * The readers serve one visible GPU only (see the section's head), so that is the spec's
  * device: torch and Thork see the same one. */
-static int on_cuda(Foreign *f, PyObject *a) {
+static int on_cuda(Foreign *f, PyObject *a, Currents *cur) {
+    if (f->reader) {
+        const ThorkArrayInfo *info = reader_read(f, a, cur);
+        return info && info->device_type == 2;
+    }
     PyObject *d = attr_get(&f->attrs[FA_IS_CUDA], a);
     int ok = d == Py_True;
     Py_XDECREF(d);
@@ -1258,7 +1340,7 @@ static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
         while (k < ntorch && torch_foreigns[k]->type != tp) k++;
         if (k == ntorch) continue;
         Foreign *f = torch_foreigns[k];
-        if (!on_cuda(f, items[i]) || !torch_current(f, device, cur)) return -1;
+        if (!on_cuda(f, items[i], cur) || !torch_current(f, device, cur)) return -1;
         *handle = cur->torch;
         return 1;
     }
@@ -1456,8 +1538,28 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
             keep = mem;
         else
             Py_DECREF(mem);
+    } else if (f->reader) {
+        /* (session 19) the plugin's C reader: the same checks as below, on what it read */
+        const ThorkArrayInfo *info = reader_read(f, a, cur);
+        if (device < 0 || !info || info->device_type != 2 || info->device_id != device ||
+            !torch_current(f, device, cur))
+            return 0;
+        if (cur->torch != handle) return 0; /* another stream given: the caller follows */
+        PyObject *dt = (PyObject *)info->dtype;
+        if (!dt) return 0;
+        if (dt != slot->seen) {
+            PyObject *d = PyDict_GetItemWithError(f->dtypes, dt); /* borrowed */
+            if (!d || d != dtype) goto miss;
+            Py_XSETREF(slot->seen, Py_NewRef(dt));
+        }
+        if (!info->contiguous) return 0;
+        if (want_shape ? !extents_match(info->shape, info->ndim, want_shape)
+                       : (ndim >= 0 && info->ndim != ndim))
+            return 0;
+        *ptr = info->ptr;
+        return 1;
     } else {
-        if (device < 0 || !on_cuda(f, a) || !torch_current(f, device, cur)) return 0;
+        if (device < 0 || !on_cuda(f, a, cur) || !torch_current(f, device, cur)) return 0;
         if (cur->torch != handle) return 0; /* another stream given: the caller follows */
         v = attr_get(&f->attrs[FA_DTYPE], a);
         if (!v) goto miss;
@@ -1662,7 +1764,8 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
     Py_ssize_t ncaps = 0;
     PyObject *dl_stream = NULL;
     PyObject *result = Py_False;
-    Currents cur = {0, 0, 0, 0, -1};
+    Currents cur;
+    currents_init(&cur);
     if (s == Py_None && g->kinds && ntorch &&
         implied_handle(args, g->n, g->device_id, &handle, &cur) < 0)
         goto done;
@@ -2121,7 +2224,8 @@ static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigne
     uint64_t vals[MAX_PARAMS];
     void *params[MAX_PARAMS];
     int r = 1;
-    Currents cur = {0, 0, 0, 0, -1};
+    Currents cur;
+    currents_init(&cur);
     Foreign *f;
     /* given no stream, a torch-like tensor's current stream is the launch stream */
     if (!given && self->kinds && ntorch &&

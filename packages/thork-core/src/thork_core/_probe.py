@@ -29,9 +29,11 @@ from typing import Any
 
 from ._device import _DL_CUDA, _DL_CUDA_MANAGED
 
-__all__ = ["CAI", "DEFAULT_STREAMS", "DLPACK", "KINDS", "cai_pointer", "dlpack_cuda_device",
+__all__ = ["ARRAY_READER_CAPSULE", "CAI", "DEFAULT_STREAMS", "DLPACK", "KINDS",
+           "array_reader_include", "cai_pointer", "dlpack_cuda_device",
            "dlpack_probe", "follow", "followers", "forget_kinds", "foreign_reader",
-           "implied_stream", "kind_of", "no_max_version", "one_gpu", "probe", "sync_native"]
+           "implied_stream", "kind_of", "no_max_version", "one_gpu", "probe",
+           "refresh_readers", "sync_native"]
 
 #: ``__cuda_array_interface__`` ``stream`` values that ask no wait of a consumer: absent,
 #: 0 (not valid in CAI v3; read as the legacy stream, as the native module does), the
@@ -137,6 +139,28 @@ def foreign_reader(tx: type, kind: Any, c_api: bool = True) -> tuple[int, Any, A
         return None
     reader = getattr(kind, "native_reader", None)
     return reader(tx) if reader is not None else None  # type: ignore[no-any-return]
+
+
+#: (session 19) The name of a capsule holding a plugin's C array reader
+#: (``thork_array_reader.h``), which ``native_reader(tx)`` may give as its ``current``.
+ARRAY_READER_CAPSULE = "thork.array_reader"
+
+
+def array_reader_include() -> str:
+    """The folder of ``thork_array_reader.h`` (the C interface of a plugin's array
+    reader): give it to the compiler as ``-I``."""
+    import os
+
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def refresh_readers() -> None:
+    """Ask every decided type's adapter again how the native module reads it, and
+    register the answer (a plugin whose C reader became available, e.g. built in the
+    background, calls this). Nothing happens where the native module is not loaded."""
+    mod = _loaded_native()
+    if mod is not None:
+        sync_native(mod)
 
 
 def sync_native(mod: Any) -> None:

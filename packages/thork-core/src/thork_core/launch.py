@@ -10,7 +10,10 @@ path; :meth:`Executable.prepare <thork_core.plugin.Executable.prepare>` returns 
 where the C extension is available; :func:`probe` and :func:`cai_pointer` read an
 array's address and kind on a hot path without the adapters (:func:`typestr` and
 :func:`dlpack_code` give a DType's ``__cuda_array_interface__`` typestr and DLPack
-``(code, bits)``, what such a reading compares against). All of it is safe to call
+``(code, bits)``, what such a reading compares against). A plugin's C array reader
+(``thork_array_reader.h`` in :func:`array_reader_include`, a capsule named
+:data:`ARRAY_READER_CAPSULE`) reads its library's arrays on the native path;
+:func:`refresh_readers` registers one that became available later. All of it is safe to call
 from many threads.
 """
 
@@ -41,8 +44,10 @@ from ._limits import (
     static_shared_bytes,
 )
 from ._probe import (
+    ARRAY_READER_CAPSULE,
     CAI,
     DLPACK,
+    array_reader_include,
     cai_pointer,
     dlpack_probe,
     follow,
@@ -53,14 +58,16 @@ from ._probe import (
     no_max_version,
     one_gpu,
     probe,
+    refresh_readers,
 )
 from ._target import Dim3, normalize_dims
 
-__all__ = ["CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
-           "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "byte_range", "cai_pointer",
+__all__ = ["ARRAY_READER_CAPSULE", "CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
+           "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "array_reader_include",
+           "byte_range", "cai_pointer",
            "check_arg_count", "dlpack_code", "dlpack_probe", "float_scalar", "follow", "followers",
            "foreign_reader", "implied_stream", "kind_of", "no_max_version",
            "guarded_call_base", "launch_call_base", "make_launcher", "memory_range",
            "subscript_memo",
            "normalize_dims", "one_gpu", "out_maker", "overlapping", "param_kinds", "probe",
-           "shared_bytes", "static_shared_bytes", "typestr"]
+           "refresh_readers", "shared_bytes", "static_shared_bytes", "typestr"]
