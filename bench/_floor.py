@@ -366,27 +366,14 @@ def ideal_torch(ideal: Any, tensors: tuple[Any, Any, Any], current: Any = None,
 
 
 def _cuda_include() -> Path:
-    """A folder holding ``cuda_runtime_api.h`` (torch's CUDA headers include it): the
-    toolkit's ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda, nvcc's) or the
-    nvidia-cuda-runtime wheel's that CUDA builds of torch install."""
-    import importlib.util
+    """A folder holding ``cuda_runtime_api.h`` (torch's CUDA headers include it), found as
+    thork_torch's reader build finds it (``thork_torch._reader._cuda_include``)."""
+    from thork_torch._reader import _cuda_include as find
 
-    roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""),
-             "/usr/local/cuda"]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        roots.append(str(Path(nvcc).resolve().parent.parent))
-    for name in ("nvidia.cuda_runtime", "nvidia.cu13", "nvidia.cu12"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except ImportError:
-            spec = None
-        if spec is not None and spec.submodule_search_locations:
-            roots += list(spec.submodule_search_locations)
-    for root in roots:
-        if root and (Path(root) / "include" / "cuda_runtime_api.h").is_file():
-            return Path(root) / "include"
-    raise RuntimeError(f"no cuda_runtime_api.h under {[r for r in roots if r]}")
+    got = find()
+    if got is None:
+        raise RuntimeError("no cuda_runtime_api.h found (set CUDA_HOME)")
+    return Path(got)
 
 
 def build_libtorch_ideal() -> Path:

@@ -446,6 +446,14 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         print(f"  torch rows skipped: {exc}")
         torch = None
     if torch is not None:
+        try:  # (session 19) torch tensors read in C++ (thork_torch's reader), built if needed
+            from thork_torch._reader import build_reader, reader_status
+
+            build_reader()
+            print(f"  torch tensors on the native path: {reader_status()}", flush=True)
+        except Exception as exc:  # noqa: BLE001 - the rows then measure torch's Python API
+            print(f"  torch's C++ reader unavailable ({type(exc).__name__}: {exc}); the "
+                  "torch rows read through torch's Python API", flush=True)
         tout, ta, tb = (torch.from_dlpack(x) for x in (out, a, b))
         launch(tout, ta, tb)
         cp.cuda.runtime.deviceSynchronize()

@@ -32,6 +32,35 @@ def scale_add(
         out[i] = x[i] * s + 1.0
 
 
+@pytest.fixture(params=["python", "c++"])
+def torch(request):
+    """torch, with its tensors read on the native path through torch's Python API or
+    (session 19) thork_torch's C++ reader, built here if the cache lacks it (a failure
+    to build fails the test: a GPU machine with torch has what it needs)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    from thork_core._native import native_module
+    from thork_core._probe import kind_of
+    from thork_core.launch import refresh_readers
+    from thork_torch import _reader
+
+    mod = native_module()
+    if mod is None:
+        pytest.skip("no native module here")
+    if request.param == "c++":
+        _reader.build_reader()
+    else:
+        _reader._reset()
+        _reader._STATE["status"] = "off (this test reads through torch's Python API)"
+    kind_of(torch.Tensor)
+    refresh_readers()
+    assert mod.foreign_reading(torch.Tensor) == ("c" if request.param == "c++" else "torch")
+    yield torch
+    _reader._reset()
+    refresh_readers()
+
+
 def _ref(x, s):
     return x.astype(np.float64) * np.float32(s) + 1.0
 
@@ -156,10 +185,7 @@ def test_cupy_pointer_is_kept_per_array_and_data_object(rng):
     assert missed == []
 
 
-def test_torch_hot_calls_and_changes(rng):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA here")
+def test_torch_hot_calls_and_changes(rng, torch):
     n = 1003
     launch = scale_add[(n + 127) // 128, 128]
     xh = rng.standard_normal(n).astype(np.float32)
@@ -225,10 +251,7 @@ def test_fkl_pipe_with_cupy_sees_the_shape_setter(rng):
     np.testing.assert_allclose(cp.asnumpy(y), (xh * 2 + 1).reshape(8, 15), rtol=1e-6)
 
 
-def test_fkl_pipe_with_torch_follows_its_stream_and_changes(rng):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA here")
+def test_fkl_pipe_with_torch_follows_its_stream_and_changes(rng, torch):
     pipe = _pipe()
     xh = rng.standard_normal((4, 30)).astype(np.float32)
     x = torch.from_numpy(xh).cuda()
@@ -251,11 +274,15 @@ def test_fkl_pipe_with_torch_follows_its_stream_and_changes(rng):
     np.testing.assert_allclose(y2.cpu().numpy(), (xh * 2 + 1).reshape(8, 15), rtol=1e-6)
 
 
-@pytest.mark.parametrize("lib", ["cupy", "torch"])
-def test_eight_threads_share_one_launch(rng, lib):
-    mod = pytest.importorskip(lib)
-    if lib == "torch" and not mod.cuda.is_available():
-        pytest.skip("torch has no CUDA here")
+def test_eight_threads_share_one_launch_cupy(rng):
+    _eight_threads(rng, "cupy", pytest.importorskip("cupy"))
+
+
+def test_eight_threads_share_one_launch_torch(rng, torch):
+    _eight_threads(rng, "torch", torch)
+
+
+def _eight_threads(rng, lib, mod):
     n = 777
     launch = scale_add[(n + 127) // 128, 128]
     xs = [rng.standard_normal(n).astype(np.float32) for _ in range(8)]

@@ -1215,6 +1215,20 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
+/* (session 19) foreign_reading(type): how arrays of exactly `type` are read: None (not
+ * registered), "cupy", "torch" (attributes and current(device) in Python) or "c" (a
+ * plugin's C reader). For tests and `thork info`. */
+static PyObject *foreign_reading(PyObject *self, PyObject *tp) {
+    (void)self;
+    if (!PyType_Check(tp)) {
+        PyErr_SetString(PyExc_TypeError, "foreign_reading(type)");
+        return NULL;
+    }
+    Foreign *f = foreign_of((PyTypeObject *)tp);
+    if (!f) Py_RETURN_NONE;
+    return PyUnicode_FromString(f->style == FX_CUPY ? "cupy" : f->reader ? "c" : "torch");
+}
+
 /* The streams of one call, each read at most once. */
 typedef struct {
     int have_cupy, have_torch;
@@ -3677,6 +3691,8 @@ static PyMethodDef module_methods[] = {
     {"foreign", (PyCFunction)(void (*)(void))foreign_register, METH_FASTCALL,
      "foreign(type, style, current, dtypes): read arrays of exactly `type` through their "
      "own attributes (see _native_launch.c); foreign(): forget every such type."},
+    {"foreign_reading", (PyCFunction)foreign_reading, METH_O,
+     "foreign_reading(type): None, 'cupy', 'torch' (read in Python) or 'c' (a C reader)."},
     {NULL, NULL, 0, NULL}};
 
 static PyModuleDef module = {

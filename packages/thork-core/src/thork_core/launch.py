@@ -13,8 +13,8 @@ array's address and kind on a hot path without the adapters (:func:`typestr` and
 ``(code, bits)``, what such a reading compares against). A plugin's C array reader
 (``thork_array_reader.h`` in :func:`array_reader_include`, a capsule named
 :data:`ARRAY_READER_CAPSULE`) reads its library's arrays on the native path;
-:func:`refresh_readers` registers one that became available later. All of it is safe to call
-from many threads.
+:func:`refresh_readers` registers one that became available later. All of it is safe to
+call from many threads.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ from ._probe import (
 )
 from ._target import Dim3, normalize_dims
 
-__all__ = ["ARRAY_READER_CAPSULE", "CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK", "Dim3",
+__all__ = ["ARRAY_READER_CAPSULE", "CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK",
+           "Dim3",
            "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "array_reader_include",
            "byte_range", "cai_pointer",
            "check_arg_count", "dlpack_code", "dlpack_probe", "float_scalar", "follow", "followers",
