@@ -351,8 +351,13 @@ def test_torch_reader_and_its_stream_fallback(monkeypatch):
     torch = pytest.importorskip("torch")
     from thork_torch import _adapter
 
+    from thork_torch import _reader
+
     a = _adapter.TorchAdapter()
     assert a.native_reader(torch.nn.Parameter) is None
+    # torch's Python API (the C++ reader, test_torch_reader.py, off here)
+    monkeypatch.setenv("THORK_TORCH_READER", "0")
+    monkeypatch.setattr(_reader, "_STATE", {})
     monkeypatch.setattr(_adapter, "_RAW_STREAM", [None])  # a torch without the raw read
     style, current, dtypes = a.native_reader(torch.Tensor)
     assert style == 2 and current is _adapter.torch_stream
