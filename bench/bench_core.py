@@ -447,7 +447,7 @@ def foreign_interleaved(rows: list[dict[str, Any]], launch: Any, cubin: str, cup
         torch = None
     if torch is not None:
         try:  # (session 19) torch tensors read in C++ (thork_torch's reader), built if needed
-            from thork_torch._reader import build_reader, reader_status
+            from thork_torch import build_reader, reader_status
 
             build_reader()
             print(f"  torch tensors on the native path: {reader_status()}", flush=True)

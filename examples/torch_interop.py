@@ -58,6 +58,9 @@ def main() -> int:
         ok &= np.allclose(f(img).cpu().numpy(), ref.mean(2), atol=1e-5)
 
     print(f"torch interop on {device}: {'ok' if ok else 'MISMATCH'}")
+    # How the hot paths read CUDA tensors: torch's C++ objects once the reader is built
+    # (THORK_TORCH_READER, docs/torch.md), else torch's Python API.
+    print(f"tensors on the hot path: {thork_torch.reader_status()}")
     return 0 if ok else 1
 
 

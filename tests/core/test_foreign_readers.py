@@ -349,9 +349,7 @@ def test_foreign_reader_decisions(monkeypatch):
 
 def test_torch_reader_and_its_stream_fallback(monkeypatch):
     torch = pytest.importorskip("torch")
-    from thork_torch import _adapter
-
-    from thork_torch import _reader
+    from thork_torch import _adapter, _reader
 
     a = _adapter.TorchAdapter()
     assert a.native_reader(torch.nn.Parameter) is None
