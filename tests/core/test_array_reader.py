@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 from helpers import run_threads
-from helpers.launch_recorder import F32, Recorder
+from helpers.launch_recorder import Recorder, assert_thread_launches, make_binder
+from helpers.launch_recorder import run_binder as _run
 from thork_core import DeviceArray
+from thork_core._probe import KINDS
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX C compiler")
 
@@ -128,16 +130,6 @@ class Tensor:
 
 
 @pytest.fixture(scope="module")
-def native():
-    from thork_core._native import native_module, native_status
-
-    mod = native_module()
-    if mod is None or not hasattr(mod, "foreign"):
-        pytest.skip(native_status())
-    return mod
-
-
-@pytest.fixture(scope="module")
 def stand_in(tmp_path_factory):
     import shutil
 
@@ -185,23 +177,9 @@ def reader(native, stand_in):
     stand_in.clear()
 
 
-def make_binder(native):
-    """The Recorder's kernel (out float32 1-D written, a float, x float32 any ndim, an
-    int) with core's kinds table."""
-    from thork_core._probe import KINDS
-
-    rec = Recorder()
-    specs = [(F32, "<f4", 1, True), (True,), (F32, "<f4", -1, False), (False,)]
-    return rec, native.Binder(rec.launcher(native), DeviceArray, 0, specs, KINDS)
-
-
-def _run(binder, args, stream=None) -> bool:
-    return binder((2, 1, 1), (32, 1, 1), 0, stream, args)  # type: ignore[no-any-return]
-
-
 def test_what_the_reader_says_is_launched_on_its_current_stream(native, stand_in, reader):
     assert native.foreign_reading(Tensor) == "c"
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = reader.set(Tensor(), 0x100), reader.set(Tensor(), 0x200, (4, 3, 5))
     stand_in.set_stream(0x77, 1)
     assert _run(b, (out, 1.5, x, 3))  # no stream given: the library's current one
@@ -217,7 +195,7 @@ def test_what_the_reader_says_is_launched_on_its_current_stream(native, stand_in
 @pytest.mark.parametrize("change", ["pointer", "shape", "dtype", "not contiguous", "cpu",
                                     "other device", "unreadable"])
 def test_changes_between_calls_are_seen(native, reader, change):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = reader.set(Tensor(), 0x100), reader.set(Tensor(), 0x200)
     assert _run(b, (out, 1.0, x, 3))
     if change == "pointer":  # set_: another storage, launched at its address
@@ -237,7 +215,7 @@ def test_changes_between_calls_are_seen(native, reader, change):
 
 
 def test_a_dtype_the_table_lacks_is_the_callers(native, reader):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = reader.set(Tensor(), 0x100, dtype=Dtype("int8")), reader.set(Tensor(), 0x200)
     assert not _run(b, (out, 1.0, x, 3))
     assert rec.calls == []
@@ -245,7 +223,7 @@ def test_a_dtype_the_table_lacks_is_the_callers(native, reader):
 
 def test_each_argument_is_read_once_per_call(native, stand_in, reader):
     """The implied stream's read of the first tensor and its own read are one read."""
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = reader.set(Tensor(), 0x100), reader.set(Tensor(), 0x200)
     before = stand_in.reads()
     for _ in range(10):
@@ -258,7 +236,7 @@ def test_each_argument_is_read_once_per_call(native, stand_in, reader):
 
 
 def test_an_unreadable_stream_is_the_callers(native, stand_in, reader):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = reader.set(Tensor(), 0x100), reader.set(Tensor(), 0x200)
     stand_in.set_stream(0x77, 0)
     assert not _run(b, (out, 1.0, x, 3))
@@ -270,7 +248,7 @@ def test_a_reader_that_raises_is_a_miss_with_nothing_left_set(native, stand_in, 
     from thork import dt
 
     native.foreign(Tensor, 2, stand_in.capsule("raising"), {T_F32: dt.float32})
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = reader.set(Tensor(), 0x100), reader.set(Tensor(), 0x200)
     assert not _run(b, (out, 1.0, x, 3))
     assert not _run(b, (out, 1.0, x, 3), 0)
@@ -305,7 +283,7 @@ def test_a_capsule_of_another_name_is_refused(native, stand_in, reader):
 
 
 def test_eight_threads_each_on_its_own_current_stream(native, stand_in, reader):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     pairs = [(reader.set(Tensor(), 0x10000 * (i + 1)),
               reader.set(Tensor(), 0x10000 * (i + 1) + 0x80, (3, 5))) for i in range(8)]
 
@@ -317,11 +295,7 @@ def test_eight_threads_each_on_its_own_current_stream(native, stand_in, reader):
             assert not _run(b, (out, 1.0, x, i), 0x5000)
 
     run_threads(work, 8, join_seconds=60)
-    assert len(rec.calls) == 8 * 300
-    for c in rec.calls:
-        i = c["scalars"][1]
-        assert c["pointers"] == (0x10000 * (i + 1), 0x10000 * (i + 1) + 0x80)
-        assert c["stream"] == 0x1000 + i
+    assert_thread_launches(rec, 8, 300)
 
 
 def test_the_guard_reads_exact_shapes_each_call(native, reader):

@@ -15,20 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import build_shared, run_threads
-from helpers.launch_recorder import F32, Recorder, device_array
+from helpers.launch_recorder import F32, Recorder, assert_thread_launches, device_array, make_binder
+from helpers.launch_recorder import run_binder as _run
 from thork_core import DeviceArray
+from thork_core._probe import KINDS
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX C compiler")
-
-
-@pytest.fixture(scope="module")
-def native():
-    from thork_core._native import native_module, native_status
-
-    mod = native_module()
-    if mod is None or not hasattr(mod, "foreign"):
-        pytest.skip(native_status())
-    return mod
 
 
 class Mem:
@@ -113,22 +105,8 @@ def current(native):
     sync_native(native)
 
 
-def make_binder(native):
-    """The Recorder's kernel (out float32 1-D written, a float, x float32 any ndim, an
-    int) with core's kinds table: the foreign readers apply."""
-    from thork_core._probe import KINDS
-
-    rec = Recorder()
-    specs = [(F32, "<f4", 1, True), (True,), (F32, "<f4", -1, False), (False,)]
-    return rec, native.Binder(rec.launcher(native), DeviceArray, 0, specs, KINDS)
-
-
-def _run(binder, args, stream=None) -> bool:
-    return binder((2, 1, 1), (32, 1, 1), 0, stream, args)  # type: ignore[no-any-return]
-
-
 def test_cupy_arrays_launch_with_what_they_say_now(native, current):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupyLike(0x100), CupyLike(0x200, (2, 4))
     assert _run(b, (out, 1.0, x, 3))
     x.data = Mem(0x300)  # a pointer is never taken from an earlier call
@@ -139,7 +117,7 @@ def test_cupy_arrays_launch_with_what_they_say_now(native, current):
 
 @pytest.mark.parametrize("change", ["shape", "contiguity", "dtype", "ndim of x is free"])
 def test_cupy_changes_between_calls_are_seen(native, current, change):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupyLike(0x100), CupyLike(0x200)
     assert _run(b, (out, 1.0, x, 3))
     if change == "shape":
@@ -160,7 +138,7 @@ def test_cupy_changes_between_calls_are_seen(native, current, change):
 
 
 def test_cupy_current_stream_is_read_each_call(native, current):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupyLike(0x100), CupyLike(0x200)
     assert _run(b, (out, 1.0, x, 3))
     current.local.cupy = 0x55  # `with cupy.cuda.Stream():` around the next calls
@@ -172,7 +150,7 @@ def test_cupy_current_stream_is_read_each_call(native, current):
 
 
 def test_torch_tensors_launch_on_torchs_current_stream(native, current):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = TorchLike(0x100), TorchLike(0x200, (4, 2))
     current.local.torch = 0x77
     assert _run(b, (out, 1.0, x, 3))  # no stream given: torch's current one
@@ -187,7 +165,7 @@ def test_torch_tensors_launch_on_torchs_current_stream(native, current):
 @pytest.mark.parametrize("change", ["set_", "resize_", ".data = float64", "not contiguous",
                                     "cpu"])
 def test_torch_changes_between_calls_are_seen(native, current, change):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = TorchLike(0x100), TorchLike(0x200)
     assert _run(b, (out, 1.0, x, 3))
     if change == "set_":  # another storage: the new address is launched
@@ -210,7 +188,7 @@ def test_torch_changes_between_calls_are_seen(native, current, change):
 def test_mixed_kinds_follow_torchs_stream(native, current):
     """A DeviceArray produced on torch's stream and a CuPy array on a default stream
     launch on torch's current stream; a DeviceArray from another stream goes to Python."""
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     current.local.torch = 0x77
     assert _run(b, (device_array(0x100, stream=0x77), 1.0, TorchLike(0x200), 3))
     assert _run(b, (CupyLike(0x100), 1.0, TorchLike(0x200), 3))
@@ -221,7 +199,7 @@ def test_mixed_kinds_follow_torchs_stream(native, current):
 def test_unregistered_types_are_not_read(native, current):
     from thork_core._probe import KINDS
 
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     native.foreign()
     assert KINDS.get(CupyLike) is None
     assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))
@@ -237,7 +215,7 @@ def test_a_stream_reader_that_fails_is_a_miss(native, current):
 
     native.foreign(CupyLike, 1, broken, None)
     native.foreign(TorchLike, 2, broken, {T_F32: dt.float32})
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))
     assert not _run(b, (TorchLike(0x100), 1.0, TorchLike(0x200), 3))
     assert rec.calls == []
@@ -255,7 +233,7 @@ def test_registration_checks_its_arguments(native, current):
 def test_eight_threads_share_one_binder(native, current):
     """The same binder from 8 threads, each with its own arrays and current streams: every
     launch carries its own thread's pointers and stream."""
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
 
     def work(i: int) -> None:
         current.local.torch = 0x1000 + i
@@ -265,11 +243,7 @@ def test_eight_threads_share_one_binder(native, current):
             assert _run(b, (out, 1.0, x, i))
 
     run_threads(work, 8, join_seconds=60)
-    assert len(rec.calls) == 8 * 300
-    for c in rec.calls:
-        i = c["scalars"][1]
-        assert c["pointers"] == (0x10000 * (i + 1), 0x10000 * (i + 1) + 0x80)
-        assert c["stream"] == 0x1000 + i
+    assert_thread_launches(rec, 8, 300)
 
 
 # -- the Guard (fkl's hot call): exact shapes ----------------------------------------
@@ -373,7 +347,7 @@ def test_registrations_beyond_the_table_drop_the_oldest(native, current):
     made = [type(f"Made{i}", (CupyLike,), {}) for i in range(6)]
     for tx in made:
         native.foreign(tx, 1, current.cupy, None)
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     assert _run(b, (made[-1](0x100), 1.0, made[-1](0x200), 3))
     assert not _run(b, (CupyLike(0x100), 1.0, CupyLike(0x200), 3))  # dropped
 
@@ -410,7 +384,7 @@ def slots_current(native, current):
 @pytest.mark.parametrize("change", ["pointer", "pointer object", "contiguity", "dtype",
                                     "ndim", "stream"])
 def test_direct_attribute_reads_see_every_change(native, slots_current, change):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupySlots(0x100), CupySlots(0x200, (2, 4))
     for _ in range(3):
         assert _run(b, (out, 1.0, x, 3))
@@ -440,7 +414,7 @@ def test_a_type_changed_after_its_reads_were_resolved_is_read_anew(native, slots
     """Replacing a type's attribute (here the slot ``data`` by a property) changes the
     type's version tag: the next read resolves it again instead of calling the old
     getter."""
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupySlots(0x100), CupySlots(0x200)
     assert _run(b, (out, 1.0, x, 3))
     slot = CupySlots.__dict__["data"]
@@ -455,7 +429,7 @@ def test_a_type_changed_after_its_reads_were_resolved_is_read_anew(native, slots
 
 
 def test_direct_reads_from_eight_threads(native, slots_current):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
 
     def work(i: int) -> None:
         slots_current.local.cupy = 0
@@ -531,7 +505,7 @@ def test_cupy_stream_read_through_a_c_function(native, current, c_stream):
     """The capsule's function is asked each call, per thread, with the same rules as the
     Python reader: a default stream or the launch stream launches; another is the caller's."""
     native.foreign(CupyLike, 1, c_stream.capsule(), None)
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupyLike(0x100), CupyLike(0x200)
     c_stream.set(0)
     assert _run(b, (out, 1.0, x, 3))
@@ -560,7 +534,7 @@ def test_a_c_stream_function_that_raises_is_a_miss(native, current, c_stream):
     """CuPy's function raising (no device, say) leaves the call to the caller with nothing
     raised and nothing left set; the next call reads it again."""
     native.foreign(CupyLike, 1, c_stream.capsule("intptr_t (void) except? -1"), None)
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupyLike(0x100), CupyLike(0x200)
     c_stream.set(0, fail=1)
     assert not _run(b, (out, 1.0, x, 3))
@@ -577,7 +551,7 @@ def test_an_except_star_stream_function_is_checked_after_every_call(native, curr
     (for the other names it follows a -1 only, Cython's convention: the check costs a
     thread-local read per call)."""
     native.foreign(CupyLike, 1, c_stream.capsule("intptr_t (void) except *"), None)
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupyLike(0x100), CupyLike(0x200)
     for stream in (None, 0x55):
         c_stream.set(stream or 0, fail=fail)
@@ -640,7 +614,7 @@ def test_cupy_registration_prefers_its_c_function(native, current, c_stream, mon
     stream_mod.__pyx_capi__ = {"get_current_stream_ptr": good}  # type: ignore[attr-defined]
     assert _probe.foreign_reader(CupyLike, _probe.CAI) == (1, good, None)
     assert _probe.foreign_reader(CupyLike, _probe.CAI, c_api=False) == (1, gcs, None)
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     args = (CupyLike(0x100), 1.0, CupyLike(0x200), 3)
     for capi, python_asked in ((good, 0), (c_stream.capsule("long (void)"), 1), (None, 1)):
         stream_mod.__pyx_capi__ = {} if capi is None else {  # type: ignore[attr-defined]
@@ -682,7 +656,7 @@ F4 = np.dtype(np.float32)
 
 
 def test_a_read_only_pointer_is_read_once_per_array_and_data_object(native, ro, ro_current):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     m1, m2 = ro.Mem(0x100), ro.Mem(0x200)
     out, x = ro.Array(m1, F4, (8,)), ro.Array(m2, F4, (2, 4))
     base = ro.Mem.reads()
@@ -710,7 +684,7 @@ def test_a_kept_pointer_never_outlives_its_array(native, ro, ro_current):
     """An array freed and another made at its address, holding a data object made at the
     old one's address (CPython reuses both): the weak reference is dead, the pointer is
     read anew. The case is made until both addresses repeat (it must, some time)."""
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out = ro.Array(ro.Mem(0x100), F4, (8,))
     repeated, last = 0, None
     for k in range(200):
@@ -730,7 +704,7 @@ def test_the_kernel_keeps_no_array_and_no_data_object_alive(native, ro, ro_curre
     kernel called once with a large temporary must not hold its memory)."""
     import weakref
 
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     m = ro.Mem(0x200)
     out, x = ro.Array(ro.Mem(0x100), F4, (8,)), ro.Array(m, F4, (8,))
     held = sys.getrefcount(m)
@@ -747,7 +721,7 @@ def test_a_weak_reference_kept_past_its_kernel_calls_nothing(native, ro, ro_curr
     the array going after: its callback finds no slot and does nothing."""
     import weakref
 
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     x = ro.Array(ro.Mem(0x200), F4, (8,))
     assert _run(b, (ro.Array(ro.Mem(0x100), F4, (8,)), 1.0, x, 3))
     kept = weakref.getweakrefs(x)
@@ -759,7 +733,7 @@ def test_a_weak_reference_kept_past_its_kernel_calls_nothing(native, ro, ro_curr
 
 def test_types_without_weak_references_or_with_writable_attributes_are_read_each_call(
         native, ro, ro_current, slots_current):
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = ro.FixedArray(ro.Mem(0x100), F4, (8,)), ro.FixedArray(ro.Mem(0x200), F4, (8,))
     base = ro.Mem.reads()
     for _ in range(3):
@@ -775,7 +749,7 @@ def test_types_without_weak_references_or_with_writable_attributes_are_read_each
 def test_kept_pointers_from_eight_threads(native, ro, ro_current):
     """One binder, 8 threads, each alternating its own arrays (the slot's entry changes
     under every call): each launch carries its own thread's pointers."""
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
 
     def work(i: int) -> None:
         out = ro.Array(ro.Mem(0x10000 * (i + 1)), F4, (8,))
@@ -818,7 +792,7 @@ def test_a_data_attribute_set_between_calls_is_seen(native, ro, ro_current):
     array holds, and setting ``data`` (to a new object, back, and to one made where an
     old one was freed) is seen on the next call."""
     native.foreign(CupySlotsWeak, 1, ro_current.cupy, None)
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupySlotsWeak(0x100), CupySlotsWeak(0x200)
     out.data, x.data = ro.Mem(0x100), ro.Mem(0x200)
     first = x.data
@@ -849,7 +823,7 @@ def test_cupys_own_arrays_keep_their_pointer(native, current):
         mem = memory.MemoryPointer(memory.UnownedMemory(p, 4096, None, 0), 0)
         return cupy.ndarray(shape, cupy.float32, memptr=mem)
 
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = real(0x10000), real(0x20000, (3, 5))
     data = x.data
     held = sys.getrefcount(data)
@@ -879,7 +853,7 @@ def test_the_quick_read_follows_a_type_changed_after_it_engaged(native, ro, ro_c
     quick path that kept calling the old getter would launch the array's old dtype,
     contiguity or memory)."""
     native.foreign(CupySlotsWeak, 1, ro_current.cupy, None)
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupySlotsWeak(0x100), CupySlotsWeak(0x200)
     out.data, x.data = ro.Mem(0x100), ro.Mem(0x200)
     for _ in range(3):
@@ -906,7 +880,7 @@ def test_the_quick_read_forgets_its_type_when_readers_change(native, ro, ro_curr
     forgetting readers (entries are freed and moved) must forget it, or a call would read
     through a freed entry."""
     native.foreign(CupySlotsWeak, 1, ro_current.cupy, None)
-    rec, b = make_binder(native)
+    rec, b = make_binder(native, KINDS)
     out, x = CupySlotsWeak(0x100), CupySlotsWeak(0x200)
     out.data, x.data = ro.Mem(0x100), ro.Mem(0x200)
     assert _run(b, (out, 1.0, x, 3)) and _run(b, (out, 1.0, x, 3))

@@ -23,16 +23,6 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX C compile
 GRID, BLOCK, SHARED = (3, 2, 1), (64, 1, 1), 16
 
 
-@pytest.fixture(scope="module")
-def native():
-    from thork_core._native import native_module, native_status
-
-    mod = native_module()
-    if mod is None:
-        pytest.skip(native_status())
-    return mod
-
-
 def to_handle(stream: Any) -> int:
     from thork_core._cuda import stream_handle
 

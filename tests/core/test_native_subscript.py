@@ -14,15 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import TARGETS, run_threads
-from thork_core._native import native_module, native_status
-
-
-@pytest.fixture(scope="module")
-def native() -> Any:
-    mod = native_module()
-    if mod is None:
-        pytest.skip(native_status())
-    return mod
 
 
 class Made:

@@ -16,8 +16,8 @@ from thork_core import DeviceArray, dt
 from thork_core._launch import CONV_CU, PyLauncher
 
 __all__ = ["BIND_CASES", "F32", "LAUNCH", "SHAPE_IN", "SHAPE_OUT", "U8", "Cai", "CaiArray",
-           "PyLaunch", "Recorder", "Stream", "device_array", "guard_array", "make_binder",
-           "to_handle"]
+           "PyLaunch", "Recorder", "Stream", "assert_thread_launches", "device_array",
+           "guard_array", "make_binder", "run_binder", "to_handle"]
 
 #: cuLaunchKernel's C signature.
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7),
@@ -102,12 +102,29 @@ class Cai:
                                          "version": 3, **extra}
 
 
-def make_binder(native: Any, cai: bool = True) -> tuple[Recorder, Any]:
+def make_binder(native: Any, cai: Any = True) -> tuple[Recorder, Any]:
     """A Binder for the Recorder's kernel: out (float32, 1-D, written), a float scale, x
-    (float32, any ndim, read) and an int."""
+    (float32, any ndim, read) and an int. ``cai``: a bool, or core's kinds table
+    (``thork_core._probe.KINDS``: then the registered foreign readers apply)."""
     rec = Recorder()
     specs = [(F32, "<f4", 1, True), (True,), (F32, "<f4", -1, False), (False,)]
     return rec, native.Binder(rec.launcher(native), DeviceArray, 0, specs, cai)
+
+
+def run_binder(binder: Any, args: Any, stream: Any = None) -> bool:
+    """One call of a :func:`make_binder` Binder (grid 2, block 32): whether it launched."""
+    return binder((2, 1, 1), (32, 1, 1), 0, stream, args)  # type: ignore[no-any-return]
+
+
+def assert_thread_launches(rec: Recorder, threads: int, per_thread: int) -> None:
+    """Every launch of thread ``i`` (its int scalar) carried that thread's own arrays
+    (0x10000 * (i + 1) and 0x80 past it) and stream (0x1000 + i), and each thread
+    launched ``per_thread`` times."""
+    assert len(rec.calls) == threads * per_thread
+    for c in rec.calls:
+        i = c["scalars"][1]
+        assert c["pointers"] == (0x10000 * (i + 1), 0x10000 * (i + 1) + 0x80)
+        assert c["stream"] == 0x1000 + i
 
 
 def device_array(ptr: int, shape: Any = (8,), dtype: Any = F32, device: int = 0,
