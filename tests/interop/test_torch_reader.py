@@ -163,3 +163,43 @@ def test_the_background_build_fills_the_cache(tmp_path):
     got = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True,
                          text=True, timeout=300)
     assert got.stdout.strip() == "True", got.stderr[-2000:]
+
+
+def test_auto_builds_in_the_background_then_switches(monkeypatch, tmp_path):
+    """THORK_TORCH_READER=auto in a process that finds nothing cached: the first look
+    answers "not yet" at once (torch's Python API serves), a separate process builds,
+    and when it ends the reader is loaded and the launcher asked again. (A CPU build of
+    the reader here: torch is made to look like a CUDA build with a GPU, the recipe's CUDA
+    part taken out again.)"""
+    import threading
+
+    monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("THORK_TORCH_READER", "auto")
+    fake_inc = str(tmp_path)
+    monkeypatch.setattr(_reader, "_cuda_include", lambda: fake_inc)
+    real_recipe = _reader.build_recipe
+
+    def cpu_recipe(t, std="c++20"):
+        r = real_recipe(t, std)
+        flags, out = r["flags"], []
+        for i, f in enumerate(flags):
+            if f == "-DTHORK_TORCH_CUDA" or f == fake_inc or (
+                    f == "-I" and i + 1 < len(flags) and flags[i + 1] == fake_inc):
+                continue
+            out.append(f)
+        return {**r, "flags": out, "libs": [x for x in r["libs"] if x != "-lc10_cuda"]}
+
+    monkeypatch.setattr(_reader, "build_recipe", cpu_recipe)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    done = threading.Event()
+    monkeypatch.setattr(_reader, "_refresh", done.set)
+    monkeypatch.setattr(_reader, "_STATE", {})
+    assert _reader.reader_capsule() is None  # at once: nothing cached, the build started
+    assert _reader.reader_status().startswith("building in the background")
+    assert done.wait(600), _reader.reader_status()
+    mod = _reader._STATE["module"]
+    assert _reader.reader_status() == "ready (C++, CPU only; built in the background)"
+    x = torch.arange(6.0).reshape(2, 3)
+    assert mod.read(x) == _expect(x)
+    assert _reader._lookup(torch, build=False) is not None  # in the cache for later processes

@@ -177,7 +177,7 @@ def build_reader() -> ModuleType:
             mod = _lookup(torch, build=True)
             assert mod is not None
             _STATE["module"] = mod
-            _STATE["status"] = f"ready (C++, {'CUDA' if mod.cuda else 'CPU only'})"
+            _STATE["status"] = f"ready ({_what(mod)})"
     _refresh()
     return mod
 
@@ -205,14 +205,21 @@ def _first_look() -> ModuleType | None:
             if torch is None or getattr(torch.version, "cuda", None) is None:
                 _STATE["status"] = "not used (torch has no CUDA here)"
                 return None
+            if not torch.cuda.is_available():  # no CUDA tensor will reach the hot paths
+                _STATE["status"] = "not used (torch sees no GPU here)"
+                return None
             mod = _lookup(torch, build=policy == "build")
         except Exception as exc:  # noqa: BLE001 - the Python API serves; status says why
             _STATE["status"] = f"unavailable: {exc}"
             return None
         if mod is not None:
             _STATE["module"] = mod
-            _STATE["status"] = "ready (C++, CUDA)"
+            _STATE["status"] = f"ready ({_what(mod)})"
             return mod
+        if getattr(sys, "frozen", False):  # sys.executable is the application, not Python
+            _STATE["status"] = ("not built (a frozen application cannot build it in the "
+                                "background: call thork_torch.build_reader())")
+            return None
         _STATE["status"] = "building in the background (torch's Python API until then)"
         _start_background(torch)
         return None
@@ -250,10 +257,14 @@ def _start_background(torch: Any) -> None:
                 _STATE["status"] = "unavailable: the background build left no library"
                 return
             _STATE["module"] = mod
-            _STATE["status"] = "ready (C++, CUDA; built in the background)"
+            _STATE["status"] = f"ready ({_what(mod)}; built in the background)"
         _refresh()
 
     threading.Thread(target=wait, name="thork-torch-reader-build", daemon=True).start()
+
+
+def _what(mod: ModuleType) -> str:
+    return "C++, CUDA" if mod.cuda else "C++, CPU only"
 
 
 def _refresh() -> None:
