@@ -355,3 +355,56 @@ def test_host_extension_builds_once_and_refuses_bad_source(tmp_path, monkeypatch
     with pytest.raises(CompileError, match=r"building bad\.c: .*cc-counting failed: .*error"):
         host_extension("bad", str(bad), compiler=str(cc), flags=python_flags())
     assert not any(p.suffix == ".so" and "bad" in p.name for p in tmp_path.rglob("*"))
+
+
+class _Mem:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+class _Stream:
+    ptr = 0
+
+
+class Meddler:
+    """A CuPy-style array (read through Python attributes) whose contiguity read runs
+    Python code that changes what the reader will say of another argument."""
+
+    shape = (8,)
+    ndim = 1
+
+    def __init__(self, ptr: int, then: Any = None) -> None:
+        import numpy as np
+
+        self.data, self.dtype, self.then = _Mem(ptr), np.dtype(np.float32), then
+
+    @property
+    def _c_contiguous(self) -> bool:
+        if self.then is not None:
+            self.then()
+        return True
+
+
+def test_a_read_kept_across_python_code_is_read_again(native, stand_in, reader):
+    """The implied stream reads the tensor x first; reading `out` before x runs Python
+    code that moves x (set_): x's own read must see the new address, not the kept one."""
+    native.foreign(Meddler, 1, _Stream, None)
+    rec, b = make_binder(native, KINDS)
+    x = reader.set(Tensor(), 0x200)
+    out = Meddler(0x100, then=lambda: reader.set(x, 0x300))
+    assert _run(b, (out, 1.0, x, 3))
+    assert rec.calls[-1]["pointers"] == (0x100, 0x300)
+
+
+def test_the_guard_reads_again_after_python_code_too(native, stand_in, reader):
+    from thork import dt
+
+    native.foreign(Meddler, 1, _Stream, None)
+    rec = Recorder()
+    g = rec.launch(native).guard(DeviceArray, [((8,), dt.float32, 0, "<f4", False, None),
+                                               ((2, 4), dt.float32, 0, "<f4", True, None)],
+                                 [0, 1], 0, lambda s: int(s), KINDS, False)
+    y = reader.set(Tensor(), 0x200, (2, 4))
+    x = Meddler(0x100, then=lambda: reader.set(y, 0x300, (2, 4)))
+    assert g(x, y, None)
+    assert rec.calls[-1]["pointers"] == (0x100, 0x300)

@@ -1783,13 +1783,19 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
     if (s == Py_None && g->kinds && ntorch &&
         implied_handle(args, g->n, g->device_id, &handle, &cur) < 0)
         goto done;
+    int via_reader = 1; /* nothing since implied_handle could have run Python code */
     for (Py_ssize_t i = 0; i < g->n; i++) {
         PyObject *a = args[i], *v, *own;
         int ok;
+        /* (session 19) a C reader's kept read is stale once the previous argument's
+         * reading may have run Python code (a getter, __dlpack__...) */
+        if (!via_reader) cur.read_obj = NULL;
+        via_reader = 0;
         if (Py_TYPE(a) != g->array_type) {
             if (!g->kinds) goto done;
             Foreign *f = g->typestrs[i] ? foreign_of(Py_TYPE(a)) : NULL;
             if (f) { /* session 11: read through its own attributes */
+                via_reader = f->reader != NULL;
                 ok = read_foreign(f, a, g->typestrs[i], g->dtypes[i], &g->fslot[i],
                                   g->shapes[i], -1, g->device_id, handle, &cur, &ptrs[i]);
                 if (ok < 0) goto error;
@@ -2245,23 +2251,27 @@ static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigne
     if (!given && self->kinds && ntorch &&
         implied_handle(items, n, self->device, &handle, &cur) < 0)
         return 0;
+    int via_reader = 1; /* (session 19) as in guard_call: when cur's kept read holds */
     for (Py_ssize_t i = 0; i < self->n && r == 1; i++) {
         ParamSpec *ps = &self->specs[i];
         PyObject *a = items[i];
         params[i] = &vals[i];
         vals[i] = 0;
+        if (!via_reader) cur.read_obj = NULL;
+        via_reader = !ps->pointer; /* an exact int, float or bool runs no Python code */
         if (!ps->pointer)
             r = bind_scalar(l->kinds[i], ps->is_float, a, &vals[i]);
         else if (Py_TYPE(a) == self->array_type)
             r = bind_array(self, ps, a, handle, &vals[i]);
-        else if (self->kinds && (f = foreign_of(Py_TYPE(a))) != NULL)
+        else if (self->kinds && (f = foreign_of(Py_TYPE(a))) != NULL) {
+            via_reader = f->reader != NULL;
             r = (ps->ndim < 0 && f->quick_tag && Py_TYPE(a)->tp_version_tag == f->quick_tag &&
                  ps->typestr != Py_None && cupy_quick(f, a, &ps->fslot, handle, &cur, &vals[i]))
                     ? 1
                     : read_foreign(f, a, ps->typestr == Py_None ? NULL : ps->typestr,
                                    ps->dtype, &ps->fslot, NULL, ps->ndim, self->device,
                                    handle, &cur, &vals[i]);
-        else if (self->cai)
+        } else if (self->cai)
             r = bind_cai(self, ps, a, &vals[i]);
         else
             r = 0;
