@@ -19,6 +19,11 @@
 #   bash bench/gpu_plan.sh bound   # ~6 min: diag_hot_floor.py with the ideal launcher's
 #                                  #   rows, then hot_verdict.py over 7 processes (the CuPy
 #                                  #   row, Thork and the ideal launcher, session 18)
+#   bash bench/gpu_plan.sh reader  # ~4 min: the GPU suite under nvrtc, then the files of
+#                                  #   the native readers (core's foreign and C readers,
+#                                  #   torch's reader, the hot GPU calls) under nvcc and
+#                                  #   clang (session 19: what a launch-path change needs
+#                                  #   when the whole three-compiler suite does not fit)
 #   bash bench/gpu_plan.sh recheck # ~2 min: bench_lang's row table again, and
 #                                  #   diag_dlpack_pipe.py over 21 rounds
 # Carry the wheels built here (.wheels: `for p in packages/*/; do python3 -m pip wheel
@@ -28,7 +33,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|floor|verdict|bound|recheck}
+part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|floor|verdict|bound|reader|recheck}
 dest=${OUT:-/tmp/thork-plan}
 L=/tmp/thork-plan-$part
 rm -rf "$L"; mkdir -p "$L" "$dest"
@@ -91,11 +96,25 @@ floor)
   TAIL=40 run diag_hot_floor 120 python3 bench/diag_hot_floor.py --counters
   TAIL=30 run bench_core_hot 150 python3 bench/bench_core.py --only hot --out "$L/core"
   ;;
+reader)
+  THORK_TEST_TARGETS=gpu THORK_TEST_WORKERS=16 THORK_TEST_TIMEOUT=200 OUT="$L/run" \
+    timeout 260 bash bench/gpu_run.sh tests:nvrtc > "$L/gpu_run.log" 2>&1
+  say "== gpu_run.sh tests:nvrtc exit $?"
+  cat "$L/run/summary.txt" >> "$L/plan.txt"
+  for c in nvcc clang; do
+    TAIL=3 run "readers-$c" 150 env THORK_TEST_TARGETS=gpu THORK_COMPILER=$c python3 -m pytest \
+      -n 16 -q -p no:cacheprovider -o addopts="" -rfEs tests/core/test_array_reader.py \
+      tests/core/test_foreign_readers.py tests/core/test_native_launch.py \
+      tests/core/test_native_launch_call.py tests/interop/test_foreign_hot.py \
+      tests/interop/test_torch_reader.py tests/interop/test_torch_stream_follow.py \
+      tests/interop/test_streams_gpu.py
+  done
+  ;;
 recheck)
   TAIL=24 run bench_lang_rows 150 python3 bench/bench_lang.py --rows-only --no-torch --out "$L/lang"
   TAIL=12 run diag_dlpack 120 python3 bench/diag_dlpack_pipe.py --rounds 21
   ;;
 *)
-  say "unknown part $part (suite, bench, lang, hot or recheck)"; exit 2
+  say "unknown part $part (suite, bench, lang, hot, floor, verdict, bound, reader or recheck)"; exit 2
   ;;
 esac
