@@ -222,7 +222,8 @@ def test_a_dtype_the_table_lacks_is_the_callers(native, reader):
 
 
 def test_each_argument_is_read_once_per_call(native, stand_in, reader):
-    """The implied stream's read of the first tensor and its own read are one read."""
+    """The implied stream's read of the first argument and its own read are one read;
+    any later read is made anew (the same object again included)."""
     rec, b = make_binder(native, KINDS)
     out, x = reader.set(Tensor(), 0x100), reader.set(Tensor(), 0x200)
     before = stand_in.reads()
@@ -230,9 +231,12 @@ def test_each_argument_is_read_once_per_call(native, stand_in, reader):
         assert _run(b, (out, 1.0, x, 3))
     assert stand_in.reads() - before == 20
     before = stand_in.reads()
-    assert _run(b, (out, 1.0, out, 3))  # the same object twice: one read per call
-    assert stand_in.reads() - before == 1
+    assert _run(b, (out, 1.0, out, 3))  # the same object twice: read for each
+    assert stand_in.reads() - before == 2
     assert rec.calls[-1]["pointers"] == (0x100, 0x100)
+    before = stand_in.reads()
+    assert _run(b, (out, 1.0, x, 3), 0)  # a stream given: no implied read, one each
+    assert stand_in.reads() - before == 2
 
 
 def test_an_unreadable_stream_is_the_callers(native, stand_in, reader):

@@ -1234,9 +1234,8 @@ typedef struct {
     int have_cupy, have_torch;
     uint64_t cupy, torch;
     long torch_device;
-    /* (session 19) the array a C reader read last in this call, and what it said: the
-     * implied stream's read and the argument's own are one read (no Python code runs
-     * between them, so the object is unchanged) */
+    /* (session 19) a C reader's read of the call's first argument made for the implied
+     * stream, kept for that argument's own read (see reader_read), and what it said */
     PyObject *read_obj;
     ThorkArrayInfo read_info;
 } Currents;
@@ -1294,16 +1293,21 @@ static int torch_current(Foreign *f, long device, Currents *cur) {
     return 1;
 }
 
-/* (session 19) What f's C reader says of `a` (read once per call and argument: the
- * call's last read is kept in cur): the info, or NULL when it cannot read it. */
+/* (session 19) What f's C reader says of `a`: the info, or NULL when it cannot read it.
+ * A read kept by implied_handle (cur->read_obj: the call's first argument, read just
+ * before the arguments' loop reaches it, with no Python code run between) serves once;
+ * every other read is made now (a getter run for an earlier argument may have changed a
+ * tensor since: nothing older is trusted). */
 static const ThorkArrayInfo *reader_read(Foreign *f, PyObject *a, Currents *cur) {
-    if (cur->read_obj == a) return &cur->read_info;
-    if (!f->reader->read(a, &cur->read_info)) {
+    if (cur->read_obj == a) {
         cur->read_obj = NULL;
+        return &cur->read_info;
+    }
+    cur->read_obj = NULL;
+    if (!f->reader->read(a, &cur->read_info)) {
         if (PyErr_Occurred()) PyErr_Clear(); /* the contract says none; never leak one */
         return NULL;
     }
-    cur->read_obj = a;
     return &cur->read_info;
 }
 
@@ -1330,9 +1334,10 @@ static inline PyObject *method0(PyObject *a, PyObject *name) {
 /* Whether a torch-like tensor is in CUDA memory (its is_cuda; 0 also when unreadable).
  * The readers serve one visible GPU only (see the section's head), so that is the spec's
  * device: torch and Thork see the same one. */
-static int on_cuda(Foreign *f, PyObject *a, Currents *cur) {
+static int on_cuda(Foreign *f, PyObject *a, Currents *cur, int keep) {
     if (f->reader) {
         const ThorkArrayInfo *info = reader_read(f, a, cur);
+        if (info && keep) cur->read_obj = a; /* the loop's next read of `a` */
         return info && info->device_type == 2;
     }
     PyObject *d = attr_get(&f->attrs[FA_IS_CUDA], a);
@@ -1354,7 +1359,9 @@ static int implied_handle(PyObject *const *items, Py_ssize_t n, long device,
         while (k < ntorch && torch_foreigns[k]->type != tp) k++;
         if (k == ntorch) continue;
         Foreign *f = torch_foreigns[k];
-        if (!on_cuda(f, items[i], cur) || !torch_current(f, device, cur)) return -1;
+        /* (the read is kept for the loop only for the first argument: nothing runs
+         * between; an earlier argument's reading may run Python code) */
+        if (!on_cuda(f, items[i], cur, i == 0) || !torch_current(f, device, cur)) return -1;
         *handle = cur->torch;
         return 1;
     }
@@ -1573,7 +1580,7 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
         *ptr = info->ptr;
         return 1;
     } else {
-        if (device < 0 || !on_cuda(f, a, cur) || !torch_current(f, device, cur)) return 0;
+        if (device < 0 || !on_cuda(f, a, cur, 0) || !torch_current(f, device, cur)) return 0;
         if (cur->torch != handle) return 0; /* another stream given: the caller follows */
         v = attr_get(&f->attrs[FA_DTYPE], a);
         if (!v) goto miss;
@@ -1783,19 +1790,13 @@ static PyObject *guard_call(GuardObject *g, PyObject *const *args, size_t nargsf
     if (s == Py_None && g->kinds && ntorch &&
         implied_handle(args, g->n, g->device_id, &handle, &cur) < 0)
         goto done;
-    int via_reader = 1; /* nothing since implied_handle could have run Python code */
     for (Py_ssize_t i = 0; i < g->n; i++) {
         PyObject *a = args[i], *v, *own;
         int ok;
-        /* (session 19) a C reader's kept read is stale once the previous argument's
-         * reading may have run Python code (a getter, __dlpack__...) */
-        if (!via_reader) cur.read_obj = NULL;
-        via_reader = 0;
         if (Py_TYPE(a) != g->array_type) {
             if (!g->kinds) goto done;
             Foreign *f = g->typestrs[i] ? foreign_of(Py_TYPE(a)) : NULL;
             if (f) { /* session 11: read through its own attributes */
-                via_reader = f->reader != NULL;
                 ok = read_foreign(f, a, g->typestrs[i], g->dtypes[i], &g->fslot[i],
                                   g->shapes[i], -1, g->device_id, handle, &cur, &ptrs[i]);
                 if (ok < 0) goto error;
@@ -2251,27 +2252,23 @@ static int binder_bind(BinderObject *self, const unsigned grid[3], const unsigne
     if (!given && self->kinds && ntorch &&
         implied_handle(items, n, self->device, &handle, &cur) < 0)
         return 0;
-    int via_reader = 1; /* (session 19) as in guard_call: when cur's kept read holds */
     for (Py_ssize_t i = 0; i < self->n && r == 1; i++) {
         ParamSpec *ps = &self->specs[i];
         PyObject *a = items[i];
         params[i] = &vals[i];
         vals[i] = 0;
-        if (!via_reader) cur.read_obj = NULL;
-        via_reader = !ps->pointer; /* an exact int, float or bool runs no Python code */
         if (!ps->pointer)
             r = bind_scalar(l->kinds[i], ps->is_float, a, &vals[i]);
         else if (Py_TYPE(a) == self->array_type)
             r = bind_array(self, ps, a, handle, &vals[i]);
-        else if (self->kinds && (f = foreign_of(Py_TYPE(a))) != NULL) {
-            via_reader = f->reader != NULL;
+        else if (self->kinds && (f = foreign_of(Py_TYPE(a))) != NULL)
             r = (ps->ndim < 0 && f->quick_tag && Py_TYPE(a)->tp_version_tag == f->quick_tag &&
                  ps->typestr != Py_None && cupy_quick(f, a, &ps->fslot, handle, &cur, &vals[i]))
                     ? 1
                     : read_foreign(f, a, ps->typestr == Py_None ? NULL : ps->typestr,
                                    ps->dtype, &ps->fslot, NULL, ps->ndim, self->device,
                                    handle, &cur, &vals[i]);
-        } else if (self->cai)
+        else if (self->cai)
             r = bind_cai(self, ps, a, &vals[i]);
         else
             r = 0;
