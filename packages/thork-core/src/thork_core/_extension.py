@@ -7,16 +7,17 @@ its flags and whatever else the caller names form the key; the library goes into
 disk cache as a signed ``hostlib`` entry whose content is compared with its recorded hash
 before it is loaded (docs/guarantees.md), so nothing is loaded that Thork did not write.
 A build runs under the cache's per-key lock: concurrent processes build once.
+
+Only loading happens in a process that finds its libraries built (core's launcher in every
+fresh process): the compiler's tools (subprocess, tempfile, hashlib: ~25 ms of imports)
+are imported by the functions that build or key, not here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
@@ -38,6 +39,8 @@ def extension_key(source: bytes, compiler: str, flags: Sequence[str] = (),
     """The cache key of an extension: the source's bytes, this Python (version and ABI
     suffix), the compiler command, the flags and ``extra`` (what else the library
     depends on, e.g. a library's version). 20 hex digits."""
+    import hashlib
+
     h = hashlib.sha256(source)
     for part in (sys.version, SUFFIX, compiler, *flags, "\0extra", *extra):
         h.update(b"\0" + part.encode())
@@ -55,6 +58,9 @@ def build_library(source: str, compiler: str, flags: Sequence[str], out: str,
         CompileError: The compiler failed or took longer than :data:`BUILD_TIMEOUT_S`; the
             message ends with its last output.
     """
+    import subprocess
+    import tempfile
+
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(out) or ".")
     os.close(fd)
@@ -98,6 +104,8 @@ def cached_library(key: str, name: str, source: str, compiler: str,
         with cache.lock(ckey):
             art = cache.get(ckey)
             if art is None:
+                import tempfile
+
                 with tempfile.TemporaryDirectory(prefix="thork-native-") as d:
                     out = os.path.join(d, f"{name}{SUFFIX}")
                     build_library(source, compiler,

@@ -18,13 +18,14 @@ content check (docs/guarantees.md) is the one check before it is loaded.
 
 from __future__ import annotations
 
-import importlib.machinery
 import os
 import sys
 import threading
 from types import ModuleType
 
 from ._env import env_flag
+from ._extension import SUFFIX as _SUFFIX
+from ._extension import load_extension
 
 __all__ = ["native_module", "native_status"]
 
@@ -46,11 +47,6 @@ def _compiler() -> str | None:
 
     cc = _cc()
     return shutil.which(cc.split()[0]) and cc
-
-
-#: The extension suffix of this Python (``sysconfig``'s ``EXT_SUFFIX``, without importing
-#: sysconfig: a fresh process that finds the module built should not pay for it).
-_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
 def _source() -> str:
@@ -82,12 +78,6 @@ def _source_key(src: str, cc: str) -> str:
 
     return memo("native_source", [path_fingerprint(files), sys.version, _SUFFIX, cc],
                 compute)
-
-
-def _load(path: str) -> ModuleType:
-    from ._extension import load_extension
-
-    return load_extension(_NAME, path)
 
 
 def native_module() -> ModuleType | None:
@@ -126,7 +116,7 @@ def _make() -> tuple[ModuleType | None, str]:
             if mod is None:
                 _remember_checked(key, path)
         if mod is None:
-            mod = _LOADED[key] = _load(path)
+            mod = _LOADED[key] = load_extension(_NAME, path)
         return mod, f"ready {path}"
     except Exception as exc:  # any failure leaves the Python launcher in charge
         return None, f"unavailable: {exc}"
