@@ -135,18 +135,24 @@ def _extension(recipe: dict[str, Any], build: bool, load: bool = True) -> Module
 def _lookup(torch: Any, build: bool) -> ModuleType | None:
     """The reader module for ``torch``: cached under either C++ standard, else (``build``)
     built now, C++20 first and C++17 where the compiler refuses it."""
-    from thork_core import CompileError
-
     for std in _STDS:
         mod = _extension(build_recipe(torch, std), build=False)
         if mod is not None:
             return mod
     if not build:
         return None
+    return _build_first([build_recipe(torch, std) for std in _STDS])
+
+
+def _build_first(recipes: list[dict[str, Any]], load: bool = True) -> ModuleType | None:
+    """Build with the first recipe the compiler accepts (into the cache; loaded with
+    ``load``); the last recipe's CompileError when none is."""
+    from thork_core import CompileError
+
     last: CompileError | None = None
-    for std in _STDS:
+    for recipe in recipes:
         try:
-            return _extension(build_recipe(torch, std), build=True)
+            return _extension(recipe, build=True, load=load)
         except CompileError as exc:
             last = exc
     assert last is not None
@@ -176,8 +182,7 @@ def build_reader() -> ModuleType:
         if mod is None:
             mod = _lookup(torch, build=True)
             assert mod is not None
-            _STATE["module"] = mod
-            _STATE["status"] = f"ready ({_what(mod)})"
+            _use(mod)
     _refresh()
     return mod
 
@@ -213,8 +218,7 @@ def _first_look() -> ModuleType | None:
             _STATE["status"] = f"unavailable: {exc}"
             return None
         if mod is not None:
-            _STATE["module"] = mod
-            _STATE["status"] = f"ready ({_what(mod)})"
+            _use(mod)
             return mod
         if getattr(sys, "frozen", False):  # sys.executable is the application, not Python
             _STATE["status"] = ("not built (a frozen application cannot build it in the "
@@ -256,15 +260,16 @@ def _start_background(torch: Any) -> None:
             if mod is None:
                 _STATE["status"] = "unavailable: the background build left no library"
                 return
-            _STATE["module"] = mod
-            _STATE["status"] = f"ready ({_what(mod)}; built in the background)"
+            _use(mod, "; built in the background")
         _refresh()
 
     threading.Thread(target=wait, name="thork-torch-reader-build", daemon=True).start()
 
 
-def _what(mod: ModuleType) -> str:
-    return "C++, CUDA" if mod.cuda else "C++, CPU only"
+def _use(mod: ModuleType, how: str = "") -> None:
+    """Serve with ``mod`` from now on (the caller holds the lock)."""
+    _STATE["module"] = mod
+    _STATE["status"] = f"ready ({'C++, CUDA' if mod.cuda else 'C++, CPU only'}{how})"
 
 
 def _refresh() -> None:
@@ -291,15 +296,12 @@ def _build_main(spec: str) -> int:
     parent computed; this process neither imports torch nor loads the library."""
     from thork_core import CompileError
 
-    last: Exception | None = None
-    for recipe in json.loads(spec)["recipes"]:
-        try:
-            _extension(recipe, build=True, load=False)
-            return 0
-        except CompileError as exc:
-            last = exc
-    print(last, file=sys.stderr)
-    return 1
+    try:
+        _build_first(json.loads(spec)["recipes"], load=False)
+    except CompileError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

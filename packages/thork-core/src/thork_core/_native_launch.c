@@ -1217,7 +1217,7 @@ static PyObject *foreign_register(PyObject *self, PyObject *const *args, Py_ssiz
 
 /* (session 19) foreign_reading(type): how arrays of exactly `type` are read: None (not
  * registered), "cupy", "torch" (attributes and current(device) in Python) or "c" (a
- * plugin's C reader). For tests and `thork info`. */
+ * plugin's C reader). For tests. */
 static PyObject *foreign_reading(PyObject *self, PyObject *tp) {
     (void)self;
     if (!PyType_Check(tp)) {
