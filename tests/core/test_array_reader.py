@@ -412,3 +412,38 @@ def test_the_guard_reads_again_after_python_code_too(native, stand_in, reader):
     x = Meddler(0x100, then=lambda: reader.set(y, 0x300, (2, 4)))
     assert g(x, y, None)
     assert rec.calls[-1]["pointers"] == (0x100, 0x300)
+
+
+def test_host_extension_from_eight_threads_builds_once(tmp_path, monkeypatch):
+    """Eight threads asking for the same extension at once: one compile (the cache's
+    per-key build lock), and every thread gets a working module."""
+    import shutil
+
+    from thork_core.build import host_extension, python_flags
+
+    real = shutil.which("cc") or shutil.which("gcc")
+    if real is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("THORK_CACHE_DIR", str(tmp_path / "cache"))
+    runs = tmp_path / "runs"
+    cc = tmp_path / "cc-counting"
+    cc.write_text(f'#!/bin/sh\necho run >> "{runs}"\nexec "{real}" "$@"\n')
+    cc.chmod(0o755)
+    src = tmp_path / "shared_ext.c"
+    src.write_text('#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT,'
+                   ' "shared_ext", "", -1, NULL};\nPyMODINIT_FUNC PyInit_shared_ext(void) '
+                   '{ PyObject *mod = PyModule_Create(&m);\n'
+                   '  PyModule_AddIntConstant(mod, "answer", 42); return mod; }\n')
+    got: list[int] = []
+    import threading
+
+    start = threading.Barrier(8)
+
+    def work(i: int) -> None:
+        start.wait()
+        mod = host_extension("shared_ext", str(src), compiler=str(cc), flags=python_flags())
+        got.append(mod.answer)
+
+    run_threads(work, 8, join_seconds=120)
+    assert got == [42] * 8
+    assert runs.read_text().split() == ["run"]
