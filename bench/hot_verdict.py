@@ -10,7 +10,9 @@ alternating process by process (a, b, a, b, ...) so that drift of the machine fa
 each alike, reads each process's ``bench_core.json``, and prints each interleaved
 ``kernel[...]`` row's ratio to that process's own in-process floor: per process, then per
 variant the median, minimum and maximum, and the verdict by the median (the goal of issue
-11, <= 1.15x the floor).
+11, <= 1.15x the floor). (session 20) Where bench_core paired each row with the C loop run
+just before it in each round, the ratio is that pairing's median; the table against each
+process's median floor follows for comparison.
 
 ``--variant NAME=PYTHONPATH`` (repeatable) runs that variant with that ``PYTHONPATH`` (an
 install of other wheels, for an A/B); without one, the single variant ``here`` runs with
@@ -38,20 +40,26 @@ ROW_PREFIX = "interleaved: kernel["
 BOUND_PREFIX = "  ideal launcher, "
 
 
-def ratios(rows: list[dict[str, Any]]) -> dict[str, float]:
+def ratios(rows: list[dict[str, Any]], paired: bool = True) -> dict[str, float]:
     """Each interleaved ``kernel[...]`` row of one bench_core.json, and each ideal-launcher
-    bound: its time over the floor the row is judged against (the process's own
-    in-process floor), by row name (the bounds' names start with "ideal launcher")."""
+    bound: its time over the floor the row is judged against, by row name (the bounds'
+    names start with "ideal launcher"). That is the row's ``paired`` value where it has
+    one (session 20: the median over rounds of the row over the C loop run just before
+    it), else (or with ``paired=False``) its time over the process's median floor."""
     out: dict[str, float] = {}
     for r in rows:
         what = str(r.get("what", ""))
-        thork, floor = r.get("thork"), r.get("floor")
-        if not (isinstance(thork, float) and isinstance(floor, float) and floor > 0):
+        thork, floor, own = r.get("thork"), r.get("floor"), r.get("paired")
+        if paired and isinstance(own, float) and own > 0:
+            value = own  # (session 20) the median of the row over its own floor
+        elif isinstance(thork, float) and isinstance(floor, float) and floor > 0:
+            value = thork / floor
+        else:
             continue
         if what.startswith(ROW_PREFIX):
-            out[what[len("interleaved: "):]] = thork / floor
+            out[what[len("interleaved: "):]] = value
         elif what.startswith(BOUND_PREFIX):
-            out[what.strip().split(" (")[0]] = thork / floor
+            out[what.strip().split(" (")[0]] = value
     return out
 
 
@@ -111,11 +119,16 @@ def over_bounds(results: dict[str, list[dict[str, float]]], names: list[str]) ->
     return lines
 
 
+Results = dict[str, list[dict[str, float]]]
+
+
 def run(bench: Path, variants: dict[str, str | None], processes: int, out: Path,
-        timeout: float) -> dict[str, list[dict[str, float]]]:
+        timeout: float) -> tuple[Results, Results]:
     """``bench --only hot --out DIR`` in ``processes`` fresh processes per variant,
-    alternating; the ratios of each. A process that fails is reported and left out."""
-    results: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    alternating; the ratios of each, paired and (second) over each process's median
+    floor. A process that fails is reported and left out."""
+    results: Results = {v: [] for v in variants}
+    plain: Results = {v: [] for v in variants}
     for i in range(processes):
         for variant, path in variants.items():
             env = dict(os.environ)
@@ -137,11 +150,13 @@ def run(bench: Path, variants: dict[str, str | None], processes: int, out: Path,
                 print(f"{variant} process {i + 1}: exit {done.returncode}, no rows "
                       f"({dest / 'log.txt'})", flush=True)
                 continue
-            got = ratios(json.loads(table.read_text()))
+            table_rows = json.loads(table.read_text())
+            got = ratios(table_rows)
             results[variant].append(got)
+            plain[variant].append(ratios(table_rows, paired=False))
             print(f"{variant} process {i + 1}: " + ", ".join(
                 f"{n} {v:.3f}x" for n, v in got.items()), flush=True)
-    return results
+    return results, plain
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     if not variants:
         variants["here"] = None
     out = args.out or Path(tempfile.mkdtemp(prefix="thork-hot-verdict-"))
-    results = run(args.bench, variants, args.processes, out, args.timeout)
+    results, plain = run(args.bench, variants, args.processes, out, args.timeout)
     text = summary(results)
+    if plain != results:  # (session 20) sessions 17-19's reading, for comparison
+        text += ("\n\nThe same rows over each process's median floor (sessions 17-19's "
+                 "reading; not the verdict where the rows are paired):\n" + summary(plain))
     print(text)
     out.mkdir(parents=True, exist_ok=True)
     (out / "hot_verdict.txt").write_text(text + "\n")

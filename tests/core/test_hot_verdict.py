@@ -31,7 +31,9 @@ queue = Path(os.environ["HV_QUEUE"])
 todo = json.loads(queue.read_text())
 if not todo:
     sys.exit(3)
-floor, da, cu, *ideal = todo.pop(0)
+entry = todo.pop(0)
+paired = entry.pop() if entry and isinstance(entry[-1], dict) else {}
+floor, da, cu, *ideal = entry
 queue.write_text(json.dumps(todo))
 with open(os.environ["HV_LOG"], "a") as log:
     log.write(os.environ.get("PYTHONPATH", "-") + "\n")
@@ -57,6 +59,10 @@ if ideal:
         {"what": "  Thork vs the ideal launcher", "thork": cu, "cupy": 6.0,
          "floor": ideal[0], "unit": "us", "goal": "x"},
     ]
+for r in rows:  # (session 20) a row's median over its own paired floor
+    for name, value in paired.items():
+        if r["what"] == "interleaved: kernel[...] " + name:
+            r["paired"] = value
 (out / "bench_core.json").write_text(json.dumps(rows))
 '''
 
@@ -156,3 +162,39 @@ def test_the_ideal_launcher_is_reported_as_a_bound_not_judged_as_thork(stand_in,
         assert line.split()[0] == variant
         assert f"median {np.median(mine):.3f}x" in line
         assert " ".join(f"{v:.3f}" for v in mine) in line
+
+
+def test_a_rows_paired_ratio_is_the_verdict_and_the_median_floor_reading_follows(
+        stand_in, tmp_path, rng):
+    """(session 20) bench_core pairs each row with the C loop run just before it: that
+    ratio's median decides; each row over the process's median floor is printed after it,
+    for comparison with sessions 17-19."""
+    script, queue, log = stand_in
+    floors = rng.uniform(3.2, 4.6, 3)
+    cu = floors * np.array([1.21, 1.19, 1.22])  # over the goal by the median floor
+    own = rng.uniform(1.08, 1.14, 3)  # within it by the pairing
+    da_own = rng.uniform(1.02, 1.06, 3)
+    queue.write_text(json.dumps([
+        [f, f * 1.1, c, {"CuPy arrays": o, "DeviceArrays": d}]
+        for f, c, o, d in zip(floors, cu, own, da_own)]))
+    out = tmp_path / "out"
+    assert hv.main(["--processes", "3", "--bench", str(script), "--out", str(out)]) == 0
+    verdict, _, plain = (out / "hot_verdict.txt").read_text().partition(
+        "The same rows over each process's median floor")
+    lines = verdict.splitlines()
+    line = lines[lines.index("kernel[...] CuPy arrays") + 1]
+    assert f"median {np.median(own):.3f}x" in line and line.endswith(": met")
+    assert " ".join(f"{v:.3f}" for v in own) in line
+    line = lines[lines.index("kernel[...] DeviceArrays") + 1]
+    assert f"median {np.median(da_own):.3f}x" in line
+    lines = plain.splitlines()
+    line = lines[lines.index("kernel[...] CuPy arrays") + 1]
+    assert f"median {np.median(cu / floors):.3f}x" in line and line.endswith("NOT met")
+
+
+def test_without_paired_rows_only_one_table_is_printed(stand_in, tmp_path):
+    script, queue, log = stand_in
+    queue.write_text(json.dumps([[4.0, 4.4, 4.6]]))
+    out = tmp_path / "out"
+    assert hv.main(["--processes", "1", "--bench", str(script), "--out", str(out)]) == 0
+    assert "median floor" not in (out / "hot_verdict.txt").read_text()
