@@ -19,6 +19,9 @@
 #   bash bench/gpu_plan.sh bound   # ~6 min: diag_hot_floor.py with the ideal launcher's
 #                                  #   rows, then hot_verdict.py over 7 processes (the CuPy
 #                                  #   row, Thork and the ideal launcher, session 18)
+#   bash bench/gpu_plan.sh ab      # ~8 min: hot_verdict.py, base (.wheels-base) against
+#                                  #   new (.wheels) alternating, 6 processes each
+#                                  #   (session 20; PROCESSES= to change)
 #   bash bench/gpu_plan.sh reader  # ~4 min: the GPU suite under nvrtc, then the files of
 #                                  #   the native readers (core's foreign and C readers,
 #                                  #   torch's reader, the hot GPU calls) under nvcc and
@@ -33,7 +36,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
-part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|floor|verdict|bound|reader|recheck}
+part=${1:?usage: bash bench/gpu_plan.sh suite|bench|lang|hot|floor|verdict|bound|ab|reader|recheck}
 dest=${OUT:-/tmp/thork-plan}
 L=/tmp/thork-plan-$part
 rm -rf "$L"; mkdir -p "$L" "$dest"
@@ -87,6 +90,16 @@ hot)
   ;;
 verdict)
   TAIL=20 run hot_verdict 330 python3 bench/hot_verdict.py --processes 7 --out "$L/verdict"
+  ;;
+ab)
+  # (session 20) the hot rows of two builds, alternating process by process: .wheels-base
+  # (the wheels of the build before the change, carried too) against .wheels
+  rm -rf /tmp/site-base
+  python3 -m pip install -q --no-deps --no-index --target /tmp/site-base .wheels-base/*.whl \
+    || exit 1
+  say "base: $(cat .wheels-base/COMMIT 2>/dev/null || echo unknown)"
+  TAIL=40 run hot_verdict 560 python3 bench/hot_verdict.py --processes "${PROCESSES:-6}" \
+    --variant base=/tmp/site-base --variant new=/tmp/site --out "$L/verdict"
   ;;
 bound)
   TAIL=30 run diag_hot_floor 120 python3 bench/diag_hot_floor.py

@@ -150,10 +150,11 @@ def test_cupy_current_stream_is_read_through_cupys_c_function(rng):
     np.testing.assert_allclose(cp.asnumpy(out), _ref(xh, 0.25), rtol=1e-6, atol=1e-6)
 
 
-def test_cupy_pointer_is_kept_per_array_and_data_object(rng):
-    """(session 16) The hot path keeps a CuPy array's pointer while the same array holds
-    the same data object: a live array's ``__init__`` run again on other memory is seen,
-    and a kernel keeps none of a temporary's memory alive. Values against NumPy."""
+def test_cupy_pointer_is_kept_per_data_object(rng):
+    """(session 16) The hot path keeps a CuPy array's pointer for its data object: a live
+    array's ``__init__`` run again on other memory is seen, a view sharing the object
+    takes the kept pointer, and a kernel keeps none of a temporary's memory alive. Values
+    against NumPy."""
     cp = pytest.importorskip("cupy")
     n = 1501  # a grid of its own
     launch = scale_add[(n + 127) // 128, 128]
@@ -182,6 +183,18 @@ def test_cupy_pointer_is_kept_per_array_and_data_object(rng):
     used = pool.used_bytes()
     del t
     assert pool.used_bytes() <= used - (64 << 20)
+    assert missed == []
+    # (session 20) a view holding x's data object takes the pointer kept for it, before
+    # and after x (the array the kernel's slot watches) is gone
+    v = x.view()
+    for arr in (v, x, v):
+        out.fill(cp.nan)
+        launch(out, arr, 2.0, n)
+        np.testing.assert_allclose(cp.asnumpy(out), _ref(now, 2.0), rtol=1e-6, atol=1e-6)
+    del x
+    out.fill(cp.nan)
+    launch(out, v, 0.5, n)
+    np.testing.assert_allclose(cp.asnumpy(out), _ref(now, 0.5), rtol=1e-6, atol=1e-6)
     assert missed == []
 
 

@@ -1392,19 +1392,6 @@ static int dims_match(Foreign *f, PyObject *a, PyObject *want_shape, int ndim, i
     return ok;
 }
 
-/* Whether weak reference ref answers o (while o is alive: o is the caller's argument). */
-static inline int weak_is(PyObject *ref, PyObject *o) {
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject *t = NULL;
-    if (PyWeakref_GetRef(ref, &t) < 0) PyErr_Clear();
-    int same = t == o;
-    Py_XDECREF(t); /* o itself when same: the caller's argument, never the last reference */
-    return same;
-#else
-    return PyWeakref_GET_OBJECT(ref) == o;
-#endif
-}
-
 /* ref's callback: the slot's array is gone; drop its data object (the dead reference
  * stays until the next call replaces it: a weak reference is not released inside its
  * own callback). A reference the slot no longer holds changes nothing. */
@@ -1484,8 +1471,7 @@ static int cupy_current(Foreign *f, Currents *cur) {
  * ndim, as little as bench/ideal_launcher.c reads (docs/benchmarks.md "Session 18"): the
  * caller has checked that a's type is f's and that its version tag is f->quick_tag (the
  * three getters direct). Contiguity; the dtype object the slot last matched (identity);
- * the data object the slot keeps for this very array (weak reference) with its
- * read-only pointer. 1: *ptr set; 0: anything else, read_foreign decides (nothing
+ * the data object the slot keeps (see read_foreign) with its read-only pointer. 1: *ptr set; 0: anything else, read_foreign decides (nothing
  * raised, the stream kept in cur). */
 static inline int cupy_quick(Foreign *f, PyObject *a, ForeignSlot *slot, uint64_t handle,
                              Currents *cur, uint64_t *ptr) {
@@ -1501,8 +1487,7 @@ static inline int cupy_quick(Foreign *f, PyObject *a, ForeignSlot *slot, uint64_
     }
     if (ok) {
         PyObject *mem = attr_direct(&f->attrs[FA_DATA], a);
-        ok = mem && slot->data == mem && slot->ref && weak_is(slot->ref, a) &&
-             attr_readonly(&f->attrs[FA_PTR], Py_TYPE(mem));
+        ok = mem && slot->data == mem && attr_readonly(&f->attrs[FA_PTR], Py_TYPE(mem));
         if (ok) *ptr = slot->ptr;
         Py_XDECREF(mem);
     }
@@ -1542,13 +1527,14 @@ static int read_foreign(Foreign *f, PyObject *a, PyObject *typestr, PyObject *dt
             return ok;
         PyObject *mem = attr_get(&f->attrs[FA_DATA], a);
         if (!mem) goto miss;
-        /* (session 16) The same array holding the same data object (the slot keeps that
-         * object alive: the same address is the same object; a.data set or __init__ run
-         * again gives another), whose pointer cannot change (data.ptr read-only in C, as
-         * CuPy's Cython `readonly intptr_t ptr`): the pointer read then. The weak
-         * reference answers None once the array is gone. */
-        if (slot->data == mem && slot->ref && weak_is(slot->ref, a) &&
-            attr_readonly(&f->attrs[FA_PTR], Py_TYPE(mem))) {
+        /* (session 16) The data object the slot keeps (a strong reference while it is
+         * kept, so the same address is the same object; a.data set or __init__ run again
+         * gives another), whose pointer cannot change (data.ptr read-only in C, as CuPy's
+         * Cython `readonly intptr_t ptr`): the pointer read then, whichever array holds
+         * the object (the array's pointer is its data object's by this reader's
+         * definition). (session 20) The array itself is not compared: the slot's weak
+         * reference to it only drops the data object when it goes (fslot_forget). */
+        if (slot->data == mem && attr_readonly(&f->attrs[FA_PTR], Py_TYPE(mem))) {
             *ptr = slot->ptr;
             Py_DECREF(mem);
             return 1;
