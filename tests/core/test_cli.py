@@ -82,6 +82,54 @@ def test_info_json_reports_versions_defaults_and_flags_bad_variables(tmp_path):
     assert "THORK_ARCH=sm_50  INVALID:" in text and "THORK_LAUNCHER=native\n" in text
 
 
+def test_info_lists_array_adapters_with_their_describe_lines(tmp_path):
+    """(session 20) Each adapter, highest priority first, with the line its describe()
+    gives; thork_torch's says which reader the hot paths use (no torch here: that)."""
+    r = thork("info", "--json", env={"THORK_CACHE_DIR": str(tmp_path / "c")},
+              module="thork_core")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["array_adapters"]
+    reg = thork_core.plugins()
+    assert [(a["name"], a["priority"]) for a in got] == \
+        [(a.name, a.priority) for a in reg.array_adapters()]
+    by_name = {a["name"]: a for a in got}
+    assert by_name["numpy"]["describe"] is None  # the base class's: nothing to add
+    if "torch" in by_name:
+        line = by_name["torch"]["describe"]
+        assert line.startswith("hot paths read CUDA tensors: "), line
+        if not importable("torch"):
+            assert line.endswith("torch is not installed")
+    text = thork("info", env={"THORK_CACHE_DIR": str(tmp_path / "c")},
+                 module="thork_core").stdout
+    block = text.split("array adapters:\n")[1].split("gpus:")[0].splitlines()
+    assert [ln.split()[0] for ln in block] == [a["name"] for a in got]
+    for ln, a in zip(block, got):
+        if a["describe"]:
+            assert ln.endswith(f"  {a['describe']}"), ln
+        else:
+            assert ln.split() == [a["name"], "priority", str(a["priority"])], ln
+
+
+def test_an_adapters_describe_line_never_breaks_info():
+    from thork_core._cli import _describe
+
+    class Says:
+        def describe(self):
+            return "reads in C here"
+
+    class Raises:
+        def describe(self):
+            raise RuntimeError("no driver")
+
+    class Duck:  # an adapter not derived from ArrayAdapter: no describe at all
+        pass
+
+    assert _describe(Says()) == "reads in C here"
+    assert _describe(Raises()) == "describe() failed: RuntimeError: no driver"
+    assert _describe(Duck()) is None
+    assert _describe(thork_core.ArrayAdapter()) is None
+
+
 def test_environment_checks_names_against_installed_plugins():
     reg = thork_core.plugins()
     names = [t.name for t in reg.targets()]

@@ -8,9 +8,11 @@
 * :func:`custom_op` registers a launch or a pipe as a ``torch.library`` custom op with a
   fake implementation, for ``torch.compile(fullgraph=True)`` and CUDA graph capture;
 * :func:`build_reader` builds the C++ reader through which core's hot paths read CUDA
-  tensors (``THORK_TORCH_READER``; :func:`reader_status` says which reader serves).
+  tensors (``THORK_TORCH_READER``; :func:`reader_status` says which reader serves,
+  :func:`reader_report` the same without building, for ``thork info``).
 
-Importing this package imports torch.
+Importing this package does not import torch (its functions import it when called; the
+adapter finds it in ``sys.modules``).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from ._adapter import TorchAdapter, tensor_view
 from ._call import OUTPUTS, TorchCall, wrap
 from ._custom_op import custom_op, pipe_output_specs
 from ._dtypes import to_thork, to_torch
-from ._reader import build_reader, reader_status
+from ._reader import build_reader, reader_report, reader_status
 
 __all__ = ["OUTPUTS", "TorchAdapter", "TorchCall", "build_reader", "custom_op",
-           "pipe_output_specs", "reader_status", "tensor_view", "to_thork", "to_torch",
-           "wrap"]
+           "pipe_output_specs", "reader_report", "reader_status", "tensor_view", "to_thork",
+           "to_torch", "wrap"]
 __version__ = "0.1.0"

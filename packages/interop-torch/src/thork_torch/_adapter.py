@@ -90,6 +90,13 @@ class TorchAdapter(ArrayAdapter):
         """``record_stream`` on the launch stream (see :func:`record`)."""
         record(obj, stream)
 
+    def describe(self) -> str:
+        """(session 20) For ``thork info``: which reader core's hot paths use for CUDA
+        tensors here (thork_torch's C++ reader or torch's Python API) and why."""
+        from ._reader import reader_report
+
+        return f"hot paths read CUDA tensors: {reader_report()}"
+
     def view(self, obj: Any, stream: int | None) -> ArrayView | None:
         if not is_tensor(obj):
             return None

@@ -19,7 +19,7 @@ reads in C++, no Python call.
 * ``0``: never (torch's Python API).
 
 :func:`build_reader` builds and loads it now; :func:`reader_status` says what this process
-uses and why (``thork info`` prints it).
+uses and why (``thork info`` prints :func:`reader_report`, the same without building).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-__all__ = ["build_reader", "reader_capsule", "reader_status"]
+__all__ = ["build_reader", "reader_capsule", "reader_report", "reader_status"]
 
 _NAME = "_thork_torch_reader"
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reader.cpp")
@@ -197,29 +197,37 @@ def reader_capsule() -> Any | None:
     return mod.reader if mod is not None and mod.cuda else None
 
 
-def _first_look() -> ModuleType | None:
+def _first_look(build_missing: bool = True) -> ModuleType | None:
+    """Decide once per process what reads tensors (the status says what and why): the
+    cached reader, or (``build_missing``) a build as the policy says. Nothing is decided
+    while torch is not imported (no tensor can reach the launcher yet), nor without
+    ``build_missing`` when the reader would have to be built."""
     with _LOCK:
         if "module" in _STATE or "status" in _STATE:
             return _STATE.get("module")
         torch = sys.modules.get("torch")
+        if torch is None:
+            return None
         try:
             policy = _policy()
             if policy == "0":
                 _STATE["status"] = "off (THORK_TORCH_READER=0)"
                 return None
-            if torch is None or getattr(torch.version, "cuda", None) is None:
+            if getattr(torch.version, "cuda", None) is None:
                 _STATE["status"] = "not used (torch has no CUDA here)"
                 return None
             if not torch.cuda.is_available():  # no CUDA tensor will reach the hot paths
                 _STATE["status"] = "not used (torch sees no GPU here)"
                 return None
-            mod = _lookup(torch, build=policy == "build")
+            mod = _lookup(torch, build=build_missing and policy == "build")
         except Exception as exc:  # noqa: BLE001 - the Python API serves; status says why
             _STATE["status"] = f"unavailable: {exc}"
             return None
         if mod is not None:
             _use(mod)
             return mod
+        if not build_missing:
+            return None
         if getattr(sys, "frozen", False):  # sys.executable is the application, not Python
             _STATE["status"] = ("not built (a frozen application cannot build it in the "
                                 "background: call thork_torch.build_reader())")
@@ -280,9 +288,28 @@ def _refresh() -> None:
 
 
 def reader_status() -> str:
-    """What this process uses to read torch tensors on the native path, and why."""
+    """What this process uses to read torch tensors on the native path, and why (it
+    decides now where nothing was decided yet: see ``THORK_TORCH_READER``)."""
     reader_capsule()
-    return str(_STATE.get("status", "not asked yet"))
+    return str(_STATE.get("status", "not decided yet (torch is not imported)"))
+
+
+def reader_report() -> str:
+    """What :func:`reader_status` says, for ``thork info``: torch imported if installed,
+    the cached reader loaded if there is one; nothing is built or started."""
+    if "status" not in _STATE:
+        try:
+            import torch  # noqa: F401 - what the status depends on
+        except ImportError:
+            return "torch is not installed"
+        _first_look(build_missing=False)
+    if "status" not in _STATE:
+        how = ("built by the first launch with a CUDA tensor, which waits"
+               if _policy() == "build" else
+               "built in the background by the first launch with a CUDA tensor")
+        return (f"C++ reader not built yet ({how}; thork_torch.build_reader() builds it "
+                "now); torch's Python API until then")
+    return str(_STATE["status"])
 
 
 def _reset() -> None:

@@ -123,6 +123,13 @@ class ArrayAdapter:
         ``obj`` (torch: ``record_stream``, so the caching allocator keeps the memory until
         that work is done). Called by the hot paths after they waited for the producer."""
 
+    def describe(self) -> str | None:
+        """(session 20) One line for ``thork info`` on how this adapter reads its arrays
+        on this machine (torch: which reader the hot paths use, and why), or None: nothing
+        to add. Asked only by ``thork info``; it may import the adapter's library but
+        must not build or start anything. An exception is printed in its place."""
+        return None
+
 
 class NumpyAdapter(ArrayAdapter):
     """Host arrays: ``numpy.ndarray`` (and subclasses)."""

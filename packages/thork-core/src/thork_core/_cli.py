@@ -366,6 +366,9 @@ def info() -> dict[str, Any]:
     out["targets"] = [{"name": t.name, "describe": _safe(t.describe)[0] or t.name,
                        "usable": bool((_safe(t.available)[0] or (False,))[0])}
                       for t in reg.targets()]
+    out["array_adapters"] = [
+        {"name": a.name, "priority": a.priority,
+         "describe": _describe(a)} for a in reg.array_adapters()]
     target, err = _safe(reg.target)
     out["default_target"] = target.name if target is not None else None
     out["default_compiler"] = None
@@ -389,6 +392,18 @@ def info() -> dict[str, Any]:
     out["environment"] = environment()
     out["cache"] = cache_report()
     return out
+
+
+def _describe(adapter: Any) -> str | None:
+    """An adapter's ``describe()`` line, or what it raised (never raises; an adapter
+    not derived from ArrayAdapter may have none)."""
+    fn = getattr(adapter, "describe", None)
+    if not callable(fn):
+        return None
+    line, err = _safe(fn)
+    if err is not None:
+        return f"describe() failed: {err}"
+    return None if line is None else str(line)
 
 
 def _plugin_api_version() -> str | None:
@@ -448,6 +463,10 @@ def info_text(data: dict[str, Any] | None = None) -> str:
                      f"{', '.join(c['produces'])}, priority {c['priority']}]  {state}{extra}")
     lines.append("targets:")
     lines.extend(f"  {t['describe']}" for t in d["targets"])
+    lines.append("array adapters:")
+    lines.extend(f"  {a['name']:<20} priority {a['priority']:<4}"
+                 + (f"  {a['describe']}" if a["describe"] else "")
+                 for a in d.get("array_adapters", ()))
     lines.append("gpus:")
     if d["gpus"]:
         lines.extend(f"  cuda:{g['ordinal']} {g['name']} {g['arch']}" for g in d["gpus"])
