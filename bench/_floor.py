@@ -365,63 +365,36 @@ def ideal_torch(ideal: Any, tensors: tuple[Any, Any, Any], current: Any = None,
     return ideal
 
 
-def _cuda_include() -> Path:
-    """A folder holding ``cuda_runtime_api.h`` (torch's CUDA headers include it), found as
-    thork_torch's reader build finds it (``thork_torch._reader._cuda_include``)."""
-    from thork_torch._reader import _cuda_include as find
-
-    got = find()
-    if got is None:
-        raise RuntimeError("no cuda_runtime_api.h found (set CUDA_HOME)")
-    return Path(got)
-
-
-def build_libtorch_ideal() -> Path:
-    """(session 18) ``bench/ideal_torch.cpp`` built against the installed torch: its
-    headers and libraries, its C++ ABI, C++20 (else C++17), CUDA's runtime header
-    (:func:`_cuda_include`), this interpreter's headers; the extension's path. The build
-    (~15-30 s) is kept under the temporary folder, keyed by the source, torch's version and
-    this interpreter, and reused by later processes.
+def build_libtorch_ideal() -> Any:
+    """(session 18) ``bench/ideal_torch.cpp`` built against the installed torch and
+    loaded: (session 20) through thork_torch's recipe (``build_recipe``: its headers and
+    libraries, its C++ ABI, C++20 else C++17, CUDA's runtime header, this interpreter's
+    headers) and core's one build path for host extensions
+    (``thork_core.build.host_extension``: the disk cache keeps it for later processes),
+    as thork_torch's own reader is built. The module.
 
     Raises:
         RuntimeError: If no C++ compiler or CUDA header is found, or the build fails (the
             compiler's last lines).
-        ImportError: If torch is not installed.
+        ImportError: If torch or thork_torch is not installed.
     """
-    import hashlib
-    import sysconfig
-
     import torch
+    from thork_core import CompileError, PluginError
+    from thork_core.build import host_extension
+    from thork_torch._reader import build_recipe
 
-    tdir = Path(torch.__file__).resolve().parent
-    ext = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    key = hashlib.sha256(_IDEAL_TORCH_SOURCE.read_bytes() + torch.__version__.encode() +
-                         sys.version.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / "thork-bench-ideal-torch" / key / f"ideal_torch{ext}"
-    with _lock:
-        if path.is_file():
-            return path
-        cxx = shutil.which(os.environ.get("CXX", "") or "c++") or shutil.which("g++")
-        if cxx is None:
-            raise RuntimeError("no C++ compiler found (tried $CXX, c++, g++)")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
-        base = ["-O2", "-shared", "-fPIC", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-                "-I", sysconfig.get_paths()["include"], "-I", str(tdir / "include"),
-                "-I", str(tdir / "include" / "torch" / "csrc" / "api" / "include"),
-                "-I", str(_cuda_include()), str(_IDEAL_TORCH_SOURCE),
-                "-L", str(tdir / "lib"), "-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu",
-                "-ltorch_python", f"-Wl,-rpath,{tdir / 'lib'}"]
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        err = ""
-        for std in ("-std=c++20", "-std=c++17"):
-            proc = subprocess.run([cxx, std, *base, "-o", str(tmp)], capture_output=True,
-                                  text=True, timeout=_COMPILE_TIMEOUT_S * 3)
-            if proc.returncode == 0 and tmp.is_file():
-                os.replace(tmp, path)
-                return path
-            err = proc.stderr.strip()[-2000:]
-        raise RuntimeError(f"building {_IDEAL_TORCH_SOURCE.name} failed:\n{err}")
+    last: Exception | None = None
+    for std in ("c++20", "c++17"):
+        try:
+            r = build_recipe(torch, std)
+            return host_extension("ideal_torch", str(_IDEAL_TORCH_SOURCE),
+                                  compiler=r["compiler"], flags=r["flags"], libs=r["libs"],
+                                  extra_key=r["extra"])
+        except PluginError as exc:  # no compiler or header: the other standard is no help
+            raise RuntimeError(str(exc)) from exc
+        except CompileError as exc:
+            last = exc
+    raise RuntimeError(f"building {_IDEAL_TORCH_SOURCE.name} failed: {last}")
 
 
 def ideal_libtorch(launch: Any, device: int = 0) -> Any:
@@ -434,6 +407,6 @@ def ideal_libtorch(launch: Any, device: int = 0) -> Any:
         RuntimeError: If the build fails or the kernel was never loaded.
         ImportError: If torch is not installed.
     """
-    module = _load_extension("ideal_torch", build_libtorch_ideal())
+    module = build_libtorch_ideal()
     module.setup(*_loaded_function(launch), launch.grid[0], launch.block[0], 0, device)
     return module

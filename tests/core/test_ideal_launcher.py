@@ -206,18 +206,18 @@ def test_tensors_refuse_what_they_do_not_read(torch_rig, change):
     assert t.rig.seen == []
 
 
-def test_the_libtorch_ideal_is_built_against_the_installed_torch(tmp_path, monkeypatch):
-    """bench/ideal_torch.cpp's build (_floor.build_libtorch_ideal): with the installed
-    torch's headers, libraries and C++ ABI, CUDA's runtime header, C++20 then C++17, kept
-    for later processes, and a failure that quotes the compiler. A stand-in torch package
-    and a stand-in compiler (it records each command; C++20 fails) serve here. CUDA's
-    header is found as thork_torch's reader build finds it: that plugin must be here."""
+def test_the_libtorch_ideal_is_built_as_thork_torchs_reader_is(tmp_path, monkeypatch):
+    """bench/ideal_torch.cpp's build (_floor.build_libtorch_ideal, session 20): thork_torch's
+    recipe for the installed torch (its headers, libraries, C++ ABI, CUDA's runtime
+    header), C++20 then C++17, through core's host-extension build path; a failure names
+    the source and quotes the compiler. A stand-in torch package and a stand-in
+    host_extension (it records each request; C++20 fails) serve here."""
     pytest.importorskip("thork_torch._reader")
-    import json
-    import os
-    import tempfile
     import types
     import uuid
+
+    import thork_core.build
+    from thork_core import CompileError
 
     pkg = tmp_path / "site" / "torch"
     (pkg / "include").mkdir(parents=True)
@@ -226,42 +226,44 @@ def test_the_libtorch_ideal_is_built_against_the_installed_torch(tmp_path, monke
     torch.__file__ = str(pkg / "__init__.py")
     torch.__version__ = f"test-{uuid.uuid4().hex}"  # type: ignore[attr-defined]
     torch._C = SimpleNamespace(_GLIBCXX_USE_CXX11_ABI=False)  # type: ignore[attr-defined]
+    torch.version = SimpleNamespace(cuda="13.0")  # type: ignore[attr-defined]
     cuda = tmp_path / "cuda"
     (cuda / "include").mkdir(parents=True)
     (cuda / "include" / "cuda_runtime_api.h").write_text("")
-    log = tmp_path / "cxx.log"
-    cxx = tmp_path / "fake-cxx"
-    cxx.write_text(f"#!{sys.executable}\n"
-                   "import json, os, sys\n"
-                   f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-                   "if '-std=c++20' in sys.argv or os.environ.get('FAKE_CXX_FAIL'):\n"
-                   "    sys.stderr.write('error: ' + sys.argv[1] + ' is not enough')\n"
-                   "    sys.exit(1)\n"
-                   "open(sys.argv[sys.argv.index('-o') + 1], 'wb').write(b'built')\n")
-    cxx.chmod(0o755)
-    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setenv("CXX", sys.executable)  # any program that exists: nothing runs it
     monkeypatch.setenv("CUDA_HOME", str(cuda))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    os.makedirs(tmp_path / "tmp")
     monkeypatch.setitem(sys.modules, "torch", torch)
-    _floor = _bench_floor()
+    calls: list[dict] = []
+    built = types.ModuleType("ideal_torch")
 
-    path = _floor.build_libtorch_ideal()
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [c[0] for c in calls] == ["-std=c++20", "-std=c++17"]
-    cmd = calls[1]
-    assert "-D_GLIBCXX_USE_CXX11_ABI=0" in cmd
+    def host_extension(name, source, *, compiler, flags=(), libs=(), extra_key=(),
+                       build=True, load=True):
+        calls.append({"name": name, "source": source, "compiler": compiler,
+                      "flags": list(flags), "libs": list(libs), "extra": list(extra_key)})
+        if "-std=c++20" in flags or fail:
+            raise CompileError(f"error: {flags[0]} is not enough")
+        return built
+
+    fail = False
+    monkeypatch.setattr(thork_core.build, "host_extension", host_extension)
+    _floor = _bench_floor()
+    assert _floor.build_libtorch_ideal() is built
+    assert [c["flags"][0] for c in calls] == ["-std=c++20", "-std=c++17"]
+    got = calls[1]
+    assert got["name"] == "ideal_torch" and got["source"] == str(BENCH / "ideal_torch.cpp")
+    assert got["compiler"] == sys.executable
+    flags, libs = got["flags"], got["libs"]
+    assert "-D_GLIBCXX_USE_CXX11_ABI=0" in flags and "-DTHORK_TORCH_CUDA" in flags
     for folder in (pkg / "include", pkg / "include" / "torch" / "csrc" / "api" / "include",
                    cuda / "include"):
-        assert cmd[cmd.index(str(folder)) - 1] == "-I"
-    assert cmd[cmd.index(str(pkg / "lib")) - 1] == "-L" and f"-Wl,-rpath,{pkg / 'lib'}" in cmd
-    assert {"-lc10", "-lc10_cuda", "-ltorch_python"} <= set(cmd)
-    assert str(BENCH / "ideal_torch.cpp") in cmd and cmd[-2] == "-o"
-    assert path.read_bytes() == b"built" and path.parent.parent == tmp_path / "tmp" / \
-        "thork-bench-ideal-torch"
-    assert _floor.build_libtorch_ideal() == path  # kept: the compiler is not run again
-    assert len(log.read_text().splitlines()) == 2
-    monkeypatch.setattr(torch, "__version__", "another")
-    monkeypatch.setenv("FAKE_CXX_FAIL", "1")
-    with pytest.raises(RuntimeError, match="ideal_torch.cpp failed:\nerror: -std=c\\+\\+17"):
+        assert flags[flags.index(str(folder)) - 1] == "-I"
+    assert libs[libs.index(str(pkg / "lib")) - 1] == "-L"
+    assert f"-Wl,-rpath,{pkg / 'lib'}" in libs
+    assert {"-lc10", "-lc10_cuda", "-ltorch_python"} <= set(libs)
+    assert torch.__version__ in got["extra"]
+    fail = True
+    with pytest.raises(RuntimeError, match="ideal_torch.cpp failed: error: -std=c\\+\\+17"):
+        _floor.build_libtorch_ideal()
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-c++"))
+    with pytest.raises(RuntimeError, match="no C\\+\\+ compiler"):
         _floor.build_libtorch_ideal()
