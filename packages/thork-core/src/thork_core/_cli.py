@@ -37,9 +37,9 @@ def _is_launcher(value: str) -> str | None:
 
 
 def _is_torch_reader(value: str) -> str | None:
-    # (thork_torch/_reader.py reads it; the values it takes, spelled as it spells them)
-    ok = ("auto", "build", "1", "on", "yes", "true", "0", "off", "no", "false")
-    return None if value.strip().lower() in ("", *ok) else "expected auto, build or 0"
+    # (thork_torch/_reader.py reads it: auto, build, or an on/off spelling for build and 0)
+    ok = value.strip().lower() in ("", "auto", "build", *_BOOL)
+    return None if ok else "expected auto, build or 0"
 
 
 def _is_arch(value: str) -> str | None:

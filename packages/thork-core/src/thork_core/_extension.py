@@ -23,8 +23,8 @@ from types import ModuleType
 
 from ._errors import CompileError
 
-__all__ = ["build_library", "cached_library", "extension_key", "host_extension", "python_flags",
-           "load_extension"]
+__all__ = ["build_library", "cached_library", "extension_key", "host_extension",
+           "load_extension", "python_flags"]
 
 #: The extension suffix of this Python (``sysconfig``'s ``EXT_SUFFIX``, without importing
 #: sysconfig).
@@ -71,10 +71,10 @@ def build_library(source: str, compiler: str, flags: Sequence[str], out: str,
                                   timeout=BUILD_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise CompileError(f"building {os.path.basename(source)}: {cmd[0]} could not "
-                             f"run: {exc}") from exc
+                               f"run: {exc}") from exc
         if proc.returncode != 0:
             raise CompileError(f"building {os.path.basename(source)}: {cmd[0]} failed: "
-                             f"{(proc.stderr or proc.stdout).strip()[-1200:]}")
+                               f"{(proc.stderr or proc.stdout).strip()[-1200:]}")
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
@@ -166,7 +166,7 @@ def host_extension(name: str, source: str, *, compiler: str, flags: Sequence[str
         return load_extension(name, path)
     except ImportError as exc:
         raise CompileError(f"{name}: the library built from {os.path.basename(source)} "
-                         f"could not be loaded: {exc}") from exc
+                           f"could not be loaded: {exc}") from exc
 
 
 def python_flags() -> list[str]:

@@ -1471,8 +1471,8 @@ static int cupy_current(Foreign *f, Currents *cur) {
  * ndim, as little as bench/ideal_launcher.c reads (docs/benchmarks.md "Session 18"): the
  * caller has checked that a's type is f's and that its version tag is f->quick_tag (the
  * three getters direct). Contiguity; the dtype object the slot last matched (identity);
- * the data object the slot keeps (see read_foreign) with its read-only pointer. 1: *ptr set; 0: anything else, read_foreign decides (nothing
- * raised, the stream kept in cur). */
+ * the data object the slot keeps (see read_foreign) with its read-only pointer. 1: *ptr
+ * set; 0: anything else, read_foreign decides (nothing raised, the stream kept in cur). */
 static inline int cupy_quick(Foreign *f, PyObject *a, ForeignSlot *slot, uint64_t handle,
                              Currents *cur, uint64_t *ptr) {
     if ((!cur->have_cupy && !cupy_current(f, cur)) || (cur->cupy > 2 && cur->cupy != handle))

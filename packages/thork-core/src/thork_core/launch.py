@@ -62,13 +62,11 @@ from ._probe import (
 )
 from ._target import Dim3, normalize_dims
 
-__all__ = ["ARRAY_READER_CAPSULE", "CAI", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM", "DLPACK",
-           "Dim3",
-           "MAX_SHARED_PER_BLOCK", "PreparedLaunch", "PyLauncher", "array_reader_include",
-           "byte_range", "cai_pointer",
-           "check_arg_count", "dlpack_code", "dlpack_probe", "float_scalar", "follow", "followers",
-           "foreign_reader", "implied_stream", "kind_of", "no_max_version",
-           "guarded_call_base", "launch_call_base", "make_launcher", "memory_range",
-           "subscript_memo",
-           "normalize_dims", "one_gpu", "out_maker", "overlapping", "param_kinds", "probe",
-           "refresh_readers", "shared_bytes", "static_shared_bytes", "typestr"]
+__all__ = ["ARRAY_READER_CAPSULE", "array_reader_include", "byte_range", "CAI",
+           "cai_pointer", "check_arg_count", "CONV_CU", "CONV_HOST", "CONV_HOST_STREAM",
+           "Dim3", "DLPACK", "dlpack_code", "dlpack_probe", "float_scalar", "follow",
+           "followers", "foreign_reader", "guarded_call_base", "implied_stream", "kind_of",
+           "launch_call_base", "make_launcher", "MAX_SHARED_PER_BLOCK", "memory_range",
+           "no_max_version", "normalize_dims", "one_gpu", "out_maker", "overlapping",
+           "param_kinds", "PreparedLaunch", "probe", "PyLauncher", "refresh_readers",
+           "shared_bytes", "static_shared_bytes", "subscript_memo", "typestr"]
